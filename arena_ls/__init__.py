@@ -1,0 +1,14 @@
+"""arena-ls: run, watch and stop model-training jobs from the editor.
+
+The package is laid out by architecture:
+
+- ``arena_ls.protocol``: the LSP layer (pygls server, params, errors, notifications);
+- ``arena_ls.lifecycle``: runs, the state machine, the detached job agent, logs;
+- ``arena_ls.manifest``: the allowlist of jobs and its diagnostics;
+- ``arena_ls.gates``: static checks on trainer scripts;
+- ``arena_ls.health``: RAM, CPU, battery and GPU probes and pre-flight checks;
+- ``arena_ls.client``: the ``arena`` terminal client;
+- ``arena_ls.platform``: every difference between POSIX and Windows.
+"""
+
+__version__ = "0.1.0"

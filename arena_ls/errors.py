@@ -1,0 +1,32 @@
+"""Refusals with the contract's error codes and reasons (section 4.3).
+
+Raised by the lifecycle and turned into JSON-RPC errors by the protocol
+layer; the terminal client prints them as one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NOT_ALLOWLISTED = (1001, "not-allowlisted")
+APPROVAL_REQUIRED = (1002, "approval-required")
+ALREADY_RUNNING = (1003, "already-running")
+GATES_FAILED = (1004, "gates-failed")
+PREFLIGHT_FAILED = (1005, "preflight-failed")
+INVALID_MANIFEST = (1006, "invalid-manifest")
+NO_CHECKPOINT = (1007, "no-checkpoint")
+DISABLED = (1008, "disabled")
+
+
+class ArenaError(Exception):
+    """A refusal: a contract error code, its reason, a message and extra data."""
+
+    def __init__(self, kind: tuple[int, str], message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.code, self.reason = kind
+        self.message = message
+        self.data: dict[str, Any] = {"reason": self.reason, **data}
+
+
+class InvalidParams(ValueError):
+    """Bad params: becomes JSON-RPC -32602 with a message naming the field."""

@@ -1,0 +1,478 @@
+"""The job agent: one small detached process per run that owns the trainer.
+
+Started by a server as ``python -m arena_ls.lifecycle.agent RUN_DIR``, it
+outlives the server and the editor. It captures the trainer's output into
+the run folder, records every status change atomically in ``state.json``,
+runs the stop protocol when a ``stop.json`` request appears, detects stalls,
+classifies failures and, for ``train`` jobs, relaunches a crashed trainer
+from its last checkpoint (the watchdog). It imports nothing of the LSP
+stack, so it starts fast and stays small.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import attrs
+
+from arena_ls import platform
+from arena_ls.lifecycle.capture import ARENA, STDERR, STDOUT, OutputWriter
+from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.rundir import (
+    CheckpointRecord,
+    Failure,
+    RunDir,
+    RunSpec,
+    RunState,
+    StateFolder,
+)
+from arena_ls.lifecycle.states import RunStatus, transition
+
+log = logging.getLogger("arena_ls.agent")
+
+READ_CHUNK = 1 << 16
+POLL_SECONDS = 0.05
+PROGRESS_WRITE_INTERVAL = 1.0
+BACKOFF_CAP_SECONDS = 300.0
+BOTH_SIGNAL_DELAY = 5.0
+TAIL_LINES = 200
+
+
+def resume_argv(spec: RunSpec, step: int | None) -> list[str]:
+    """The trainer's argv: the job's args, plus ``resume.args`` when resuming."""
+    if step is None or not spec.resume_args:
+        return list(spec.argv)
+    return [*spec.argv, *(arg.replace("{step}", str(step)) for arg in spec.resume_args)]
+
+
+@attrs.define
+class StopPlan:
+    """The stop protocol in progress."""
+
+    kill: bool
+    grace_seconds: float
+    requested_at: float
+    stage: str | None = None
+    signal_due_at: float | None = None
+
+
+class Agent:
+    """Runs one run to its end. See the module docstring."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.run_dir = run_dir
+        self.spec = run_dir.read_spec()
+        self.folder = StateFolder(run_dir.path.parent.parent)
+        self.state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
+        self.state.agent_pid = os.getpid()
+        self.state.agent_create_time = platform.process_identity(os.getpid())
+        self.state.argv = resume_argv(self.spec, self.spec.resumed_from_step)
+        if self.spec.resumed_from_step is not None:
+            previous = self.folder.job_checkpoint(self.spec.job_id)
+            if previous is not None and previous.step == self.spec.resumed_from_step:
+                self.state.last_checkpoint = previous
+        self.output = OutputWriter(run_dir.path)
+        self.parser = EventParser.for_patterns(
+            self.spec.progress_pattern, self.spec.checkpoint_pattern
+        )
+        self.lock = threading.RLock()
+        self.wake = threading.Event()
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.stop_plan: StopPlan | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.last_progress_at = time.monotonic()
+        self.last_progress_write = 0.0
+        self.nan_evidence: str | None = None
+
+    # -- state ---------------------------------------------------------------------------
+
+    def _move(self, target: RunStatus) -> None:
+        with self.lock:
+            self.state.status = transition(self.spec.run_id, self.state.status, target)
+            self.run_dir.write_state(self.state)
+
+    def _save(self) -> None:
+        with self.lock:
+            self.run_dir.write_state(self.state)
+
+    def say(self, text: str) -> None:
+        """A line of the supervisor's own, in the run's log (stream ``arena``)."""
+        self.output.append_line(ARENA, text)
+        self.tail.append(text)
+
+    # -- main loop -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the trainer (and its relaunches) to a final status; return 0."""
+        self._save()
+        restarts_left = self.spec.max_restarts
+        relaunch_step: int | None | str = "never"
+        step = self.spec.resumed_from_step
+        try:
+            while True:
+                outcome = self._attempt(step)
+                if outcome is not None:
+                    self._finish(outcome)
+                    return 0
+                checkpoint = self._checkpoint_step()
+                if relaunch_step != "never" and checkpoint == relaunch_step:
+                    self._crash_loop(checkpoint)
+                    return 0
+                if relaunch_step != "never" and _advanced(checkpoint, relaunch_step):
+                    restarts_left = self.spec.max_restarts
+                if restarts_left <= 0:
+                    self._finish(RunStatus.CRASHED)
+                    return 0
+                restarts_left -= 1
+                relaunch_step = checkpoint
+                if not self._backoff(checkpoint, restarts_left):
+                    self._finish(RunStatus.STOPPED)
+                    return 0
+                step = checkpoint
+        finally:
+            self.output.close()
+            self.folder.release_lock(self.spec.run_id)
+
+    def _checkpoint_step(self) -> int | None:
+        with self.lock:
+            return self.state.last_checkpoint.step if self.state.last_checkpoint else None
+
+    def _attempt(self, step: int | None) -> RunStatus | None:
+        """Launch once and wait; a final status, or None when the watchdog relaunches."""
+        argv = resume_argv(self.spec, step)
+        if not self._launch(argv):
+            return RunStatus.CRASHED
+        returncode = self._supervise()
+        return self._judge(returncode)
+
+    def _launch(self, argv: list[str]) -> bool:
+        env = dict(os.environ)
+        env.update(self.spec.env)
+        env.update(
+            {
+                "ARENA_RUN_ID": self.spec.run_id,
+                "ARENA_JOB_ID": self.spec.job_id,
+                "ARENA_STOP_FILE": str(self.run_dir.stop_file),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        self.say(f"starting {self.spec.job_id}: {' '.join(argv)}")
+        try:
+            process = platform.spawn_trainer(
+                argv,
+                cwd=Path(self.spec.cwd),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as error:
+            self.say(f"could not start {argv[0]!r}: {error}")
+            with self.lock:
+                self.state.failure = Failure("error", f"could not start {argv[0]!r}: {error}")
+                self.state.exit_code = None
+                self.state.ended_at = time.time()
+            return False
+        with self.lock:
+            self.process = process
+            self.state.pid = process.pid
+            self.state.pid_create_time = platform.process_identity(process.pid)
+            self.state.argv = argv
+            self.state.started_at = self.state.started_at or time.time()
+            self.state.exit_code = None
+            self.state.signal = None
+            self.state.failure = None
+            self.state.next_launch_at = None
+            self.last_progress_at = time.monotonic()
+            self._move(RunStatus.RUNNING)
+        return True
+
+    def _supervise(self) -> int:
+        """Capture output and watch for stop requests until the trainer exits."""
+        process = self.process
+        assert process is not None and process.stdout is not None and process.stderr is not None
+        readers = [
+            threading.Thread(target=self._pump, args=(process.stdout, STDOUT), daemon=True),
+            threading.Thread(target=self._pump, args=(process.stderr, STDERR), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        waiter = threading.Thread(target=self._wait_exit, args=(process,), daemon=True)
+        waiter.start()
+        while process.poll() is None:
+            self.wake.wait(POLL_SECONDS)
+            self.wake.clear()
+            self._check_stop_request()
+            self._advance_stop()
+            self._check_stall()
+        returncode = process.wait()
+        survivors = platform.kill_tree(process.pid, timeout=5.0)
+        if survivors:
+            self.say(f"processes {survivors} of the trainer's tree could not be killed")
+        for reader in readers:
+            reader.join(timeout=10.0)
+        return returncode
+
+    def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
+        process.wait()
+        self.wake.set()
+
+    def _pump(self, pipe: object, stream: int) -> None:
+        """Copy one pipe to the log in large chunks; scan finished lines for events."""
+        fd = pipe.fileno()  # type: ignore[attr-defined]
+        while True:
+            try:
+                data = os.read(fd, READ_CHUNK)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            complete = self.output.append(stream, data)
+            if complete:
+                self._scan(complete)
+        last = self.output.finish_stream(stream)
+        if last:
+            self._scan(last)
+
+    def _scan(self, complete: bytes) -> None:
+        if len(complete) < 4096:
+            for raw in complete.splitlines()[-TAIL_LINES:]:
+                self.tail.append(raw.decode("utf-8", "replace"))
+        else:
+            for raw in complete[-16384:].splitlines()[1:]:
+                self.tail.append(raw.decode("utf-8", "replace"))
+        for event in self.parser.parse_chunk(complete):
+            if isinstance(event, Checkpoint):
+                self._on_checkpoint(event)
+            elif isinstance(event, Progress):
+                self._on_progress(event)
+
+    def _on_checkpoint(self, event: Checkpoint) -> None:
+        record = CheckpointRecord(step=event.step, path=event.path, at=time.time())
+        with self.lock:
+            self.state.last_checkpoint = record
+            self.state.step = max(self.state.step or 0, event.step)
+            self._save()
+        self.folder.record_job_checkpoint(self.spec.job_id, record)
+
+    def _on_progress(self, event: Progress) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.last_progress_at = now
+            self.state.step = event.step
+            self.state.total_steps = event.total or self.state.total_steps
+            self.state.loss = event.loss
+            if is_bad_loss(event.loss) and self.nan_evidence is None:
+                self.nan_evidence = f"loss is {event.loss} at step {event.step}"
+                self.say(f"warning: {self.nan_evidence}")
+            if self.state.stalled:
+                self.state.stalled = False
+                self.say("progress resumed")
+                self._save()
+            elif now - self.last_progress_write >= PROGRESS_WRITE_INTERVAL:
+                self.last_progress_write = now
+                self._save()
+
+    # -- stall ---------------------------------------------------------------------------
+
+    def _check_stall(self) -> None:
+        if self.spec.kind != "train":
+            return
+        with self.lock:
+            if self.state.stalled or self.state.status is not RunStatus.RUNNING:
+                return
+            silent = time.monotonic() - self.last_progress_at
+            if silent < self.spec.stall_seconds:
+                return
+            self.state.stalled = True
+            self.say(f"warning: no progress announced for {silent:.0f}s; the trainer may be stalled")
+            self._save()
+
+    # -- stop protocol -------------------------------------------------------------------
+
+    def _check_stop_request(self) -> None:
+        if self.stop_plan is not None:
+            request = self.run_dir.read_stop_request()
+            if request and request.get("kill") and not self.stop_plan.kill:
+                self.stop_plan.kill = True  # an escalation: kill now
+            return
+        request = self.run_dir.read_stop_request()
+        if request is None:
+            return
+        grace = request.get("graceSeconds")
+        if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
+            grace = self.spec.grace_seconds
+        self.stop_plan = StopPlan(
+            kill=bool(request.get("kill")), grace_seconds=float(grace), requested_at=time.monotonic()
+        )
+        by = request.get("by") or "a client"
+        self.say(f"stop requested by {by}" + (" (kill)" if self.stop_plan.kill else ""))
+        with self.lock:
+            if self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
+
+    def _advance_stop(self) -> None:
+        plan = self.stop_plan
+        process = self.process
+        if plan is None or process is None or process.poll() is not None:
+            return
+        if plan.kill or time.monotonic() - plan.requested_at >= plan.grace_seconds:
+            self._kill_now(plan, process)
+            return
+        if plan.stage is None:
+            self._begin_cooperative(plan, process)
+        elif plan.signal_due_at is not None and time.monotonic() >= plan.signal_due_at:
+            plan.signal_due_at = None
+            if platform.send_cooperative_signal(process.pid):
+                plan.stage = "signal"
+                self.say("stop file not honoured yet: sent the stop signal")
+
+    def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
+        method = self.spec.stop_method
+        if method in ("file", "both"):
+            self.run_dir.stop_file.write_text("stop requested\n")
+            plan.stage = "file"
+            self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
+        if method == "both":
+            plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
+        if method == "signal":
+            platform.send_cooperative_signal(process.pid)
+            plan.stage = "signal"
+            self.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
+
+    def _kill_now(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
+        if plan.stage == "kill":
+            return
+        if not plan.kill:
+            self.say(f"grace window of {plan.grace_seconds:g}s elapsed: killing the process tree")
+        else:
+            self.say("killing the process tree")
+        plan.stage = "kill"
+        survivors = platform.kill_tree(process.pid, timeout=5.0)
+        if survivors:
+            self.say(f"could not kill processes {survivors}")
+
+    # -- the end of an attempt -----------------------------------------------------------
+
+    def _judge(self, returncode: int) -> RunStatus | None:
+        exit_code, signal_name = platform.describe_signal(returncode)
+        with self.lock:
+            self.state.exit_code = exit_code
+            self.state.signal = signal_name
+            self.state.ended_at = time.time()
+        code_text = f"code {exit_code}" if signal_name is None else f"code {returncode}"
+        self.say(
+            f"job exited with code {exit_code}"
+            if signal_name is None
+            else f"job was killed by {signal_name}"
+        )
+        if self.stop_plan is not None:
+            with self.lock:
+                self.state.stopped_by = self.stop_plan.stage or "file"
+            self.say(f"stopped (by {self.state.stopped_by})")
+            return RunStatus.STOPPED
+        if returncode == 0:
+            return RunStatus.SUCCEEDED
+        failure = classify(
+            exit_code=exit_code,
+            signal_name=signal_name,
+            tail=list(self.tail),
+            nan_evidence=self.nan_evidence,
+        )
+        with self.lock:
+            self.state.failure = failure
+        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code_text}")
+        if failure is not None:
+            self.say(f"failure: {failure.kind}: {failure.evidence}")
+        if self._can_relaunch():
+            return None
+        return RunStatus.CRASHED
+
+    def _can_relaunch(self) -> bool:
+        return (
+            self.spec.kind == "train" and self.spec.max_restarts > 0 and bool(self.spec.resume_args)
+        )
+
+    def _crash_loop(self, step: int | None) -> None:
+        where = f"step {step}" if step is not None else "the same point (no checkpoint)"
+        evidence = f"crashed again at {where} after a relaunch from it"
+        with self.lock:
+            previous = self.state.failure
+            if previous is not None:
+                evidence += f"; last failure: {previous.kind}: {previous.evidence}"
+            self.state.failure = Failure("crash-loop", evidence)
+        self.say(f"crash loop: {evidence}; not relaunching")
+        self._finish(RunStatus.CRASHED)
+
+    def _backoff(self, step: int | None, restarts_left: int) -> bool:
+        """Wait before a relaunch; False when a stop request cancelled it."""
+        with self.lock:
+            self.state.restarts += 1
+            attempt = self.state.restarts
+            delay = min(self.spec.backoff_seconds * 2 ** (attempt - 1), BACKOFF_CAP_SECONDS)
+            self.state.next_launch_at = time.time() + delay
+            self._move(RunStatus.RESTARTING)
+        used = self.spec.max_restarts - restarts_left
+        where = f"from step {step}" if step is not None else "from scratch (no checkpoint yet)"
+        self.say(f"restarting {where} (attempt {used}/{self.spec.max_restarts}) in {delay:g}s")
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline:
+            self.wake.wait(min(POLL_SECONDS * 4, max(0.0, deadline - time.monotonic())))
+            if self.run_dir.read_stop_request() is not None:
+                self.say("stop requested during the backoff: relaunch cancelled")
+                with self.lock:
+                    self.state.stopped_by = None
+                return False
+        return True
+
+    def _finish(self, status: RunStatus) -> None:
+        with self.lock:
+            self.state.ended_at = self.state.ended_at or time.time()
+            self.state.next_launch_at = None
+            self.state.stalled = False
+            self._move(status)
+        if status is RunStatus.SUCCEEDED:
+            self.say(f"{self.spec.job_id} finished")
+        self.say(f"run ended: {status.value}")
+
+
+def _advanced(checkpoint: int | None, since: int | None | str) -> bool:
+    if checkpoint is None:
+        return False
+    return since is None or (isinstance(since, int) and checkpoint > since)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s agent %(message)s"
+    )
+    if len(args) != 1:
+        print("usage: python -m arena_ls.lifecycle.agent RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = RunDir(Path(args[0]).resolve())
+    agent = Agent(run_dir)
+    try:
+        return agent.run()
+    except Exception:
+        log.exception("the agent failed")
+        try:
+            with agent.lock:
+                agent.state.failure = Failure("error", "the job agent failed; see agent.log")
+                if not agent.state.status.is_final:
+                    agent.state.status = RunStatus.LOST
+                agent.run_dir.write_state(agent.state)
+        finally:
+            agent.folder.release_lock(agent.spec.run_id)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,445 @@
+"""The captured output of a run, on disk, and how it is read back as lines.
+
+The agent appends what the trainer writes, in large chunks, to
+``output.log`` (plain bytes, readable with ``tail -f``) and one fixed-size
+record per chunk to ``output.idx``. A record says which stream the chunk
+came from, when it arrived, and the sequence number of its first line. The
+agent only writes whole lines in a record, except for an overlong line
+(over ``LINE_LIMIT`` bytes without a newline), which it writes in
+continuation records so that memory stays bounded.
+
+Because the index fixes the order and numbering of every line, any server,
+at any time, reads the same lines with the same ``seq``: a cursor is just a
+position in the index, valid across server restarts.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import attrs
+
+from arena_ls.timeutil import iso_utc
+
+LINE_LIMIT = 64 * 1024
+"""Lines are cut at 64 KiB in ``LogLine.text``; the file keeps everything."""
+
+STREAMS = ("stdout", "stderr", "arena")
+STDOUT, STDERR, ARENA = 0, 1, 2
+
+FLAG_LINES = 0
+"""The record holds one or more complete lines."""
+FLAG_CONTINUED = 1
+"""The record holds part of one overlong line; more of it follows."""
+FLAG_FINAL_PARTIAL = 2
+"""The record holds the stream's last line, which had no newline."""
+
+RECORD = struct.Struct("<BBIQQd")
+"""stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class OutputWriter:
+    """Agent side: appends chunks from the trainer's pipes, whole lines at a time.
+
+    Thread-safe: one reader thread per stream calls ``append``.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+        self._log_fd = os.open(run_dir / "output.log", flags, 0o644)
+        self._idx_fd = os.open(run_dir / "output.idx", flags, 0o644)
+        self._lock = threading.Lock()
+        self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
+        self._next_seq = _count_recorded_lines(run_dir / "output.idx")
+        self._offset = os.fstat(self._log_fd).st_size
+
+    @property
+    def lines_written(self) -> int:
+        return self._next_seq
+
+    def append(self, stream: int, data: bytes) -> bytes:
+        """Record a chunk; return the complete lines it finished (for event scanning)."""
+        with self._lock:
+            pending = self._pending[stream]
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                pending += data
+                if len(pending) > LINE_LIMIT:
+                    self._write(stream, FLAG_CONTINUED, bytes(pending), 0)
+                    pending.clear()
+                return b""
+            complete = bytes(pending) + data[: cut + 1] if pending else data[: cut + 1]
+            pending.clear()
+            pending += data[cut + 1 :]
+            self._write(stream, FLAG_LINES, complete, complete.count(b"\n"))
+            return complete
+
+    def append_line(self, stream: int, text: str) -> None:
+        """Record a line of the supervisor's own (``stream`` is usually ARENA)."""
+        data = text.rstrip("\n").encode("utf-8", "replace") + b"\n"
+        with self._lock:
+            self._write(stream, FLAG_LINES, data, 1)
+
+    def finish_stream(self, stream: int) -> bytes:
+        """At a stream's end: record its last line if it had no newline."""
+        with self._lock:
+            pending = self._pending[stream]
+            if not pending:
+                return b""
+            data = bytes(pending)
+            pending.clear()
+            self._write(stream, FLAG_FINAL_PARTIAL, data, 1)
+            return data
+
+    def _write(self, stream: int, flags: int, data: bytes, lines: int) -> None:
+        _write_all(self._log_fd, data)
+        record = RECORD.pack(stream, flags, len(data), self._next_seq, self._offset, time.time())
+        _write_all(self._idx_fd, record)
+        self._next_seq += lines
+        self._offset += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in (self._log_fd, self._idx_fd):
+                try:
+                    os.fsync(fd)
+                except OSError:
+                    pass
+                os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _count_recorded_lines(idx_path: Path) -> int:
+    """The seq the next line gets, from the last record (an agent restarts rarely)."""
+    try:
+        size = idx_path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    whole = size - size % RECORD.size
+    if whole == 0:
+        return 0
+    with open(idx_path, "rb") as idx, open(idx_path.with_name("output.log"), "rb") as log:
+        idx.seek(whole - RECORD.size)
+        _, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
+        log.seek(offset)
+        data = log.read(length)
+    if flags == FLAG_CONTINUED:
+        return int(seq)
+    if flags == FLAG_FINAL_PARTIAL:
+        return int(seq) + 1
+    return int(seq) + data.count(b"\n")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@attrs.frozen
+class LogLine:
+    """One line of a run's output, as the contract's ``LogLine``."""
+
+    seq: int
+    stream: str
+    text: str
+    at: float
+
+    def to_wire(self) -> dict[str, object]:
+        return {"seq": self.seq, "stream": self.stream, "text": self.text, "at": iso_utc(self.at)}
+
+
+def clean_text(raw: bytes) -> str:
+    """Hygiene for one line: CR progress collapsed, ANSI removed, bad bytes replaced, cut."""
+    if raw.endswith(b"\r"):
+        raw = raw.rstrip(b"\r")
+    if b"\r" in raw:
+        parts = [part for part in raw.split(b"\r") if part.strip()]
+        raw = parts[-1] if parts else b""
+    cut = len(raw) > LINE_LIMIT
+    text = raw[:LINE_LIMIT].decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = _CONTROL.sub("", text)
+    if cut:
+        text += f" … [line cut: {len(raw) - LINE_LIMIT} more bytes in the log file]"
+    return text
+
+
+@attrs.define
+class Cursor:
+    """A position in the index; opaque to clients, stable across restarts.
+
+    ``open_lines`` maps a stream to the record where its overlong, still
+    unfinished line began, so that reading can resume in the middle of it.
+    ``ident`` names the log file, so that a truncated or replaced file is
+    detected instead of silently skipping or repeating lines.
+    """
+
+    record: int = 0
+    offset: int = 0
+    seq: int = 0
+    open_lines: dict[int, tuple[int, int]] = attrs.field(factory=dict)
+    ident: str = ""
+
+    def encode(self) -> str:
+        payload = {
+            "r": self.record,
+            "o": self.offset,
+            "s": self.seq,
+            "p": {str(k): list(v) for k, v in self.open_lines.items()},
+            "i": self.ident,
+        }
+        return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> Cursor:
+        """Parse a cursor; ValueError when it is not one of ours."""
+        try:
+            padded = token + "=" * (-len(token) % 4)
+            payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            open_lines = {int(k): (int(v[0]), int(v[1])) for k, v in payload["p"].items()}
+            cursor = cls(
+                record=int(payload["r"]),
+                offset=int(payload["o"]),
+                seq=int(payload["s"]),
+                open_lines=open_lines,
+                ident=str(payload.get("i", "")),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ValueError("cursor is not a valid arena/logs cursor") from error
+        if cursor.record < 0 or cursor.offset < 0 or cursor.seq < 0:
+            raise ValueError("cursor is not a valid arena/logs cursor")
+        return cursor
+
+
+def file_ident(run_dir: Path) -> str:
+    """Identity of a run's log: the inode and first record's time (survives appends)."""
+    idx = run_dir / "output.idx"
+    try:
+        stat = idx.stat()
+        with open(idx, "rb") as handle:
+            head = handle.read(RECORD.size)
+    except OSError:
+        return ""
+    first = RECORD.unpack(head)[5] if len(head) == RECORD.size else 0.0
+    return f"{stat.st_ino}:{first:.6f}"
+
+
+@attrs.frozen
+class Page:
+    """Lines read from a cursor, and the cursor after them."""
+
+    lines: list[LogLine]
+    cursor: Cursor
+    reset: str | None = None
+    """Set when the log was truncated or replaced since the cursor was made."""
+
+
+class OutputReader:
+    """Server side: reads a run's lines from disk from any cursor."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._idx_path = run_dir / "output.idx"
+        self._log_path = run_dir / "output.log"
+
+    def record_count(self) -> int:
+        try:
+            return self._idx_path.stat().st_size // RECORD.size
+        except OSError:
+            return 0
+
+    def start(self) -> Cursor:
+        return Cursor(ident=file_ident(self.run_dir))
+
+    def tail_cursor(self, keep_lines: int) -> Cursor:
+        """A cursor about ``keep_lines`` lines before the end, at a record boundary."""
+        count = self.record_count()
+        if count == 0:
+            return self.start()
+        ident = file_ident(self.run_dir)
+        with open(self._idx_path, "rb") as idx:
+            last_seq = _record_at(idx, count - 1)[3]
+            target = max(0, last_seq - keep_lines)
+            low, high = 0, count - 1
+            while low < high:  # first record whose seq >= target
+                mid = (low + high) // 2
+                if _record_at(idx, mid)[3] < target:
+                    low = mid + 1
+                else:
+                    high = mid
+            _, _, _, seq, offset, _ = _record_at(idx, low)
+        # A record inside an overlong line: start after it rather than mid-line.
+        return Cursor(record=low, offset=offset, seq=seq, ident=ident)
+
+    def read(self, cursor: Cursor, limit: int, max_bytes: int = 8 << 20) -> Page:
+        """Up to ``limit`` complete lines after ``cursor``, and the next cursor."""
+        reset = self._check_ident(cursor)
+        if reset is not None:
+            cursor = self.start()
+        count = self.record_count()
+        if cursor.record > count:
+            return Page([], self.start(), reset="the log is shorter than the cursor (truncated)")
+        lines: list[LogLine] = []
+        open_parts = self._reopen_lines(cursor)
+        record, offset, seq = cursor.record, cursor.offset, cursor.seq
+        open_starts = dict(cursor.open_lines)
+        read_bytes = 0
+        with open(self._idx_path, "rb") as idx, open(self._log_path, "rb") as log:
+            idx.seek(record * RECORD.size)
+            log.seek(offset)
+            while record < count and len(lines) < limit and read_bytes < max_bytes:
+                header = idx.read(RECORD.size)
+                if len(header) < RECORD.size:
+                    break
+                stream, flags, length, first_seq, _, at = RECORD.unpack(header)
+                data = log.read(length)
+                if len(data) < length:
+                    break  # the agent is between its two writes
+                produced = self._lines_of(stream, flags, data, first_seq, at, open_parts)
+                fresh = produced[max(0, seq - first_seq) :]
+                room = limit - len(lines)
+                if len(fresh) > room:  # stop inside this record; seq says where
+                    lines.extend(fresh[:room])
+                    seq = fresh[room - 1].seq + 1
+                    break
+                if flags == FLAG_CONTINUED:
+                    open_starts.setdefault(stream, (record, offset))
+                else:
+                    open_starts.pop(stream, None)
+                lines.extend(fresh)
+                read_bytes += length
+                record += 1
+                offset += length
+                seq = max(seq, first_seq + len(produced))
+        next_cursor = Cursor(record, offset, seq, open_starts, cursor.ident or file_ident(self.run_dir))
+        return Page(lines, next_cursor, reset)
+
+    def _check_ident(self, cursor: Cursor) -> str | None:
+        if not cursor.ident or cursor.record == 0:
+            return None
+        current = file_ident(self.run_dir)
+        if current and current != cursor.ident:
+            return "the log file was replaced since this cursor was made; reading from its start"
+        try:
+            size = self._log_path.stat().st_size
+        except OSError:
+            return None
+        if size < cursor.offset:
+            return "the log file was truncated since this cursor was made; reading from its start"
+        return None
+
+    def _reopen_lines(self, cursor: Cursor) -> dict[int, bytearray]:
+        """Rebuild the unfinished overlong lines a cursor points into."""
+        parts: dict[int, bytearray] = {}
+        if not cursor.open_lines:
+            return parts
+        with open(self._idx_path, "rb") as idx, open(self._log_path, "rb") as log:
+            for stream, (start_record, start_offset) in cursor.open_lines.items():
+                buffer = bytearray()
+                idx.seek(start_record * RECORD.size)
+                offset = start_offset
+                for _ in range(start_record, cursor.record):
+                    rec_stream, _, length, _, _, _ = RECORD.unpack(idx.read(RECORD.size))
+                    if rec_stream == stream:
+                        log.seek(offset)
+                        _keep(buffer, log.read(length))
+                    offset += length
+                parts[stream] = buffer
+        return parts
+
+    @staticmethod
+    def _lines_of(
+        stream: int,
+        flags: int,
+        data: bytes,
+        first_seq: int,
+        at: float,
+        open_parts: dict[int, bytearray],
+    ) -> list[LogLine]:
+        name = STREAMS[stream] if stream < len(STREAMS) else "arena"
+        if flags == FLAG_CONTINUED:
+            _keep(open_parts.setdefault(stream, bytearray()), data)
+            return []
+        raws = data.split(b"\n")
+        if flags == FLAG_LINES:
+            raws.pop()  # the empty piece after the last newline
+        head = open_parts.pop(stream, None)
+        if head is not None and raws:
+            _keep(head, raws[0])
+            raws[0] = bytes(head)
+        return [
+            LogLine(seq=first_seq + i, stream=name, text=clean_text(raw), at=at)
+            for i, raw in enumerate(raws)
+        ]
+
+
+def _keep(buffer: bytearray, data: bytes) -> None:
+    """Grow an overlong line's buffer, keeping its latest CR state, bounded."""
+    if b"\r" in data:
+        tail = data.rsplit(b"\r", 1)[1]
+        if tail:
+            buffer.clear()
+            data = tail
+    room = LINE_LIMIT + 1 - len(buffer)
+    if room > 0:
+        buffer += data[:room]
+
+
+def _record_at(idx: BinaryIO, index: int) -> tuple[int, int, int, int, int, float]:
+    idx.seek(index * RECORD.size)
+    values: tuple[int, int, int, int, int, float] = RECORD.unpack(idx.read(RECORD.size))
+    return values
+
+
+def iter_all_lines(run_dir: Path, batch: int = 5000) -> Iterator[LogLine]:
+    """Every line of a run, in order (for tests and tools)."""
+    reader = OutputReader(run_dir)
+    cursor = reader.start()
+    while True:
+        page = reader.read(cursor, batch)
+        yield from page.lines
+        if page.cursor.record == cursor.record:
+            return
+        cursor = page.cursor
+
+
+def iter_records(run_dir: Path, start: int = 0) -> Iterator[tuple[int, int, int, bytes, float]]:
+    """(index, stream, flags, data, time) of each record from ``start`` (for scanners)."""
+    idx_path, log_path = run_dir / "output.idx", run_dir / "output.log"
+    try:
+        with open(idx_path, "rb") as idx, open(log_path, "rb") as log:
+            idx.seek(start * RECORD.size)
+            index = start
+            while True:
+                block = idx.read(RECORD.size * 4096)
+                usable = len(block) - len(block) % RECORD.size
+                if usable == 0:
+                    return
+                for stream, flags, length, _, offset, at in RECORD.iter_unpack(block[:usable]):
+                    log.seek(offset)
+                    data = log.read(length)
+                    if len(data) < length:
+                        return
+                    yield index, stream, flags, data, at
+                    index += 1
+                if usable < len(block) or len(block) < RECORD.size * 4096:
+                    return
+    except FileNotFoundError:
+        return

@@ -1,0 +1,189 @@
+"""What a trainer announces: progress and checkpoints, from its output lines.
+
+Three sources, in order of trust:
+
+1. ``@arena {json}`` lines (the contract's trainer side);
+2. the job's ``progress.pattern`` / ``checkpoint.pattern`` regular expressions;
+3. a default that understands common plain lines: ``step 120/2000 loss 2.31``,
+   ``Step 120 | loss=2.31``, ``iter 120: loss 2.31`` and tqdm's
+   ``120/2000 [00:10<02:00, 3.20it/s, loss=2.31]``.
+
+The agent and the server both use this module, on complete lines only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+
+import attrs
+
+ARENA_PREFIX = "@arena "
+ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
+
+_DEFAULT_PROGRESS = [
+    re.compile(
+        r"\b(?:step|iter(?:ation)?|it)\s*[:=]?\s*(?P<step>\d+)\s*(?:/\s*(?P<total>\d+))?"
+        r"[^\n]*?\bloss\s*[:=]?\s*(?P<loss>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))",
+        re.IGNORECASE,
+    ),
+    # tqdm: " 45%|####      | 120/2000 [00:10<02:00,  3.20it/s, loss=2.31]"
+    re.compile(
+        r"(?P<step>\d+)/(?P<total>\d+)\s*\[[^\]]*?(?:loss=(?P<loss>[-+]?[0-9.eE+-]+|nan|inf))?[^\]]*\]"
+    ),
+]
+
+
+@attrs.frozen
+class Progress:
+    """A progress announcement."""
+
+    step: int
+    total: int | None = None
+    loss: float | None = None
+    lr: float | None = None
+
+
+@attrs.frozen
+class Checkpoint:
+    """A checkpoint announcement."""
+
+    step: int
+    path: str
+
+
+Event = Progress | Checkpoint
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _int(value: object) -> int | None:
+    number = _number(value)
+    if number is None or not math.isfinite(number) or number < 0:
+        return None
+    return int(number)
+
+
+def parse_arena_line(text: str) -> Event | None:
+    """Parse one ``@arena {...}`` line; None when it is not a valid announcement."""
+    if not text.startswith(ARENA_PREFIX):
+        return None
+    try:
+        payload = json.loads(text[len(ARENA_PREFIX) :])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict):
+        return None
+    kind = payload.get("event")
+    step = _int(payload.get("step"))
+    if step is None:
+        return None
+    if kind == "progress":
+        return Progress(
+            step=step,
+            total=_int(payload.get("total")),
+            loss=_number(payload.get("loss")),
+            lr=_number(payload.get("lr")),
+        )
+    if kind == "checkpoint" and isinstance(payload.get("path"), str):
+        return Checkpoint(step=step, path=payload["path"])
+    return None
+
+
+def _from_match(match: re.Match[str], *, checkpoint: bool) -> Event | None:
+    groups = match.groupdict()
+    step = _int(groups.get("step"))
+    if step is None:
+        return None
+    if checkpoint:
+        return Checkpoint(step=step, path=str(groups.get("path") or ""))
+    return Progress(
+        step=step,
+        total=_int(groups.get("total")),
+        loss=_number(groups.get("loss")),
+        lr=_number(groups.get("lr")),
+    )
+
+
+@attrs.define
+class EventParser:
+    """Turns complete output lines into events, per the job's patterns."""
+
+    progress_pattern: re.Pattern[str] | None = None
+    checkpoint_pattern: re.Pattern[str] | None = None
+    use_defaults: bool = True
+
+    @classmethod
+    def for_patterns(cls, progress: str | None, checkpoint: str | None) -> EventParser:
+        """Compile the job's patterns (already validated by the manifest loader)."""
+        return cls(
+            progress_pattern=re.compile(progress) if progress else None,
+            checkpoint_pattern=re.compile(checkpoint) if checkpoint else None,
+        )
+
+    def parse(self, text: str) -> Event | None:
+        """The event a line announces, or None."""
+        if text.startswith(ARENA_PREFIX):
+            return parse_arena_line(text)
+        if self.checkpoint_pattern is not None:
+            match = self.checkpoint_pattern.search(text)
+            if match:
+                return _from_match(match, checkpoint=True)
+        if self.progress_pattern is not None:
+            match = self.progress_pattern.search(text)
+            if match:
+                return _from_match(match, checkpoint=False)
+            return None
+        if self.use_defaults:
+            return _default_progress(text)
+        return None
+
+    def might_match(self, data: bytes) -> bool:
+        """Cheap pre-filter over a chunk: can any line in it be an event?"""
+        if ARENA_PREFIX_BYTES in data:
+            return True
+        if self.progress_pattern is not None or self.checkpoint_pattern is not None:
+            return True
+        return self.use_defaults and (b"loss" in data or b"/" in data)
+
+    def parse_chunk(self, data: bytes) -> Iterator[Event]:
+        """Events in a chunk of complete lines (undecodable bytes replaced)."""
+        if not self.might_match(data):
+            return
+        for raw in data.splitlines():
+            line = raw.decode("utf-8", "replace")
+            if "\r" in line:
+                line = line.rsplit("\r", 1)[-1] or line
+            event = self.parse(line)
+            if event is not None:
+                yield event
+
+
+def _default_progress(text: str) -> Progress | None:
+    if "loss" not in text.lower() and "/" not in text:
+        return None
+    for pattern in _DEFAULT_PROGRESS:
+        match = pattern.search(text)
+        if match:
+            event = _from_match(match, checkpoint=False)
+            if isinstance(event, Progress):
+                return event
+    return None
+
+
+def is_bad_loss(loss: float | None) -> bool:
+    """A loss announced as NaN or infinite."""
+    return loss is not None and not math.isfinite(loss)

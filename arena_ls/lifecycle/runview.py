@@ -1,0 +1,264 @@
+"""A server's view of one run, rebuilt from the run's folder at any time.
+
+Any server process builds the same view from disk: the agent's state file,
+the captured output and its index. The view follows the files (new lines,
+status changes) and decides when a run whose agent died is ``lost``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import time
+from collections import deque
+from typing import Any
+
+import attrs
+
+from arena_ls import platform
+from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
+from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
+from arena_ls.lifecycle.progress import ProgressTracker
+from arena_ls.lifecycle.rundir import (
+    CorruptState,
+    Failure,
+    RunDir,
+    RunSpec,
+    RunState,
+    StateFolder,
+    unstructure,
+)
+from arena_ls.lifecycle.states import RunStatus
+from arena_ls.timeutil import iso_utc
+
+log = logging.getLogger(__name__)
+
+RING_LINES = 2000
+"""Lines of each run kept in memory; the files on disk keep everything."""
+MAX_LINES_PER_POLL = 5000
+BACKLOG_JUMP_BYTES = 4 << 20
+"""Past this much unread output, the live view skips to the tail (the disk keeps all)."""
+AGENT_START_GRACE = 30.0
+METRIC_POINTS_CAP = 10_000
+
+
+@attrs.define
+class MetricPoint:
+    step: int
+    loss: float | None
+    lr: float | None
+    at: float
+
+
+class RunView:
+    """What a server knows of one run."""
+
+    def __init__(self, run_dir: RunDir, spec: RunSpec, agent: subprocess.Popen[bytes] | None = None):
+        self.run_dir = run_dir
+        self.spec = spec
+        self.agent = agent
+        self.state: RunState | None = None
+        self.state_mtime = -1.0
+        self.reader = OutputReader(run_dir.path)
+        self.cursor: Cursor = self.reader.start()
+        self.ring: deque[LogLine] = deque(maxlen=RING_LINES)
+        self.progress = ProgressTracker()
+        self.parser = EventParser.for_patterns(spec.progress_pattern, spec.checkpoint_pattern)
+        self.elided = 0
+        self.last_liveness_check = 0.0
+        self.problem: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self.state.status if self.state is not None else RunStatus.STARTING
+
+    @property
+    def is_final(self) -> bool:
+        return self.status.is_final
+
+    # -- following the files -----------------------------------------------------------
+
+    def refresh_state(self) -> bool:
+        """Re-read state.json if it changed; True when the status or fields changed."""
+        mtime = self.run_dir.state_mtime()
+        if mtime == self.state_mtime:
+            return False
+        try:
+            state = self.run_dir.read_state()
+        except FileNotFoundError:
+            return False
+        except CorruptState as error:
+            if self.problem is None:
+                log.warning("run %s: %s", self.run_id, error)
+            self.problem = str(error)
+            return False
+        self.state_mtime = mtime
+        changed = self.state is None or unstructure(state) != unstructure(self.state)
+        self.state = state
+        if self.agent is not None:
+            self.agent.poll()  # reap our own agent when it has exited
+        return changed
+
+    def start_live_at_tail(self) -> None:
+        """Adopting: fill the ring with the last lines, follow from there."""
+        self.cursor = self.reader.tail_cursor(RING_LINES)
+        self.read_new_lines(notify=False)
+
+    def read_new_lines(self, *, notify: bool = True) -> list[LogLine]:
+        """New complete lines since the last call (bounded per call)."""
+        backlog = self._backlog_bytes()
+        if backlog > BACKLOG_JUMP_BYTES:
+            jump = self.reader.tail_cursor(RING_LINES)
+            if jump.seq > self.cursor.seq:
+                self.elided += jump.seq - self.cursor.seq
+                self.cursor = jump
+        page = self.reader.read(self.cursor, MAX_LINES_PER_POLL)
+        if page.reset is not None:
+            log.warning("run %s: %s", self.run_id, page.reset)
+        self.cursor = page.cursor
+        for line in page.lines:
+            self.ring.append(line)
+            self._scan(line)
+        return page.lines if notify else []
+
+    def _backlog_bytes(self) -> int:
+        try:
+            return os.stat(self.run_dir.log_path).st_size - self.cursor.offset
+        except OSError:
+            return 0
+
+    def _scan(self, line: LogLine) -> None:
+        if line.stream == "arena":
+            if line.text.startswith("starting "):
+                self.progress.reset_speed()
+            return
+        event = self.parser.parse(line.text)
+        if isinstance(event, Progress):
+            self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
+
+    # -- liveness --------------------------------------------------------------------------
+
+    def agent_alive(self) -> bool:
+        if self.agent is not None and self.agent.poll() is None:
+            return True
+        state = self.state
+        if state is None:
+            return False
+        return platform.is_same_process(state.agent_pid, state.agent_create_time)
+
+    def trainer_alive(self) -> bool:
+        state = self.state
+        return state is not None and platform.is_same_process(state.pid, state.pid_create_time)
+
+    def check_lost(self, folder: StateFolder) -> bool:
+        """Mark an unfinished run whose agent is gone as ``lost``; True when it did.
+
+        The trainer dies with its agent (Linux: PDEATHSIG; Windows: the job
+        object); should any of its tree survive, it is killed here, so no
+        trainer runs unmanaged. Only one server records the verdict.
+        """
+        if self.is_final:
+            return False
+        if self.state is None:
+            if time.time() - self.spec.created_at < AGENT_START_GRACE or self.agent_alive():
+                return False
+            self.state = RunState(run_id=self.run_id, job_id=self.spec.job_id)
+        elif self.agent_alive():
+            return False
+        self.refresh_state()  # the agent may have written its final state as it exited
+        if self.is_final:
+            return False
+        if not _claim(self.run_dir, "verdict"):
+            return False
+        evidence = "the job agent is gone and recorded no exit status"
+        if self.trainer_alive() and self.state is not None and self.state.pid:
+            platform.kill_tree(self.state.pid)
+            evidence += "; the trainer's remaining processes were killed"
+        state = self.state
+        assert state is not None
+        state.status = RunStatus.LOST
+        state.failure = Failure("error", evidence)
+        state.ended_at = state.ended_at or time.time()
+        self.run_dir.write_state(state)
+        self.state_mtime = self.run_dir.state_mtime()
+        folder.release_lock(self.run_id)
+        return True
+
+    # -- wire ------------------------------------------------------------------------------
+
+    def last_checkpoint_event(self) -> Checkpoint | None:
+        state = self.state
+        if state is None or state.last_checkpoint is None:
+            return None
+        return Checkpoint(state.last_checkpoint.step, state.last_checkpoint.path)
+
+    def tail(self, count: int = 20) -> list[dict[str, Any]]:
+        return [line.to_wire() for line in list(self.ring)[-count:]]
+
+    def to_wire(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The contract's ``RunInfo``: every field present, null included."""
+        state = self.state or RunState(run_id=self.run_id, job_id=self.spec.job_id)
+        progress = self.progress
+        checkpoint = state.last_checkpoint
+        live = self.status in (RunStatus.RUNNING, RunStatus.STOPPING)
+        info: dict[str, Any] = {
+            "runId": self.run_id,
+            "jobId": self.spec.job_id,
+            "status": self.status.value,
+            "pid": state.pid,
+            "agentPid": state.agent_pid if state.agent_pid else (self.agent.pid if self.agent else None),
+            "startedAt": iso_utc(state.started_at),
+            "endedAt": iso_utc(state.ended_at) if self.is_final else None,
+            "exitCode": state.exit_code,
+            "signal": state.signal,
+            "stoppedBy": state.stopped_by,
+            "failure": {"kind": state.failure.kind, "evidence": state.failure.evidence}
+            if state.failure
+            else None,
+            "restarts": state.restarts,
+            "step": progress.step if progress.step is not None else state.step,
+            "totalSteps": progress.total if progress.total is not None else state.total_steps,
+            "loss": _finite(progress.loss if progress.loss is not None else state.loss),
+            "stepsPerSecond": _round(progress.steps_per_second) if live else None,
+            "etaSeconds": _round(progress.eta_seconds) if live else None,
+            "stalled": bool(state.stalled),
+            "lastCheckpoint": {"step": checkpoint.step, "path": checkpoint.path, "at": iso_utc(checkpoint.at)}
+            if checkpoint
+            else None,
+            "logPath": str(self.run_dir.log_path),
+            "jobName": self.spec.job_name,
+            "argv": state.argv or self.spec.argv,
+            "gpuMemoryMb": None,
+            "gpuUtilization": None,
+        }
+        if extra:
+            info.update(extra)
+        return info
+
+
+def _claim(run_dir: RunDir, what: str) -> bool:
+    """An exclusive, once-only claim on a run among every server of the workspace."""
+    try:
+        fd = os.open(run_dir.path / f".{what}.claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with contextlib.suppress(OSError):
+        os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

@@ -1,0 +1,490 @@
+"""The server side of the lifecycle: start, stop, status, logs, re-adoption.
+
+The supervisor knows nothing of LSP. It starts a detached agent per run,
+follows every run of the workspace through its folder, and tells a
+``Listener`` what changed. Several servers may supervise one workspace at
+once: they agree through the files (the ``active.lock``, the agent's state,
+once-only claims) rather than through each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from arena_ls import platform
+from arena_ls.diagnostics import Diag
+from arena_ls.errors import (
+    ALREADY_RUNNING,
+    APPROVAL_REQUIRED,
+    DISABLED,
+    GATES_FAILED,
+    INVALID_MANIFEST,
+    NO_CHECKPOINT,
+    NOT_ALLOWLISTED,
+    PREFLIGHT_FAILED,
+    ArenaError,
+    InvalidParams,
+)
+from arena_ls.lifecycle.capture import Cursor, LogLine
+from arena_ls.lifecycle.rundir import CorruptState, RunDir, RunSpec, StateFolder
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.states import RunStatus
+from arena_ls.manifest import Job, ManifestResult, load_manifest
+from arena_ls.settings import Settings
+
+log = logging.getLogger(__name__)
+
+FAST_POLL = 0.02
+SLOW_POLL = 0.25
+LIVENESS_INTERVAL = 1.0
+START_TIMEOUT = 30.0
+KEEP_FINISHED_RUNS = 50
+
+
+class Listener(Protocol):
+    """What the supervisor tells the protocol layer."""
+
+    def run_changed(self, view: RunView) -> None: ...
+    def run_lines(self, view: RunView, lines: list[LogLine]) -> None: ...
+    def lifecycle(self, view: RunView, text: str) -> None: ...
+
+
+GateChecker = Callable[[Job], list[Diag]]
+"""Error-severity gate diagnostics for a job's trainer (empty: it passes)."""
+PreflightRunner = Callable[[Job, list[Diag], set[int]], tuple[list[dict[str, Any]], list[str]]]
+"""(checks as wire dicts, warning lines) for a job about to start."""
+
+
+@attrs.define
+class StartRequest:
+    id: str
+    approved: bool = False
+    resume: bool | str = "auto"
+    start_step: int | None = None
+    dry_run: bool = False
+
+
+@attrs.define
+class StopRequest:
+    id: str | None = None
+    run_id: str | None = None
+    kill: bool = False
+    confirm: bool = False
+    grace_seconds: float | None = None
+    wait: bool = True
+
+
+class Supervisor:
+    """Every run of one workspace, as this server sees them."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: Callable[[], Settings],
+        listener: Listener,
+        *,
+        gate_checker: GateChecker | None = None,
+        preflight: PreflightRunner | None = None,
+    ) -> None:
+        self.root = root.resolve()
+        self.settings = settings
+        self.listener = listener
+        self.gate_checker = gate_checker
+        self.preflight = preflight
+        self.views: dict[str, RunView] = {}
+        self.skipped: dict[str, str] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._last_liveness = 0.0
+
+    # -- paths and manifest ----------------------------------------------------------------
+
+    @property
+    def folder(self) -> StateFolder:
+        state_dir = Path(self.settings().state_dir)
+        return StateFolder(state_dir if state_dir.is_absolute() else self.root / state_dir)
+
+    def manifest_path(self) -> Path:
+        manifest = Path(self.settings().manifest)
+        return manifest if manifest.is_absolute() else self.root / manifest
+
+    def load_manifest(self) -> ManifestResult:
+        return load_manifest(self.manifest_path(), self.root)
+
+    # -- following runs ----------------------------------------------------------------------
+
+    def scan(self) -> None:
+        """Find every run in the state folder (re-adoption); skip corrupt ones."""
+        for run_dir in self.folder.list_runs():
+            if run_dir.run_id in self.views or run_dir.run_id in self.skipped:
+                continue
+            self._adopt(run_dir)
+
+    def _adopt(self, run_dir: RunDir) -> RunView | None:
+        try:
+            spec = run_dir.read_spec()
+        except (FileNotFoundError, CorruptState) as error:
+            self.skipped[run_dir.run_id] = str(error)
+            log.warning("skipping run folder %s: %s", run_dir.path, error)
+            return None
+        view = RunView(run_dir, spec)
+        view.refresh_state()
+        if view.state is None and run_dir.state_path.exists():
+            self.skipped[run_dir.run_id] = view.problem or "unreadable state"
+            log.warning("skipping run %s: %s", run_dir.run_id, view.problem)
+            return None
+        view.start_live_at_tail()
+        self.views[spec.run_id] = view
+        if view.check_lost(self.folder):
+            log.warning("run %s was lost", spec.run_id)
+        return view
+
+    def ensure_polling(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._poll_forever())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _poll_forever(self) -> None:
+        while True:
+            try:
+                busy = self.poll_once()
+            except Exception:  # never let one bad run stop the following of others
+                log.exception("polling runs failed")
+                busy = False
+            try:
+                await asyncio.wait_for(self._wake.wait(), FAST_POLL if busy else SLOW_POLL)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+
+    def poll_once(self) -> bool:
+        """Follow every unfinished run once; True while any run is active."""
+        now = time.monotonic()
+        check_liveness = now - self._last_liveness >= LIVENESS_INTERVAL
+        if check_liveness:
+            self._last_liveness = now
+            self.scan()
+        active = False
+        for view in list(self.views.values()):
+            if view.is_final and view.cursor.record >= view.reader.record_count():
+                continue
+            active = True
+            self._follow(view, check_liveness)
+        return active
+
+    def _follow(self, view: RunView, check_liveness: bool) -> None:
+        before = view.status
+        changed = view.refresh_state()
+        lines = view.read_new_lines()
+        if lines:
+            self.listener.run_lines(view, lines)
+            for line in lines:
+                if line.stream == "arena":
+                    self.listener.lifecycle(view, line.text)
+        if check_liveness and view.check_lost(self.folder):
+            changed = True
+        if changed or view.status is not before:
+            self.listener.run_changed(view)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def active_view(self) -> RunView | None:
+        """The workspace's active run (by the lock, else any unfinished run)."""
+        holder = self.folder.lock_holder()
+        if holder is not None:
+            view = self.views.get(holder)
+            if view is None:
+                self.scan()
+                view = self.views.get(holder)
+            if view is not None and not view.is_final:
+                return view
+        unfinished = [v for v in self.views.values() if not v.is_final]
+        return unfinished[-1] if unfinished else None
+
+    def view_for(self, run_id: str) -> RunView:
+        view = self.views.get(run_id)
+        if view is None:
+            self.scan()
+            view = self.views.get(run_id)
+        if view is None:
+            raise InvalidParams(f"runId: no run {run_id!r} in this workspace")
+        return view
+
+    def latest_view(self, job_id: str | None = None) -> RunView | None:
+        candidates = [v for v in self.views.values() if job_id is None or v.spec.job_id == job_id]
+        candidates.sort(key=lambda v: v.spec.created_at)
+        return candidates[-1] if candidates else None
+
+    def our_pids(self) -> set[int]:
+        """Pids of every process tree of this workspace's unfinished runs."""
+        pids: set[int] = set()
+        for view in self.views.values():
+            if view.state is not None and not view.is_final and view.state.pid:
+                pids.update(platform.tree_pids(view.state.pid))
+        return pids
+
+    # -- start -----------------------------------------------------------------------------
+
+    def resolve_job(self, job_id: str) -> tuple[Job, ManifestResult]:
+        manifest = self.load_manifest()
+        if manifest.fatal:
+            raise ArenaError(
+                INVALID_MANIFEST,
+                f"the manifest {manifest.path} does not load",
+                diagnostics=[d.to_wire() for d in manifest.errors],
+            )
+        job = manifest.jobs.get(job_id)
+        if job is None and job_id in manifest.all_ids:
+            diags = [d.to_wire() for d in manifest.job_diagnostics.get(job_id, ()) if d.is_error]
+            raise ArenaError(INVALID_MANIFEST, f"job {job_id!r} has errors in the manifest", diagnostics=diags)
+        if job is None:
+            raise ArenaError(
+                NOT_ALLOWLISTED,
+                f"no job {job_id!r} in the manifest",
+                known=list(manifest.all_ids),
+            )
+        return job, manifest
+
+    async def start(self, request: StartRequest) -> dict[str, Any]:
+        job, _ = self.resolve_job(request.id)
+        if job.status == "disabled":
+            raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
+        gate_errors = self.gate_checker(job) if self.gate_checker and job.kind == "train" else []
+        resume_step = self._resume_step(job, request)
+        argv = self._argv(job, resume_step)
+        if request.dry_run:
+            checks, _ = self._preflight(job, gate_errors)
+            return {
+                "argv": argv,
+                "cwd": str(job.resolved_cwd(self.root)),
+                "gates": [d.to_wire() for d in gate_errors],
+                "preflight": checks,
+            }
+        if job.status == "approval-required" and request.approved is not True:
+            raise ArenaError(APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true")
+        self._refuse_if_active()
+        if gate_errors:
+            raise ArenaError(
+                GATES_FAILED,
+                f"{job.script} fails {len(gate_errors)} gate(s): {gate_errors[0].code} {gate_errors[0].message}",
+                diagnostics=[d.to_wire() for d in gate_errors],
+            )
+        checks, warnings = self._preflight(job, gate_errors)
+        failed = [c for c in checks if not c.get("ok")]
+        if failed:
+            names = ", ".join(f"{c['name']}: {c['message']}" for c in failed)
+            raise ArenaError(PREFLIGHT_FAILED, f"pre-flight failed: {names}", checks=checks)
+        view = self._launch(job, resume_step)
+        for warning in warnings:
+            self.listener.lifecycle(view, f"warning: {warning}")
+        return await self._await_started(view)
+
+    def _preflight(self, job: Job, gate_errors: list[Diag]) -> tuple[list[dict[str, Any]], list[str]]:
+        if self.preflight is None:
+            return [], []
+        return self.preflight(job, gate_errors, self.our_pids())
+
+    def _resume_step(self, job: Job, request: StartRequest) -> int | None:
+        if job.kind != "train" or not job.resume_args or request.resume is False:
+            return None
+        if request.start_step is not None:
+            return request.start_step
+        record = self.folder.job_checkpoint(job.id)
+        if record is None:
+            if request.resume is True:
+                raise InvalidParams(f"resume: job {job.id!r} has no recorded checkpoint; pass startStep")
+            return None
+        return record.step
+
+    def _argv(self, job: Job, resume_step: int | None) -> list[str]:
+        argv = job.argv(self.settings().python)
+        if resume_step is None:
+            return argv
+        return [*argv, *(arg.replace("{step}", str(resume_step)) for arg in job.resume_args)]
+
+    def _refuse_if_active(self) -> None:
+        self.scan()
+        for attempt in range(2):
+            holder = self.folder.lock_holder()
+            if holder is None:
+                return
+            view = self.views.get(holder)
+            if view is not None and not view.is_final:
+                view.check_lost(self.folder)
+            if view is None or view.is_final:
+                self.folder.break_stale_lock(holder)
+                continue
+            raise ArenaError(
+                ALREADY_RUNNING,
+                f"run {holder} of job {view.spec.job_id!r} is {view.status.value}; one job at a time",
+                active=view.to_wire(),
+            )
+        _ = attempt
+
+    def _launch(self, job: Job, resume_step: int | None) -> RunView:
+        folder = self.folder
+        folder.ensure()
+        self.prune()
+        run_dir = folder.new_run(job.id)
+        if not folder.try_lock(run_dir.run_id):
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+            self._refuse_if_active()
+            raise ArenaError(ALREADY_RUNNING, "another run started at the same moment", active=None)
+        settings = self.settings()
+        spec = RunSpec(
+            run_id=run_dir.run_id,
+            job_id=job.id,
+            job_name=job.display_name,
+            kind=job.kind,
+            argv=job.argv(settings.python),
+            cwd=str(job.resolved_cwd(self.root)),
+            env=job.env_dict(),
+            resume_args=list(job.resume_args),
+            stop_method=job.stop_method,
+            grace_seconds=job.grace_seconds,
+            max_restarts=job.max_restarts,
+            backoff_seconds=job.backoff_seconds,
+            progress_pattern=job.progress_pattern,
+            checkpoint_pattern=job.checkpoint_pattern,
+            stall_seconds=settings.watchdog_stall_seconds,
+            resumed_from_step=resume_step,
+        )
+        run_dir.write_spec(spec)
+        try:
+            agent = platform.spawn_detached(
+                [sys.executable, "-m", "arena_ls.lifecycle.agent", str(run_dir.path)],
+                cwd=self.root,
+                log_file=run_dir.agent_log,
+            )
+        except OSError as error:
+            folder.release_lock(run_dir.run_id)
+            raise ArenaError(PREFLIGHT_FAILED, f"could not start the job agent: {error}", checks=[]) from error
+        view = RunView(run_dir, spec, agent)
+        self.views[spec.run_id] = view
+        self.wake()
+        return view
+
+    async def _await_started(self, view: RunView) -> dict[str, Any]:
+        """Wait until the trainer process exists (or the start failed)."""
+        deadline = time.monotonic() + START_TIMEOUT
+        delay = 0.005
+        while time.monotonic() < deadline:
+            view.refresh_state()
+            state = view.state
+            if state is not None and (state.pid or view.is_final):
+                break
+            if view.agent is not None and view.agent.poll() is not None:
+                view.refresh_state()
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        self.listener.run_changed(view)
+        return view.to_wire()
+
+    # -- stop ------------------------------------------------------------------------------
+
+    def _target(self, request: StopRequest) -> RunView | None:
+        if request.run_id:
+            return self.view_for(request.run_id)
+        self.scan()
+        active = self.active_view()
+        if request.id is not None:
+            if active is not None and active.spec.job_id == request.id:
+                return active
+            return None
+        return active
+
+    async def stop(self, request: StopRequest) -> dict[str, Any]:
+        view = self._target(request)
+        if view is None or view.is_final:
+            if view is not None and request.run_id:
+                return view.to_wire({"tail": view.tail()})
+            return {"status": "idle"}
+        view.refresh_state()
+        state = view.state
+        if (
+            view.spec.kind == "train"
+            and (state is None or state.last_checkpoint is None)
+            and not request.confirm
+        ):
+            started = state.started_at if state and state.started_at else view.spec.created_at
+            runtime = round(max(0.0, time.time() - started), 1)
+            raise ArenaError(
+                NO_CHECKPOINT,
+                f"run {view.run_id} has announced no checkpoint: stopping it loses "
+                f"{runtime:.0f}s of training; pass confirm: true to stop anyway",
+                runtimeSeconds=runtime,
+            )
+        view.run_dir.request_stop(
+            kill=request.kill, grace_seconds=request.grace_seconds, by=f"arena-ls pid {_pid()}"
+        )
+        self.wake()
+        if not request.wait:
+            return view.to_wire({"tail": view.tail()})
+        await self.wait_final(view)
+        view.read_new_lines(notify=False)
+        return view.to_wire({"tail": view.tail()})
+
+    async def wait_final(self, view: RunView, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not view.is_final:
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            self.poll_once()
+            if not view.is_final:
+                view.refresh_state()
+                if view.check_lost(self.folder):
+                    self.listener.run_changed(view)
+            await asyncio.sleep(0.01)
+        self.poll_once()
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
+        view = self.view_for(run_id) if run_id else (self.active_view() or self.latest_view())
+        if view is None:
+            return {"runId": None, "lines": [], "cursor": None, "done": True}
+        position = Cursor.decode(cursor) if cursor else view.reader.start()
+        view.refresh_state()
+        final_before = view.is_final
+        page = view.reader.read(position, limit)
+        lines = [line.to_wire() for line in page.lines]
+        if page.reset:
+            lines.insert(0, {"seq": -1, "stream": "arena", "text": page.reset, "at": None})
+        done = final_before and page.cursor.record >= view.reader.record_count()
+        return {"runId": view.run_id, "lines": lines, "cursor": page.cursor.encode(), "done": done}
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def prune(self, keep: int = KEEP_FINISHED_RUNS) -> None:
+        """Keep the state folder bounded: delete finished runs beyond the last ``keep``."""
+        finished = [v for v in self.views.values() if v.is_final]
+        finished.sort(key=lambda v: v.spec.created_at)
+        for view in finished[: max(0, len(finished) - keep)]:
+            shutil.rmtree(view.run_dir.path, ignore_errors=True)
+            self.views.pop(view.run_id, None)
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

@@ -1,0 +1,351 @@
+"""Load ``training/manifest.json`` into jobs, with diagnostics at exact positions.
+
+The text is parsed twice: by :mod:`json` (its error position is AR101's) and
+by ``json_source_map`` for the position of every value, so each AR102-AR110
+diagnostic sits on the offending value. A manifest that is not JSON, or whose
+top level is not usable, is *fatal* (no job loads); a job with an error is
+left out of the runnable jobs while the others load.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import json_source_map
+
+from arena_ls.diagnostics import Diag, Severity, Span
+from arena_ls.manifest.model import PYTHON_PLACEHOLDER, Job
+
+JOB_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+BARE_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?", re.IGNORECASE)
+
+KNOWN_TOP = {"version", "jobs"}
+KNOWN_JOB = {
+    "id", "name", "kind", "command", "args", "script", "cwd", "env", "status",
+    "resume", "stop", "restart", "progress", "checkpoint",
+}  # fmt: skip
+KNOWN_SUB = {
+    "resume": {"args"},
+    "stop": {"method", "graceSeconds"},
+    "restart": {"maxRestarts", "backoffSeconds"},
+    "progress": {"pattern"},
+    "checkpoint": {"pattern"},
+}
+
+
+@attrs.frozen
+class ManifestResult:
+    """What loading a manifest gave."""
+
+    path: Path
+    jobs: dict[str, Job]
+    """Jobs that loaded without an error, by id."""
+    all_ids: tuple[str, ...]
+    diagnostics: tuple[Diag, ...]
+    job_diagnostics: dict[str, tuple[Diag, ...]]
+    """Each job's own diagnostics (errors make it not runnable)."""
+    fatal: bool
+    """True when the manifest does not load at all."""
+
+    @property
+    def errors(self) -> list[Diag]:
+        return [d for d in self.diagnostics if d.is_error]
+
+
+def load_manifest(path: Path, root: Path) -> ManifestResult:
+    """Load the manifest file; a missing or unreadable file is one AR101 diagnostic."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        diag = Diag("AR101", f"cannot read the manifest: {error}", "error", Span(0, 0, 0, 0))
+        return ManifestResult(path, {}, (), (attrs.evolve(diag, path=str(path)),), {}, True)
+    return load_manifest_text(text, path, root)
+
+
+def load_manifest_text(text: str, path: Path, root: Path) -> ManifestResult:
+    """Load manifest text (an editor buffer, possibly half typed)."""
+    return _Loader(text, path, root.resolve()).load()
+
+
+class _Loader:
+    def __init__(self, text: str, path: Path, root: Path) -> None:
+        self.text = text
+        self.path = path
+        self.root = root
+        self.positions: dict[str, Any] = {}
+        self.diags: list[Diag] = []
+        self.per_job: dict[str, list[Diag]] = {}
+        self.current: list[Diag] | None = None
+
+    # -- reporting -------------------------------------------------------------------
+
+    def span(self, pointer: str, *, key: bool = False) -> Span:
+        entry = self.positions.get(pointer)
+        while entry is None and pointer:
+            pointer = pointer.rsplit("/", 1)[0]
+            entry = self.positions.get(pointer)
+        if entry is None:
+            return Span(0, 0, 0, 0)
+        if key and entry.key_start is not None:
+            start, end = entry.key_start, entry.key_end
+        else:
+            start, end = entry.value_start, entry.value_end
+        return Span(start.line, start.column, end.line, end.column)
+
+    def report(
+        self, code: str, message: str, pointer: str, severity: Severity = "error", key: bool = False
+    ) -> None:
+        diag = Diag(code, message, severity, self.span(pointer, key=key), path=str(self.path))
+        self.diags.append(diag)
+        if self.current is not None:
+            self.current.append(diag)
+
+    def fatal(self, diag: Diag) -> ManifestResult:
+        self.diags.append(diag)
+        return ManifestResult(self.path, {}, (), tuple(self.diags), {}, True)
+
+    # -- loading ---------------------------------------------------------------------
+
+    def load(self) -> ManifestResult:
+        try:
+            document = json.loads(self.text)
+        except json.JSONDecodeError as error:
+            line, col = error.lineno - 1, error.colno - 1
+            message = f"not valid JSON: {error.msg}"
+            return self.fatal(
+                Diag("AR101", message, "error", Span(line, col, line, col + 1), str(self.path))
+            )
+        except RecursionError:
+            return self.fatal(
+                Diag("AR101", "not valid JSON: nested too deeply", "error", Span(0, 0, 0, 0))
+            )
+        try:
+            self.positions = json_source_map.calculate(self.text)
+        except Exception:  # the positions are a nicety; never fail a load on them
+            self.positions = {}
+        return self.load_document(document)
+
+    def load_document(self, document: Any) -> ManifestResult:
+        if not isinstance(document, dict):
+            self.report("AR102", "the manifest must be a JSON object", "")
+            return ManifestResult(self.path, {}, (), tuple(self.diags), {}, True)
+        version = document.get("version")
+        if version != 1 or isinstance(version, bool):
+            where = "/version" if "version" in document else ""
+            self.report("AR102", f"`version` must be 1 (found {version!r})", where)
+        for key in document:
+            if key not in KNOWN_TOP:
+                self.report("AR102", f"unknown top-level key `{key}` (ignored)",
+                            f"/{_escape(key)}", "warning", key=True)  # fmt: skip
+        raw_jobs = document.get("jobs")
+        if not isinstance(raw_jobs, list):
+            self.report("AR102", "`jobs` must be a list of job objects", "/jobs" if "jobs" in document else "")
+            return ManifestResult(self.path, {}, (), tuple(self.diags), {}, True)
+        fatal = any(d.is_error for d in self.diags)
+        jobs, ids = self.load_jobs(raw_jobs)
+        per_job = {job_id: tuple(diags) for job_id, diags in self.per_job.items()}
+        if fatal:
+            jobs = {}
+        return ManifestResult(self.path, jobs, tuple(ids), tuple(self.diags), per_job, fatal)
+
+    def load_jobs(self, raw_jobs: list[Any]) -> tuple[dict[str, Job], list[str]]:
+        jobs: dict[str, Job] = {}
+        ids: list[str] = []
+        seen: dict[str, int] = {}
+        for index, raw in enumerate(raw_jobs):
+            pointer = f"/jobs/{index}"
+            if not isinstance(raw, dict):
+                self.current = None
+                self.report("AR102", "each job must be an object", pointer)
+                continue
+            job_id = raw.get("id")
+            self.current = self.per_job.setdefault(job_id, []) if isinstance(job_id, str) else []
+            if isinstance(job_id, str) and job_id in seen:
+                self.report("AR103", f"two jobs share the id `{job_id}`", f"{pointer}/id")
+            job = _JobReader(self, raw, pointer).read()
+            if isinstance(job_id, str):
+                if job_id not in seen:
+                    ids.append(job_id)
+                seen[job_id] = seen.get(job_id, 0) + 1
+            if job is not None and not any(d.is_error for d in self.current):
+                jobs[job.id] = job
+        self.current = None
+        for job_id, count in seen.items():
+            if count > 1:
+                jobs.pop(job_id, None)
+        return jobs, ids
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+Check = Callable[[Any], bool]
+
+
+class _JobReader:
+    """Reads one job object, reporting each problem at its value."""
+
+    def __init__(self, loader: _Loader, raw: dict[str, Any], pointer: str) -> None:
+        self.loader = loader
+        self.raw = raw
+        self.pointer = pointer
+        self.ok = True
+
+    def report(self, code: str, message: str, field: str = "", severity: Severity = "error") -> None:
+        pointer = f"{self.pointer}/{field}" if field else self.pointer
+        self.loader.report(code, message, pointer, severity)
+        if severity == "error":
+            self.ok = False
+
+    def get(self, field: str, check: Check, expected: str, default: Any = None) -> Any:
+        if field not in self.raw:
+            return default
+        value = self.raw[field]
+        if not check(value):
+            self.report("AR102", f"`{field}` must be {expected} (found {json.dumps(value)[:60]})", field)
+            return default
+        return value
+
+    def sub(self, section: str, field: str, check: Check, expected: str, default: Any) -> Any:
+        block = self.raw.get(section)
+        if block is None:
+            return default
+        if not isinstance(block, dict):
+            self.report("AR102", f"`{section}` must be an object", section)
+            return default
+        for key in block:
+            if key not in KNOWN_SUB[section]:
+                self.report("AR102", f"unknown field `{section}.{key}` (ignored)",
+                            f"{section}/{_escape(key)}", "warning")  # fmt: skip
+        if field not in block:
+            return default
+        value = block[field]
+        if not check(value):
+            self.report("AR102", f"`{section}.{field}` must be {expected}", f"{section}/{field}")
+            return default
+        return value
+
+    def read(self) -> Job | None:
+        for key in self.raw:
+            if key not in KNOWN_JOB:
+                self.report("AR102", f"unknown job field `{key}` (ignored)", _escape(key), "warning")
+        job_id = self.raw.get("id")
+        if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+            message = "`id` is required" if job_id is None else "`id` must match [a-z0-9][a-z0-9._-]{0,63}"
+            self.report("AR102", message, "id" if "id" in self.raw else "")
+            return None
+        command = self.raw.get("command")
+        if not isinstance(command, str) or not command:
+            self.report("AR102", "`command` is required: an executable or {python}",
+                        "command" if "command" in self.raw else "")  # fmt: skip
+            command = ""
+        elif BARE_PYTHON.fullmatch(command):
+            self.report("AR104", f"`command` is a bare `{command}`: use \"{PYTHON_PLACEHOLDER}\" so the "
+                        "workspace's configured interpreter runs the job", "command")  # fmt: skip
+        kind = self.get("kind", lambda v: v in ("train", "task"), '"train" or "task"', "task")
+        args = self.get("args", _is_str_list, "a list of strings", [])
+        default_script = next((a for a in args if a.endswith(".py")), None) if kind == "train" else None
+        script = self.get("script", _is_str, "a string", default_script)
+        cwd = self.get("cwd", _is_str, "a string", ".")
+        env = self.get("env", _is_str_map, "an object of strings", {})
+        status = self.get("status", lambda v: v in ("ready", "approval-required", "disabled"),
+                          '"ready", "approval-required" or "disabled"', "approval-required")  # fmt: skip
+        self.get("name", _is_str, "a string")
+        resume_args = self.sub("resume", "args", _is_str_list, "a list of strings", [])
+        job = Job(
+            id=job_id,
+            command=command,
+            name=self.raw.get("name") if isinstance(self.raw.get("name"), str) else job_id,
+            kind=kind,
+            args=tuple(args),
+            script=script,
+            cwd=cwd,
+            env=tuple(env.items()),
+            status=status,
+            resume_args=tuple(resume_args),
+            stop_method=self.sub("stop", "method", lambda v: v in ("file", "signal", "both"),
+                                 '"file", "signal" or "both"', "file"),  # fmt: skip
+            grace_seconds=float(self.sub("stop", "graceSeconds", _is_nonneg, "a number >= 0", 120)),
+            max_restarts=int(self.sub("restart", "maxRestarts", _is_count, "an integer >= 0",
+                                      3 if kind == "train" else 0)),  # fmt: skip
+            backoff_seconds=float(self.sub("restart", "backoffSeconds", _is_nonneg, "a number >= 0", 5)),
+            progress_pattern=self.sub("progress", "pattern", _is_regex, "a valid regular expression", None),
+            checkpoint_pattern=self.sub("checkpoint", "pattern", _is_regex, "a valid regular expression", None),
+            span=self.loader.span(self.pointer),
+        )
+        self.check_job(job, env)
+        return job if command else None
+
+    def check_job(self, job: Job, env: dict[str, str]) -> None:
+        if "PYTHONPATH" in env:
+            self.report("AR105", "`env` sets PYTHONPATH: the trainer's imports then depend on this "
+                        "manifest rather than the project's packaging", "env/PYTHONPATH", "warning")  # fmt: skip
+        if job.kind == "train" and not any("{step}" in arg for arg in job.resume_args):
+            field = "resume/args" if "resume" in self.raw else "id"
+            self.report("AR106", "a `train` job needs `resume.args` with `{step}` so a crashed run "
+                        "can be relaunched from its last checkpoint", field)  # fmt: skip
+        if job.status == "approval-required":
+            self.report("AR109", f"`{job.id}` needs approval before each start", "status" if "status" in self.raw else "id", "information")
+        self.check_paths(job)
+
+    def check_paths(self, job: Job) -> None:
+        root = self.loader.root
+        cwd = job.resolved_cwd(root)
+        if not _inside(cwd, root):
+            self.report("AR110", f"`cwd` {job.cwd!r} leaves the workspace", "cwd")
+            return
+        if not cwd.is_dir():
+            self.report("AR107", f"`cwd` {job.cwd!r} does not exist", "cwd")
+            return
+        script = job.resolved_script(root)
+        if script is None:
+            return
+        field = "script" if "script" in self.raw else "args"
+        if not _inside(script, root):
+            self.report("AR110", f"`script` {job.script!r} leaves the workspace", field)
+        elif not script.is_file():
+            self.report("AR107", f"`script` {job.script!r} does not exist", field)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _is_nonneg(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_regex(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        re.compile(value)
+    except re.error:
+        return False
+    return True

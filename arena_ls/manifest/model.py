@@ -1,0 +1,61 @@
+"""Typed manifest jobs (schema version 1), with the contract's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from arena_ls.diagnostics import Span
+
+JobKind = Literal["train", "task"]
+JobStatus = Literal["ready", "approval-required", "disabled"]
+StopMethod = Literal["file", "signal", "both"]
+
+PYTHON_PLACEHOLDER = "{python}"
+
+
+@attrs.frozen
+class Job:
+    """One allowlisted job."""
+
+    id: str
+    command: str
+    name: str = ""
+    kind: JobKind = "task"
+    args: tuple[str, ...] = ()
+    script: str | None = None
+    cwd: str = "."
+    env: tuple[tuple[str, str], ...] = ()
+    status: JobStatus = "approval-required"
+    resume_args: tuple[str, ...] = ()
+    stop_method: StopMethod = "file"
+    grace_seconds: float = 120.0
+    max_restarts: int = 0
+    backoff_seconds: float = 5.0
+    progress_pattern: str | None = None
+    checkpoint_pattern: str | None = None
+    span: Span = Span(0, 0, 0, 0)
+    """Where the job's object starts in the manifest (for code lenses)."""
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id
+
+    def argv(self, python: Sequence[str]) -> list[str]:
+        """The command line, never through a shell; ``{python}`` expands to a list."""
+        command = list(python) if self.command == PYTHON_PLACEHOLDER else [self.command]
+        return [*command, *self.args]
+
+    def resolved_cwd(self, root: Path) -> Path:
+        return (root / self.cwd).resolve()
+
+    def resolved_script(self, root: Path) -> Path | None:
+        if self.script is None:
+            return None
+        return (self.resolved_cwd(root) / self.script).resolve()
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)

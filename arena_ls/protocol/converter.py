@@ -1,0 +1,34 @@
+"""The JSON-RPC converter: keep custom-method params as plain JSON.
+
+pygls turns unknown methods' params into namedtuples and, when a request
+has no ``params`` or the envelope fails to structure, sends no response at
+all. These hooks keep params as they arrived (None when absent), so every
+custom request is answered, with -32602 when its params are bad.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cattrs
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, default_converter
+
+
+def _request_hook(obj: Any, cls: type[JsonRPCRequestMessage]) -> JsonRPCRequestMessage:
+    return cls(
+        id=obj.get("id"),
+        method=obj.get("method", ""),
+        jsonrpc=obj.get("jsonrpc", "2.0"),
+        params=obj.get("params"),
+    )
+
+
+def _notification_hook(obj: Any, cls: type[JsonRPCNotification]) -> JsonRPCNotification:
+    return cls(method=obj.get("method", ""), jsonrpc=obj.get("jsonrpc", "2.0"), params=obj.get("params"))
+
+
+def arena_converter() -> cattrs.Converter:
+    converter: cattrs.Converter = default_converter()
+    converter.register_structure_hook(JsonRPCRequestMessage, _request_hook)
+    converter.register_structure_hook(JsonRPCNotification, _notification_hook)
+    return converter

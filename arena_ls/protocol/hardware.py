@@ -1,0 +1,102 @@
+"""Health and pre-flight for one workspace: the sampler, the checks, the device profile.
+
+The hardware comes from the server (``SystemHardware`` unless a test injects
+a fake through ``create_server(hardware=...)``); everything else is real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from arena_ls.diagnostics import Diag
+from arena_ls.health import (
+    Hardware,
+    HealthSampler,
+    SystemHardware,
+    check_to_wire,
+    describe_device_profile,
+    fp32_only,
+    health_to_wire,
+    process_tree_pids,
+    run_preflight,
+)
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.manifest import Job
+
+if TYPE_CHECKING:
+    from arena_ls.protocol.workspace import Workspace
+
+
+class HealthService:
+    """Samples health in the background and runs the pre-flight checks."""
+
+    def __init__(self, ws: Workspace, hardware: Hardware) -> None:
+        self.ws = ws
+        self.hardware = hardware
+        self.sampler = HealthSampler(hardware, self._our_pids)
+
+    def _our_pids(self) -> set[int]:
+        roots = [
+            v.state.pid
+            for v in list(self.ws.supervisor.views.values())
+            if v.state is not None and v.state.pid and not v.is_final
+        ]
+        return process_tree_pids(roots)
+
+    def wire(self) -> dict[str, Any]:
+        self.sampler.set_active(self.ws.supervisor.active_view() is not None)
+        return health_to_wire(self.sampler.latest())
+
+    async def refresh(self) -> dict[str, Any]:
+        import asyncio
+
+        return health_to_wire(await asyncio.to_thread(self.sampler.refresh))
+
+    def fp32_only(self) -> bool | None:
+        return fp32_only(self.ws.server.settings.device_fp32_only, self.sampler.latest().gpus)
+
+    def device_profile(self) -> str:
+        health = self.sampler.latest()
+        return describe_device_profile(self.ws.server.settings.device_fp32_only, health.gpus, health.gpu_error)
+
+    def preflight(
+        self, job: Job, gate_errors: list[Diag], our_pids: set[int]
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        settings = self.ws.server.settings
+        checks, warnings = run_preflight(
+            kind=job.kind,
+            hw=self.hardware,
+            settings=settings.preflight,
+            checkpoint_dir=job.resolved_cwd(self.ws.root),
+            state_dir=self.ws.supervisor.folder.root,
+            our_pids=process_tree_pids(our_pids),
+            gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
+        )
+        return [check_to_wire(c) for c in checks], warnings
+
+    def run_extras(self, view: RunView) -> dict[str, Any]:
+        """``gpuMemoryMb`` and ``gpuUtilization`` of a run's process tree (null without a GPU)."""
+        state = view.state
+        if state is None or not state.pid or view.is_final:
+            return {}
+        health = self.sampler.latest()
+        pids = process_tree_pids([state.pid])
+        memory = 0
+        utilization: float | None = None
+        for gpu in health.gpus:
+            mine = [p for p in gpu.processes if p.pid in pids]
+            if mine:
+                memory += sum(p.used_memory_mb or 0 for p in mine)
+                utilization = max(utilization or 0.0, float(gpu.utilization or 0))
+        if utilization is None:
+            return {}
+        return {"gpuMemoryMb": memory, "gpuUtilization": utilization}
+
+    def close(self) -> None:
+        self.sampler.close()
+
+
+def make_health_service(ws: Workspace) -> HealthService:
+    hardware = getattr(ws.server, "hardware", None) or SystemHardware()
+    return HealthService(ws, hardware)

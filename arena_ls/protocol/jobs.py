@@ -1,0 +1,35 @@
+"""``JobInfo``: each manifest job, whether it can run, and what blocks it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from arena_ls.manifest import ManifestResult
+
+if TYPE_CHECKING:
+    from arena_ls.protocol.workspace import Workspace
+
+
+def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
+    """The contract's ``JobInfo`` for every job id in the manifest."""
+    infos: list[dict[str, Any]] = []
+    for job_id in manifest.all_ids:
+        job = manifest.jobs.get(job_id)
+        if job is None:
+            blocked = [d.to_wire() for d in manifest.job_diagnostics.get(job_id, ()) if d.is_error]
+            infos.append(
+                {"id": job_id, "name": job_id, "kind": None, "status": None, "runnable": False, "blockedBy": blocked}
+            )
+            continue
+        blocked = [d.to_wire() for d in ws.gate_errors(job)] if job.kind == "train" else []
+        infos.append(
+            {
+                "id": job.id,
+                "name": job.display_name,
+                "kind": job.kind,
+                "status": job.status,
+                "runnable": job.status != "disabled" and not blocked,
+                "blockedBy": blocked,
+            }
+        )
+    return infos

@@ -1,0 +1,80 @@
+"""``arena-ls``: the language server's entry point (stdio by default, TCP on loopback)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+from typing import Any
+
+LOOPBACK_NAMES = {"localhost"}
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="arena-ls", description=__doc__)
+    parser.add_argument("--stdio", action="store_true", help="serve JSON-RPC over stdio (default)")
+    parser.add_argument("--tcp", action="store_true", help="serve TCP on loopback")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address for --tcp")
+    parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument("--log-level", default=os.environ.get("ARENA_LS_LOG", "INFO"))
+    args = parser.parse_args(argv)
+    if args.tcp and not _is_loopback(args.host):
+        parser.error(f"--host {args.host}: arena-ls binds to loopback only (127.0.0.1, ::1, localhost)")
+    return args
+
+
+def _protect_stdout() -> Any:
+    """Keep fd 1 for the protocol alone: anything else printed goes to stderr."""
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(protocol_fd, "wb", buffering=0)
+
+
+class _QuietRefusals(logging.Filter):
+    """Refusals and bad params are answers, not server errors: keep them out of stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, JsonRpcException) and not isinstance(error, JsonRpcInternalError))
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("pygls", "pygls.protocol", "pygls.server", "pygls.feature_manager"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietRefusals())
+
+
+def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
+    args = parse_args(argv)
+    configure_logging(args.log_level)
+    from arena_ls.protocol.server import create_server
+
+    server = create_server(hardware=hardware)
+    if args.tcp:
+        server.start_tcp(args.host, args.port)
+    else:
+        server.start_io(sys.stdin.buffer, _protect_stdout())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""Times on the wire: ISO 8601 UTC strings."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+
+def iso_utc(epoch: float | None) -> str | None:
+    """An epoch time as ``2026-11-29T14:50:36.123Z``; None stays None."""
+    if epoch is None:
+        return None
+    moment = _dt.datetime.fromtimestamp(epoch, tz=_dt.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def iso_utc_now() -> str:
+    return _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

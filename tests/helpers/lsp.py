@@ -1,0 +1,207 @@
+"""Driving a real ``arena-ls`` over stdio from tests, and waiting for what it sends.
+
+Tests never sleep for an event: they wait for it with a deadline (``wait_for``),
+which polls a condition, so they pass on a loaded two-core machine too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    default_converter,
+)
+from pytest_lsp import client_capabilities
+from pytest_lsp.client import LanguageClient, register_lsp_features
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "fake_trainer.py"
+WAIT = 60.0
+"""Default deadline for an awaited event: generous, since CI machines are loaded."""
+
+RESUME = {"args": ["--resume", "--start-step", "{step}"]}
+
+
+def _raw_converter() -> Any:
+    """Keep custom results and notification params as plain dicts on the client side."""
+    converter = default_converter()
+
+    def keep(obj: Any, cls: type) -> Any:
+        return cls(**obj)
+
+    for cls in (JsonRPCResponseMessage, JsonRPCNotification, JsonRPCRequestMessage):
+        converter.register_structure_hook(cls, keep)
+    return converter
+
+
+class ArenaClient(LanguageClient):
+    """A pytest-lsp client that records arena's custom notifications."""
+
+    def __init__(self) -> None:
+        super().__init__(converter_factory=_raw_converter)
+        register_lsp_features(self)
+        self.statuses: list[dict[str, Any]] = []
+        self.log_lines: list[dict[str, Any]] = []
+        self.log_batches: list[dict[str, Any]] = []
+
+        @self.feature("arena/statusChanged")
+        def _status(client: ArenaClient, params: Any) -> None:
+            client.statuses.append(params)
+
+        @self.feature("arena/log")
+        def _log(client: ArenaClient, params: Any) -> None:
+            client.log_batches.append(params)
+            client.log_lines.extend(params["lines"])
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        return await asyncio.wait_for(self.protocol.send_request_async(method, params), WAIT)
+
+    async def call_error(self, method: str, params: Any = None) -> JsonRpcException:
+        """Call a method that must fail; return its error."""
+        try:
+            result = await self.call(method, params)
+        except JsonRpcException as error:
+            return error
+        raise AssertionError(f"{method} succeeded but should have failed: {result}")
+
+    @property
+    def server_process(self) -> asyncio.subprocess.Process:
+        assert self._server is not None
+        return self._server
+
+    def status_of(self, run_id: str) -> list[str]:
+        return [s["status"] for s in self.statuses if s["runId"] == run_id]
+
+
+async def start_server(
+    root: Path,
+    *,
+    capabilities: str = "visual-studio-code",
+    init_options: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+) -> ArenaClient:
+    """Start ``arena-ls`` on ``root`` and initialize a session."""
+    client = ArenaClient()
+    server_env = dict(os.environ)
+    server_env.update(env or {})
+    await client.start_io(*(command or [sys.executable, "-m", "arena_ls"]), env=server_env)
+    options = {"python": sys.executable, **(init_options or {})}
+    await asyncio.wait_for(
+        client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities(capabilities),
+                root_uri=root.as_uri(),
+                initialization_options=options,
+            )
+        ),
+        WAIT,
+    )
+    return client
+
+
+async def stop_server(client: ArenaClient) -> None:
+    if client.stopped:
+        return
+    try:
+        await asyncio.wait_for(client.shutdown_session(), WAIT)
+    finally:
+        await client.stop()
+
+
+async def kill_server(client: ArenaClient) -> None:
+    """kill -9 the server (no shutdown), and forget the session."""
+    process = client.server_process
+    process.kill()
+    await process.wait()
+    await client.stop()
+
+
+async def wait_for(condition: Callable[[], Any], timeout: float = WAIT, what: str = "") -> Any:
+    """Poll ``condition`` until it returns something truthy, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or condition}")
+        await asyncio.sleep(0.02)
+
+
+async def wait_status(client: ArenaClient, run_id: str, *statuses: str, timeout: float = WAIT) -> dict[str, Any]:
+    """Wait until ``arena/status`` reports the run in one of ``statuses``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await client.call("arena/status", {})
+        for run in result["runs"]:
+            if run["runId"] == run_id and run["status"] in statuses:
+                return dict(run)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} never reached {statuses}: {result['runs']}")
+        await asyncio.sleep(0.05)
+
+
+async def all_logs(client: ArenaClient, run_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+    """Every line of a run through ``arena/logs`` paging."""
+    lines: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = await client.call("arena/logs", {"runId": run_id, "cursor": cursor, "limit": limit})
+        lines.extend(page["lines"])
+        if not page["lines"]:
+            return lines
+        cursor = page["cursor"]
+
+
+def job(
+    job_id: str,
+    *args: str,
+    kind: str = "task",
+    status: str = "ready",
+    **extra: Any,
+) -> dict[str, Any]:
+    """A manifest job running the fake trainer with ``args``."""
+    spec: dict[str, Any] = {
+        "id": job_id,
+        "name": f"Job {job_id}",
+        "kind": kind,
+        "command": "{python}",
+        "args": ["fake_trainer.py", *args],
+        "status": status,
+    }
+    if kind == "train":
+        spec.setdefault("script", "fake_trainer.py")
+        spec["resume"] = RESUME
+    spec.update(extra)
+    return spec
+
+
+def make_workspace(root: Path, jobs: list[dict[str, Any]]) -> Path:
+    """A workspace with the fake trainer and a manifest listing ``jobs``."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FAKE_TRAINER, root / "fake_trainer.py")
+    write_manifest(root, jobs)
+    return root
+
+
+def write_manifest(root: Path, jobs: list[dict[str, Any]]) -> None:
+    (root / "training").mkdir(exist_ok=True)
+    (root / "training" / "manifest.json").write_text(json.dumps({"version": 1, "jobs": jobs}, indent=2))
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    return root / ".aide" / "training" / "runs" / run_id
