@@ -78,9 +78,7 @@ def spawn_detached(argv: Sequence[str], *, cwd: Path, log_file: Path) -> subproc
             "close_fds": True,
         }
         if IS_WINDOWS:
-            kwargs["creationflags"] = (
-                CREATE_NEW_PROCESS_GROUP | DETACHED_PROCESS | CREATE_BREAKAWAY_FROM_JOB
-            )
+            kwargs["creationflags"] = CREATE_NEW_PROCESS_GROUP | DETACHED_PROCESS | CREATE_BREAKAWAY_FROM_JOB
         else:
             kwargs["start_new_session"] = True
         return subprocess.Popen(list(argv), **kwargs)
@@ -138,7 +136,7 @@ def _assign_kill_on_close_job(process: subprocess.Popen[bytes]) -> None:
         return
 
     class _BasicLimits(ctypes.Structure):
-        _fields_ = [  # noqa: RUF012 - ctypes layout
+        _fields_ = [
             ("PerProcessUserTimeLimit", ctypes.c_int64),
             ("PerJobUserTimeLimit", ctypes.c_int64),
             ("LimitFlags", ctypes.c_uint32),
@@ -151,10 +149,10 @@ def _assign_kill_on_close_job(process: subprocess.Popen[bytes]) -> None:
         ]
 
     class _IoCounters(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_uint64) for name in ("r", "w", "o", "rb", "wb", "ob")]  # noqa: RUF012
+        _fields_ = [(name, ctypes.c_uint64) for name in ("r", "w", "o", "rb", "wb", "ob")]
 
     class _ExtendedLimits(ctypes.Structure):
-        _fields_ = [  # noqa: RUF012 - ctypes layout
+        _fields_ = [
             ("BasicLimitInformation", _BasicLimits),
             ("IoInfo", _IoCounters),
             ("ProcessMemoryLimit", ctypes.c_size_t),
@@ -217,12 +215,16 @@ def _group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def kill_tree(pid: int, *, pgid: int | None = None, timeout: float = 5.0) -> list[int]:
+def kill_tree(
+    pid: int, *, pgid: int | None = None, timeout: float = 5.0, own_child: bool = False
+) -> list[int]:
     """Kill a process and every descendant, children first; return survivors' pids.
 
     Descendants that were re-parented away from the tree (a double fork) are
     found through the process group the trainer leads. ``pgid`` defaults to
-    ``pid`` since the trainer is started as a group leader.
+    ``pid`` since the trainer is started as a group leader. With
+    ``own_child`` the root is our child: it is killed but not waited for here,
+    because waiting would reap it and steal its exit status from ``Popen``.
     """
     group = pid if pgid is None else pgid
     victims = {p.pid: p for p in _collect_tree(pid)}
@@ -232,7 +234,23 @@ def kill_tree(pid: int, *, pgid: int | None = None, timeout: float = 5.0) -> lis
     for proc in ordered:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    _, alive = psutil.wait_procs(ordered, timeout=timeout)
+    waited = [p for p in ordered if not (own_child and p.pid == pid)]
+    _, alive = psutil.wait_procs(waited, timeout=timeout)
+    return [p.pid for p in alive]
+
+
+def kill_group_remnants(pgid: int, timeout: float = 5.0) -> list[int]:
+    """After a trainer exited: kill what is left of its process group.
+
+    The leader itself is never touched (its pid may already name another
+    process). Windows has no process groups to search: there the job object
+    kills the tree. Returns the pids that survived.
+    """
+    remnants = [p for p in _group_members(pgid) if p.pid != pgid]
+    for proc in remnants:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    _, alive = psutil.wait_procs(remnants, timeout=timeout)
     return [p.pid for p in alive]
 
 

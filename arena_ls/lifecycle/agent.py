@@ -80,9 +80,7 @@ class Agent:
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 self.state.last_checkpoint = previous
         self.output = OutputWriter(run_dir.path)
-        self.parser = EventParser.for_patterns(
-            self.spec.progress_pattern, self.spec.checkpoint_pattern
-        )
+        self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -114,7 +112,7 @@ class Agent:
         """Run the trainer (and its relaunches) to a final status; return 0."""
         self._save()
         restarts_left = self.spec.max_restarts
-        relaunch_step: int | None | str = "never"
+        relaunch_step: int | str | None = "never"
         step = self.spec.resumed_from_step
         try:
             while True:
@@ -213,7 +211,7 @@ class Agent:
             self._advance_stop()
             self._check_stall()
         returncode = process.wait()
-        survivors = platform.kill_tree(process.pid, timeout=5.0)
+        survivors = platform.kill_group_remnants(process.pid)
         if survivors:
             self.say(f"processes {survivors} of the trainer's tree could not be killed")
         for reader in readers:
@@ -355,7 +353,7 @@ class Agent:
         else:
             self.say("killing the process tree")
         plan.stage = "kill"
-        survivors = platform.kill_tree(process.pid, timeout=5.0)
+        survivors = platform.kill_tree(process.pid, timeout=5.0, own_child=True)
         if survivors:
             self.say(f"could not kill processes {survivors}")
 
@@ -369,9 +367,7 @@ class Agent:
             self.state.ended_at = time.time()
         code_text = f"code {exit_code}" if signal_name is None else f"code {returncode}"
         self.say(
-            f"job exited with code {exit_code}"
-            if signal_name is None
-            else f"job was killed by {signal_name}"
+            f"job exited with code {exit_code}" if signal_name is None else f"job was killed by {signal_name}"
         )
         if self.stop_plan is not None:
             with self.lock:
@@ -396,9 +392,7 @@ class Agent:
         return RunStatus.CRASHED
 
     def _can_relaunch(self) -> bool:
-        return (
-            self.spec.kind == "train" and self.spec.max_restarts > 0 and bool(self.spec.resume_args)
-        )
+        return self.spec.kind == "train" and self.spec.max_restarts > 0 and bool(self.spec.resume_args)
 
     def _crash_loop(self, step: int | None) -> None:
         where = f"step {step}" if step is not None else "the same point (no checkpoint)"
@@ -443,7 +437,7 @@ class Agent:
         self.say(f"run ended: {status.value}")
 
 
-def _advanced(checkpoint: int | None, since: int | None | str) -> bool:
+def _advanced(checkpoint: int | None, since: int | str | None) -> bool:
     if checkpoint is None:
         return False
     return since is None or (isinstance(since, int) and checkpoint > since)
@@ -451,9 +445,7 @@ def _advanced(checkpoint: int | None, since: int | None | str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s agent %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s agent %(message)s")
     if len(args) != 1:
         print("usage: python -m arena_ls.lifecycle.agent RUN_DIR", file=sys.stderr)
         return 2

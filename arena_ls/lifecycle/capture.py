@@ -16,6 +16,7 @@ position in the index, valid across server restarts.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -113,10 +114,8 @@ class OutputWriter:
     def close(self) -> None:
         with self._lock:
             for fd in (self._log_fd, self._idx_fd):
-                try:
+                with contextlib.suppress(OSError):
                     os.fsync(fd)
-                except OSError:
-                    pass
                 os.close(fd)
 
 
@@ -296,6 +295,8 @@ class OutputReader:
         count = self.record_count()
         if cursor.record > count:
             return Page([], self.start(), reset="the log is shorter than the cursor (truncated)")
+        if count == cursor.record:
+            return Page([], cursor, reset)
         lines: list[LogLine] = []
         open_parts = self._reopen_lines(cursor)
         record, offset, seq = cursor.record, cursor.offset, cursor.seq
@@ -336,13 +337,13 @@ class OutputReader:
             return None
         current = file_ident(self.run_dir)
         if current and current != cursor.ident:
-            return "the log file was replaced since this cursor was made; reading from its start"
+            return "the log file was truncated or replaced since this cursor was made; reading from its start"
         try:
             size = self._log_path.stat().st_size
         except OSError:
             return None
         if size < cursor.offset:
-            return "the log file was truncated since this cursor was made; reading from its start"
+            return "the log file was truncated or replaced since this cursor was made; reading from its start"
         return None
 
     def _reopen_lines(self, cursor: Cursor) -> dict[int, bytearray]:
@@ -385,8 +386,7 @@ class OutputReader:
             _keep(head, raws[0])
             raws[0] = bytes(head)
         return [
-            LogLine(seq=first_seq + i, stream=name, text=clean_text(raw), at=at)
-            for i, raw in enumerate(raws)
+            LogLine(seq=first_seq + i, stream=name, text=clean_text(raw), at=at) for i, raw in enumerate(raws)
         ]
 
 

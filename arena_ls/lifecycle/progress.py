@@ -20,9 +20,7 @@ class ProgressTracker:
     lr: float | None = None
     samples: deque[tuple[float, int]] = attrs.field(factory=lambda: deque(maxlen=512))
 
-    def update(
-        self, step: int, total: int | None, loss: float | None, lr: float | None, at: float
-    ) -> None:
+    def update(self, step: int, total: int | None, loss: float | None, lr: float | None, at: float) -> None:
         if self.step is not None and step < self.step:
             self.samples.clear()  # a relaunch from an earlier checkpoint
         self.step = step
@@ -80,8 +78,8 @@ def format_loss(loss: float) -> str:
     return f"{loss:.2f}" if abs(loss) >= 0.01 else f"{loss:.2e}"
 
 
-def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+def format_duration(seconds_float: float) -> str:
+    seconds = round(seconds_float)
     if seconds < 60:
         return f"{seconds}s"
     if seconds < 3600:

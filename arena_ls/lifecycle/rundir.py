@@ -49,10 +49,12 @@ def _register_camel(cls: type) -> None:
     fields = attrs.fields(cls)
     overrides = {f.name: override(rename=_camel(f.name)) for f in fields}
     _converter.register_unstructure_hook(
-        cls, make_dict_unstructure_fn(cls, _converter, **overrides)  # type: ignore[arg-type]
+        cls,
+        make_dict_unstructure_fn(cls, _converter, **overrides),  # type: ignore[arg-type]
     )
     _converter.register_structure_hook(
-        cls, make_dict_structure_fn(cls, _converter, **overrides)  # type: ignore[arg-type]
+        cls,
+        make_dict_structure_fn(cls, _converter, **overrides),  # type: ignore[arg-type]
     )
 
 

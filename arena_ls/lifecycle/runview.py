@@ -177,9 +177,13 @@ class RunView:
         if not _claim(self.run_dir, "verdict"):
             return False
         evidence = "the job agent is gone and recorded no exit status"
-        if self.trainer_alive() and self.state is not None and self.state.pid:
-            platform.kill_tree(self.state.pid)
+        pid = self.state.pid if self.state is not None else None
+        if pid and self.trainer_alive():
+            platform.kill_tree(pid)
             evidence += "; the trainer's remaining processes were killed"
+        if pid and platform.process_identity(pid) is None:
+            # The group id is still the trainer's only while no new process has its pid.
+            platform.kill_group_remnants(pid)
         state = self.state
         assert state is not None
         state.status = RunStatus.LOST

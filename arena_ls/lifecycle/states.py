@@ -34,14 +34,10 @@ class RunStatus(str, enum.Enum):
         return not self.is_final
 
 
-FINAL_STATUSES = frozenset(
-    {RunStatus.STOPPED, RunStatus.SUCCEEDED, RunStatus.CRASHED, RunStatus.LOST}
-)
+FINAL_STATUSES = frozenset({RunStatus.STOPPED, RunStatus.SUCCEEDED, RunStatus.CRASHED, RunStatus.LOST})
 
 LEGAL_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.STARTING: frozenset(
-        {RunStatus.RUNNING, RunStatus.CRASHED, RunStatus.STOPPED, RunStatus.LOST}
-    ),
+    RunStatus.STARTING: frozenset({RunStatus.RUNNING, RunStatus.CRASHED, RunStatus.STOPPED, RunStatus.LOST}),
     RunStatus.RUNNING: frozenset(
         {
             RunStatus.STOPPING,

@@ -10,6 +10,7 @@ once-only claims) rather than through each other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import sys
@@ -37,7 +38,6 @@ from arena_ls.errors import (
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.rundir import CorruptState, RunDir, RunSpec, StateFolder
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
 
@@ -155,10 +155,8 @@ class Supervisor:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
 
     async def _poll_forever(self) -> None:
         while True:
@@ -167,10 +165,8 @@ class Supervisor:
             except Exception:  # never let one bad run stop the following of others
                 log.exception("polling runs failed")
                 busy = False
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), FAST_POLL if busy else SLOW_POLL)
-            except asyncio.TimeoutError:
-                pass
             self._wake.clear()
 
     def poll_once(self) -> bool:
@@ -182,6 +178,9 @@ class Supervisor:
             self.scan()
         active = False
         for view in list(self.views.values()):
+            if not view.run_dir.path.is_dir():  # pruned or deleted by hand
+                self.views.pop(view.run_id, None)
+                continue
             if view.is_final and view.cursor.record >= view.reader.record_count():
                 continue
             active = True
@@ -255,7 +254,9 @@ class Supervisor:
         job = manifest.jobs.get(job_id)
         if job is None and job_id in manifest.all_ids:
             diags = [d.to_wire() for d in manifest.job_diagnostics.get(job_id, ()) if d.is_error]
-            raise ArenaError(INVALID_MANIFEST, f"job {job_id!r} has errors in the manifest", diagnostics=diags)
+            raise ArenaError(
+                INVALID_MANIFEST, f"job {job_id!r} has errors in the manifest", diagnostics=diags
+            )
         if job is None:
             raise ArenaError(
                 NOT_ALLOWLISTED,
@@ -280,12 +281,15 @@ class Supervisor:
                 "preflight": checks,
             }
         if job.status == "approval-required" and request.approved is not True:
-            raise ArenaError(APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true")
+            raise ArenaError(
+                APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
+            )
         self._refuse_if_active()
         if gate_errors:
+            first = gate_errors[0]
             raise ArenaError(
                 GATES_FAILED,
-                f"{job.script} fails {len(gate_errors)} gate(s): {gate_errors[0].code} {gate_errors[0].message}",
+                f"{job.script} fails {len(gate_errors)} gate(s): {first.code} {first.message}",
                 diagnostics=[d.to_wire() for d in gate_errors],
             )
         checks, warnings = self._preflight(job, gate_errors)
@@ -323,7 +327,7 @@ class Supervisor:
 
     def _refuse_if_active(self) -> None:
         self.scan()
-        for attempt in range(2):
+        for _attempt in range(2):
             holder = self.folder.lock_holder()
             if holder is None:
                 return
@@ -338,7 +342,6 @@ class Supervisor:
                 f"run {holder} of job {view.spec.job_id!r} is {view.status.value}; one job at a time",
                 active=view.to_wire(),
             )
-        _ = attempt
 
     def _launch(self, job: Job, resume_step: int | None) -> RunView:
         folder = self.folder
@@ -377,7 +380,9 @@ class Supervisor:
             )
         except OSError as error:
             folder.release_lock(run_dir.run_id)
-            raise ArenaError(PREFLIGHT_FAILED, f"could not start the job agent: {error}", checks=[]) from error
+            raise ArenaError(
+                PREFLIGHT_FAILED, f"could not start the job agent: {error}", checks=[]
+            ) from error
         view = RunView(run_dir, spec, agent)
         self.views[spec.run_id] = view
         self.wake()
@@ -460,10 +465,11 @@ class Supervisor:
     # -- logs ------------------------------------------------------------------------------
 
     def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
+        position = Cursor.decode(cursor) if cursor else None
         view = self.view_for(run_id) if run_id else (self.active_view() or self.latest_view())
         if view is None:
             return {"runId": None, "lines": [], "cursor": None, "done": True}
-        position = Cursor.decode(cursor) if cursor else view.reader.start()
+        position = position or view.reader.start()
         view.refresh_state()
         final_before = view.is_final
         page = view.reader.read(position, limit)

@@ -26,9 +26,21 @@ BARE_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?", re.IGNORECASE)
 
 KNOWN_TOP = {"version", "jobs"}
 KNOWN_JOB = {
-    "id", "name", "kind", "command", "args", "script", "cwd", "env", "status",
-    "resume", "stop", "restart", "progress", "checkpoint",
-}  # fmt: skip
+    "id",
+    "name",
+    "kind",
+    "command",
+    "args",
+    "script",
+    "cwd",
+    "env",
+    "status",
+    "resume",
+    "stop",
+    "restart",
+    "progress",
+    "checkpoint",
+}
 KNOWN_SUB = {
     "resume": {"args"},
     "stop": {"method", "graceSeconds"},
@@ -117,13 +129,9 @@ class _Loader:
         except json.JSONDecodeError as error:
             line, col = error.lineno - 1, error.colno - 1
             message = f"not valid JSON: {error.msg}"
-            return self.fatal(
-                Diag("AR101", message, "error", Span(line, col, line, col + 1), str(self.path))
-            )
+            return self.fatal(Diag("AR101", message, "error", Span(line, col, line, col + 1), str(self.path)))
         except RecursionError:
-            return self.fatal(
-                Diag("AR101", "not valid JSON: nested too deeply", "error", Span(0, 0, 0, 0))
-            )
+            return self.fatal(Diag("AR101", "not valid JSON: nested too deeply", "error", Span(0, 0, 0, 0)))
         try:
             self.positions = json_source_map.calculate(self.text)
         except Exception:  # the positions are a nicety; never fail a load on them
@@ -140,11 +148,18 @@ class _Loader:
             self.report("AR102", f"`version` must be 1 (found {version!r})", where)
         for key in document:
             if key not in KNOWN_TOP:
-                self.report("AR102", f"unknown top-level key `{key}` (ignored)",
-                            f"/{_escape(key)}", "warning", key=True)  # fmt: skip
+                self.report(
+                    "AR102",
+                    f"unknown top-level key `{key}` (ignored)",
+                    f"/{_escape(key)}",
+                    "warning",
+                    key=True,
+                )
         raw_jobs = document.get("jobs")
         if not isinstance(raw_jobs, list):
-            self.report("AR102", "`jobs` must be a list of job objects", "/jobs" if "jobs" in document else "")
+            self.report(
+                "AR102", "`jobs` must be a list of job objects", "/jobs" if "jobs" in document else ""
+            )
             return ManifestResult(self.path, {}, (), tuple(self.diags), {}, True)
         fatal = any(d.is_error for d in self.diags)
         jobs, ids = self.load_jobs(raw_jobs)
@@ -221,8 +236,12 @@ class _JobReader:
             return default
         for key in block:
             if key not in KNOWN_SUB[section]:
-                self.report("AR102", f"unknown field `{section}.{key}` (ignored)",
-                            f"{section}/{_escape(key)}", "warning")  # fmt: skip
+                self.report(
+                    "AR102",
+                    f"unknown field `{section}.{key}` (ignored)",
+                    f"{section}/{_escape(key)}",
+                    "warning",
+                )
         if field not in block:
             return default
         value = block[field]
@@ -242,26 +261,37 @@ class _JobReader:
             return None
         command = self.raw.get("command")
         if not isinstance(command, str) or not command:
-            self.report("AR102", "`command` is required: an executable or {python}",
-                        "command" if "command" in self.raw else "")  # fmt: skip
+            self.report(
+                "AR102",
+                "`command` is required: an executable or {python}",
+                "command" if "command" in self.raw else "",
+            )
             command = ""
         elif BARE_PYTHON.fullmatch(command):
-            self.report("AR104", f"`command` is a bare `{command}`: use \"{PYTHON_PLACEHOLDER}\" so the "
-                        "workspace's configured interpreter runs the job", "command")  # fmt: skip
+            self.report(
+                "AR104",
+                f'`command` is a bare `{command}`: use "{PYTHON_PLACEHOLDER}" so the '
+                "workspace's configured interpreter runs the job",
+                "command",
+            )
         kind = self.get("kind", lambda v: v in ("train", "task"), '"train" or "task"', "task")
         args = self.get("args", _is_str_list, "a list of strings", [])
         default_script = next((a for a in args if a.endswith(".py")), None) if kind == "train" else None
         script = self.get("script", _is_str, "a string", default_script)
         cwd = self.get("cwd", _is_str, "a string", ".")
         env = self.get("env", _is_str_map, "an object of strings", {})
-        status = self.get("status", lambda v: v in ("ready", "approval-required", "disabled"),
-                          '"ready", "approval-required" or "disabled"', "approval-required")  # fmt: skip
+        status = self.get(
+            "status",
+            lambda v: v in ("ready", "approval-required", "disabled"),
+            '"ready", "approval-required" or "disabled"',
+            "approval-required",
+        )
         self.get("name", _is_str, "a string")
         resume_args = self.sub("resume", "args", _is_str_list, "a list of strings", [])
         job = Job(
             id=job_id,
             command=command,
-            name=self.raw.get("name") if isinstance(self.raw.get("name"), str) else job_id,
+            name=str(self.raw["name"]) if isinstance(self.raw.get("name"), str) else job_id,
             kind=kind,
             args=tuple(args),
             script=script,
@@ -269,14 +299,22 @@ class _JobReader:
             env=tuple(env.items()),
             status=status,
             resume_args=tuple(resume_args),
-            stop_method=self.sub("stop", "method", lambda v: v in ("file", "signal", "both"),
-                                 '"file", "signal" or "both"', "file"),  # fmt: skip
+            stop_method=self.sub(
+                "stop",
+                "method",
+                lambda v: v in ("file", "signal", "both"),
+                '"file", "signal" or "both"',
+                "file",
+            ),
             grace_seconds=float(self.sub("stop", "graceSeconds", _is_nonneg, "a number >= 0", 120)),
-            max_restarts=int(self.sub("restart", "maxRestarts", _is_count, "an integer >= 0",
-                                      3 if kind == "train" else 0)),  # fmt: skip
+            max_restarts=int(
+                self.sub("restart", "maxRestarts", _is_count, "an integer >= 0", 3 if kind == "train" else 0)
+            ),
             backoff_seconds=float(self.sub("restart", "backoffSeconds", _is_nonneg, "a number >= 0", 5)),
             progress_pattern=self.sub("progress", "pattern", _is_regex, "a valid regular expression", None),
-            checkpoint_pattern=self.sub("checkpoint", "pattern", _is_regex, "a valid regular expression", None),
+            checkpoint_pattern=self.sub(
+                "checkpoint", "pattern", _is_regex, "a valid regular expression", None
+            ),
             span=self.loader.span(self.pointer),
         )
         self.check_job(job, env)
@@ -284,14 +322,23 @@ class _JobReader:
 
     def check_job(self, job: Job, env: dict[str, str]) -> None:
         if "PYTHONPATH" in env:
-            self.report("AR105", "`env` sets PYTHONPATH: the trainer's imports then depend on this "
-                        "manifest rather than the project's packaging", "env/PYTHONPATH", "warning")  # fmt: skip
+            message = "`env` sets PYTHONPATH: the trainer's imports then depend on this manifest"
+            self.report("AR105", message, "env/PYTHONPATH", "warning")
         if job.kind == "train" and not any("{step}" in arg for arg in job.resume_args):
             field = "resume/args" if "resume" in self.raw else "id"
-            self.report("AR106", "a `train` job needs `resume.args` with `{step}` so a crashed run "
-                        "can be relaunched from its last checkpoint", field)  # fmt: skip
+            self.report(
+                "AR106",
+                "a `train` job needs `resume.args` with `{step}` so a crashed run "
+                "can be relaunched from its last checkpoint",
+                field,
+            )
         if job.status == "approval-required":
-            self.report("AR109", f"`{job.id}` needs approval before each start", "status" if "status" in self.raw else "id", "information")
+            self.report(
+                "AR109",
+                f"`{job.id}` needs approval before each start",
+                "status" if "status" in self.raw else "id",
+                "information",
+            )
         self.check_paths(job)
 
     def check_paths(self, job: Job) -> None:

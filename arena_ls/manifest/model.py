@@ -37,7 +37,7 @@ class Job:
     backoff_seconds: float = 5.0
     progress_pattern: str | None = None
     checkpoint_pattern: str | None = None
-    span: Span = Span(0, 0, 0, 0)
+    span: Span = attrs.field(factory=lambda: Span(0, 0, 0, 0))
     """Where the job's object starts in the manifest (for code lenses)."""
 
     @property

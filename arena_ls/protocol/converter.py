@@ -28,7 +28,7 @@ def _notification_hook(obj: Any, cls: type[JsonRPCNotification]) -> JsonRPCNotif
 
 
 def arena_converter() -> cattrs.Converter:
-    converter: cattrs.Converter = default_converter()
+    converter: cattrs.Converter = default_converter()  # type: ignore[no-untyped-call]
     converter.register_structure_hook(JsonRPCRequestMessage, _request_hook)
     converter.register_structure_hook(JsonRPCNotification, _notification_hook)
     return converter

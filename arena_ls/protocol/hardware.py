@@ -6,7 +6,6 @@ a fake through ``create_server(hardware=...)``); everything else is real.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from arena_ls.diagnostics import Diag
@@ -58,7 +57,9 @@ class HealthService:
 
     def device_profile(self) -> str:
         health = self.sampler.latest()
-        return describe_device_profile(self.ws.server.settings.device_fp32_only, health.gpus, health.gpu_error)
+        return describe_device_profile(
+            self.ws.server.settings.device_fp32_only, health.gpus, health.gpu_error
+        )
 
     def preflight(
         self, job: Job, gate_errors: list[Diag], our_pids: set[int]

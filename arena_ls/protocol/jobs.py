@@ -18,7 +18,14 @@ def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
         if job is None:
             blocked = [d.to_wire() for d in manifest.job_diagnostics.get(job_id, ()) if d.is_error]
             infos.append(
-                {"id": job_id, "name": job_id, "kind": None, "status": None, "runnable": False, "blockedBy": blocked}
+                {
+                    "id": job_id,
+                    "name": job_id,
+                    "kind": None,
+                    "status": None,
+                    "runnable": False,
+                    "blockedBy": blocked,
+                }
             )
             continue
         blocked = [d.to_wire() for d in ws.gate_errors(job)] if job.kind == "train" else []

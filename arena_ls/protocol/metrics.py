@@ -44,7 +44,8 @@ def run_metrics(view: RunView) -> dict[str, Any]:
     return {
         "runId": view.run_id,
         "points": [
-            {"step": s, "loss": _finite(loss), "lr": lr, "at": iso_utc(at)} for s, loss, lr, at in cache.points
+            {"step": s, "loss": _finite(loss), "lr": lr, "at": iso_utc(at)}
+            for s, loss, lr, at in cache.points
         ],
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in cache.checkpoints],
     }
@@ -55,7 +56,9 @@ def downsample(
 ) -> list[tuple[int, float | None, float | None, float]]:
     """Every other point, plus the first, the last and the extreme losses."""
     keep = set(range(0, len(points), 2)) | {len(points) - 1}
-    finite = [(loss, i) for i, (_, loss, _, _) in enumerate(points) if loss is not None and math.isfinite(loss)]
+    finite = [
+        (loss, i) for i, (_, loss, _, _) in enumerate(points) if loss is not None and math.isfinite(loss)
+    ]
     if finite:
         keep |= {min(finite)[1], max(finite)[1]}
     return [points[i] for i in sorted(keep)]

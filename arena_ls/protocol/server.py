@@ -78,7 +78,11 @@ class ArenaServer(LanguageServer):
         self.run_progress.update(view)
 
     def lifecycle(self, view: RunView, text: str) -> None:
-        kind = types.MessageType.Warning if text.startswith(("warning", "TRAINING_CRASHED")) else types.MessageType.Info
+        kind = (
+            types.MessageType.Warning
+            if text.startswith(("warning", "TRAINING_CRASHED"))
+            else types.MessageType.Info
+        )
         self.window_log_message(types.LogMessageParams(kind, f"[{view.spec.job_id}] {text}"))
 
     def _cancel_run(self, run_id: str) -> None:

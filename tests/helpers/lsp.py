@@ -142,7 +142,9 @@ async def wait_for(condition: Callable[[], Any], timeout: float = WAIT, what: st
         await asyncio.sleep(0.02)
 
 
-async def wait_status(client: ArenaClient, run_id: str, *statuses: str, timeout: float = WAIT) -> dict[str, Any]:
+async def wait_status(
+    client: ArenaClient, run_id: str, *statuses: str, timeout: float = WAIT
+) -> dict[str, Any]:
     """Wait until ``arena/status`` reports the run in one of ``statuses``."""
     deadline = time.monotonic() + timeout
     while True:

@@ -1,0 +1,230 @@
+"""Pre-flight checks: refuse a start that would fail or hurt the machine.
+
+Plain functions over :class:`~arena_ls.health.hardware.Hardware` and the
+settings; the server turns failed checks into the ``preflight-failed`` error
+(contract 4.3) with ``error.data.checks`` from :func:`check_to_wire`.
+``docs/preflight.md`` describes every check.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import psutil
+
+from arena_ls.health.hardware import Hardware
+from arena_ls.health.model import Gpu, GpuProcess, GpuReading
+from arena_ls.settings import PreflightSettings
+
+JobKind = Literal["train", "task"]
+
+
+@attrs.frozen
+class Check:
+    """One pre-flight check's outcome."""
+
+    name: str
+    ok: bool
+    message: str
+
+
+def check_to_wire(check: Check) -> dict[str, Any]:
+    """``{name, ok, message}`` as in ``error.data.checks``."""
+    return {"name": check.name, "ok": check.ok, "message": check.message}
+
+
+def run_preflight(
+    *,
+    kind: JobKind,
+    hw: Hardware,
+    settings: PreflightSettings,
+    checkpoint_dir: Path,
+    state_dir: Path,
+    our_pids: AbstractSet[int],
+    gate_errors: list[str] | None,
+) -> tuple[list[Check], list[str]]:
+    """Run the checks for a job of this kind; return them and the warning lines.
+
+    ``task`` jobs run only ``state-dir`` and ``disk``; ``train`` jobs run
+    ``power``, ``ram``, ``gpu-contention``, ``disk``, ``state-dir`` and
+    ``gates``. Every check runs even when an earlier one failed, so the user
+    sees everything to fix at once. ``gate_errors`` holds the trainer's
+    error-severity gate findings as lines, or None when the job has no trainer.
+    Paths should be absolute.
+    """
+    if kind == "task":
+        return [check_state_dir(state_dir), check_disk(hw, settings, checkpoint_dir)], []
+    contention, warnings = check_gpu_contention(hw.gpus(), settings, our_pids)
+    checks = [
+        check_power(hw, settings),
+        check_ram(hw, settings),
+        contention,
+        check_disk(hw, settings, checkpoint_dir),
+        check_state_dir(state_dir),
+        check_gates(gate_errors),
+    ]
+    return checks, warnings
+
+
+def check_power(hw: Hardware, settings: PreflightSettings) -> Check:
+    battery = hw.battery()
+    if battery is None:
+        return Check("power", True, "no battery (mains power)")
+    level = f"{battery.percent:.0f}%"
+    if battery.plugged_in is None:
+        return Check("power", True, f"battery at {level}; power source unknown")
+    if battery.plugged_in:
+        return Check("power", True, f"plugged in (battery {level})")
+    if settings.require_plugged_in:
+        return Check(
+            "power",
+            False,
+            f"on battery ({level}); plug in or set arena.preflight.requirePluggedIn to false",
+        )
+    return Check(
+        "power", True, f"on battery ({level}); allowed by arena.preflight.requirePluggedIn"
+    )
+
+
+def check_ram(hw: Hardware, settings: PreflightSettings) -> Check:
+    ram = hw.ram()
+    need = settings.min_free_ram_mb
+    if ram.available_mb >= need:
+        return Check("ram", True, f"{ram.available_mb} MB available (need {need} MB)")
+    return Check(
+        "ram",
+        False,
+        f"only {ram.available_mb} MB of RAM available, need {need} MB; close programs "
+        f"or lower arena.preflight.minFreeRamMb",
+    )
+
+
+def check_gpu_contention(
+    reading: GpuReading, settings: PreflightSettings, our_pids: AbstractSet[int]
+) -> tuple[Check, list[str]]:
+    """Foreign compute processes on any GPU; returns the check and warning lines."""
+    mode = settings.gpu_contention
+    if mode == "off":
+        return Check(
+            "gpu-contention", True, "not checked (arena.preflight.gpuContention is off)"
+        ), []
+    if not reading.gpus:
+        reason = reading.error or "no GPU found"
+        return Check("gpu-contention", True, f"no GPU to check: {reason}"), []
+    foreign = [
+        describe_foreign_process(gpu, process)
+        for gpu in reading.gpus
+        for process in gpu.processes
+        if process.pid not in our_pids
+    ]
+    incomplete = f" (GPU reading incomplete: {reading.error})" if reading.error else ""
+    if not foreign:
+        count = len(reading.gpus)
+        return Check(
+            "gpu-contention", True, f"no foreign process on {count} GPU(s){incomplete}"
+        ), []
+    busy = "; ".join(foreign)
+    if mode == "warn":
+        warning = f"GPU in use by another process: {busy}; starting anyway (gpuContention is warn)"
+        return Check("gpu-contention", True, f"{busy} (warned){incomplete}"), [warning]
+    return Check(
+        "gpu-contention",
+        False,
+        f"GPU in use by another process: {busy}; stop it, or set "
+        f'arena.preflight.gpuContention to "warn"{incomplete}',
+    ), []
+
+
+def describe_foreign_process(gpu: Gpu, process: GpuProcess) -> str:
+    """e.g. ``GPU 0: pid 4242 (python3) holds 3120 MB``."""
+    name = process_name(process.pid)
+    who = f"pid {process.pid}" + (f" ({name})" if name else "")
+    if process.used_memory_mb is None:
+        return f"GPU {gpu.index}: {who} holds an unknown amount of memory"
+    return f"GPU {gpu.index}: {who} holds {process.used_memory_mb} MB"
+
+
+def process_name(pid: int) -> str | None:
+    """The process's name, or None when it is gone or not ours to see."""
+    try:
+        name = psutil.Process(pid).name()
+    except (psutil.Error, OSError):
+        return None
+    return str(name) or None
+
+
+def check_disk(hw: Hardware, settings: PreflightSettings, checkpoint_dir: Path) -> Check:
+    need = settings.min_free_disk_mb
+    try:
+        free = hw.disk_free_mb(checkpoint_dir)
+    except OSError as error:
+        return Check("disk", False, f"cannot read free space at {checkpoint_dir}: {error}")
+    if free >= need:
+        return Check("disk", True, f"{free} MB free at {checkpoint_dir} (need {need} MB)")
+    return Check(
+        "disk",
+        False,
+        f"only {free} MB free at {checkpoint_dir}, need {need} MB; free some space "
+        f"or lower arena.preflight.minFreeDiskMb",
+    )
+
+
+def check_state_dir(state_dir: Path) -> Check:
+    """Create the state folder if needed and write, then remove, a file in it."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".preflight-", dir=state_dir)
+        try:
+            os.write(handle, b"ok")
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as error:
+        return Check("state-dir", False, f"state folder {state_dir} is not writable: {error}")
+    return Check("state-dir", True, f"{state_dir} is writable")
+
+
+def check_gates(gate_errors: Sequence[str] | None) -> Check:
+    if gate_errors is None:
+        return Check("gates", True, "not a train job")
+    if not gate_errors:
+        return Check("gates", True, "no error-severity gate findings")
+    count = len(gate_errors)
+    return Check("gates", False, f"{count} gate error(s): " + "; ".join(gate_errors))
+
+
+def wait_gpu_released(
+    hw: Hardware, pids: AbstractSet[int], timeout_s: float, *, poll_s: float = 0.25
+) -> list[tuple[int, int]]:
+    """Wait until none of ``pids`` holds GPU memory; return ``(pid, MB)`` still held at the end.
+
+    Used before a watchdog relaunch, once the old process tree is gone, since
+    the driver can take a moment to release its memory. Blocks the calling
+    thread for at most about ``timeout_s``. A process listed with unknown
+    memory counts as holding 0 MB (still listed). Where GPUs cannot be read,
+    returns an empty list at once.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        held = gpu_memory_held(hw.gpus(), pids)
+        remaining = deadline - time.monotonic()
+        if not held or remaining <= 0:
+            return held
+        time.sleep(min(poll_s, remaining))
+
+
+def gpu_memory_held(reading: GpuReading, pids: AbstractSet[int]) -> list[tuple[int, int]]:
+    """``(pid, MB)`` for each of ``pids`` listed as a compute process, per GPU."""
+    return [
+        (process.pid, process.used_memory_mb or 0)
+        for gpu in reading.gpus
+        for process in gpu.processes
+        if process.pid in pids
+    ]

@@ -1,0 +1,119 @@
+"""Health samples taken in the background, so that a status request never waits on NVML."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from arena_ls.health.hardware import Hardware
+from arena_ls.health.model import Health
+from arena_ls.health.snapshot import take_health
+
+log = logging.getLogger(__name__)
+
+ACTIVE_INTERVAL_S = 5.0
+"""Seconds between samples while a run is active."""
+IDLE_INTERVAL_S = 30.0
+"""Seconds between samples while nothing runs."""
+
+
+def _no_pids() -> Iterable[int]:
+    return ()
+
+
+class HealthSampler:
+    """Samples the machine on a daemon thread; :meth:`latest` never blocks.
+
+    The first sample is taken synchronously in the constructor, so there is
+    always one to return. ``our_pids`` is called before every sample for the
+    pids to mark ``ours`` (every process of this workspace's runs).
+    :meth:`set_active` switches between the two cadences; switching wakes the
+    thread, which samples at once and then waits the new interval.
+    """
+
+    def __init__(
+        self,
+        hw: Hardware,
+        our_pids: Callable[[], Iterable[int]] = _no_pids,
+        *,
+        active_interval_s: float = ACTIVE_INTERVAL_S,
+        idle_interval_s: float = IDLE_INTERVAL_S,
+    ) -> None:
+        self._hw = hw
+        self._our_pids = our_pids
+        self._active_interval_s = active_interval_s
+        self._idle_interval_s = idle_interval_s
+        self._active = False
+        self._sample_lock = threading.Lock()
+        """Serialises sampling so that an older sample never replaces a newer one."""
+        self._latest_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._latest = self._take()
+        self._thread = threading.Thread(target=self._run, name="arena-health-sampler", daemon=True)
+        self._thread.start()
+
+    @property
+    def interval_s(self) -> float:
+        """The current wait between two background samples."""
+        return self._active_interval_s if self._active else self._idle_interval_s
+
+    @property
+    def running(self) -> bool:
+        """True until :meth:`close` has stopped the thread."""
+        return self._thread.is_alive()
+
+    def latest(self) -> Health:
+        """The most recent sample; returns at once."""
+        with self._latest_lock:
+            return self._latest
+
+    def refresh(self) -> Health:
+        """Sample now (blocking: call it from a worker thread) and return the sample.
+
+        If reading the machine fails, the failure is logged and the previous
+        sample is returned.
+        """
+        try:
+            return self._sample()
+        except Exception:
+            log.exception("health sample failed")
+            return self.latest()
+
+    def set_active(self, active: bool) -> None:
+        """5 s cadence while a run is active, 30 s otherwise (by default)."""
+        if active != self._active:
+            self._active = active
+            self._wake.set()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the thread; returns once it has ended (or after ``timeout_s``)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def __enter__(self) -> HealthSampler:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _take(self) -> Health:
+        return take_health(self._hw, set(self._our_pids()))
+
+    def _sample(self) -> Health:
+        with self._sample_lock:
+            health = self._take()
+            with self._latest_lock:
+                self._latest = health
+            return health
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            self.refresh()
