@@ -44,6 +44,7 @@ PROGRESS_WRITE_INTERVAL = 1.0
 BACKOFF_CAP_SECONDS = 300.0
 BOTH_SIGNAL_DELAY = 5.0
 TAIL_LINES = 200
+GPU_RELEASE_TIMEOUT = 10.0
 
 
 def resume_argv(spec: RunSpec, step: int | None) -> list[str]:
@@ -417,6 +418,7 @@ class Agent:
         where = f"from step {step}" if step is not None else "from scratch (no checkpoint yet)"
         self.say(f"restarting {where} (attempt {used}/{self.spec.max_restarts}) in {delay:g}s")
         deadline = time.monotonic() + delay
+        self._confirm_gpu_released()
         while time.monotonic() < deadline:
             self.wake.wait(min(POLL_SECONDS * 4, max(0.0, deadline - time.monotonic())))
             if self.run_dir.read_stop_request() is not None:
@@ -425,6 +427,26 @@ class Agent:
                     self.state.stopped_by = None
                 return False
         return True
+
+    def _confirm_gpu_released(self) -> None:
+        """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""
+        pid = self.state.pid
+        if not pid:
+            return
+        from arena_ls.health import SystemHardware, wait_gpu_released
+
+        hardware = SystemHardware()
+        try:
+            held = wait_gpu_released(hardware, {pid}, GPU_RELEASE_TIMEOUT)
+        except Exception as error:  # a GPU probe must never stop a relaunch
+            log.warning("GPU release check failed: %s", error)
+            return
+        finally:
+            hardware.close()
+        for held_pid, megabytes in held:
+            self.say(
+                f"warning: process {held_pid} of the old trainer still holds {megabytes} MB of GPU memory"
+            )
 
     def _finish(self, status: RunStatus) -> None:
         with self.lock:

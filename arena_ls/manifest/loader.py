@@ -110,9 +110,15 @@ class _Loader:
         return Span(start.line, start.column, end.line, end.column)
 
     def report(
-        self, code: str, message: str, pointer: str, severity: Severity = "error", key: bool = False
+        self,
+        code: str,
+        message: str,
+        pointer: str,
+        severity: Severity = "error",
+        key: bool = False,
+        data: Any = None,
     ) -> None:
-        diag = Diag(code, message, severity, self.span(pointer, key=key), path=str(self.path))
+        diag = Diag(code, message, severity, self.span(pointer, key=key), path=str(self.path), data=data)
         self.diags.append(diag)
         if self.current is not None:
             self.current.append(diag)
@@ -212,9 +218,11 @@ class _JobReader:
         self.pointer = pointer
         self.ok = True
 
-    def report(self, code: str, message: str, field: str = "", severity: Severity = "error") -> None:
+    def report(
+        self, code: str, message: str, field: str = "", severity: Severity = "error", data: Any = None
+    ) -> None:
         pointer = f"{self.pointer}/{field}" if field else self.pointer
-        self.loader.report(code, message, pointer, severity)
+        self.loader.report(code, message, pointer, severity, data=data)
         if severity == "error":
             self.ok = False
 
@@ -273,6 +281,7 @@ class _JobReader:
                 f'`command` is a bare `{command}`: use "{PYTHON_PLACEHOLDER}" so the '
                 "workspace's configured interpreter runs the job",
                 "command",
+                data=self.replace_fix("command", '"{python}"', "Use {python}"),
             )
         kind = self.get("kind", lambda v: v in ("train", "task"), '"train" or "task"', "task")
         args = self.get("args", _is_str_list, "a list of strings", [])
@@ -331,6 +340,7 @@ class _JobReader:
                 "a `train` job needs `resume.args` with `{step}` so a crashed run "
                 "can be relaunched from its last checkpoint",
                 field,
+                data=self.resume_fix(),
             )
         if job.status == "approval-required":
             self.report(
@@ -340,6 +350,26 @@ class _JobReader:
                 "information",
             )
         self.check_paths(job)
+
+    def replace_fix(self, field: str, new_text: str, title: str) -> dict[str, Any]:
+        """A quick fix replacing a field's value (carried in the diagnostic's data)."""
+        span = self.loader.span(f"{self.pointer}/{field}")
+        return {"fix": {"title": title, "edits": [_edit(span, new_text)]}}
+
+    def resume_fix(self) -> dict[str, Any]:
+        """Add (or complete) ``resume.args`` with the contract's flags."""
+        standard = '["--resume", "--start-step", "{step}"]'
+        title = "Add resume.args: --resume --start-step {step}"
+        if isinstance(self.raw.get("resume"), dict) and "args" in self.raw["resume"]:
+            return self.replace_fix("resume/args", standard, title)
+        if "resume" in self.raw:
+            return self.replace_fix("resume", '{"args": ' + standard + "}", title)
+        span = self.loader.span(f"{self.pointer}/id")
+        line_text = self.loader.text.splitlines()[span.line] if self.loader.text else ""
+        indent = line_text[: len(line_text) - len(line_text.lstrip())]
+        insert = Span(span.end_line, span.end_col, span.end_line, span.end_col)
+        new_text = f',\n{indent}"resume": {{"args": {standard}}}'
+        return {"fix": {"title": title, "edits": [_edit(insert, new_text)]}}
 
     def check_paths(self, job: Job) -> None:
         root = self.loader.root
@@ -358,6 +388,10 @@ class _JobReader:
             self.report("AR110", f"`script` {job.script!r} leaves the workspace", field)
         elif not script.is_file():
             self.report("AR107", f"`script` {job.script!r} does not exist", field)
+
+
+def _edit(span: Span, new_text: str) -> dict[str, Any]:
+    return {"range": span.to_wire(), "newText": new_text}
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -2,29 +2,47 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from arena_ls.diagnostics import Diag, Span
+from arena_ls.gates import Finding, lint_trainer
 from arena_ls.manifest import Job
 
 if TYPE_CHECKING:
     from arena_ls.protocol.workspace import Workspace
 
 
+_CACHE: dict[tuple[str, int, int, bool | None], list[Diag]] = {}
+_CACHE_LIMIT = 64
+
+
 def trainer_gate_errors(ws: Workspace, job: Job) -> list[Diag]:
-    """Error-severity gate diagnostics of the job's trainer (empty when it passes)."""
+    """Error-severity gate diagnostics of the job's trainer file (empty when it passes).
+
+    Cached by the file's identity (path, size, mtime) and the device profile,
+    since status, lenses and starts ask for it often and files rarely change.
+    """
     if job.kind != "train":
         return []
     script = job.resolved_script(ws.root)
-    if script is None or not script.is_file():
+    if script is None:
         return []
-    return [d for d in lint_file(ws, str(script)) if d.is_error]
+    try:
+        stat = script.stat()
+    except OSError:
+        return []
+    key = (str(script), stat.st_size, stat.st_mtime_ns, ws.health.fp32_only())
+    cached = _CACHE.get(key)
+    if cached is None:
+        cached = [d for d in lint_file(ws, str(script)) if d.is_error]
+        if len(_CACHE) >= _CACHE_LIMIT:
+            _CACHE.clear()
+        _CACHE[key] = cached
+    return list(cached)
 
 
 def lint_file(ws: Workspace, path: str, text: str | None = None) -> list[Diag]:
     """Every gate diagnostic of a trainer file (the open buffer's text when given)."""
-    from arena_ls.gates import lint_trainer
-
     if text is None:
         try:
             with open(path, "rb") as handle:
@@ -41,7 +59,18 @@ def lint_file(ws: Workspace, path: str, text: str | None = None) -> list[Diag]:
             severity=f.severity,
             span=Span(f.line, f.col, f.end_line, f.end_col),
             path=path,
-            data={"fixTitle": f.fix_title} if f.fix_title else None,
+            data=_fix_data(f),
         )
         for f in lint_trainer(source, fp32_only=fp32)
     ]
+
+
+def _fix_data(finding: Finding) -> dict[str, Any] | None:
+    """The finding's quick fix, carried in the diagnostic for code actions."""
+    if not finding.edits or not finding.fix_title:
+        return None
+    edits = [
+        {"range": Span(e.line, e.col, e.end_line, e.end_col).to_wire(), "newText": e.new_text}
+        for e in finding.edits
+    ]
+    return {"fix": {"title": finding.fix_title, "edits": edits}}

@@ -6,6 +6,8 @@ a fake through ``create_server(hardware=...)``); everything else is real.
 
 from __future__ import annotations
 
+import threading
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from arena_ls.diagnostics import Diag
@@ -26,6 +28,9 @@ from arena_ls.manifest import Job
 if TYPE_CHECKING:
     from arena_ls.protocol.workspace import Workspace
 
+ON_DEMAND_AGE = 1.0
+"""Seconds after which a status request triggers a fresh sample (in the background)."""
+
 
 class HealthService:
     """Samples health in the background and runs the pre-flight checks."""
@@ -34,6 +39,7 @@ class HealthService:
         self.ws = ws
         self.hardware = hardware
         self.sampler = HealthSampler(hardware, self._our_pids)
+        self._refreshing = threading.Event()
 
     def _our_pids(self) -> set[int]:
         roots = [
@@ -44,13 +50,20 @@ class HealthService:
         return process_tree_pids(roots)
 
     def wire(self) -> dict[str, Any]:
+        """The latest sample, at once; a sample older than a second is refreshed in the background."""
         self.sampler.set_active(self.ws.supervisor.active_view() is not None)
-        return health_to_wire(self.sampler.latest())
+        latest = self.sampler.latest()
+        age = (datetime.now(timezone.utc) - latest.at).total_seconds()
+        if age > ON_DEMAND_AGE and not self._refreshing.is_set():
+            self._refreshing.set()
+            threading.Thread(target=self._refresh_in_background, daemon=True).start()
+        return health_to_wire(latest)
 
-    async def refresh(self) -> dict[str, Any]:
-        import asyncio
-
-        return health_to_wire(await asyncio.to_thread(self.sampler.refresh))
+    def _refresh_in_background(self) -> None:
+        try:
+            self.sampler.refresh()
+        finally:
+            self._refreshing.clear()
 
     def fp32_only(self) -> bool | None:
         return fp32_only(self.ws.server.settings.device_fp32_only, self.sampler.latest().gpus)

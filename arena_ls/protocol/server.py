@@ -115,6 +115,10 @@ class ArenaServer(LanguageServer):
             self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
         if self.arena is not None:
             self.arena.settings_changed()
+        feature = getattr(self, "diagnostics_feature", None)
+        if feature is not None and self.arena is not None:
+            for uri in list(feature.published):
+                feature.schedule(uri, 0.0)
 
 
 def refusals(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:

@@ -56,10 +56,15 @@ class ArenaClient(LanguageClient):
         self.statuses: list[dict[str, Any]] = []
         self.log_lines: list[dict[str, Any]] = []
         self.log_batches: list[dict[str, Any]] = []
+        self.lens_refreshes = 0
 
         @self.feature("arena/statusChanged")
         def _status(client: ArenaClient, params: Any) -> None:
             client.statuses.append(params)
+
+        @self.feature("workspace/codeLens/refresh")
+        def _refresh(client: ArenaClient, params: Any) -> None:
+            client.lens_refreshes += 1
 
         @self.feature("arena/log")
         def _log(client: ArenaClient, params: Any) -> None:

@@ -1,0 +1,92 @@
+"""Quick fixes: the mechanical fix a diagnostic carries, and a suppression comment.
+
+A diagnostic's fix travels in its ``data`` (``{"fix": {title, edits}}``), as
+ruff does, so applying it needs no state in the server.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from arena_ls.gates import Finding, suppression_edit
+
+if TYPE_CHECKING:
+    from arena_ls.protocol.server import ArenaServer
+
+TRAINER_CODES = {f"AR{n:03d}" for n in range(1, 13)}
+
+
+def _edit(raw: dict[str, Any]) -> types.TextEdit:
+    start, end = raw["range"]["start"], raw["range"]["end"]
+    return types.TextEdit(
+        range=types.Range(
+            start=types.Position(line=start["line"], character=start["character"]),
+            end=types.Position(line=end["line"], character=end["character"]),
+        ),
+        new_text=raw["newText"],
+    )
+
+
+def _action(title: str, uri: str, edits: list[types.TextEdit], diag: types.Diagnostic) -> types.CodeAction:
+    return types.CodeAction(
+        title=title,
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diag],
+        edit=types.WorkspaceEdit(changes={uri: edits}),
+    )
+
+
+def fix_action(uri: str, diag: types.Diagnostic) -> types.CodeAction | None:
+    data = diag.data if isinstance(diag.data, dict) else None
+    fix = data.get("fix") if data else None
+    if not isinstance(fix, dict) or not isinstance(fix.get("edits"), list):
+        return None
+    try:
+        edits = [_edit(raw) for raw in fix["edits"]]
+    except (KeyError, TypeError):
+        return None
+    return _action(str(fix.get("title") or "Fix"), uri, edits, diag)
+
+
+def suppress_action(uri: str, source: str, diag: types.Diagnostic) -> types.CodeAction:
+    code = str(diag.code)
+    finding = Finding(
+        code=code,
+        message=diag.message,
+        severity="warning",
+        line=diag.range.start.line,
+        col=diag.range.start.character,
+        end_line=diag.range.end.line,
+        end_col=diag.range.end.character,
+    )
+    edit = suppression_edit(source, finding)
+    text_edit = types.TextEdit(
+        range=types.Range(
+            start=types.Position(line=edit.line, character=edit.col),
+            end=types.Position(line=edit.end_line, character=edit.end_col),
+        ),
+        new_text=edit.new_text,
+    )
+    return _action(f"Suppress {code} on this line", uri, [text_edit], diag)
+
+
+def register(server: ArenaServer) -> None:
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
+    def code_actions(ls: ArenaServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        actions: list[types.CodeAction] = []
+        for diag in params.context.diagnostics:
+            if diag.source != "arena":
+                continue
+            action = fix_action(uri, diag)
+            if action is not None:
+                actions.append(action)
+            if str(diag.code) in TRAINER_CODES:
+                source = ls.workspace.get_text_document(uri).source
+                actions.append(suppress_action(uri, source, diag))
+        return actions

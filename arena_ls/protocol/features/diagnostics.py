@@ -1,0 +1,194 @@
+"""Gate and manifest diagnostics, published from one place.
+
+Published on open, change (debounced per document) and save, for every
+job's ``script``, any ``train.py`` and the manifest. A change to a trainer
+re-publishes the manifest too, since its AR108 summarises the trainer's
+gate errors. Open buffers win over the files on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from arena_ls.diagnostics import Diag, Related, Span
+from arena_ls.gates import rule_doc_url
+from arena_ls.manifest import ManifestResult, load_manifest_text
+from arena_ls.protocol.gating import lint_file
+from arena_ls.uris import path_to_uri, uri_to_path
+
+if TYPE_CHECKING:
+    from arena_ls.protocol.server import ArenaServer
+
+DEBOUNCE_SECONDS = 0.3
+SOURCE = "arena"
+
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+def to_lsp(diag: Diag) -> types.Diagnostic:
+    """Our diagnostic as LSP's: code, source, link to the rule's docs, fix in ``data``."""
+    related = [
+        types.DiagnosticRelatedInformation(
+            location=types.Location(uri=path_to_uri(r.path), range=_range(r.span)), message=r.message
+        )
+        for r in diag.related
+    ]
+    return types.Diagnostic(
+        range=_range(diag.span),
+        message=diag.message,
+        severity=_SEVERITY[diag.severity],
+        code=diag.code,
+        source=SOURCE,
+        code_description=types.CodeDescription(href=rule_doc_url(diag.code)),
+        related_information=related or None,
+        data=diag.data,
+    )
+
+
+def _range(span: Span) -> types.Range:
+    return types.Range(
+        start=types.Position(line=span.line, character=span.col),
+        end=types.Position(line=span.end_line, character=span.end_col),
+    )
+
+
+class DiagnosticsFeature:
+    """Keeps the published diagnostics of trainers and the manifest current."""
+
+    def __init__(self, server: ArenaServer) -> None:
+        self.server = server
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.published: set[str] = set()
+
+    # -- which files --------------------------------------------------------------------
+
+    def manifest_path(self) -> Path:
+        return self.server.supervisor.manifest_path().resolve()
+
+    def buffer_text(self, path: Path) -> str | None:
+        """The open buffer's text for a path, or None when it is not open."""
+        uri = path_to_uri(path)
+        document = self.server.workspace.text_documents.get(uri)
+        return document.source if document is not None else None
+
+    def text(self, path: Path) -> str | None:
+        buffered = self.buffer_text(path)
+        if buffered is not None:
+            return buffered
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def manifest(self) -> ManifestResult | None:
+        path = self.manifest_path()
+        text = self.text(path)
+        if text is None:
+            return None
+        return load_manifest_text(text, path, self.server.ws.root)
+
+    def job_scripts(self, manifest: ManifestResult | None) -> set[Path]:
+        if manifest is None:
+            return set()
+        scripts = {job.resolved_script(self.server.ws.root) for job in manifest.jobs.values()}
+        return {s for s in scripts if s is not None}
+
+    def is_trainer(self, path: Path, manifest: ManifestResult | None) -> bool:
+        return path.suffix == ".py" and (path.name == "train.py" or path in self.job_scripts(manifest))
+
+    # -- publishing ---------------------------------------------------------------------
+
+    def schedule(self, uri: str, delay: float = DEBOUNCE_SECONDS) -> None:
+        timer = self.timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        loop = asyncio.get_running_loop()
+        self.timers[uri] = loop.call_later(delay, self.publish_uri, uri)
+
+    def publish_uri(self, uri: str) -> None:
+        self.timers.pop(uri, None)
+        path = uri_to_path(uri)
+        if path is None:
+            return
+        path = path.resolve()
+        manifest = self.manifest()
+        if path == self.manifest_path():
+            self.publish_manifest(manifest)
+        elif self.is_trainer(path, manifest):
+            self.publish_trainer(path)
+            self.publish_manifest(manifest)
+        self.server.ws.active_changed()
+
+    def publish_trainer(self, path: Path) -> list[Diag]:
+        text = self.text(path)
+        diags = lint_file(self.server.ws, str(path), text) if text is not None else []
+        self.send(path_to_uri(path), diags)
+        return diags
+
+    def publish_manifest(self, manifest: ManifestResult | None) -> None:
+        if manifest is None:
+            return
+        diags = list(manifest.diagnostics)
+        for job in manifest.jobs.values():
+            script = job.resolved_script(self.server.ws.root)
+            if job.kind != "train" or script is None:
+                continue
+            text = self.text(script)
+            errors = [d for d in lint_file(self.server.ws, str(script), text) if d.is_error] if text else []
+            if errors:
+                diags.append(_ar108(job.id, job.span, str(manifest.path), str(script), errors))
+        self.send(path_to_uri(manifest.path), diags)
+
+    def send(self, uri: str, diags: list[Diag]) -> None:
+        self.published.add(uri)
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=[to_lsp(d) for d in diags])
+        )
+
+
+def _ar108(job_id: str, span: Span, manifest: str, script: str, errors: list[Diag]) -> Diag:
+    codes = ", ".join(sorted({d.code for d in errors}))
+    first_line = Span(span.line, span.col, span.line, span.col + 1)
+    return Diag(
+        code="AR108",
+        message=f"job `{job_id}`: its trainer {Path(script).name} fails {len(errors)} gate(s) ({codes})",
+        severity="error",
+        span=first_line,
+        path=manifest,
+        related=tuple(Related(script, d.span, f"{d.code}: {d.message}") for d in errors),
+    )
+
+
+def register(server: ArenaServer) -> None:
+    feature = DiagnosticsFeature(server)
+    server.diagnostics_feature = feature  # type: ignore[attr-defined]
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: ArenaServer, params: types.DidOpenTextDocumentParams) -> None:
+        feature.schedule(params.text_document.uri, 0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: ArenaServer, params: types.DidChangeTextDocumentParams) -> None:
+        feature.schedule(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: ArenaServer, params: types.DidSaveTextDocumentParams) -> None:
+        feature.schedule(params.text_document.uri, 0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: ArenaServer, params: types.DidCloseTextDocumentParams) -> None:
+        feature.schedule(params.text_document.uri, 0.0)
+
+
+def published_for(server: Any) -> DiagnosticsFeature | None:
+    feature: DiagnosticsFeature | None = getattr(server, "diagnostics_feature", None)
+    return feature

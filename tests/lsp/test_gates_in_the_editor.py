@@ -1,0 +1,196 @@
+"""Gates as diagnostics through a real arena-ls: publish, clear, AR108, lenses, quick fixes, 1004."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from tests.helpers.lsp import REPO, RESUME, ArenaClient, start_server, stop_server, wait_for, write_manifest
+
+GOOD = (REPO / "training" / "train.py").read_text()
+BAD = GOOD.replace('"--resume"', '"--continue"').replace('"--start-step"', '"--begin-step"')
+
+
+def train_job(**extra: Any) -> dict[str, Any]:
+    return {
+        "id": "lm",
+        "name": "LM",
+        "kind": "train",
+        "command": "{python}",
+        "args": ["train.py", "--steps", "5"],
+        "script": "train.py",
+        "status": "ready",
+        "resume": RESUME,
+        **extra,
+    }
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "train.py").write_text(BAD)
+    write_manifest(root, [train_job()])
+    return root
+
+
+@pytest.fixture(params=["visual-studio-code", "neovim"])
+async def client(request: pytest.FixtureRequest, workspace: Path) -> AsyncIterator[ArenaClient]:
+    lsp = await start_server(
+        workspace, capabilities=request.param, init_options={"device": {"fp32Only": True}}
+    )
+    yield lsp
+    await stop_server(lsp)
+
+
+def open_doc(client: ArenaClient, path: Path, text: str) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
+    return uri
+
+
+def change_doc(client: ArenaClient, uri: str, text: str, version: int) -> None:
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+
+
+def codes(client: ArenaClient, uri: str) -> set[str]:
+    return {str(d.code) for d in client.diagnostics.get(uri, [])}
+
+
+def apply(text: str, edits: list[types.TextEdit]) -> str:
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def offset(pos: types.Position) -> int:
+        return offsets[pos.line] + pos.character
+
+    for edit in sorted(edits, key=lambda e: offset(e.range.start), reverse=True):
+        text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
+        lines = text.splitlines(keepends=True)
+        offsets = [0]
+        for line in lines:
+            offsets.append(offsets[-1] + len(line))
+    return text
+
+
+async def actions_for(client: ArenaClient, uri: str, code: str) -> list[types.CodeAction]:
+    diag = next(d for d in client.diagnostics[uri] if d.code == code)
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=diag.range,
+            context=types.CodeActionContext(diagnostics=[diag]),
+        )
+    )
+    return [a for a in result or [] if isinstance(a, types.CodeAction)]
+
+
+async def lens_titles(client: ArenaClient, manifest_uri: str) -> list[str]:
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=manifest_uri))
+    )
+    return [lens.command.title for lens in lenses or [] if lens.command]
+
+
+async def test_failing_trainer_diagnostics_clear_when_fixed(client: ArenaClient, workspace: Path) -> None:
+    trainer = workspace / "train.py"
+    manifest_uri = (workspace / "training" / "manifest.json").as_uri()
+    uri = open_doc(client, trainer, BAD)
+    await wait_for(lambda: {"AR007", "AR008"} <= codes(client, uri), what="gate diagnostics")
+    diag = next(d for d in client.diagnostics[uri] if d.code == "AR007")
+    assert diag.source == "arena" and diag.code_description and "rules.md#ar007" in diag.code_description.href
+    await wait_for(lambda: "AR108" in codes(client, manifest_uri), what="AR108 on the manifest")
+    ar108 = next(d for d in client.diagnostics[manifest_uri] if d.code == "AR108")
+    assert ar108.related_information and ar108.related_information[0].location.uri == uri
+
+    error = await client.call_error("arena/start", {"id": "lm"})
+    assert (error.code, error.data["reason"]) == (1004, "gates-failed")
+    assert {d["code"] for d in error.data["diagnostics"]} >= {"AR007", "AR008"}
+    assert any(t.startswith("⛔ Blocked: 2 gate failures") for t in await lens_titles(client, manifest_uri))
+    status = await client.call("arena/status", {})
+    job = status["jobs"][0]
+    assert job["runnable"] is False and {d["code"] for d in job["blockedBy"]} == {"AR007", "AR008"}
+
+    change_doc(client, uri, GOOD, 2)
+    await wait_for(lambda: uri in client.diagnostics and not codes(client, uri), what="diagnostics to clear")
+    await wait_for(lambda: "AR108" not in codes(client, manifest_uri), what="AR108 to clear")
+    trainer.write_text(GOOD)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
+    dry = await client.call("arena/start", {"id": "lm", "dryRun": True})
+    assert dry["gates"] == []
+    assert any(t.startswith("▶ Run LM") for t in await lens_titles(client, manifest_uri))
+
+
+async def test_quick_fixes_make_the_rule_stop_firing(client: ArenaClient, workspace: Path) -> None:
+    uri = open_doc(client, workspace / "train.py", BAD)
+    await wait_for(lambda: {"AR007", "AR008"} <= codes(client, uri), what="gate diagnostics")
+    text = BAD
+    for code, version in (("AR007", 2), ("AR008", 3)):
+        actions = await actions_for(client, uri, code)
+        fix = next(a for a in actions if not a.title.startswith("Suppress"))
+        assert fix.edit and fix.edit.changes
+        text = apply(text, list(fix.edit.changes[uri]))
+        change_doc(client, uri, text, version)
+        await wait_for(lambda code=code: code not in codes(client, uri), what=f"{code} fixed")
+    assert not codes(client, uri)
+
+
+async def test_suppression_quick_fix(client: ArenaClient, workspace: Path) -> None:
+    uri = open_doc(client, workspace / "train.py", BAD)
+    await wait_for(lambda: "AR007" in codes(client, uri), what="AR007")
+    actions = await actions_for(client, uri, "AR007")
+    suppress = next(a for a in actions if a.title.startswith("Suppress AR007"))
+    assert suppress.edit and suppress.edit.changes
+    change_doc(client, uri, apply(BAD, list(suppress.edit.changes[uri])), 2)
+    await wait_for(
+        lambda: "AR007" not in codes(client, uri) and "AR008" in codes(client, uri), what="suppressed"
+    )
+
+
+async def test_manifest_quick_fixes(client: ArenaClient, workspace: Path) -> None:
+    manifest = workspace / "training" / "manifest.json"
+    shutil.copy(workspace / "train.py", workspace / "other.py")
+    text = (
+        '{\n  "version": 1,\n  "jobs": [\n    {\n      "id": "lm",\n      "kind": "train",\n'
+        '      "command": "python",\n      "args": ["train.py"],\n      "status": "ready"\n    }\n  ]\n}\n'
+    )
+    uri = open_doc(client, manifest, text)
+    await wait_for(lambda: {"AR104", "AR106"} <= codes(client, uri), what="manifest diagnostics")
+    for code, version in (("AR104", 2), ("AR106", 3)):
+        actions = await actions_for(client, uri, code)
+        assert actions and actions[0].edit and actions[0].edit.changes
+        text = apply(text, list(actions[0].edit.changes[uri]))
+        change_doc(client, uri, text, version)
+        await wait_for(lambda code=code: code not in codes(client, uri), what=f"{code} fixed")
+    assert '"{python}"' in text and '"{step}"' in text
+
+
+async def test_broken_inputs_never_crash_the_server(client: ArenaClient, workspace: Path) -> None:
+    uri = open_doc(client, workspace / "train.py", "def broken(:\n    pass\n")
+    await wait_for(lambda: codes(client, uri) == {"AR000"}, what="one syntax diagnostic")
+    change_doc(client, uri, "", 2)
+    await wait_for(lambda: "AR000" not in codes(client, uri), what="empty file linted")
+    change_doc(client, uri, "x = 1\n" * 20_000, 3)
+    manifest_uri = open_doc(
+        client, workspace / "training" / "manifest.json", '{"version": 1, "jobs": [{"id": "a", '
+    )
+    await wait_for(lambda: "AR101" in codes(client, manifest_uri), what="AR101")
+    (workspace / "bin.py").write_bytes(b"\xff\xfe\x00 train loop")
+    open_doc(client, workspace / "bin.py", "\ufffd\ufffd train loop")
+    assert (await client.call("arena/status", {}))["jobs"][0]["id"] == "lm", "still answering"
