@@ -30,9 +30,8 @@ _DEFAULT_PROGRESS = [
         re.IGNORECASE,
     ),
     # tqdm: " 45%|####      | 120/2000 [00:10<02:00,  3.20it/s, loss=2.31]"
-    re.compile(
-        r"(?P<step>\d+)/(?P<total>\d+)\s*\[[^\]]*?(?:loss=(?P<loss>[-+]?[0-9.eE+-]+|nan|inf))?[^\]]*\]"
-    ),
+    re.compile(r"(?P<step>\d+)/(?P<total>\d+)\s*\[[^\]]*?\bloss=(?P<loss>[-+]?[0-9.eE+-]+|nan|inf)"),
+    re.compile(r"(?P<step>\d+)/(?P<total>\d+)\s*\[[^\]]*\]"),
 ]
 
 

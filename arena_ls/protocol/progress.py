@@ -1,8 +1,10 @@
 """Work-done progress for runs: begin, rate-limited reports, end; cancel stops.
 
 Each launch (and each relaunch) of a run gets a fresh token, since a token
-can never be created twice. Clients without ``window.workDoneProgress`` get
-the same text as throttled ``window/logMessage`` lines instead.
+can never be created twice. Messages follow the order the specification
+requires: nothing is reported before ``begin`` went out, and ``end`` is sent
+once. Clients without ``window.workDoneProgress`` get the same text as
+throttled ``window/logMessage`` lines instead.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
@@ -26,17 +29,33 @@ REPORT_INTERVAL = 0.25
 LOG_FALLBACK_INTERVAL = 5.0
 
 
+@attrs.define
+class Launch:
+    """One launch of a run, as shown to the client."""
+
+    token: str | None
+    """None for clients without work-done progress (log lines instead)."""
+    restarts: int
+    begun: bool = False
+    ended: bool = False
+    final_message: str | None = None
+    last_report: float = 0.0
+    last_text: str = ""
+
+
 class RunProgress:
     """Progress of every run this server follows, for one client."""
 
-    def __init__(self, server: LanguageServer, on_cancel: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        server: LanguageServer,
+        on_cancel: Callable[[str], None],
+        extra_text: Callable[[RunView], str] = lambda view: "",
+    ) -> None:
         self.server = server
         self.on_cancel = on_cancel
-        self.tokens: dict[str, str] = {}
-        self.launch_marks: dict[str, tuple[int, str]] = {}
-        self.last_report: dict[str, float] = {}
-        self.last_text: dict[str, str] = {}
-        self.ending: set[str] = set()
+        self.extra_text = extra_text
+        self.launches: dict[str, Launch] = {}
 
     @property
     def supported(self) -> bool:
@@ -45,43 +64,44 @@ class RunProgress:
 
     def update(self, view: RunView) -> None:
         """Called on every status change and progress of a run."""
+        launch = self.launches.get(view.run_id)
+        restarts = view.state.restarts if view.state else 0
         if view.is_final:
-            self._end(view)
+            if launch is not None:
+                self._end(view, launch)
             return
-        status = view.status.value
-        if status == "running":
-            mark = (view.state.restarts if view.state else 0, status)
-            if self.launch_marks.get(view.run_id) != mark or view.run_id not in self.tokens:
-                self.launch_marks[view.run_id] = mark
-                self._begin(view)
-                return
-        self._report(view)
+        if view.status.value != "running" and launch is None:
+            return
+        if launch is None or (launch.restarts != restarts and view.status.value == "running"):
+            if launch is not None:
+                self._end(view, launch, "relaunched")
+            self._begin(view, restarts)
+            return
+        self._report(view, launch)
 
-    def _begin(self, view: RunView) -> None:
-        old = self.tokens.pop(view.run_id, None)
-        if old is not None and self.supported:
-            self.server.work_done_progress.end(old, types.WorkDoneProgressEnd(message="relaunched"))
+    def _begin(self, view: RunView, restarts: int) -> None:
         if not self.supported:
-            self.server.window_log_message(
-                types.LogMessageParams(types.MessageType.Info, f"{view.spec.job_name}: started")
-            )
-            self.tokens[view.run_id] = ""
+            launch = Launch(token=None, restarts=restarts, begun=True)
+            self.launches[view.run_id] = launch
+            self._log(view, "started")
             return
         token = f"arena-{view.run_id}-{uuid.uuid4().hex[:8]}"
-        self.tokens[view.run_id] = token
-        asyncio.get_running_loop().create_task(self._create_and_begin(view, token))
+        launch = Launch(token=token, restarts=restarts)
+        self.launches[view.run_id] = launch
+        asyncio.get_running_loop().create_task(self._create_and_begin(view, launch))
 
-    async def _create_and_begin(self, view: RunView, token: str) -> None:
+    async def _create_and_begin(self, view: RunView, launch: Launch) -> None:
+        assert launch.token is not None
         try:
-            await self.server.work_done_progress.create_async(token)
+            await self.server.work_done_progress.create_async(launch.token)
         except Exception as error:  # a client may refuse; fall back to log lines
             log.info("progress token refused: %s", error)
-            self.tokens[view.run_id] = ""
+            launch.token = None
+            launch.begun = True
             return
-        if self.tokens.get(view.run_id) != token:
-            return
-        self.server.work_done_progress.begin(
-            token,
+        progress = self.server.work_done_progress
+        progress.begin(
+            launch.token,
             types.WorkDoneProgressBegin(
                 title=view.spec.job_name,
                 cancellable=True,
@@ -89,50 +109,68 @@ class RunProgress:
                 percentage=view.progress.percentage or 0,
             ),
         )
-        future = self.server.work_done_progress.tokens.get(token)
+        launch.begun = True
+        future = progress.tokens.get(launch.token)
         if future is not None:
-            future.add_done_callback(lambda f: self._cancelled(view.run_id, token, f))
+            future.add_done_callback(lambda f: self._cancelled(view.run_id, launch, f))
+        if launch.final_message is not None:
+            self._send_end(launch, launch.final_message)
 
-    def _cancelled(self, run_id: str, token: str, future: Any) -> None:
-        if future.cancelled() and self.tokens.get(run_id) == token and run_id not in self.ending:
+    def _cancelled(self, run_id: str, launch: Launch, future: Any) -> None:
+        if future.cancelled() and not launch.ended and self.launches.get(run_id) is launch:
             self.on_cancel(run_id)
 
-    def _report(self, view: RunView) -> None:
-        token = self.tokens.get(view.run_id)
-        if token is None:
-            return
-        now = time.monotonic()
+    def _text(self, view: RunView) -> str:
         text = view.progress.message()
         if view.state is not None and view.state.stalled:
             text += " · stalled"
         if view.status.value in ("stopping", "restarting"):
             text = f"{view.status.value} · {text}"
-        interval = REPORT_INTERVAL if token else LOG_FALLBACK_INTERVAL
-        if text == self.last_text.get(view.run_id) or now - self.last_report.get(view.run_id, 0) < interval:
-            return
-        self.last_report[view.run_id] = now
-        self.last_text[view.run_id] = text
-        if token:
-            if token in self.server.work_done_progress.tokens:
-                self.server.work_done_progress.report(
-                    token, types.WorkDoneProgressReport(message=text, percentage=view.progress.percentage)
-                )
-        else:
-            self.server.window_log_message(
-                types.LogMessageParams(types.MessageType.Info, f"{view.spec.job_name}: {text}")
-            )
+        extra = self.extra_text(view)
+        return f"{text} · {extra}" if extra else text
 
-    def _end(self, view: RunView) -> None:
-        token = self.tokens.pop(view.run_id, None)
-        if token is None:
+    def _report(self, view: RunView, launch: Launch) -> None:
+        if not launch.begun or launch.ended:
             return
-        self.ending.add(view.run_id)
-        message = f"{view.status.value}"
-        if view.state is not None and view.state.failure is not None:
-            message += f": {view.state.failure.kind}"
-        if token and token in self.server.work_done_progress.tokens:
-            self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
-        elif not token:
-            self.server.window_log_message(
-                types.LogMessageParams(types.MessageType.Info, f"{view.spec.job_name}: {message}")
-            )
+        now = time.monotonic()
+        interval = REPORT_INTERVAL if launch.token else LOG_FALLBACK_INTERVAL
+        if now - launch.last_report < interval:
+            return
+        text = self._text(view)
+        if text == launch.last_text:
+            return
+        launch.last_report, launch.last_text = now, text
+        if launch.token is None:
+            self._log(view, text)
+            return
+        self.server.work_done_progress.report(
+            launch.token, types.WorkDoneProgressReport(message=text, percentage=view.progress.percentage)
+        )
+
+    def _end(self, view: RunView, launch: Launch, message: str | None = None) -> None:
+        if launch.ended:
+            return
+        if message is None:
+            message = view.status.value
+            if view.state is not None and view.state.failure is not None:
+                message += f": {view.state.failure.kind}"
+        if self.launches.get(view.run_id) is launch and view.is_final:
+            del self.launches[view.run_id]
+        if launch.token is None:
+            launch.ended = True
+            self._log(view, message)
+        elif launch.begun:
+            self._send_end(launch, message)
+        else:
+            launch.final_message = message  # sent right after begin
+
+    def _send_end(self, launch: Launch, message: str) -> None:
+        if launch.ended or launch.token is None:
+            return
+        launch.ended = True
+        self.server.work_done_progress.end(launch.token, types.WorkDoneProgressEnd(message=message))
+
+    def _log(self, view: RunView, text: str) -> None:
+        self.server.window_log_message(
+            types.LogMessageParams(types.MessageType.Info, f"{view.spec.job_name}: {text}")
+        )

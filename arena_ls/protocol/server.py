@@ -51,7 +51,7 @@ class ArenaServer(LanguageServer):
         self.workspace_factory = workspace_factory or Workspace
         self.arena: Workspace | None = None
         self.logs = LogBatcher(self.send_notification, lambda: self.settings.logs_notify_hz)
-        self.run_progress = RunProgress(self, self._cancel_run)
+        self.run_progress = RunProgress(self, self._cancel_run, self._gpu_text)
 
     # -- the listener the supervisor reports to -----------------------------------------
 
@@ -84,6 +84,13 @@ class ArenaServer(LanguageServer):
             else types.MessageType.Info
         )
         self.window_log_message(types.LogMessageParams(kind, f"[{view.spec.job_id}] {text}"))
+
+    def _gpu_text(self, view: RunView) -> str:
+        """``GPU 3100 MB 87%`` for a run on a GPU, else nothing."""
+        extras = self.ws.health.run_extras(view)
+        if not extras:
+            return ""
+        return f"GPU {extras['gpuMemoryMb']} MB {extras['gpuUtilization']:.0f}%"
 
     def _cancel_run(self, run_id: str) -> None:
         """The client cancelled a run's progress: a cooperative stop."""

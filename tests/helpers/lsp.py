@@ -94,7 +94,7 @@ class ArenaClient(LanguageClient):
 async def start_server(
     root: Path,
     *,
-    capabilities: str = "visual-studio-code",
+    capabilities: str | types.ClientCapabilities = "visual-studio-code",
     init_options: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     command: list[str] | None = None,
@@ -108,7 +108,9 @@ async def start_server(
     await asyncio.wait_for(
         client.initialize_session(
             types.InitializeParams(
-                capabilities=client_capabilities(capabilities),
+                capabilities=client_capabilities(capabilities)
+                if isinstance(capabilities, str)
+                else capabilities,
                 root_uri=root.as_uri(),
                 initialization_options=options,
             )

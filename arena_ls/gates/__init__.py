@@ -1,0 +1,32 @@
+"""Static gates on trainer scripts (rule codes AR000-AR012): a pure library, no LSP.
+
+``lint_trainer(source, fp32_only=...)`` returns ``Finding`` objects with
+0-based positions (columns in characters); ``suppression_edit`` and the
+findings' ``edits`` are the quick fixes; ``rule_doc_url`` links a code to
+``docs/rules.md``. The rules and their docs live in ``arena_ls.gates.rules``,
+mapped by ``arena_ls.gates.registry``.
+"""
+
+from __future__ import annotations
+
+from arena_ls.gates.engine import lint_trainer
+from arena_ls.gates.model import Finding, Severity, TextEdit
+from arena_ls.gates.suppression import suppression_edit
+
+DOCS_URL = "https://github.com/arena-ls/arena-ls/blob/main/docs/rules.md"
+
+
+def rule_doc_url(code: str) -> str:
+    """The rule's section of docs/rules.md: ``...rules.md#ar004`` for ``AR004``."""
+    return f"{DOCS_URL}#{code.strip().lower()}"
+
+
+__all__ = [
+    "DOCS_URL",
+    "Finding",
+    "Severity",
+    "TextEdit",
+    "lint_trainer",
+    "rule_doc_url",
+    "suppression_edit",
+]

@@ -1,0 +1,74 @@
+"""Everything the rules read about one trainer, computed once and shared."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cached_property
+
+from arena_ls.gates.cadence import Cadence, CadenceAnalyzer
+from arena_ls.gates.checkpoints import SaveAnalyzer
+from arena_ls.gates.facts import CallSite, ModuleFacts, collect_facts
+from arena_ls.gates.loop import TrainingLoop, find_training_loop
+from arena_ls.gates.reach import CallGraph, Path, Predicate, Root
+from arena_ls.gates.source import SourceText, Span
+from arena_ls.gates.values import Resolver
+
+_HOOK = re.compile(r"^(training_step|on_\w+)$")
+
+
+class TrainerContext:
+    """A parsed trainer and the analyses the rules share."""
+
+    def __init__(self, source: SourceText, tree: ast.Module, *, fp32_only: bool | None) -> None:
+        self.source = source
+        self.tree = tree
+        self.fp32_only = fp32_only
+        self.facts: ModuleFacts = collect_facts(tree)
+        self.graph = CallGraph(self.facts)
+        self.resolver = Resolver(self.facts)
+
+    @cached_property
+    def training(self) -> TrainingLoop:
+        return find_training_loop(self.facts, self.graph, self.source)
+
+    @cached_property
+    def saves(self) -> SaveAnalyzer:
+        return SaveAnalyzer(self.facts, self.graph)
+
+    @cached_property
+    def cadences(self) -> CadenceAnalyzer:
+        return CadenceAnalyzer(self.facts, self.graph, self.resolver)
+
+    @property
+    def roots(self) -> list[Root]:
+        """Where per-step code runs: the training loop, or a framework's hook methods."""
+        training = self.training
+        if training.loop is not None:
+            return [training.loop]
+        if training.framework is not None:
+            return [scope for scope in self.facts.scopes
+                    if scope.kind == "function" and scope.class_name and _HOOK.match(scope.name)]
+        return []
+
+    def paths(self, key: str, predicate: Predicate) -> list[tuple[Root, Path]]:
+        """Paths from the training roots to calls matching ``predicate``, in source order."""
+        found = [
+            (root, path) for root in self.roots for path in self.graph.paths(root, key, predicate)
+        ]
+        found.sort(key=lambda item: _position(item[1].first))
+        return found
+
+    def cadence(self, root: Root, path: Path) -> Cadence:
+        return self.cadences.cadence(root, path)
+
+    def span(self, node: ast.AST) -> Span:
+        return self.source.span(node)
+
+    def first_call(self, predicate: Predicate) -> CallSite | None:
+        matches = [site for site in self.facts.calls if predicate(site)]
+        return min(matches, key=_position) if matches else None
+
+
+def _position(site: CallSite) -> tuple[int, int]:
+    return site.node.lineno, site.node.col_offset

@@ -1,0 +1,157 @@
+"""Finding the training loop, or the framework call that hides it.
+
+The training loop is the OUTERMOST loop that reaches ``.backward()``, directly
+or through same-file functions: the loop over epochs or steps, not the
+gradient-accumulation micro-step loop inside it. Loop-level findings are
+reported at its header. When no loop reaches backward but the file hands its
+model to a framework (Lightning's ``Trainer.fit``, Hugging Face's
+``Trainer.train``), they are reported at that call instead; with neither,
+at line 1.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Literal
+
+import attrs
+
+from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
+from arena_ls.gates.names import call_name, last_identifier, receiver
+from arena_ls.gates.reach import CallGraph
+from arena_ls.gates.sites import is_backward
+from arena_ls.gates.source import SourceText, Span
+
+FrameworkKind = Literal["lightning", "hf"]
+_LIGHTNING_PACKAGES = frozenset({"lightning", "pytorch_lightning"})
+_HF_PACKAGES = frozenset({"transformers", "trl"})
+_HF_ARGUMENT_CLASSES = frozenset({"SFTConfig", "DPOConfig", "GRPOConfig", "RewardConfig",
+                                  "ORPOConfig", "KTOConfig", "PPOConfig"})
+
+
+@attrs.frozen(eq=False)
+class Framework:
+    """A framework call that runs the training loop."""
+
+    kind: FrameworkKind
+    call: CallSite
+    trainer_call: ast.Call | None
+    """``Trainer(...)``: its keywords configure checkpointing and evaluation."""
+    args_calls: tuple[ast.Call, ...] = ()
+    """Hugging Face ``TrainingArguments(...)`` calls."""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "lightning":
+            return "Lightning's Trainer.fit"
+        return "Hugging Face's Trainer.train"
+
+    def setting(self, name: str) -> ast.expr | None:
+        """A keyword given to the trainer or to its training arguments."""
+        for call in (self.trainer_call, *self.args_calls):
+            if call is None:
+                continue
+            for item in call.keywords:
+                if item.arg == name:
+                    return item.value
+        return None
+
+
+@attrs.frozen(eq=False)
+class TrainingLoop:
+    """Where the training loop is, and where loop-level findings go."""
+
+    kind: Literal["loop", "framework", "none"]
+    anchor: Span
+    loop: LoopSite | None = None
+    framework: Framework | None = None
+
+    @property
+    def note(self) -> str:
+        """Appended to loop-level messages."""
+        if self.framework is not None:
+            return f" (the training loop is inside {self.framework.label})"
+        if self.kind == "none":
+            return " (no training loop that calls .backward() was found in this file)"
+        return ""
+
+
+def find_training_loop(facts: ModuleFacts, graph: CallGraph, source: SourceText) -> TrainingLoop:
+    loop = _outermost_backward_loop(facts, graph)
+    if loop is not None:
+        return TrainingLoop(kind="loop", anchor=source.header_span(loop.node), loop=loop)
+    framework = find_framework(facts)
+    if framework is not None:
+        return TrainingLoop(kind="framework", anchor=source.span(framework.call.node),
+                            framework=framework)
+    return TrainingLoop(kind="none", anchor=source.line_span(0))
+
+
+def _outermost_backward_loop(facts: ModuleFacts, graph: CallGraph) -> LoopSite | None:
+    candidates = [loop for loop in facts.loops if graph.reaches(loop, "backward", is_backward)]
+    if not candidates:
+        return None
+    reached = {id(loop): graph.reached_scopes(loop.calls) for loop in candidates}
+
+    def contains(outer: LoopSite, inner: LoopSite) -> bool:
+        if inner.scope is outer.scope:
+            return any(node is outer.node and field == "body" for node, field in inner.chain)
+        return inner.scope in reached[id(outer)]
+
+    outermost = [
+        loop for loop in candidates
+        if not any(other is not loop and contains(other, loop) and not contains(loop, other)
+                   for other in candidates)
+    ]
+    pool = outermost or candidates
+    return max(pool, key=lambda loop: (_size(loop.node), -loop.node.lineno))
+
+
+def _size(node: ast.stmt) -> int:
+    return (node.end_lineno or node.lineno) - node.lineno
+
+
+def find_framework(facts: ModuleFacts) -> Framework | None:
+    constructors = _trainer_constructors(facts)
+    if facts.imports & _LIGHTNING_PACKAGES:
+        for site in facts.calls:
+            if site.name == "LightningCLI":
+                return Framework(kind="lightning", call=site, trainer_call=None)
+            if site.name == "fit" and _is_trainer(site, constructors):
+                return Framework(kind="lightning", call=site,
+                                 trainer_call=constructors.get(_owner(site)))
+    if facts.imports & _HF_PACKAGES:
+        for site in facts.calls:
+            if site.name == "train" and _is_trainer(site, constructors):
+                args_calls = tuple(
+                    other.node for other in facts.calls
+                    if other.name.endswith("TrainingArguments")
+                    or other.name in _HF_ARGUMENT_CLASSES
+                )
+                return Framework(kind="hf", call=site,
+                                 trainer_call=constructors.get(_owner(site)),
+                                 args_calls=args_calls)
+    return None
+
+
+def _owner(site: CallSite) -> str:
+    return last_identifier(receiver(site.node))
+
+
+def _is_trainer(site: CallSite, constructors: dict[str, ast.Call]) -> bool:
+    owner = _owner(site)
+    return bool(owner) and (owner in constructors or owner.lower().endswith("trainer"))
+
+
+def _trainer_constructors(facts: ModuleFacts) -> dict[str, ast.Call]:
+    """Variables assigned from ``SomethingTrainer(...)``, by name."""
+    found: dict[str, ast.Call] = {}
+    groups = [scope.assigns for scope in facts.scopes] + [facts.attr_assigns]
+    for group in groups:
+        for name, assignments in group.items():
+            for assignment in assignments:
+                value = assignment.value
+                if isinstance(value, ast.Call) and call_name(value).endswith("Trainer"):
+                    found[name] = value
+    return found
+

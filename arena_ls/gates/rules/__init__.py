@@ -1,0 +1,1 @@
+"""One module per rule code; ``arena_ls.gates.registry`` maps the codes to them."""

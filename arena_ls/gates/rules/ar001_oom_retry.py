@@ -1,0 +1,73 @@
+'''AR001 oom-retry: the training step is not retried after a CUDA out-of-memory error.
+
+What it checks
+--------------
+That the training step runs inside a `try` whose handler catches
+`torch.cuda.OutOfMemoryError` (or `torch.OutOfMemoryError`, or a `RuntimeError`
+whose message is checked for "out of memory") and runs the step again: the
+`try` sits in a retry loop that a successful step leaves with `break`, or the
+handler calls the step (or the function it is in) again. A decorator or helper
+in the same file that wraps the step this way counts too. Handlers for other
+errors (`StopIteration` around the data iterator, `KeyboardInterrupt` around
+the loop, `OverflowError`) do not. The finding is reported at the training
+loop's header.
+
+Why it matters on a 6 GB FP32-only laptop GPU
+----------------------------------------------
+With 6 GB and no half precision, a long batch, a fragmented allocator or
+another process on the GPU can push a single step over the edge hours into
+a run. Without a handler the trainer dies and every step since the last
+checkpoint is lost; with one it frees the cache, retries (possibly with a
+smaller micro-batch) and carries on.
+
+Example that fires
+------------------
+```python
+for step, batch in enumerate(loader):
+    loss = model(batch).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+```
+
+Write instead
+-------------
+```python
+for step, batch in enumerate(loader):
+    for attempt in range(3):
+        try:
+            loss = model(batch).mean()
+            loss.backward()
+            break
+        except torch.cuda.OutOfMemoryError:
+            optimizer.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+    optimizer.step()
+    optimizer.zero_grad()
+```
+'''
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from arena_ls.gates.context import TrainerContext
+from arena_ls.gates.oom import OomAnalyzer
+from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+
+CODE = "AR001"
+NAME = "oom-retry"
+MESSAGE = "no OOM-retry wrapper around the training step"
+
+
+def check(ctx: TrainerContext) -> Iterator[Violation]:
+    verdict = OomAnalyzer(ctx).verdict()
+    if verdict.ok:
+        return
+    detail = f": {verdict.near_miss}" if verdict.near_miss else (
+        ": catch torch.cuda.OutOfMemoryError, free the cache and retry the step")
+    yield Violation(span=ctx.training.anchor, message=MESSAGE + ctx.training.note + detail)
+
+
+RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
+            doc=parse_doc(__doc__), check=check)

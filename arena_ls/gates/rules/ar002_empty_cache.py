@@ -1,0 +1,69 @@
+'''AR002 empty-cache: the training loop never calls `torch.cuda.empty_cache()`.
+
+What it checks
+--------------
+That `torch.cuda.empty_cache()` is called somewhere in the training loop,
+directly or through a same-file function the loop calls. When the loop is
+inside a framework, a call anywhere in the file (a callback) counts. The
+finding is reported at the training loop's header.
+
+Why it matters on a 6 GB FP32-only laptop GPU
+----------------------------------------------
+PyTorch's caching allocator keeps freed blocks for reuse. With variable
+sequence lengths the cache fragments, and on a 6 GB card the next large
+allocation fails even though enough memory is free in total. Emptying the
+cache now and then returns those blocks and keeps the peak flat.
+
+Example that fires
+------------------
+```python
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+```
+
+Write instead
+-------------
+```python
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if step % 50 == 0:
+        torch.cuda.empty_cache()
+```
+'''
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from arena_ls.gates.context import TrainerContext
+from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.sites import is_empty_cache
+
+CODE = "AR002"
+NAME = "empty-cache"
+MESSAGE = "no torch.cuda.empty_cache() in the training loop"
+
+
+def check(ctx: TrainerContext) -> Iterator[Violation]:
+    training = ctx.training
+    anywhere = ctx.first_call(is_empty_cache)
+    if training.kind == "loop":
+        if ctx.paths("empty_cache", is_empty_cache):
+            return
+        elsewhere = (f" (the call at line {anywhere.node.lineno} is outside the loop)"
+                     if anywhere is not None else "")
+        yield Violation(span=training.anchor, message=MESSAGE + elsewhere)
+        return
+    if anywhere is None:
+        hint = ": empty it every 10 to 100 steps from a callback" if training.framework else ""
+        yield Violation(span=training.anchor, message=MESSAGE + training.note + hint)
+
+
+RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
+            doc=parse_doc(__doc__), check=check)

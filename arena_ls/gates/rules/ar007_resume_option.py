@@ -1,0 +1,66 @@
+'''AR007 resume-option: the trainer has no `--resume` option.
+
+What it checks
+--------------
+That the trainer accepts `--resume` (or an option starting with `--resume`,
+such as `--resume-from`), declared with argparse, click/typer, or as a field
+of a dataclass parsed by `HfArgumentParser`/`tyro`/`simple_parsing`. The
+finding is reported at the `ArgumentParser(...)` call. Its quick fix adds
+`parser.add_argument("--resume", action="store_true", ...)` after the last
+`add_argument` call.
+
+Why it matters on a 6 GB FP32-only laptop GPU
+----------------------------------------------
+The job's watchdog relaunches a crashed run with the manifest's
+`resume.args` (by default `--resume --start-step {step}`). A trainer that
+cannot take them starts again from step 0 after every crash, and a crash on
+a 6 GB card is a matter of when, not if.
+
+Example that fires
+------------------
+```python
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=3e-4)
+parser.add_argument("--start-step", type=int, default=0)
+args = parser.parse_args()
+```
+
+Write instead
+-------------
+```python
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=3e-4)
+parser.add_argument("--start-step", type=int, default=0)
+parser.add_argument("--resume", action="store_true")
+args = parser.parse_args()
+```
+'''
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from arena_ls.gates.context import TrainerContext
+from arena_ls.gates.options import CliOptions
+from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+
+CODE = "AR007"
+NAME = "resume-option"
+MESSAGE = "no --resume option"
+FIX_TITLE = "Add a --resume option"
+ARGUMENTS = '"--resume", action="store_true", help="resume from the latest checkpoint"'
+
+
+def check(ctx: TrainerContext) -> Iterator[Violation]:
+    options = CliOptions(ctx)
+    if options.has_resume():
+        return
+    insertion = options.insertion()
+    edits = (insertion.edit(ARGUMENTS),) if insertion is not None else ()
+    yield Violation(span=options.anchor(),
+                    message=MESSAGE + ": the watchdog cannot restart this trainer from a "
+                    "checkpoint", edits=edits)
+
+
+RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,
+            doc=parse_doc(__doc__), check=check)

@@ -1,0 +1,95 @@
+'''AR010 dataloader-workers: a DataLoader starts worker processes (`num_workers` > 0).
+
+What it checks
+--------------
+`torch.utils.data.DataLoader(...)` (and torchdata's `StatefulDataLoader`)
+calls whose `num_workers` is above 0: a literal, a constant, or an argparse
+default such as `--num-workers` with `default=4`; `os.cpu_count()` counts as
+above 0. It also reads Hugging Face's `dataloader_num_workers`. It leaves
+alone what it cannot see (`**loader_kwargs` built elsewhere), options that
+feed `datasets.map` (`preprocessing_num_workers`), and a project's own
+loader classes (`DistributedDataLoader`). The quick fix sets the literal to 0.
+
+Why it matters on a 6 GB FP32-only laptop GPU
+----------------------------------------------
+Each worker is a separate process with its own copy of the dataset
+object and its own Python heap; on a laptop with 16 GB of RAM,
+four workers over an in-memory dataset can push the machine into swap or
+the kernel's OOM killer, which kills the trainer without a traceback. A
+small model on a laptop GPU rarely waits on data loading anyway.
+
+Example that fires
+------------------
+```python
+loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=4)
+```
+
+Write instead
+-------------
+```python
+loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=0)
+```
+'''
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from arena_ls.gates.context import TrainerContext
+from arena_ls.gates.facts import CallSite
+from arena_ls.gates.model import TextEdit
+from arena_ls.gates.names import argument, keyword_node
+from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.values import Value
+
+CODE = "AR010"
+NAME = "dataloader-workers"
+MESSAGE = "a DataLoader with num_workers > 0"
+FIX_TITLE = "Set num_workers to 0"
+_LOADERS = frozenset({"DataLoader", "StatefulDataLoader"})
+_NUM_WORKERS_POSITION = 5
+
+
+def check(ctx: TrainerContext) -> Iterator[Violation]:
+    for site in ctx.facts.calls:
+        if site.name in _LOADERS and site.name not in ctx.facts.classes:
+            yield from _loader(ctx, site, "num_workers", _NUM_WORKERS_POSITION)
+        elif site.name.endswith("TrainingArguments") or site.name == "SFTConfig":
+            yield from _loader(ctx, site, "dataloader_num_workers", None)
+
+
+def _loader(ctx: TrainerContext, site: CallSite, name: str,
+            position: int | None) -> Iterator[Violation]:
+    item = keyword_node(site.node, name)
+    value_expr: ast.expr | None = item.value if item is not None else None
+    where: ast.AST | None = item
+    if value_expr is None and position is not None:
+        value_expr = argument(site.node, position, name)
+        where = value_expr
+    if value_expr is None or where is None:
+        return
+    value = ctx.resolver.resolve(value_expr, site.scope)
+    workers = value.as_int()
+    if not (value.positive or (workers is not None and workers > 0)):
+        return
+    shown = f"{name}={workers}" if workers is not None else f"{name} from os.cpu_count()"
+    origin = f", {value.origin}" if value.origin and not isinstance(value_expr,
+                                                                    ast.Constant) else ""
+    yield Violation(span=ctx.span(where),
+                    message=f"{MESSAGE} ({shown}{origin}): each worker is another "
+                    "process holding a copy of the dataset",
+                    edits=_fix(ctx, value))
+
+
+def _fix(ctx: TrainerContext, value: Value) -> tuple[TextEdit, ...]:
+    node = value.node
+    if not isinstance(node, ast.Constant) or isinstance(node.value, bool) or not isinstance(
+            node.value, int):
+        return ()
+    span = ctx.span(node)
+    return (TextEdit(span.line, span.col, span.end_line, span.end_col, "0"),)
+
+
+RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="warning", fix_title=FIX_TITLE,
+            doc=parse_doc(__doc__), check=check)

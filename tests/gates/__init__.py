@@ -1,0 +1,1 @@
+"""Tests of the trainer gates (arena_ls.gates)."""

@@ -1,0 +1,79 @@
+"""The registry, the rule modules' fixed docstring layout, and docs/rules.md generated
+from them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from arena_ls.gates import lint_trainer, rule_doc_url
+from arena_ls.gates.docs import DEFAULT_OUTPUT, main, render
+from arena_ls.gates.registry import RULES
+from arena_ls.gates.rules.base import SECTIONS
+
+CONTRACT_SEVERITIES = {
+    "AR001": "error", "AR002": "error", "AR003": "warning", "AR004": "error",
+    "AR005": "error", "AR006": "error", "AR007": "error", "AR008": "error",
+    "AR009": "warning", "AR010": "warning", "AR011": "warning", "AR012": "warning",
+}
+
+
+def test_registry_holds_every_trainer_code_in_order() -> None:
+    assert list(RULES) == ["AR000", *CONTRACT_SEVERITIES]
+
+
+@pytest.mark.parametrize("code", list(CONTRACT_SEVERITIES))
+def test_default_severity_is_the_contracts(code: str) -> None:
+    assert RULES[code].severity == CONTRACT_SEVERITIES[code]
+
+
+@pytest.mark.parametrize("code", list(RULES))
+def test_rule_metadata_and_docstring_shape(code: str) -> None:
+    rule = RULES[code]
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+    assert rule.doc.summary.startswith(f"{code} {rule.name}: ")
+    assert list(rule.doc.sections) == list(SECTIONS)
+    assert all(rule.doc.sections[title].strip() for title in SECTIONS)
+    assert rule.doc.example and rule.doc.instead
+    assert (rule.check is None) == (code == "AR000")
+
+
+@pytest.mark.parametrize("code", list(RULES))
+def test_doc_example_fires_and_the_fix_does_not(code: str) -> None:
+    rule = RULES[code]
+    fired = {f.code for f in lint_trainer(rule.doc.example, fp32_only=True)}
+    fixed = {f.code for f in lint_trainer(rule.doc.instead, fp32_only=True)}
+    assert code in fired
+    assert code not in fixed
+
+
+def test_rules_md_is_up_to_date() -> None:
+    current = DEFAULT_OUTPUT.read_text(encoding="utf-8")
+    assert current == render(), "docs/rules.md is stale: run python -m arena_ls.gates.docs"
+
+
+def test_rules_md_has_an_anchor_per_rule_with_its_severity_and_sections() -> None:
+    text = render()
+    for code, rule in RULES.items():
+        section = text.split(f"\n## {code}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"Default severity: {rule.severity}" in section
+        for title in SECTIONS:
+            assert f"### {title}" in section
+        assert rule.doc.example.strip() in section
+
+
+def test_check_mode_exit_codes(tmp_path: Path) -> None:
+    output = tmp_path / "rules.md"
+    assert main(["--check", "--output", str(output)]) == 1
+    assert main(["--output", str(output)]) == 0
+    assert output.read_text(encoding="utf-8") == render()
+    assert main(["--check", "--output", str(output)]) == 0
+    output.write_text(render() + "edited\n", encoding="utf-8")
+    assert main(["--check", "--output", str(output)]) == 1
+
+
+def test_rule_doc_url() -> None:
+    assert rule_doc_url("AR004") == (
+        "https://github.com/arena-ls/arena-ls/blob/main/docs/rules.md#ar004")

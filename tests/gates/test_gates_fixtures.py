@@ -1,0 +1,53 @@
+"""One fixture trainer per pattern and rule: `fires_*` must report the rule of its folder,
+`passes_*` must not; every fixture's findings are pinned in the JSON snapshot next to it
+(regenerate with ARENA_UPDATE_SNAPSHOTS=1 and review the diff)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from arena_ls.gates import lint_trainer
+from arena_ls.gates.registry import RULES
+from tests.gates.support import FIXTURES, check_snapshot, snapshot_of
+
+RULE_FIXTURES = sorted(FIXTURES.glob("ar*/*.py"))
+CLEAN_FIXTURES = sorted(FIXTURES.glob("clean/*.py"))
+
+
+def _id(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+@pytest.mark.parametrize("path", RULE_FIXTURES, ids=_id)
+def test_rule_fixture(path: Path) -> None:
+    code = path.parent.name.upper()
+    findings = lint_trainer(path.read_bytes(), fp32_only=True)
+    found = {finding.code for finding in findings}
+    if path.stem.startswith("fires_"):
+        assert code in found, f"{_id(path)} should fire {code}; got {sorted(found)}"
+    else:
+        assert path.stem.startswith("passes_"), "fixtures are named fires_* or passes_*"
+        assert code not in found, f"{_id(path)} should not fire {code}"
+    check_snapshot(path, snapshot_of(findings))
+
+
+@pytest.mark.parametrize("path", CLEAN_FIXTURES, ids=_id)
+def test_well_written_trainer_has_no_findings(path: Path) -> None:
+    assert lint_trainer(path.read_bytes(), fp32_only=True) == []
+    check_snapshot(path, [])
+
+
+def test_every_rule_has_a_firing_and_a_passing_fixture() -> None:
+    for code in RULES:
+        if code == "AR000":
+            continue
+        folder = FIXTURES / code.lower()
+        assert list(folder.glob("fires_*.py")), f"no fires_ fixture for {code}"
+        assert list(folder.glob("passes_*.py")), f"no passes_ fixture for {code}"
+
+
+def test_every_snapshot_has_its_fixture() -> None:
+    for snapshot in FIXTURES.glob("*/*.json"):
+        assert snapshot.with_suffix(".py").exists(), f"orphan snapshot {snapshot}"
