@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install everything the tests need and run them all: lint, types, the Python
+# suite (real arena-ls over stdio, real processes), the editor clients' checks
+# (Node tests, tsc, eslint, vsce package; a real headless Neovim), and the
+# benchmarks in quick mode (figures printed, nothing asserted on time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+
+if ! command -v nvim >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing neovim (Debian package) for the Neovim end-to-end test"
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim >/dev/null
+    else
+        echo "== neovim is not installed and cannot be installed here: its test will be skipped"
+    fi
+fi
+
+echo "== ruff"
+.venv/bin/ruff check arena_ls tests benchmarks
+echo "== mypy"
+.venv/bin/mypy arena_ls
+echo "== rules doc up to date"
+.venv/bin/python -m arena_ls.gates.docs --check
+
+if [ -f editor-client/vscode/ci.sh ] && command -v npm >/dev/null 2>&1; then
+    echo "== VS Code extension: npm ci, tsc, eslint, node tests, vsce package"
+    bash editor-client/vscode/ci.sh
+fi
+
+echo "== benchmarks (quick mode)"
+.venv/bin/python -m benchmarks --quick
+
+echo "== pytest"
+.venv/bin/python -m pytest -p no:cacheprovider "$@"
