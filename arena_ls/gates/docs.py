@@ -40,7 +40,32 @@ def render() -> str:
                      f"| {_table_text(rule)} |\n")
     for rule in RULES.values():
         parts.append("\n" + _section(rule))
+    parts.append(_manifest_rules())
     return "".join(parts)
+
+
+def _manifest_rules() -> str:
+    """The manifest's rules (AR101-AR110), from their own registry."""
+    from arena_ls.manifest.rules import MANIFEST_RULES
+
+    lines = [
+        "",
+        "# Manifest rules",
+        "",
+        "Reported on `training/manifest.json` at the offending value. Job-level errors make",
+        "that job not runnable (`arena/start` answers 1006 `invalid-manifest`); a manifest",
+        "that is not JSON or whose top level is unusable loads no job at all.",
+        "",
+        "| code | name | default severity | fires when |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in MANIFEST_RULES:
+        lines.append(f"| [{r.code}](#{r.code.lower()}) | {r.name} | {r.severity} | {r.fires_when} |")
+    for rule in MANIFEST_RULES:
+        lines += ["", f"## {rule.code}", "", f"**{rule.name}**: {rule.fires_when}.", "",
+                  f"- Default severity: {rule.severity}", f"- Why it matters: {rule.why}.",
+                  f"- Fix: {rule.fix}."]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def _table_text(rule: Rule) -> str:

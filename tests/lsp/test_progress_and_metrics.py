@@ -162,10 +162,12 @@ def reference_workspace(root: Path) -> Path:
     common = ["training/train.py", "--steps", "60", "--ckpt-every", "20", "--log-every", "1",
               "--batch-size", "4", "--eval-every", "1000", "--seed", "7"]  # fmt: skip
     jobs = [
-        {"id": "ref", "kind": "train", "command": "{python}", "status": "ready", "script": "training/train.py",
+        {"id": "ref", "kind": "train", "command": "{python}", "status": "ready",
+         "script": "training/train.py",
          "args": [*common, "--ckpt-dir", "ckpt/ref"], "env": {"OMP_NUM_THREADS": "1"}, "resume": RESUME,
          "restart": {"maxRestarts": 2, "backoffSeconds": 0.2}},
-        {"id": "clean", "kind": "train", "command": "{python}", "status": "ready", "script": "training/train.py",
+        {"id": "clean", "kind": "train", "command": "{python}", "status": "ready",
+         "script": "training/train.py",
          "args": [*common, "--ckpt-dir", "ckpt/clean"], "env": {"OMP_NUM_THREADS": "1"}, "resume": RESUME},
         {"id": "stoppable", "kind": "train", "command": "{python}", "status": "ready",
          "script": "training/train.py", "env": {"OMP_NUM_THREADS": "1"}, "resume": RESUME,

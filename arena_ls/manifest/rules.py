@@ -1,0 +1,53 @@
+"""The manifest rules (AR101-AR110): one registry, used by the docs generator.
+
+The loader reports these codes; this table says what each one means, why it
+matters and how to fix it, for ``docs/rules.md``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class ManifestRule:
+    code: str
+    name: str
+    severity: str
+    fires_when: str
+    why: str
+    fix: str
+
+
+MANIFEST_RULES: tuple[ManifestRule, ...] = (
+    ManifestRule("AR101", "invalid-json", "error", "the file is not valid JSON (at the error's position)",
+                 "nothing in a manifest that does not parse can run",
+                 "fix the JSON at the reported position"),
+    ManifestRule("AR102", "wrong-field", "error",
+                 "a field is missing or of the wrong type (at that value); unknown fields are warnings",
+                 "a job that cannot be read must not run half-configured",
+                 "give the field the type the schema asks for (see docs/protocol.md)"),
+    ManifestRule("AR103", "duplicate-id", "error", "two jobs share an id",
+                 "`arena/start` names jobs by id; a shared id makes the allowlist ambiguous",
+                 "rename one of the jobs"),
+    ManifestRule("AR104", "bare-python", "error", "`command` is a bare `python` / `python3`",
+                 "a bare interpreter name runs whatever is first on PATH, not the workspace's environment",
+                 'write `"{python}"` (quick fix): the interpreter the workspace is configured with'),
+    ManifestRule("AR105", "pythonpath", "warning", "`env` sets `PYTHONPATH`",
+                 "the trainer's imports then depend on the manifest instead of the project's packaging",
+                 "install the project (`pip install -e .`) instead"),
+    ManifestRule("AR106", "no-resume-args", "error", "a `train` job has no `resume.args` with `{step}`",
+                 "without them the watchdog cannot relaunch a crashed run from its last checkpoint",
+                 'add `"resume": {"args": ["--resume", "--start-step", "{step}"]}` (quick fix)'),
+    ManifestRule("AR107", "missing-path", "error", "`script` (or `cwd`) does not exist",
+                 "the job would fail at once, or its trainer could not be gated",
+                 "point `script` and `cwd` at files that exist (script is relative to cwd)"),
+    ManifestRule("AR108", "trainer-gates", "error",
+                 "the job's trainer fails error-severity gates (related information points at them)",
+                 "a trainer that would lose work is refused at start (1004)",
+                 "fix the trainer's gate findings"),
+    ManifestRule("AR109", "needs-approval", "information", "the job needs approval",
+                 "each start must pass `approved: true`", 'set `"status": "ready"` if it should not'),
+    ManifestRule("AR110", "outside-workspace", "error", "`cwd` or `script` leaves the workspace",
+                 "a manifest may only run what the workspace holds", "keep paths inside the workspace"),
+)  # fmt: skip
