@@ -181,14 +181,33 @@ def send_cooperative_signal(pid: int) -> bool:
     Windows delivers CTRL_BREAK_EVENT to the process group that the trainer
     leads (it was started with CREATE_NEW_PROCESS_GROUP).
     """
+    if IS_WINDOWS:
+        return _windows_ctrl_break(pid)
     try:
-        if IS_WINDOWS:
-            os.kill(pid, signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined,unused-ignore]
-        else:
-            os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError, OSError):
         return False
     return True
+
+
+def _windows_ctrl_break(pid: int) -> bool:
+    """CTRL_BREAK_EVENT to the trainer's group from a console-less (detached) agent.
+
+    A console control event only reaches processes sharing the sender's
+    console, and the agent has none: it attaches to the trainer's console for
+    the moment of sending, ignoring the event itself, then detaches.
+    """
+    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined,unused-ignore]
+    ctrl_break_event = 1
+    kernel32.FreeConsole()
+    if not kernel32.AttachConsole(pid):
+        return False
+    try:
+        kernel32.SetConsoleCtrlHandler(None, True)
+        return bool(kernel32.GenerateConsoleCtrlEvent(ctrl_break_event, pid))
+    finally:
+        kernel32.FreeConsole()
+        kernel32.SetConsoleCtrlHandler(None, False)
 
 
 def _collect_tree(pid: int) -> list[psutil.Process]:

@@ -1,0 +1,116 @@
+"""The manifest loader's diagnostics and positions, the settings boundary, the state machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arena_ls.lifecycle.states import LEGAL_MOVES, IllegalTransition, RunStatus, transition
+from arena_ls.manifest import load_manifest_text
+from arena_ls.settings import Settings, parse_settings
+
+
+def load(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    return load_manifest_text(text, tmp_path / "manifest.json", tmp_path)
+
+
+def codes(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return sorted(d.code for d in result.diagnostics)
+
+
+def test_defaults_follow_the_contract(tmp_path: Path) -> None:
+    text = json.dumps(
+        {
+            "version": 1,
+            "jobs": [
+                {
+                    "id": "t",
+                    "command": "{python}",
+                    "kind": "train",
+                    "args": ["train.py"],
+                    "resume": {"args": ["--s", "{step}"]},
+                }
+            ],
+        }
+    )
+    result = load(tmp_path, text)
+    job = result.jobs["t"]
+    assert job.status == "approval-required" and job.script == "train.py"
+    assert job.max_restarts == 3 and job.backoff_seconds == 5 and job.grace_seconds == 120
+    assert job.stop_method == "file" and job.cwd == "."
+    assert job.argv(["py", "-3.10"]) == ["py", "-3.10", "train.py"]
+    assert codes(result) == ["AR109"]
+
+
+def test_a_syntax_error_is_ar101_at_its_position(tmp_path: Path) -> None:
+    result = load(tmp_path, '{\n  "version": 1,\n  "jobs": [\n    {"id": "a",,}\n')
+    assert result.fatal and codes(result) == ["AR101"]
+    assert result.diagnostics[0].span.line == 3
+
+
+def test_each_problem_sits_on_its_value(tmp_path: Path) -> None:
+    text = (
+        '{"version": 1, "stages": [], "jobs": [\n'
+        ' {"id": "a", "command": "python3", "kind": "train", "args": ["train.py"],'
+        ' "env": {"PYTHONPATH": "x"}},\n'
+        ' {"id": "a", "command": "{python}"},\n'
+        ' {"id": "b", "command": "{python}", "cwd": "../elsewhere"},\n'
+        ' {"id": "c", "command": "{python}", "script": "missing.py", "status": "ready"},\n'
+        ' {"id": "d", "command": "{python}", "args": "not-a-list", "status": "ready", "surprise": 1}\n'
+        "]}"
+    )
+    result = load(tmp_path, text)
+    assert codes(result) == sorted(
+        [
+            "AR102",
+            "AR104",
+            "AR105",
+            "AR106",
+            "AR103",
+            "AR109",
+            "AR109",
+            "AR110",
+            "AR109",
+            "AR107",
+            "AR102",
+            "AR102",
+        ]
+    )
+    by_code = {d.code: d for d in result.diagnostics}
+    assert by_code["AR104"].span.line == 1 and by_code["AR103"].span.line == 2
+    assert by_code["AR110"].span.line == 3 and by_code["AR107"].span.line == 4
+    assert not result.fatal and set(result.all_ids) == {"a", "b", "c", "d"}
+    assert "a" not in result.jobs and "d" not in result.jobs
+    unknown = [d for d in result.diagnostics if "unknown" in d.message]
+    assert {d.severity for d in unknown} == {"warning"}
+
+
+def test_half_typed_manifests_never_raise(tmp_path: Path) -> None:
+    text = '{"version": 1, "jobs": [{"id": "a", "command": "{python}", "stop": {"method": "sometimes"}}]}'
+    for cut in range(len(text) + 1):
+        load(tmp_path, text[:cut])
+
+
+def test_settings_bad_values_are_reported_and_defaulted() -> None:
+    settings, problems = parse_settings(
+        {"arena": {"preflight": {"minFreeRamMb": "lots", "gpuContention": "warn"}, "python": ["py", "-3.10"],
+                   "logs.notifyHz": 0, "device": {"fp32Only": True}, "watchdog": {"stallSeconds": 30}}}
+    )  # fmt: skip
+    assert settings.preflight.min_free_ram_mb == 5120 and settings.preflight.gpu_contention == "warn"
+    assert settings.python == ("py", "-3.10") and settings.device_fp32_only is True
+    assert settings.logs_notify_hz == Settings().logs_notify_hz and settings.watchdog_stall_seconds == 30
+    assert len(problems) == 2 and any("minFreeRamMb" in p for p in problems)
+    assert parse_settings([1, 2])[1] and parse_settings(None) == (Settings(), [])
+
+
+def test_the_state_machine_rejects_illegal_moves() -> None:
+    assert transition("r", RunStatus.RUNNING, RunStatus.STOPPING) is RunStatus.STOPPING
+    for final in (RunStatus.STOPPED, RunStatus.SUCCEEDED, RunStatus.CRASHED, RunStatus.LOST):
+        assert final.is_final and not LEGAL_MOVES[final]
+        with pytest.raises(IllegalTransition):
+            transition("r", final, RunStatus.RUNNING)
+    with pytest.raises(IllegalTransition):
+        transition("r", RunStatus.STARTING, RunStatus.RESTARTING)
