@@ -1,0 +1,36 @@
+-- Commands of arena.nvim. The server starts from require('arena').setup({...});
+-- a command run before setup() uses the defaults.
+if vim.g.loaded_arena then
+  return
+end
+vim.g.loaded_arena = true
+
+local function arena()
+  local module = require("arena")
+  if not module.configured then
+    module.setup({})
+  end
+  return module
+end
+
+vim.api.nvim_create_user_command("ArenaRun", function(opts)
+  arena().run(opts.args)
+end, {
+  nargs = "?",
+  desc = "Run a job from training/manifest.json (pick one when no id is given)",
+  complete = function(prefix)
+    return arena().complete_jobs(prefix)
+  end,
+})
+
+vim.api.nvim_create_user_command("ArenaStop", function(opts)
+  arena().stop({ kill = opts.bang })
+end, { nargs = 0, bang = true, desc = "Stop the active run (! kills it)" })
+
+vim.api.nvim_create_user_command("ArenaStatus", function()
+  arena().status()
+end, { nargs = 0, desc = "Show jobs, the active run and the machine's health" })
+
+vim.api.nvim_create_user_command("ArenaLogs", function(opts)
+  arena().logs(opts.args)
+end, { nargs = "?", desc = "Follow a run's log in a scratch buffer" })

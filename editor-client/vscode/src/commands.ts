@@ -1,0 +1,216 @@
+/**
+ * The four commands, the server's notifications, and the refusal dialogs.
+ * Decisions (what to ask, what to retry, what to show) come from `core/`.
+ */
+import * as vscode from "vscode";
+import type { LanguageClient } from "vscode-languageclient/node";
+import { statusReport } from "./core/format";
+import { LogRouter } from "./core/logRouter";
+import { Methods, isLive } from "./core/protocol";
+import type { LogNotification, LogsResult, RunInfo, StatusResult } from "./core/protocol";
+import { asRpcError, decide } from "./core/refusals";
+import type { Operation } from "./core/refusals";
+import { JobChannels, StatusBar, StatusDocument, pickJob } from "./ui";
+
+/** At most this many `arena/logs` pages are read for one `Show Logs`. */
+const MAX_LOG_PAGES = 200;
+
+export class Commands implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private readonly router = new LogRouter();
+  private readonly channels = new JobChannels();
+  private readonly statusBar = new StatusBar();
+  private readonly statusDocument = new StatusDocument();
+  private readonly clientSubscriptions: vscode.Disposable[] = [];
+  private shownRun: RunInfo | undefined;
+  private logQueue: Promise<void> = Promise.resolve();
+
+  constructor(private readonly log: vscode.LogOutputChannel) {}
+
+  register(context: vscode.ExtensionContext): void {
+    context.subscriptions.push(
+      vscode.commands.registerCommand("arena.runJob", (jobId?: unknown) => this.runJob(jobId)),
+      vscode.commands.registerCommand("arena.stopJob", () => this.stopJob()),
+      vscode.commands.registerCommand("arena.showStatus", () => this.showStatus()),
+      vscode.commands.registerCommand("arena.showLogs", () => this.showLogs()),
+      vscode.workspace.registerTextDocumentContentProvider(StatusDocument.scheme, this.statusDocument),
+    );
+  }
+
+  /** Listens to a new client's notifications (handlers may be added before it starts). */
+  attach(client: LanguageClient): void {
+    this.client = client;
+    this.clientSubscriptions.push(
+      client.onNotification(Methods.statusChanged, (run: RunInfo) => this.onRun(run)),
+      client.onNotification(Methods.log, (params: LogNotification) => {
+        void this.enqueue(() => this.writeLive(params));
+      }),
+    );
+  }
+
+  detach(): void {
+    this.client = undefined;
+    for (const subscription of this.clientSubscriptions.splice(0)) {
+      subscription.dispose();
+    }
+    this.statusBar.hideAll();
+  }
+
+  /** Reads `arena/status`, learns its runs and shows the active one. */
+  async refresh(): Promise<StatusResult | undefined> {
+    const status = await this.request<StatusResult>(Methods.status, {});
+    for (const run of status.runs ?? []) {
+      this.router.remember(run);
+    }
+    this.shownRun = status.active ?? undefined;
+    if (this.shownRun) {
+      this.router.remember(this.shownRun);
+    }
+    this.statusBar.show(this.shownRun);
+    return status;
+  }
+
+  private async request<T>(method: string, params: object): Promise<T> {
+    if (!this.client?.isRunning()) {
+      throw new Error("the arena-ls server is not running");
+    }
+    return this.client.sendRequest<T>(method, params);
+  }
+
+  private onRun(run: RunInfo): void {
+    this.router.remember(run);
+    if (!isLive(this.shownRun) || this.shownRun.runId === run.runId || isLive(run)) {
+      this.shownRun = run;
+      this.statusBar.show(run);
+    }
+  }
+
+  private async runJob(jobId?: unknown): Promise<void> {
+    await this.guard(async () => {
+      let id = typeof jobId === "string" ? jobId : undefined;
+      if (id === undefined) {
+        const status = await this.refresh();
+        id = await pickJob(status?.jobs ?? []);
+      }
+      if (id !== undefined) {
+        await this.perform({ kind: "start", params: { id } });
+      }
+    });
+  }
+
+  private async stopJob(): Promise<void> {
+    await this.guard(async () => {
+      const run = isLive(this.shownRun) ? this.shownRun : ((await this.refresh())?.active ?? undefined);
+      if (!run) {
+        void vscode.window.showInformationMessage("Arena: nothing is running.");
+        return;
+      }
+      await this.perform({ kind: "stop", params: { runId: run.runId }, jobLabel: run.jobId });
+    });
+  }
+
+  /** Sends the operation; on a refusal, asks and retries or shows why (see `core/refusals`). */
+  private async perform(operation: Operation): Promise<void> {
+    let current: Operation | undefined = operation;
+    while (current) {
+      const attempt: Operation = current;
+      current = undefined;
+      const method = attempt.kind === "start" ? Methods.start : Methods.stop;
+      const title = attempt.kind === "start" ? `Starting ${attempt.params.id}…` : `Stopping ${attempt.jobLabel ?? "the run"}…`;
+      try {
+        const result = await vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Notification, title },
+          () => this.request<RunInfo | { status: "idle" }>(method, attempt.params),
+        );
+        if ("runId" in result) {
+          this.onRun(result);
+        } else {
+          void vscode.window.showInformationMessage("Arena: nothing is running.");
+        }
+      } catch (thrown) {
+        const error = asRpcError(thrown);
+        if (!error) {
+          throw thrown;
+        }
+        const decision = decide(attempt, error);
+        if (decision.kind === "error") {
+          void vscode.window.showErrorMessage(decision.message);
+          return;
+        }
+        const answer = await vscode.window.showWarningMessage(decision.prompt, { modal: true }, decision.confirmLabel);
+        current = answer === decision.confirmLabel ? decision.retry : undefined;
+      }
+    }
+  }
+
+  private async showStatus(): Promise<void> {
+    await this.guard(async () => {
+      const status = await this.refresh();
+      if (status) {
+        await this.statusDocument.show(statusReport(status));
+      }
+    });
+  }
+
+  /** Writes the whole log of the active (else the latest) run to its job's channel, then follows it. */
+  private async showLogs(): Promise<void> {
+    await this.guard(async () => {
+      const status = await this.refresh();
+      const run = status?.active ?? status?.runs?.[status.runs.length - 1];
+      if (!run) {
+        void vscode.window.showInformationMessage("Arena: no run has logs yet.");
+        return;
+      }
+      await this.enqueue(() => this.backfill(run));
+      this.channels.get(run.jobId).show(true);
+    });
+  }
+
+  private async backfill(run: RunInfo): Promise<void> {
+    const channel = this.channels.get(run.jobId);
+    channel.clear();
+    this.router.reset(run.runId);
+    let cursor: unknown;
+    for (let page = 0; page < MAX_LOG_PAGES; page++) {
+      const params = cursor === undefined ? { runId: run.runId } : { runId: run.runId, cursor };
+      const result = await this.request<LogsResult>(Methods.logs, params);
+      const lines = result.lines ?? [];
+      this.router.route(run.runId, lines).texts.forEach((text) => channel.appendLine(text));
+      if (lines.length === 0 || result.done === true) {
+        return;
+      }
+      cursor = result.cursor;
+    }
+  }
+
+  private async writeLive(params: LogNotification): Promise<void> {
+    if (this.router.jobOf(params.runId) === undefined) {
+      await this.refresh().catch(() => undefined);
+    }
+    const routed = this.router.route(params.runId, params.lines ?? []);
+    const channel = this.channels.get(routed.jobId ?? `run ${params.runId}`);
+    routed.texts.forEach((text) => channel.appendLine(text));
+  }
+
+  /** Log writes run one at a time, so that lines stay in order across awaits. */
+  private enqueue(task: () => Promise<void>): Promise<void> {
+    const next = this.logQueue.then(task);
+    this.logQueue = next.catch((error: unknown) => this.log.warn(`Writing logs: ${String(error)}`));
+    return next;
+  }
+
+  private async guard(task: () => Promise<void>): Promise<void> {
+    try {
+      await task();
+    } catch (error) {
+      this.log.error(String(error));
+      void vscode.window.showErrorMessage(`Arena: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  dispose(): void {
+    this.detach();
+    this.statusBar.dispose();
+    this.channels.dispose();
+  }
+}

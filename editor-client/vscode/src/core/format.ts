@@ -1,0 +1,241 @@
+/**
+ * Text the client shows: the status-bar items, the job picker, the status
+ * report and log lines. No editor API here, so Node tests cover it.
+ */
+import { isLive } from "./protocol";
+import type { Health, JobInfo, LogLine, RunInfo, RunStatus, StatusResult } from "./protocol";
+
+const ICONS: Readonly<Record<RunStatus, string>> = {
+  starting: "⟳",
+  running: "⟳",
+  restarting: "↻",
+  stopping: "■",
+  stopped: "■",
+  succeeded: "✓",
+  crashed: "✗",
+  lost: "?",
+};
+
+export const RUN_ITEM_TEXT = "▶ Run";
+export const STOP_ITEM_TEXT = "■ Stop";
+
+function finite(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value);
+}
+
+/** `45s`, `3m`, `1h05m`: short enough for a status bar. */
+export function formatEta(seconds: unknown): string | undefined {
+  if (!finite(seconds) || seconds < 0) {
+    return undefined;
+  }
+  const whole = Math.round(seconds);
+  if (whole < 60) {
+    return `${whole}s`;
+  }
+  const minutes = Math.round(whole / 60);
+  if (minutes < 60) {
+    return `${minutes}m`;
+  }
+  const hours = Math.floor(minutes / 60);
+  return `${hours}h${String(minutes % 60).padStart(2, "0")}m`;
+}
+
+export function formatLoss(loss: unknown): string | undefined {
+  if (typeof loss !== "number") {
+    return undefined;
+  }
+  if (!Number.isFinite(loss)) {
+    return String(loss).toLowerCase();
+  }
+  return Math.abs(loss) >= 100 ? loss.toFixed(0) : loss.toFixed(2);
+}
+
+/** Whole percent of the run done, when the trainer announced a total. */
+export function percentDone(run: RunInfo): number | undefined {
+  if (!finite(run.step) || !finite(run.totalSteps) || run.totalSteps <= 0) {
+    return undefined;
+  }
+  return Math.min(100, Math.max(0, Math.floor((run.step / run.totalSteps) * 100)));
+}
+
+function progressPart(run: RunInfo): string | undefined {
+  const percent = percentDone(run);
+  if (percent !== undefined) {
+    return `${run.step}/${run.totalSteps} (${percent}%)`;
+  }
+  return finite(run.step) ? `step ${run.step}` : undefined;
+}
+
+/** The status-bar item of a run: `⟳ tiny-lm 900/2000 (45%) · loss 2.31 · ETA 3m`. */
+export function runStatusText(run: RunInfo): string {
+  const head = [ICONS[run.status] ?? "?", run.jobId];
+  if (run.status !== "running") {
+    head.push(run.status);
+  }
+  const progress = progressPart(run);
+  if (progress) {
+    head.push(progress);
+  }
+  const parts = [head.join(" ")];
+  const loss = formatLoss(run.loss);
+  if (loss !== undefined) {
+    parts.push(`loss ${loss}`);
+  }
+  const eta = isLive(run) ? formatEta(run.etaSeconds) : undefined;
+  if (eta !== undefined) {
+    parts.push(`ETA ${eta}`);
+  }
+  if (run.stalled === true) {
+    parts.push("stalled");
+  }
+  return parts.join(" · ");
+}
+
+/** The hover of the run's status-bar item: everything worth a glance. */
+export function runTooltip(run: RunInfo): string {
+  const lines = [`${run.jobId} (run ${run.runId}): ${run.status}`];
+  if (finite(run.stepsPerSecond)) {
+    lines.push(`${run.stepsPerSecond.toFixed(1)} steps/s`);
+  }
+  if (run.lastCheckpoint) {
+    lines.push(`last checkpoint: step ${run.lastCheckpoint.step} (${run.lastCheckpoint.path})`);
+  } else if (isLive(run)) {
+    lines.push("no checkpoint yet");
+  }
+  if (finite(run.restarts) && run.restarts > 0) {
+    lines.push(`restarts: ${run.restarts}`);
+  }
+  if (run.failure) {
+    lines.push(`failure: ${run.failure.kind}${run.failure.evidence ? ` (${run.failure.evidence})` : ""}`);
+  }
+  if (run.stoppedBy) {
+    lines.push(`stopped by: ${run.stoppedBy}`);
+  }
+  if (finite(run.exitCode)) {
+    lines.push(`exit code: ${run.exitCode}`);
+  }
+  return lines.join("\n");
+}
+
+export interface JobPick {
+  jobId: string;
+  label: string;
+  description: string;
+  detail?: string;
+  runnable: boolean;
+}
+
+/** Why a job cannot run, one entry per blocking diagnostic (or its status when none is listed). */
+export function blockedList(job: JobInfo): string[] {
+  const reasons = (job.blockedBy ?? []).map((item) => (item.code ? `${item.code}: ${item.message}` : item.message));
+  if (reasons.length > 0) {
+    return reasons;
+  }
+  return [job.status === "disabled" ? "disabled in the manifest" : "not runnable"];
+}
+
+export function blockedReasons(job: JobInfo): string {
+  return blockedList(job).join("; ");
+}
+
+/** The picker's entries: runnable jobs first, then the blocked ones with their reasons. */
+export function jobPicks(jobs: readonly JobInfo[]): JobPick[] {
+  const pick = (job: JobInfo): JobPick => {
+    const description = [job.id, job.kind ?? "task"];
+    if (job.status === "approval-required") {
+      description.push("needs approval");
+    }
+    const entry: JobPick = {
+      jobId: job.id,
+      label: job.runnable ? `▶ ${job.name ?? job.id}` : `⊘ ${job.name ?? job.id}`,
+      description: description.join(" · "),
+      runnable: job.runnable,
+    };
+    if (!job.runnable) {
+      entry.detail = `Blocked: ${blockedReasons(job)}`;
+    }
+    return entry;
+  };
+  return [...jobs.filter((job) => job.runnable).map(pick), ...jobs.filter((job) => !job.runnable).map(pick)];
+}
+
+function formatMb(mb: number): string {
+  return mb >= 1024 ? `${(mb / 1024).toFixed(1)} GB` : `${Math.round(mb)} MB`;
+}
+
+/** The health lines of the status report: RAM, CPU, battery and GPUs. */
+export function healthLines(health: Health | null | undefined): string[] {
+  if (!health) {
+    return ["health: unknown"];
+  }
+  const lines: string[] = [];
+  if (health.ram) {
+    lines.push(`RAM: ${formatMb(health.ram.availableMb)} free of ${formatMb(health.ram.totalMb)} (${health.ram.percent}% used)`);
+  }
+  if (health.cpu) {
+    lines.push(`CPU: ${health.cpu.percent}% of ${health.cpu.count} cores`);
+  }
+  lines.push(
+    health.battery
+      ? `Battery: ${health.battery.percent}%${health.battery.pluggedIn ? ", plugged in" : ", on battery"}`
+      : "Battery: none",
+  );
+  const gpus = health.gpus ?? [];
+  if (gpus.length === 0) {
+    lines.push(`GPUs: none${health.gpuError ? ` (${health.gpuError})` : ""}`);
+  }
+  for (const gpu of gpus) {
+    const memory =
+      finite(gpu.memoryUsedMb) && finite(gpu.memoryTotalMb)
+        ? `, ${formatMb(gpu.memoryUsedMb)} / ${formatMb(gpu.memoryTotalMb)}`
+        : "";
+    const load = finite(gpu.utilization) ? `, ${gpu.utilization}% busy` : "";
+    const heat = finite(gpu.temperature) ? `, ${gpu.temperature}°C` : "";
+    lines.push(`GPU ${gpu.index}: ${gpu.name}${load}${memory}${heat}`);
+  }
+  return lines;
+}
+
+/** The whole `Arena: Show Status` report, plain text. */
+export function statusReport(status: StatusResult): string {
+  const lines: string[] = [];
+  lines.push(status.active ? `Active run: ${runStatusText(status.active)}` : "Active run: none");
+  if (status.active) {
+    lines.push(...runTooltip(status.active).split("\n").map((line) => `  ${line}`));
+  }
+  lines.push("", "Jobs:");
+  const jobs = status.jobs ?? [];
+  if (jobs.length === 0) {
+    lines.push("  (none)");
+  }
+  for (const job of jobs) {
+    if (job.runnable) {
+      lines.push(`  ▶ ${job.id} (${job.kind ?? "task"}) ${job.status ?? "ready"}`);
+    } else {
+      lines.push(`  ⊘ ${job.id} (${job.kind ?? "task"}) blocked:`, ...blockedList(job).map((reason) => `      ${reason}`));
+    }
+  }
+  const recent = (status.runs ?? []).slice(-5);
+  if (recent.length > 0) {
+    lines.push("", "Recent runs:");
+    lines.push(...recent.map((run) => `  ${runStatusText(run)}  [${run.runId}]`));
+  }
+  lines.push("", "Health:", ...healthLines(status.health).map((line) => `  ${line}`));
+  return `${lines.join("\n")}\n`;
+}
+
+/** A log line for an output channel: stderr and the supervisor's own lines are marked. */
+export function formatLogLine(line: LogLine): string {
+  switch (line.stream) {
+    case "stderr":
+      return `[stderr] ${line.text}`;
+    case "arena":
+      return `[arena] ${line.text}`;
+    default:
+      return line.text;
+  }
+}
+
+export function logChannelName(jobId: string): string {
+  return `Arena: ${jobId}`;
+}

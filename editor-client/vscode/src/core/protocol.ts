@@ -1,0 +1,153 @@
+/**
+ * The shapes of the arena-ls contract (section 4) that the client reads.
+ *
+ * Only the fields the client uses are typed; everything else passes through.
+ * Fields the server may send as null are optional-or-null, because other
+ * clients (Neovim 0.7) drop nulls and the server may do the same.
+ */
+
+export const Methods = {
+  start: "arena/start",
+  stop: "arena/stop",
+  status: "arena/status",
+  logs: "arena/logs",
+  metrics: "arena/metrics",
+  log: "arena/log",
+  statusChanged: "arena/statusChanged",
+} as const;
+
+export type RunStatus =
+  | "starting"
+  | "running"
+  | "stopping"
+  | "stopped"
+  | "succeeded"
+  | "restarting"
+  | "crashed"
+  | "lost";
+
+export interface Checkpoint {
+  step: number;
+  path: string;
+  at?: string | null;
+}
+
+export interface Failure {
+  kind: string;
+  evidence?: string | null;
+}
+
+export interface RunInfo {
+  runId: string;
+  jobId: string;
+  status: RunStatus;
+  startedAt?: string | null;
+  endedAt?: string | null;
+  exitCode?: number | null;
+  stoppedBy?: string | null;
+  failure?: Failure | null;
+  restarts?: number | null;
+  step?: number | null;
+  totalSteps?: number | null;
+  loss?: number | null;
+  stepsPerSecond?: number | null;
+  etaSeconds?: number | null;
+  stalled?: boolean | null;
+  lastCheckpoint?: Checkpoint | null;
+  logPath?: string | null;
+}
+
+export interface Range {
+  start: { line: number; character: number };
+  end: { line: number; character: number };
+}
+
+export interface BlockingDiagnostic {
+  code?: string | null;
+  message: string;
+  uri?: string | null;
+  range?: Range | null;
+}
+
+export interface JobInfo {
+  id: string;
+  name?: string | null;
+  kind?: string | null;
+  status?: string | null;
+  runnable: boolean;
+  blockedBy?: BlockingDiagnostic[] | null;
+}
+
+export interface LogLine {
+  seq: number;
+  stream: "stdout" | "stderr" | "arena";
+  text: string;
+  at?: string | null;
+}
+
+export interface Gpu {
+  index: number;
+  name: string;
+  utilization?: number | null;
+  memoryUsedMb?: number | null;
+  memoryTotalMb?: number | null;
+  temperature?: number | null;
+}
+
+export interface Health {
+  at?: string | null;
+  ram?: { totalMb: number; availableMb: number; percent: number } | null;
+  cpu?: { percent: number; count: number } | null;
+  battery?: { percent: number; pluggedIn: boolean } | null;
+  gpus?: Gpu[] | null;
+  gpuError?: string | null;
+}
+
+export interface StatusResult {
+  active?: RunInfo | null;
+  runs?: RunInfo[] | null;
+  jobs?: JobInfo[] | null;
+  health?: Health | null;
+  logs?: LogLine[] | null;
+}
+
+export interface LogsResult {
+  runId?: string | null;
+  lines?: LogLine[] | null;
+  cursor?: unknown;
+  done?: boolean | null;
+}
+
+export interface LogNotification {
+  runId: string;
+  lines: LogLine[];
+}
+
+export interface StartParams {
+  id: string;
+  approved?: boolean;
+  resume?: "auto" | boolean;
+  startStep?: number;
+  dryRun?: boolean;
+}
+
+export interface StopParams {
+  id?: string;
+  runId?: string;
+  kill?: boolean;
+  confirm?: boolean;
+  graceSeconds?: number;
+  wait?: boolean;
+}
+
+/** The statuses of a run whose process tree may still be alive. */
+const LIVE_STATUSES: ReadonlySet<RunStatus> = new Set<RunStatus>([
+  "starting",
+  "running",
+  "stopping",
+  "restarting",
+]);
+
+export function isLive(run: RunInfo | null | undefined): run is RunInfo {
+  return run != null && LIVE_STATUSES.has(run.status);
+}

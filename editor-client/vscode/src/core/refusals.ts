@@ -1,0 +1,167 @@
+/**
+ * What the client does with a refusal from `arena/start` or `arena/stop`
+ * (contract section 4.3): ask and retry for the two refusals a person can
+ * overrule, show the reason for every other one.
+ */
+import type { StartParams, StopParams } from "./protocol";
+
+export const Refusal = {
+  notAllowlisted: 1001,
+  approvalRequired: 1002,
+  alreadyRunning: 1003,
+  gatesFailed: 1004,
+  preflightFailed: 1005,
+  invalidManifest: 1006,
+  noCheckpoint: 1007,
+  disabled: 1008,
+} as const;
+
+const REASONS: Readonly<Record<number, string>> = {
+  1001: "not-allowlisted",
+  1002: "approval-required",
+  1003: "already-running",
+  1004: "gates-failed",
+  1005: "preflight-failed",
+  1006: "invalid-manifest",
+  1007: "no-checkpoint",
+  1008: "disabled",
+};
+
+/** A JSON-RPC error as any client library hands it over. */
+export interface RpcError {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+export type Operation =
+  | { kind: "start"; params: StartParams }
+  | { kind: "stop"; params: StopParams; jobLabel?: string };
+
+export type Decision =
+  | { kind: "confirm"; prompt: string; confirmLabel: string; retry: Operation }
+  | { kind: "error"; message: string };
+
+type Data = Record<string, unknown>;
+
+function dataOf(error: RpcError): Data {
+  return error.data !== null && typeof error.data === "object" ? (error.data as Data) : {};
+}
+
+/** The refusal's reason: `error.data.reason`, else the reason its code stands for. */
+export function reasonOf(error: RpcError): string | undefined {
+  const reason = dataOf(error).reason;
+  return typeof reason === "string" ? reason : REASONS[error.code];
+}
+
+/** "N minutes" of work a stop would lose, never "0 minutes". */
+export function minutesLost(runtimeSeconds: unknown): string | undefined {
+  if (typeof runtimeSeconds !== "number" || !Number.isFinite(runtimeSeconds) || runtimeSeconds < 0) {
+    return undefined;
+  }
+  const minutes = Math.max(1, Math.round(runtimeSeconds / 60));
+  return minutes === 1 ? "1 minute" : `${minutes} minutes`;
+}
+
+export function stopPrompt(runtimeSeconds: unknown): string {
+  const lost = minutesLost(runtimeSeconds);
+  const what = lost === undefined ? "all of its training" : `${lost} of training`;
+  return `This run has no checkpoint yet; stopping loses ${what}. Stop anyway?`;
+}
+
+function messagesOf(items: unknown, limit = 3): string[] {
+  if (!Array.isArray(items)) {
+    return [];
+  }
+  const texts = items.map((item: unknown) => {
+    if (item === null || typeof item !== "object") {
+      return String(item);
+    }
+    const record = item as Data;
+    const code = typeof record.code === "string" ? `${record.code} ` : "";
+    return `${code}${typeof record.message === "string" ? record.message : JSON.stringify(item)}`;
+  });
+  const shown = texts.slice(0, limit);
+  if (texts.length > limit) {
+    shown.push(`and ${texts.length - limit} more`);
+  }
+  return shown;
+}
+
+/** The human part of a refusal, from the fields `error.data` carries for its code. */
+export function refusalDetail(error: RpcError): string {
+  const data = dataOf(error);
+  switch (error.code) {
+    case Refusal.notAllowlisted: {
+      const known = Array.isArray(data.known) ? data.known.map(String).join(", ") : "";
+      return known ? `${error.message} (known jobs: ${known})` : error.message;
+    }
+    case Refusal.alreadyRunning: {
+      const active = data.active !== null && typeof data.active === "object" ? (data.active as Data) : {};
+      const job = typeof active.jobId === "string" ? active.jobId : undefined;
+      const status = typeof active.status === "string" ? active.status : "running";
+      return job ? `${job} is ${status}; one run at a time` : error.message;
+    }
+    case Refusal.gatesFailed:
+    case Refusal.invalidManifest: {
+      const found = messagesOf(data.diagnostics);
+      return found.length > 0 ? found.join("; ") : error.message;
+    }
+    case Refusal.preflightFailed: {
+      const checks = Array.isArray(data.checks) ? data.checks : [];
+      const failing = checks
+        .filter((check: unknown) => check !== null && typeof check === "object" && (check as Data).ok === false)
+        .map((check: unknown) => `${String((check as Data).name)}: ${String((check as Data).message)}`);
+      return failing.length > 0 ? failing.join("; ") : error.message;
+    }
+    default:
+      return error.message;
+  }
+}
+
+function operationLabel(operation: Operation): string {
+  if (operation.kind === "start") {
+    return `start ${operation.params.id}`;
+  }
+  const target = operation.jobLabel ?? operation.params.id ?? operation.params.runId;
+  return target ? `stop ${target}` : "stop the run";
+}
+
+/**
+ * The client's answer to a failed `arena/start` / `arena/stop`: a question
+ * whose "yes" retries with the overriding flag (only if that flag was not
+ * already sent, so a retry can never loop), or an error to show.
+ */
+export function decide(operation: Operation, error: RpcError): Decision {
+  if (operation.kind === "start" && error.code === Refusal.approvalRequired && operation.params.approved !== true) {
+    return {
+      kind: "confirm",
+      prompt: `Run ${operation.params.id}? It needs approval.`,
+      confirmLabel: "Run",
+      retry: { kind: "start", params: { ...operation.params, approved: true } },
+    };
+  }
+  if (operation.kind === "stop" && error.code === Refusal.noCheckpoint && operation.params.confirm !== true) {
+    return {
+      kind: "confirm",
+      prompt: stopPrompt(dataOf(error).runtimeSeconds),
+      confirmLabel: "Stop anyway",
+      retry: { ...operation, params: { ...operation.params, confirm: true } },
+    };
+  }
+  const reason = reasonOf(error);
+  const because = reason ? ` (${reason})` : "";
+  return { kind: "error", message: `Arena: cannot ${operationLabel(operation)}${because}: ${refusalDetail(error)}` };
+}
+
+/** Recognises a JSON-RPC error object thrown by a client library. */
+export function asRpcError(thrown: unknown): RpcError | undefined {
+  if (thrown === null || typeof thrown !== "object") {
+    return undefined;
+  }
+  const candidate = thrown as Data;
+  if (typeof candidate.code === "number" && typeof candidate.message === "string") {
+    return { code: candidate.code, message: candidate.message, data: candidate.data };
+  }
+  return undefined;
+}

@@ -1,0 +1,163 @@
+/**
+ * The thin VS Code client of arena-ls: find an interpreter, run
+ * `python -m arena_ls` on stdio, restart it when settings change, and wire
+ * the commands, status bar and log channels. Everything that can be decided
+ * without the editor lives in `core/`.
+ */
+import * as vscode from "vscode";
+import { LanguageClient, TransportKind } from "vscode-languageclient/node";
+import type { LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
+import { Commands } from "./commands";
+import { asArgv, buildServerCommand, manifestPattern, needsRestart, objectReader, resolveInterpreter, serverSettings } from "./core/settings";
+
+const PYTHON_EXTENSION_ID = "ms-python.python";
+
+/** The part of the Python extension's API this client reads. */
+interface PythonExtensionApi {
+  environments: {
+    getActiveEnvironmentPath(resource?: vscode.Uri): { path: string };
+    resolveEnvironment(environment: { path: string }): Promise<{ executable: { uri?: vscode.Uri } } | undefined>;
+    onDidChangeActiveEnvironmentPath: vscode.Event<unknown>;
+  };
+}
+
+let client: LanguageClient | undefined;
+let log: vscode.LogOutputChannel;
+let commands: Commands;
+let lifecycle: Promise<void> = Promise.resolve();
+
+function workspaceResource(): vscode.Uri | undefined {
+  return vscode.workspace.workspaceFolders?.[0]?.uri;
+}
+
+async function pythonExtensionApi(): Promise<PythonExtensionApi | undefined> {
+  const extension = vscode.extensions.getExtension<PythonExtensionApi>(PYTHON_EXTENSION_ID);
+  if (!extension) {
+    return undefined;
+  }
+  try {
+    return extension.isActive ? extension.exports : await extension.activate();
+  } catch (error) {
+    log.warn(`The Python extension did not activate: ${String(error)}`);
+    return undefined;
+  }
+}
+
+async function pythonExtensionInterpreter(resource: vscode.Uri | undefined): Promise<string | undefined> {
+  const api = await pythonExtensionApi();
+  if (!api?.environments) {
+    return undefined;
+  }
+  const environment = await api.environments.resolveEnvironment(api.environments.getActiveEnvironmentPath(resource));
+  return environment?.executable.uri?.fsPath;
+}
+
+async function serverOptions(config: vscode.WorkspaceConfiguration): Promise<ServerOptions> {
+  const resource = workspaceResource();
+  const setting = config.get<unknown>("interpreter");
+  const fromExtension = hasValue(setting) ? undefined : await pythonExtensionInterpreter(resource);
+  const interpreter = resolveInterpreter({ setting, pythonExtension: fromExtension, platform: process.platform });
+  const { command, args } = buildServerCommand(interpreter, config.get<unknown>("serverArgs"));
+  log.info(`Starting the server: ${[command, ...args].join(" ")}`);
+  return { command, args, transport: TransportKind.stdio, options: { cwd: resource?.fsPath } };
+}
+
+function hasValue(setting: unknown): boolean {
+  return asArgv(setting).length > 0;
+}
+
+function clientOptions(config: vscode.WorkspaceConfiguration): LanguageClientOptions {
+  return {
+    documentSelector: [
+      { scheme: "file", language: "python" },
+      { scheme: "file", pattern: manifestPattern(config.get<unknown>("manifest")) },
+    ],
+    outputChannel: log,
+    traceOutputChannel: log,
+    initializationOptions: serverSettings((key) => config.get<unknown>(key)),
+    middleware: {
+      workspace: {
+        // The server asks for section `arena`; answer with its settings only, shaped as it reads them.
+        configuration: async (params, token, next) => {
+          const answer = await next(params, token);
+          if (!Array.isArray(answer)) {
+            return answer;
+          }
+          return answer.map((item: unknown, index) =>
+            params.items[index]?.section === "arena" ? serverSettings(objectReader(item)) : item,
+          );
+        },
+      },
+    },
+  };
+}
+
+async function startClient(): Promise<void> {
+  const config = vscode.workspace.getConfiguration("arena", workspaceResource());
+  const next = new LanguageClient("arena", "Arena", await serverOptions(config), clientOptions(config));
+  commands.attach(next);
+  client = next;
+  try {
+    await next.start();
+    await commands.refresh();
+  } catch (error) {
+    log.error(`The arena-ls server did not start: ${String(error)}`);
+    void vscode.window.showErrorMessage(
+      "Arena: the arena-ls server did not start. Is arena-ls installed in the interpreter (setting arena.interpreter)?",
+    );
+  }
+}
+
+async function stopClient(): Promise<void> {
+  const running = client;
+  client = undefined;
+  commands.detach();
+  if (running) {
+    try {
+      await running.stop();
+    } catch (error) {
+      log.warn(`Stopping the server: ${String(error)}`);
+    }
+  }
+}
+
+/** Serialises starts and stops, so that a burst of setting changes leaves one server. */
+function restart(why: string): Promise<void> {
+  lifecycle = lifecycle.then(async () => {
+    log.info(`Restarting the server: ${why}`);
+    await stopClient();
+    await startClient();
+  });
+  return lifecycle;
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  log = vscode.window.createOutputChannel("Arena", { log: true });
+  commands = new Commands(log);
+  context.subscriptions.push(log, commands);
+  commands.register(context);
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (needsRestart((key) => event.affectsConfiguration(key, workspaceResource()))) {
+        void restart("settings changed");
+      }
+    }),
+  );
+  const api = await pythonExtensionApi();
+  if (api?.environments?.onDidChangeActiveEnvironmentPath) {
+    context.subscriptions.push(
+      api.environments.onDidChangeActiveEnvironmentPath(() => {
+        if (!hasValue(vscode.workspace.getConfiguration("arena", workspaceResource()).get("interpreter"))) {
+          void restart("the Python environment changed");
+        }
+      }),
+    );
+  }
+  lifecycle = lifecycle.then(startClient);
+  await lifecycle;
+}
+
+export async function deactivate(): Promise<void> {
+  await lifecycle;
+  await stopClient();
+}

@@ -1,0 +1,148 @@
+/**
+ * The editor-facing pieces: status-bar items, the job picker, the status
+ * document and the per-job log channels. The text they show comes from
+ * `core/format`, which is tested without the editor.
+ */
+import * as vscode from "vscode";
+import { RUN_ITEM_TEXT, STOP_ITEM_TEXT, jobPicks, logChannelName, runStatusText, runTooltip } from "./core/format";
+import type { JobPick } from "./core/format";
+import { isLive } from "./core/protocol";
+import type { JobInfo, RunInfo } from "./core/protocol";
+
+export class StatusBar implements vscode.Disposable {
+  private readonly run = vscode.window.createStatusBarItem("arena.run", vscode.StatusBarAlignment.Left, 10);
+  private readonly stop = vscode.window.createStatusBarItem("arena.stop", vscode.StatusBarAlignment.Left, 9);
+  private readonly state = vscode.window.createStatusBarItem("arena.state", vscode.StatusBarAlignment.Left, 8);
+
+  constructor() {
+    this.run.name = "Arena: Run Job";
+    this.run.text = RUN_ITEM_TEXT;
+    this.run.tooltip = "Run a training job";
+    this.run.command = "arena.runJob";
+    this.stop.name = "Arena: Stop Job";
+    this.stop.text = STOP_ITEM_TEXT;
+    this.stop.tooltip = "Stop the active run";
+    this.stop.command = "arena.stopJob";
+    this.state.name = "Arena: Run Status";
+    this.state.command = "arena.showStatus";
+  }
+
+  /** Shows `▶ Run` while nothing runs, `■ Stop` while a run is live, and the last run's state. */
+  show(run: RunInfo | undefined): void {
+    if (isLive(run)) {
+      this.run.hide();
+      this.stop.show();
+    } else {
+      this.stop.hide();
+      this.run.show();
+    }
+    if (run) {
+      this.state.text = runStatusText(run);
+      this.state.tooltip = runTooltip(run);
+      this.state.backgroundColor =
+        run.status === "crashed" || run.status === "lost" || run.stalled === true
+          ? new vscode.ThemeColor("statusBarItem.errorBackground")
+          : undefined;
+      this.state.show();
+    } else {
+      this.state.hide();
+    }
+  }
+
+  hideAll(): void {
+    this.run.hide();
+    this.stop.hide();
+    this.state.hide();
+  }
+
+  dispose(): void {
+    this.run.dispose();
+    this.stop.dispose();
+    this.state.dispose();
+  }
+}
+
+interface JobItem extends vscode.QuickPickItem {
+  pick?: JobPick;
+}
+
+/**
+ * A picker of jobs. Blocked jobs are listed under their own separator with
+ * the reasons, and accepting one does not close the picker or run anything.
+ */
+export function pickJob(jobs: readonly JobInfo[]): Promise<string | undefined> {
+  const picks = jobPicks(jobs);
+  const items: JobItem[] = [];
+  for (const pick of picks) {
+    if (!pick.runnable && !items.some((item) => item.kind === vscode.QuickPickItemKind.Separator)) {
+      items.push({ label: "blocked", kind: vscode.QuickPickItemKind.Separator });
+    }
+    items.push({ label: pick.label, description: pick.description, detail: pick.detail, pick });
+  }
+  const quickPick = vscode.window.createQuickPick<JobItem>();
+  quickPick.items = items;
+  quickPick.placeholder = picks.some((pick) => pick.runnable) ? "Run which job?" : "No job can run now";
+  quickPick.matchOnDescription = true;
+  return new Promise((resolve) => {
+    let chosen: string | undefined;
+    quickPick.onDidAccept(() => {
+      const pick = quickPick.selectedItems[0]?.pick;
+      if (pick === undefined) {
+        return;
+      }
+      if (!pick.runnable) {
+        quickPick.placeholder = `${pick.jobId} cannot run: ${pick.detail ?? "blocked"}`;
+        quickPick.selectedItems = [];
+        return;
+      }
+      chosen = pick.jobId;
+      quickPick.hide();
+    });
+    quickPick.onDidHide(() => {
+      quickPick.dispose();
+      resolve(chosen);
+    });
+    quickPick.show();
+  });
+}
+
+/** A read-only document (`arena-status:`) holding the latest status report. */
+export class StatusDocument implements vscode.TextDocumentContentProvider {
+  static readonly scheme = "arena-status";
+  static readonly uri = vscode.Uri.parse(`${StatusDocument.scheme}:Arena%20Status.txt`);
+  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+  private text = "";
+
+  provideTextDocumentContent(): string {
+    return this.text;
+  }
+
+  async show(text: string): Promise<void> {
+    this.text = text;
+    this.changed.fire(StatusDocument.uri);
+    const document = await vscode.workspace.openTextDocument(StatusDocument.uri);
+    await vscode.window.showTextDocument(document, { preview: true, preserveFocus: false });
+  }
+}
+
+/** One output channel per job, created on first use. */
+export class JobChannels implements vscode.Disposable {
+  private readonly channels = new Map<string, vscode.OutputChannel>();
+
+  get(jobId: string): vscode.OutputChannel {
+    let channel = this.channels.get(jobId);
+    if (!channel) {
+      channel = vscode.window.createOutputChannel(logChannelName(jobId));
+      this.channels.set(jobId, channel);
+    }
+    return channel;
+  }
+
+  dispose(): void {
+    for (const channel of this.channels.values()) {
+      channel.dispose();
+    }
+    this.channels.clear();
+  }
+}

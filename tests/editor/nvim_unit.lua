@@ -1,0 +1,133 @@
+-- Checks of arena.nvim that need Neovim but no server: the plugin loads, its
+-- commands exist, and the pure functions (statusline, refusal texts, status
+-- window lines, root detection) give the expected text. Driven by
+-- tests/editor/test_nvim.py, which reads the JSON written to $ARENA_UNIT_RESULTS.
+
+local results = { checks = {} }
+
+local function save()
+  vim.fn.writefile({ vim.json.encode(results) }, os.getenv("ARENA_UNIT_RESULTS"))
+end
+
+local function expect(name, actual, expected)
+  table.insert(results.checks, { name = name, ok = actual == expected, actual = actual, expected = expected })
+end
+
+local function session()
+  vim.opt.runtimepath:prepend(os.getenv("ARENA_PLUGIN_DIR"))
+  vim.cmd("runtime plugin/arena.lua")
+  for _, command in ipairs({ "ArenaRun", "ArenaStop", "ArenaStatus", "ArenaLogs" }) do
+    expect("command " .. command .. " exists", vim.fn.exists(":" .. command), 2)
+  end
+  local arena = require("arena")
+
+  local running = {
+    runId = "r1",
+    jobId = "tiny-lm",
+    status = "running",
+    step = 900,
+    totalSteps = 2000,
+    loss = 2.3104,
+    etaSeconds = 190,
+  }
+  expect("statusline of a running run", arena.format_run(running), "⟳ tiny-lm 45% loss 2.31 ETA 3m")
+  expect("statusline before any run", arena.statusline(), "")
+  arena.state.run = running
+  expect("statusline() reads the shown run", arena.statusline(), "⟳ tiny-lm 45% loss 2.31 ETA 3m")
+  expect("statusline through v:lua", vim.api.nvim_eval("v:lua.require'arena'.statusline()"), "⟳ tiny-lm 45% loss 2.31 ETA 3m")
+  expect(
+    "nulls as missing keys (Neovim 0.7)",
+    arena.format_run({ runId = "r", jobId = "tiny-lm", status = "starting" }),
+    "⟳ tiny-lm starting"
+  )
+  expect(
+    "nulls as vim.NIL (later Neovims)",
+    arena.format_run({ runId = "r", jobId = "t", status = "running", step = 7, totalSteps = vim.NIL, loss = vim.NIL }),
+    "⟳ t step 7"
+  )
+  expect(
+    "a stopped run has no ETA",
+    arena.format_run({ runId = "r", jobId = "tiny-lm", status = "stopped", step = 900, totalSteps = 2000, loss = 2.31, etaSeconds = 5 }),
+    "■ tiny-lm stopped 45% loss 2.31"
+  )
+  expect(
+    "a stalled run with a NaN loss",
+    arena.format_run({ runId = "r", jobId = "x", status = "running", loss = 0 / 0, stalled = true }),
+    "⟳ x loss nan stalled"
+  )
+  expect("ETA in hours", arena.format_eta(3900), "1h05m")
+  expect("ETA in seconds", arena.format_eta(44.6), "45s")
+
+  expect("log line from stderr", arena.format_log_line({ seq = 1, stream = "stderr", text = "oops" }), "[stderr] oops")
+  expect("log line from the supervisor", arena.format_log_line({ seq = 2, stream = "arena", text = "restarting" }), "[arena] restarting")
+  expect("log line from stdout", arena.format_log_line({ seq = 3, stream = "stdout", text = "step 1" }), "step 1")
+
+  expect(
+    "stop prompt counts minutes",
+    arena.stop_prompt(612),
+    "This run has no checkpoint yet; stopping loses 10 minutes of training. Stop anyway? [y/N] "
+  )
+  expect(
+    "stop prompt never says zero minutes",
+    arena.stop_prompt(3),
+    "This run has no checkpoint yet; stopping loses 1 minute of training. Stop anyway? [y/N] "
+  )
+  expect(
+    "refusal with its reason and details",
+    arena.refusal_message("start tiny-lm", {
+      code = 1004,
+      message = "gates failed",
+      data = { reason = "gates-failed", diagnostics = { { code = "AR004", message = "no checkpoint save" } } },
+    }),
+    "cannot start tiny-lm (gates-failed): AR004 no checkpoint save"
+  )
+  expect(
+    "refusal reason from the code alone",
+    arena.refusal_message("start x", { code = 1003, message = "busy", data = { active = { jobId = "y", status = "running" } } }),
+    "cannot start x (already-running): y is running; one run at a time"
+  )
+  expect(
+    "pre-flight refusal lists the failing checks",
+    arena.refusal_message("start x", {
+      code = 1005,
+      message = "pre-flight",
+      data = { checks = { { name = "ram", ok = false, message = "1 GB free" }, { name = "disk", ok = true, message = "" } } },
+    }),
+    "cannot start x (preflight-failed): ram: 1 GB free"
+  )
+
+  local lines = arena.status_lines({
+    active = running,
+    runs = { running },
+    jobs = {
+      { id = "tiny-lm", kind = "train", status = "ready", runnable = true, blockedBy = {} },
+      { id = "broken", kind = "train", status = "ready", runnable = false, blockedBy = { { code = "AR004", message = "no save" } } },
+    },
+    health = {
+      ram = { totalMb = 16000, availableMb = 12000, percent = 25 },
+      cpu = { percent = 12.5, count = 2 },
+      gpus = { { index = 0, name = "H200", utilization = 97, memoryUsedMb = 2048, memoryTotalMb = 143771, temperature = 41 } },
+    },
+  })
+  local text = table.concat(lines, "\n")
+  expect("status: active run", lines[1], "Active run: ⟳ tiny-lm 45% loss 2.31 ETA 3m")
+  expect("status: blocked job", text:find("  ⊘ broken (train) blocked:\n      AR004: no save\n", 1, true) ~= nil, true)
+  expect("status: RAM", text:find("  RAM: 11.7 GB free of 15.6 GB (25% used)", 1, true) ~= nil, true)
+  expect("status: no battery", text:find("  Battery: none", 1, true) ~= nil, true)
+  expect("status: GPU", text:find("  GPU 0: H200, 97% busy, 2.0 GB / 140.4 GB, 41°C", 1, true) ~= nil, true)
+
+  local root = vim.fn.tempname()
+  vim.fn.mkdir(root .. "/training", "p")
+  vim.fn.mkdir(root .. "/src/deep", "p")
+  vim.fn.writefile({ "{}" }, root .. "/training/manifest.json")
+  expect("root found upward from a file", arena.find_root(root .. "/src/deep/train.py"), root)
+  expect("root found from the root itself", arena.find_root(root), root)
+  expect("no root outside a workspace", arena.find_root(vim.fn.fnamemodify(root, ":h") .. "/elsewhere.py"), nil)
+end
+
+local ok, err = xpcall(session, debug.traceback)
+if not ok then
+  results.error = tostring(err)
+end
+save()
+vim.cmd(ok and "qall!" or "cquit 1")
