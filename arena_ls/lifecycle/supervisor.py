@@ -44,7 +44,12 @@ from arena_ls.settings import Settings
 log = logging.getLogger(__name__)
 
 FAST_POLL = 0.02
+"""While lines are flowing: follow the files every 20 ms."""
+QUIET_POLL = 0.1
+"""A run is active but silent: every 100 ms (keeps an idle run nearly free)."""
 SLOW_POLL = 0.25
+"""Nothing is active."""
+QUIET_AFTER = 1.0
 LIVENESS_INTERVAL = 1.0
 START_TIMEOUT = 30.0
 KEEP_FINISHED_RUNS = 50
@@ -105,6 +110,7 @@ class Supervisor:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_liveness = 0.0
+        self._last_data = 0.0
 
     # -- paths and manifest ----------------------------------------------------------------
 
@@ -166,8 +172,13 @@ class Supervisor:
                 log.exception("polling runs failed")
                 busy = False
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), FAST_POLL if busy else SLOW_POLL)
+                await asyncio.wait_for(self._wake.wait(), self._interval(busy))
             self._wake.clear()
+
+    def _interval(self, busy: bool) -> float:
+        if not busy:
+            return SLOW_POLL
+        return FAST_POLL if time.monotonic() - self._last_data < QUIET_AFTER else QUIET_POLL
 
     def poll_once(self) -> bool:
         """Follow every unfinished run once; True while any run is active."""
@@ -192,6 +203,7 @@ class Supervisor:
         changed = view.refresh_state()
         lines = view.read_new_lines()
         if lines:
+            self._last_data = time.monotonic()
             self.listener.run_lines(view, lines)
             for line in lines:
                 if line.stream == "arena":
@@ -199,6 +211,7 @@ class Supervisor:
         if check_liveness and view.check_lost(self.folder):
             changed = True
         if changed or view.status is not before:
+            self._last_data = time.monotonic()
             self.listener.run_changed(view)
 
     def wake(self) -> None:
@@ -450,16 +463,23 @@ class Supervisor:
         return view.to_wire({"tail": view.tail()})
 
     async def wait_final(self, view: RunView, timeout: float | None = None) -> None:
+        """Wait until a run reaches a final status (the poll task follows it meanwhile).
+
+        Cheap while waiting: a stat of state.json every 20 ms, and the agent's
+        liveness once a second, so a long grace window costs next to no CPU.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
+        last_liveness = time.monotonic()
         while not view.is_final:
             if deadline is not None and time.monotonic() > deadline:
                 return
-            self.poll_once()
-            if not view.is_final:
-                view.refresh_state()
+            view.refresh_state()
+            if time.monotonic() - last_liveness >= LIVENESS_INTERVAL:
+                last_liveness = time.monotonic()
                 if view.check_lost(self.folder):
                     self.listener.run_changed(view)
-            await asyncio.sleep(0.01)
+            if not view.is_final:
+                await asyncio.sleep(0.02)
         self.poll_once()
 
     # -- logs ------------------------------------------------------------------------------
