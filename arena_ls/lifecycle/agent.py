@@ -103,9 +103,11 @@ class Agent:
             self.run_dir.write_state(self.state)
 
     def say(self, text: str) -> None:
-        """A line of the supervisor's own, in the run's log (stream ``arena``)."""
+        """A line of the supervisor's own, in the run's log (stream ``arena``).
+
+        Not part of ``tail``: failure evidence comes from the trainer's own lines.
+        """
         self.output.append_line(ARENA, text)
-        self.tail.append(text)
 
     # -- main loop -----------------------------------------------------------------------
 
@@ -233,9 +235,11 @@ class Agent:
                 data = b""
             if not data:
                 break
-            complete = self.output.append(stream, data)
+            complete, update = self.output.append(stream, data)
             if complete:
                 self._scan(complete)
+            if update:
+                self._scan_update(update)
         last = self.output.finish_stream(stream)
         if last:
             self._scan(last)
@@ -251,6 +255,14 @@ class Agent:
             if isinstance(event, Checkpoint):
                 self._on_checkpoint(event)
             elif isinstance(event, Progress):
+                self._on_progress(event)
+
+    def _scan_update(self, update: bytes) -> None:
+        """An unfinished line redrawn in place (a progress bar): its latest state."""
+        segments = [part for part in update.split(b"\r") if part.strip()]
+        if segments:
+            event = self.parser.parse(segments[-1].decode("utf-8", "replace"))
+            if isinstance(event, Progress):
                 self._on_progress(event)
 
     def _on_checkpoint(self, event: Checkpoint) -> None:

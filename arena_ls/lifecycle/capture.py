@@ -70,22 +70,30 @@ class OutputWriter:
     def lines_written(self) -> int:
         return self._next_seq
 
-    def append(self, stream: int, data: bytes) -> bytes:
-        """Record a chunk; return the complete lines it finished (for event scanning)."""
+    def append(self, stream: int, data: bytes) -> tuple[bytes, bytes]:
+        """Record a chunk; return (the complete lines it finished, an unfinished update).
+
+        An unfinished line that carries a carriage return (a tqdm-style bar
+        redrawn in place) is recorded at once as a continuation, so that its
+        progress is seen live rather than when the bar finally ends its line.
+        """
         with self._lock:
             pending = self._pending[stream]
             cut = data.rfind(b"\n")
+            complete = b""
             if cut < 0:
                 pending += data
-                if len(pending) > LINE_LIMIT:
-                    self._write(stream, FLAG_CONTINUED, bytes(pending), 0)
-                    pending.clear()
-                return b""
-            complete = bytes(pending) + data[: cut + 1] if pending else data[: cut + 1]
-            pending.clear()
-            pending += data[cut + 1 :]
-            self._write(stream, FLAG_LINES, complete, complete.count(b"\n"))
-            return complete
+            else:
+                complete = bytes(pending) + data[: cut + 1] if pending else data[: cut + 1]
+                pending.clear()
+                pending += data[cut + 1 :]
+                self._write(stream, FLAG_LINES, complete, complete.count(b"\n"))
+            if len(pending) > LINE_LIMIT or (pending and b"\r" in data):
+                update = bytes(pending)
+                self._write(stream, FLAG_CONTINUED, update, 0)
+                pending.clear()
+                return complete, update
+            return complete, b""
 
     def append_line(self, stream: int, text: str) -> None:
         """Record a line of the supervisor's own (``stream`` is usually ARENA)."""
@@ -163,8 +171,12 @@ class LogLine:
         return {"seq": self.seq, "stream": self.stream, "text": self.text, "at": iso_utc(self.at)}
 
 
-def clean_text(raw: bytes) -> str:
-    """Hygiene for one line: CR progress collapsed, ANSI removed, bad bytes replaced, cut."""
+def clean_text(raw: bytes, length: int | None = None) -> str:
+    """Hygiene for one line: CR progress collapsed, ANSI removed, bad bytes replaced, cut.
+
+    ``length`` is the line's real length when ``raw`` holds only its kept
+    beginning (an overlong line), so the cut note gives the true count.
+    """
     if raw.endswith(b"\r"):
         raw = raw.rstrip(b"\r")
     if b"\r" in raw:
@@ -176,7 +188,8 @@ def clean_text(raw: bytes) -> str:
         text = _ANSI.sub("", text)
     text = _CONTROL.sub("", text)
     if cut:
-        text += f" … [line cut: {len(raw) - LINE_LIMIT} more bytes in the log file]"
+        dropped = max(len(raw), length or 0) - LINE_LIMIT
+        text += f" … [line cut: {dropped} more bytes in the log file]"
     return text
 
 
@@ -248,6 +261,8 @@ class Page:
     cursor: Cursor
     reset: str | None = None
     """Set when the log was truncated or replaced since the cursor was made."""
+    updates: list[LogLine] = attrs.field(factory=list)
+    """The latest state of unfinished lines redrawn in place (for live progress; seq -1)."""
 
 
 class OutputReader:
@@ -298,6 +313,7 @@ class OutputReader:
         if count == cursor.record:
             return Page([], cursor, reset)
         lines: list[LogLine] = []
+        updates: list[LogLine] = []
         open_parts = self._reopen_lines(cursor)
         record, offset, seq = cursor.record, cursor.offset, cursor.seq
         open_starts = dict(cursor.open_lines)
@@ -314,6 +330,8 @@ class OutputReader:
                 if len(data) < length:
                     break  # the agent is between its two writes
                 produced = self._lines_of(stream, flags, data, first_seq, at, open_parts)
+                if flags == FLAG_CONTINUED and b"\r" in data:
+                    updates.append(LogLine(-1, STREAMS[stream], clean_text(data), at))
                 fresh = produced[max(0, seq - first_seq) :]
                 room = limit - len(lines)
                 if len(fresh) > room:  # stop inside this record; seq says where
@@ -330,7 +348,7 @@ class OutputReader:
                 offset += length
                 seq = max(seq, first_seq + len(produced))
         next_cursor = Cursor(record, offset, seq, open_starts, cursor.ident or file_ident(self.run_dir))
-        return Page(lines, next_cursor, reset)
+        return Page(lines, next_cursor, reset, updates)
 
     def _check_ident(self, cursor: Cursor) -> str | None:
         if not cursor.ident or cursor.record == 0:
@@ -346,21 +364,21 @@ class OutputReader:
             return "the log file was truncated or replaced since this cursor was made; reading from its start"
         return None
 
-    def _reopen_lines(self, cursor: Cursor) -> dict[int, bytearray]:
+    def _reopen_lines(self, cursor: Cursor) -> dict[int, OpenLine]:
         """Rebuild the unfinished overlong lines a cursor points into."""
-        parts: dict[int, bytearray] = {}
+        parts: dict[int, OpenLine] = {}
         if not cursor.open_lines:
             return parts
         with open(self._idx_path, "rb") as idx, open(self._log_path, "rb") as log:
             for stream, (start_record, start_offset) in cursor.open_lines.items():
-                buffer = bytearray()
+                buffer = OpenLine()
                 idx.seek(start_record * RECORD.size)
                 offset = start_offset
                 for _ in range(start_record, cursor.record):
                     rec_stream, _, length, _, _, _ = RECORD.unpack(idx.read(RECORD.size))
                     if rec_stream == stream:
                         log.seek(offset)
-                        _keep(buffer, log.read(length))
+                        buffer.add(log.read(length))
                     offset += length
                 parts[stream] = buffer
         return parts
@@ -372,34 +390,50 @@ class OutputReader:
         data: bytes,
         first_seq: int,
         at: float,
-        open_parts: dict[int, bytearray],
+        open_parts: dict[int, OpenLine],
     ) -> list[LogLine]:
         name = STREAMS[stream] if stream < len(STREAMS) else "arena"
         if flags == FLAG_CONTINUED:
-            _keep(open_parts.setdefault(stream, bytearray()), data)
+            open_parts.setdefault(stream, OpenLine()).add(data)
             return []
         raws = data.split(b"\n")
         if flags == FLAG_LINES:
             raws.pop()  # the empty piece after the last newline
         head = open_parts.pop(stream, None)
+        head_length = None
         if head is not None and raws:
-            _keep(head, raws[0])
-            raws[0] = bytes(head)
+            head.add(raws[0])
+            head_length = head.total
+            raws[0] = bytes(head.kept)
         return [
-            LogLine(seq=first_seq + i, stream=name, text=clean_text(raw), at=at) for i, raw in enumerate(raws)
+            LogLine(
+                seq=first_seq + i,
+                stream=name,
+                text=clean_text(raw, head_length if i == 0 else None),
+                at=at,
+            )
+            for i, raw in enumerate(raws)
         ]
 
 
-def _keep(buffer: bytearray, data: bytes) -> None:
-    """Grow an overlong line's buffer, keeping its latest CR state, bounded."""
-    if b"\r" in data:
-        tail = data.rsplit(b"\r", 1)[1]
-        if tail:
-            buffer.clear()
-            data = tail
-    room = LINE_LIMIT + 1 - len(buffer)
-    if room > 0:
-        buffer += data[:room]
+@attrs.define
+class OpenLine:
+    """An overlong line being reassembled: its kept beginning and its true length."""
+
+    kept: bytearray = attrs.field(factory=bytearray)
+    total: int = 0
+
+    def add(self, data: bytes) -> None:
+        """Grow the line, keeping its latest CR state, bounded to just over the cut."""
+        self.total += len(data)
+        if b"\r" in data:
+            tail = data.rsplit(b"\r", 1)[1]
+            if tail:
+                self.kept.clear()
+                data = tail
+        room = LINE_LIMIT + 1 - len(self.kept)
+        if room > 0:
+            self.kept += data[:room]
 
 
 def _record_at(idx: BinaryIO, index: int) -> tuple[int, int, int, int, int, float]:

@@ -67,8 +67,9 @@ class RunView:
         self.progress = ProgressTracker()
         self.parser = EventParser.for_patterns(spec.progress_pattern, spec.checkpoint_pattern)
         self.elided = 0
-        self.last_liveness_check = 0.0
         self.problem: str | None = None
+        self.notified: Any = None
+        """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
 
     @property
     def run_id(self) -> str:
@@ -105,6 +106,10 @@ class RunView:
             self.agent.poll()  # reap our own agent when it has exited
         return changed
 
+    def snapshot(self) -> Any:
+        """What a client is told about: the recorded state and the status."""
+        return (self.status.value, unstructure(self.state) if self.state is not None else None)
+
     def start_live_at_tail(self) -> None:
         """Adopting: fill the ring with the last lines, follow from there."""
         self.cursor = self.reader.tail_cursor(RING_LINES)
@@ -125,6 +130,8 @@ class RunView:
         for line in page.lines:
             self.ring.append(line)
             self._scan(line)
+        for update in page.updates:
+            self._scan(update)
         return page.lines if notify else []
 
     def _backlog_bytes(self) -> int:

@@ -40,6 +40,7 @@ from arena_ls.lifecycle.rundir import CorruptState, RunDir, RunSpec, StateFolder
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
+from arena_ls.timeutil import iso_utc_now
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +200,7 @@ class Supervisor:
         return active
 
     def _follow(self, view: RunView, check_liveness: bool) -> None:
-        before = view.status
-        changed = view.refresh_state()
+        view.refresh_state()
         lines = view.read_new_lines()
         if lines:
             self._last_data = time.monotonic()
@@ -208,11 +208,23 @@ class Supervisor:
             for line in lines:
                 if line.stream == "arena":
                     self.listener.lifecycle(view, line.text)
-        if check_liveness and view.check_lost(self.folder):
-            changed = True
-        if changed or view.status is not before:
-            self._last_data = time.monotonic()
-            self.listener.run_changed(view)
+        if check_liveness:
+            view.check_lost(self.folder)
+        self.notify_if_changed(view)
+
+    def notify_if_changed(self, view: RunView) -> None:
+        """Tell the listener about every change of a run's state, once.
+
+        Whoever re-read the state (a status request, a stop waiting for its
+        run), the change is compared with what was last announced, so no
+        status change goes unannounced and none is announced twice.
+        """
+        snapshot = view.snapshot()
+        if snapshot == view.notified:
+            return
+        view.notified = snapshot
+        self._last_data = time.monotonic()
+        self.listener.run_changed(view)
 
     def wake(self) -> None:
         self._wake.set()
@@ -415,7 +427,7 @@ class Supervisor:
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
-        self.listener.run_changed(view)
+        self.notify_if_changed(view)
         return view.to_wire()
 
     # -- stop ------------------------------------------------------------------------------
@@ -476,11 +488,11 @@ class Supervisor:
             view.refresh_state()
             if time.monotonic() - last_liveness >= LIVENESS_INTERVAL:
                 last_liveness = time.monotonic()
-                if view.check_lost(self.folder):
-                    self.listener.run_changed(view)
+                view.check_lost(self.folder)
+            self.notify_if_changed(view)
             if not view.is_final:
                 await asyncio.sleep(0.02)
-        self.poll_once()
+        self._follow(view, check_liveness=False)
 
     # -- logs ------------------------------------------------------------------------------
 
@@ -495,7 +507,7 @@ class Supervisor:
         page = view.reader.read(position, limit)
         lines = [line.to_wire() for line in page.lines]
         if page.reset:
-            lines.insert(0, {"seq": -1, "stream": "arena", "text": page.reset, "at": None})
+            lines.insert(0, {"seq": -1, "stream": "arena", "text": page.reset, "at": iso_utc_now()})
         done = final_before and page.cursor.record >= view.reader.record_count()
         return {"runId": view.run_id, "lines": lines, "cursor": page.cursor.encode(), "done": done}
 

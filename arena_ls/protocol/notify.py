@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena_ls.lifecycle.capture import LogLine
+from arena_ls.timeutil import iso_utc_now
 
 MAX_BYTES_PER_SECOND = 1 << 20
 """1 MiB/s of line text per client (the contract allows at most 2 MB/s)."""
@@ -72,7 +73,7 @@ class LogBatcher:
                         "stream": "arena",
                         "text": f"… {dropped[run_id]} lines not shown here (rate bound); "
                         "all are in the log file and arena/logs",
-                        "at": None,
+                        "at": iso_utc_now(),
                         "summary": True,
                     }
                 )

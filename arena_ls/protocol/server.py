@@ -47,6 +47,8 @@ class ArenaServer(LanguageServer):
         super().__init__("arena-ls", __version__, converter_factory=arena_converter)
         self.hardware = hardware
         self.settings = Settings()
+        self.init_settings = Settings()
+        """Settings from ``initializationOptions``: the base that configuration changes apply to."""
         self.root = Path.cwd()
         self.workspace_factory = workspace_factory or Workspace
         self.arena: Workspace | None = None
@@ -116,6 +118,7 @@ class ArenaServer(LanguageServer):
         return self.ws.supervisor
 
     def apply_settings(self, options: Any, *, base: Settings | None = None) -> None:
+        """Settings from the client on top of ``base`` (the initialization options)."""
         settings, problems = parse_settings(options, base or Settings())
         self.settings = settings
         for problem in problems:
@@ -169,6 +172,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         if root:
             ls.root = Path(root)
         ls.apply_settings(params.initialization_options)
+        ls.init_settings = ls.settings
         ls.arena = None
 
     @server.feature(types.INITIALIZED)
@@ -180,7 +184,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
     async def on_configuration(ls: ArenaServer, params: types.DidChangeConfigurationParams) -> None:
         settings = params.settings
         if isinstance(settings, dict) and settings.get("arena") is not None:
-            ls.apply_settings(settings["arena"])
+            ls.apply_settings(settings["arena"], base=ls.init_settings)
         await pull_configuration(ls)
 
     @server.feature(types.SHUTDOWN)
@@ -203,7 +207,7 @@ async def pull_configuration(ls: ArenaServer) -> None:
         log.info("workspace/configuration failed: %s", error)
         return
     if result and isinstance(result[0], dict):
-        ls.apply_settings(result[0], base=ls.settings)
+        ls.apply_settings(result[0], base=ls.init_settings)
 
 
 def _register_methods(server: ArenaServer) -> None:

@@ -47,9 +47,9 @@ class Workspace:
         """Adopt the runs already in the state folder and follow them."""
         self.supervisor.scan()
         self.supervisor.ensure_polling()
-        for view in self.supervisor.views.values():
+        for view in list(self.supervisor.views.values()):
             if not view.is_final:
-                self.server.run_changed(view)
+                self.supervisor.notify_if_changed(view)
 
     async def close(self) -> None:
         await self.supervisor.close()

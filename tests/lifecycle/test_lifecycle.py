@@ -153,6 +153,8 @@ async def test_cooperative_stop_by_file(client: ArenaClient, workspace: Path) ->
     assert len(result["tail"]) <= 20
     assert not psutil.pid_exists(info["pid"]) or psutil.Process(info["pid"]).status() == "zombie"
     assert (run_dir(workspace, info["runId"]) / "STOP").exists()
+    await wait_for(lambda: "stopped" in client.status_of(info["runId"]), what="statusChanged stopped")
+    assert "stopping" in client.status_of(info["runId"])
 
 
 async def test_stop_kills_a_stubborn_tree_after_the_grace_window(client: ArenaClient) -> None:
@@ -188,7 +190,7 @@ async def test_exit_code_three_is_a_crash(client: ArenaClient) -> None:
     final = await wait_status(client, info["runId"], "crashed", "succeeded")
     assert final["status"] == "crashed"
     assert final["exitCode"] == 3
-    assert final["failure"]["kind"] == "error"
+    assert final["failure"] == {"kind": "error", "evidence": "done"}, "the trainer's own last line"
     texts = [line["text"] for line in await all_logs(client, info["runId"])]
     assert "TRAINING_CRASHED: exit3 code 3" in texts
     await wait_for(lambda: any("TRAINING_CRASHED: exit3 code 3" in m.message for m in client.log_messages))

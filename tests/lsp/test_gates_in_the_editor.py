@@ -123,6 +123,11 @@ async def test_failing_trainer_diagnostics_clear_when_fixed(client: ArenaClient,
     assert (error.code, error.data["reason"]) == (1004, "gates-failed")
     assert {d["code"] for d in error.data["diagnostics"]} >= {"AR007", "AR008"}
     assert any(t.startswith("⛔ Blocked: 2 gate failures") for t in await lens_titles(client, manifest_uri))
+    shown = await client.call(
+        "workspace/executeCommand", types.ExecuteCommandParams("arena.showBlocked", [{"id": "lm"}])
+    )
+    assert {d["code"] for d in shown["blockedBy"]} == {"AR007", "AR008"}
+    await wait_for(lambda: any("AR007" in m.message for m in client.messages), what="the blocked message")
     status = await client.call("arena/status", {})
     job = status["jobs"][0]
     assert job["runnable"] is False and {d["code"] for d in job["blockedBy"]} == {"AR007", "AR008"}

@@ -252,6 +252,8 @@ async def test_settings_changes_and_bad_values(tmp_path: Path, capabilities: str
             return not next(c for c in result["preflight"] if c["name"] == "ram")["ok"]
 
         await wait_async(refused)
+        dry = await client.call("arena/start", {"id": "lm", "dryRun": True})
+        assert dry["argv"][0] == sys.executable, "a partial change keeps the initialization options"
         info = json.dumps(await client.call("arena/status", {}))
         assert "health" in info
     finally:

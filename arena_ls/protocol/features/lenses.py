@@ -46,9 +46,12 @@ def manifest_lenses(ls: ArenaServer) -> list[types.CodeLens]:
                     line, f"■ Stop {job.display_name} ({active.status.value})", "arena.stop", {"id": job.id}
                 )
             )
+        elif info.get("runnable") and job.status == "approval-required":
+            # Clicking a lens that says "approve" is the explicit approval.
+            title = f"▶ Approve and run {job.display_name}"
+            lenses.append(_lens(line, title, "arena.start", {"id": job.id, "approved": True}))
         elif info.get("runnable"):
-            suffix = " (needs approval)" if job.status == "approval-required" else ""
-            lenses.append(_lens(line, f"▶ Run {job.display_name}{suffix}", "arena.start", {"id": job.id}))
+            lenses.append(_lens(line, f"▶ Run {job.display_name}", "arena.start", {"id": job.id}))
         elif job.status == "disabled":
             lenses.append(_lens(line, "⛔ Disabled", "arena.showBlocked", {"id": job.id}))
         else:
@@ -76,7 +79,9 @@ def register(server: ArenaServer) -> None:
         return manifest_lenses(ls)
 
     @server.command("arena.showBlocked")
-    async def show_blocked(ls: ArenaServer, *args: Any) -> dict[str, Any]:
+    async def show_blocked(ls: Any, *args: Any) -> dict[str, Any]:
+        # ``ls`` is annotated ``Any``: pygls resolves a command's type hints at
+        # call time, and ArenaServer is only imported for type checking here.
         try:
             params = P.as_object(
                 P.command_argument(args, "arena.showBlocked"), "arena.showBlocked", required=("id",)

@@ -1,0 +1,1 @@
+"""``arena``, the terminal client: an LSP client of a child ``arena-ls``, like any editor."""

@@ -1,0 +1,257 @@
+"""The commands that talk to the server: start, stop, status, logs, demo, plot.
+
+Each one opens a session with a child ``arena-ls``, makes its requests like
+any editor would, prints, and returns the exit status. Refusals and server
+errors are raised (``JsonRpcError``) and printed as one line by ``cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
+from arena_ls.client.follow import FollowResult, follow_run
+from arena_ls.client.lspclient import JsonRpcError, LspSession
+from arena_ls.client.render import (
+    OK_STATUSES,
+    make_follow_view,
+    print_line,
+    run_summary,
+    write_plain,
+)
+from arena_ls.client.session import Options, connect
+from arena_ls.client.tables import print_status
+
+DEMO_JOB = "tiny-lm"
+PAGE_LIMIT = 1000
+
+
+# -- start ---------------------------------------------------------------------------------
+
+
+def start_params(args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {"id": args.job, "approved": bool(args.approve)}
+    if args.fresh:
+        params["resume"] = False
+    if args.start_step is not None:
+        params["resume"] = True
+        params["startStep"] = args.start_step
+    return params
+
+
+async def cmd_start(options: Options, args: argparse.Namespace) -> int:
+    async with connect(options) as session:
+        info = await session.request("arena/start", start_params(args))
+        announce_start(options, info)
+        if not args.follow:
+            write_plain(options.console, f"follow it with: arena logs -f {info.get('jobId')}")
+            return EXIT_OK
+        result = await follow_and_report(session, options, info)
+        return result.exit_code
+
+
+def announce_start(options: Options, info: dict[str, Any]) -> None:
+    write_plain(
+        options.console,
+        f"started run {info.get('runId')} of job {info.get('jobId')} "
+        f"(pid {info.get('pid')}, agent pid {info.get('agentPid')})",
+    )
+
+
+async def follow_and_report(
+    session: LspSession, options: Options, info: dict[str, Any]
+) -> FollowResult:
+    title = await job_name(session, str(info.get("jobId")))
+    result = await follow_run(session, make_follow_view(options.console, title), info, title)
+    if not result.detached:
+        report_end(options, result.info)
+    return result
+
+
+def report_end(options: Options, info: dict[str, Any]) -> None:
+    """The run's end: a summary on stdout, or one ``arena:`` line on stderr when it failed."""
+    if info.get("status") in OK_STATUSES:
+        write_plain(options.console, run_summary(info))
+    else:
+        print(f"arena: {run_summary(info)}", file=sys.stderr, flush=True)
+
+
+async def job_name(session: LspSession, job_id: str) -> str:
+    status = await session.request("arena/status", {})
+    for job in status.get("jobs") or []:
+        if isinstance(job, dict) and job.get("id") == job_id:
+            return str(job.get("name") or job_id)
+    return job_id
+
+
+# -- stop ----------------------------------------------------------------------------------
+
+
+def stop_params(args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {"kill": bool(args.kill), "confirm": bool(args.confirm)}
+    if args.job:
+        params["id"] = args.job
+    if args.grace is not None:
+        params["graceSeconds"] = args.grace
+    return params
+
+
+async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
+    async with connect(options) as session:
+        result = await session.request("arena/stop", stop_params(args))
+    if result.get("status") == "idle":
+        what = f"job {args.job} is not running" if args.job else "nothing is running"
+        write_plain(options.console, what)
+        return EXIT_OK
+    write_plain(options.console, run_summary(result))
+    tail = result.get("tail") or []
+    if tail:
+        write_plain(options.console, "last lines:")
+        for line in tail:
+            print_line(options.console, line)
+    return EXIT_OK if result.get("status") in OK_STATUSES else EXIT_FAILED
+
+
+# -- status --------------------------------------------------------------------------------
+
+
+async def cmd_status(options: Options, args: argparse.Namespace) -> int:
+    async with connect(options) as session:
+        status = await session.request("arena/status", {})
+    if args.json:
+        sys.stdout.write(json.dumps(status, indent=2) + "\n")
+        sys.stdout.flush()
+    else:
+        print_status(options.console, status)
+    return EXIT_OK
+
+
+# -- logs ----------------------------------------------------------------------------------
+
+
+def pick_run(
+    status: dict[str, Any], *, job: str | None = None, run_id: str | None = None
+) -> dict[str, Any]:
+    """The run a command is about: ``run_id``, else the active run (of ``job``), else the latest."""
+    runs = [r for r in status.get("runs") or [] if isinstance(r, dict)]
+    if run_id is not None:
+        for run in runs:
+            if run.get("runId") == run_id:
+                return run
+        raise CliError(f"no run {run_id} in this workspace")
+    active = status.get("active")
+    if isinstance(active, dict) and (job is None or active.get("jobId") == job):
+        return active
+    mine = [r for r in runs if job is None or r.get("jobId") == job]
+    if not mine:
+        raise CliError(f"job {job} has no runs yet" if job else "no runs yet in this workspace")
+    return mine[-1]
+
+
+async def print_all_lines(session: LspSession, options: Options, run_id: str) -> int:
+    """Page through ``arena/logs`` from the first line; the number of lines printed."""
+    cursor: str | None = None
+    count = 0
+    while True:
+        page = await session.request(
+            "arena/logs", {"runId": run_id, "cursor": cursor, "limit": PAGE_LIMIT}
+        )
+        lines = page.get("lines") or []
+        for line in lines:
+            print_line(options.console, line)
+        count += len(lines)
+        cursor = page.get("cursor") or cursor
+        if not lines:
+            return count
+
+
+async def cmd_logs(options: Options, args: argparse.Namespace) -> int:
+    async with connect(options) as session:
+        run = pick_run(await session.request("arena/status", {}), job=args.job, run_id=args.run)
+        if args.follow:
+            result = await follow_and_report(session, options, run)
+            return result.exit_code
+        await print_all_lines(session, options, str(run["runId"]))
+    return EXIT_OK
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
+    async with connect(options) as session:
+        params: dict[str, Any] = {"id": DEMO_JOB, "approved": True}
+        if args.fresh:
+            params["resume"] = False
+        info = await session.request("arena/start", params)
+        announce_start(options, info)
+        result = await follow_and_report(session, options, info)
+        if result.detached:
+            return EXIT_INTERRUPTED
+        metrics = await session.request("arena/metrics", {"runId": info["runId"]})
+        cwd = await job_cwd(session, DEMO_JOB, options.root)
+    print_checkpoints(options, result.info, metrics, cwd)
+    return result.exit_code
+
+
+async def job_cwd(session: LspSession, job_id: str, root: Path) -> Path:
+    """The folder the job runs in (a dry-run start says), else the workspace root."""
+    try:
+        plan = await session.request("arena/start", {"id": job_id, "dryRun": True})
+    except JsonRpcError:
+        return root
+    cwd = plan.get("cwd") if isinstance(plan, dict) else None
+    return Path(cwd) if isinstance(cwd, str) and cwd else root
+
+
+def checkpoint_paths(
+    info: dict[str, Any], metrics: dict[str, Any], cwd: Path
+) -> list[tuple[int, Path]]:
+    """Each checkpoint file the run announced, with the last step saved there, in order."""
+    latest: dict[Path, int] = {}
+    announced = [c for c in metrics.get("checkpoints") or [] if isinstance(c, dict)]
+    last = info.get("lastCheckpoint")
+    if isinstance(last, dict):
+        announced.append(last)
+    for checkpoint in announced:
+        path = checkpoint.get("path")
+        if isinstance(path, str) and path:
+            resolved = (cwd / path).resolve()
+            latest.pop(resolved, None)
+            latest[resolved] = int(checkpoint.get("step") or 0)
+    return [(step, path) for path, step in latest.items()]
+
+
+def print_checkpoints(
+    options: Options, info: dict[str, Any], metrics: dict[str, Any], cwd: Path
+) -> None:
+    found = checkpoint_paths(info, metrics, cwd)
+    if not found:
+        write_plain(options.console, f"run {info.get('runId')} announced no checkpoint")
+        return
+    write_plain(options.console, f"checkpoints of run {info.get('runId')} (job folder {cwd}):")
+    for step, path in found:
+        state = "" if path.exists() else " (missing)"
+        write_plain(options.console, f"  step {step}: {path}{state}")
+    step, path = found[-1]
+    write_plain(options.console, f"latest checkpoint: {path} (step {step})")
+
+
+# -- plot ----------------------------------------------------------------------------------
+
+
+async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
+    from arena_ls.client.plot import require_matplotlib, write_loss_png
+
+    require_matplotlib()
+    async with connect(options) as session:
+        run = pick_run(await session.request("arena/status", {}), job=args.job)
+        metrics = await session.request("arena/metrics", {"runId": run["runId"]})
+    out = Path(args.out) if args.out else Path(f"{run['runId']}-loss.png")
+    write_loss_png(metrics, f"{run.get('jobId')} · run {run['runId']}", out)
+    write_plain(options.console, f"wrote {out.resolve()}")
+    return EXIT_OK

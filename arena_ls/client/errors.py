@@ -1,0 +1,92 @@
+"""Exit codes, and every failure as one line a person can act on.
+
+A script can rely on the exit status: 0 ok, 1 the run failed or was refused,
+2 usage (bad arguments or params), 130 interrupted (the client was left with
+Ctrl-C; any run goes on).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena_ls.client.lspclient import JsonRpcError, ServerExited
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+INVALID_PARAMS = -32602
+REFUSAL_CODES = range(1001, 1009)
+
+HINTS = {
+    "approval-required": "pass --approve",
+    "already-running": "see it with `arena status`, stop it with `arena stop`",
+    "gates-failed": "see `arena check`",
+    "invalid-manifest": "see `arena check`",
+}
+
+
+class CliError(Exception):
+    """A failure the client reports as one line ``arena: ...`` and an exit status."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def from_rpc_error(error: JsonRpcError) -> CliError:
+    """A JSON-RPC error as a one-line ``CliError``."""
+    if error.code in REFUSAL_CODES:
+        reason = error.reason or str(error.code)
+        return CliError(f"refused ({reason}): {refusal_detail(reason, error)}")
+    if error.code == INVALID_PARAMS:
+        return CliError(f"bad request: {one_line(error.message)}", EXIT_USAGE)
+    return CliError(f"server error {error.code}: {one_line(error.message)}")
+
+
+def from_server_exit(error: ServerExited) -> CliError:
+    return CliError(
+        f"the language server exited unexpectedly (code {error.returncode}); "
+        "run with --verbose to see its log"
+    )
+
+
+def refusal_detail(reason: str, error: JsonRpcError) -> str:
+    data: dict[str, Any] = error.data if isinstance(error.data, dict) else {}
+    if reason == "no-checkpoint":
+        return no_checkpoint_detail(error.message, data)
+    parts = [one_line(error.message)]
+    extra = _extra(reason, data)
+    if extra:
+        parts.append(extra)
+    if reason in HINTS:
+        parts.append(HINTS[reason])
+    return "; ".join(parts)
+
+
+def no_checkpoint_detail(message: str, data: dict[str, Any]) -> str:
+    runtime = data.get("runtimeSeconds")
+    head = one_line(message).split(":", 1)[0]
+    if isinstance(runtime, (int, float)):
+        minutes = max(0.1, runtime / 60) if runtime > 0 else 0.0
+        lost = f"stopping it now loses {minutes:.1f} min ({runtime:.0f}s) of training"
+    else:
+        lost = "stopping it now loses all its training"
+    return f"{head}: {lost}; pass --confirm to stop anyway"
+
+
+def _extra(reason: str, data: dict[str, Any]) -> str:
+    if reason == "not-allowlisted":
+        known = data.get("known") or []
+        return f"known jobs: {', '.join(map(str, known)) or 'none'}"
+    if reason in ("gates-failed", "invalid-manifest"):
+        codes = sorted(
+            {str(d.get("code")) for d in data.get("diagnostics") or [] if isinstance(d, dict)}
+        )
+        return f"codes: {', '.join(codes)}" if codes else ""
+    return ""
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())

@@ -1,0 +1,305 @@
+"""What ``arena`` prints: log lines, the live progress bar, run summaries.
+
+On a terminal, log lines scroll above a ``rich`` progress bar; stderr lines
+and the supervisor's own (``arena``) lines are marked and styled. Anywhere
+else (a pipe, a file, CI) the output is plain lines with no control codes and
+a progress line every few seconds. ``ARENA_NO_COLOR`` (or ``NO_COLOR``) turns
+colours off on a terminal too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any, Protocol, TextIO
+
+import attrs
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.text import Text
+
+PLAIN_PROGRESS_INTERVAL = 3.0
+"""Seconds between progress lines when stdout is not a terminal."""
+PLAIN_WIDTH = 120
+PROTOCOL_PREFIX = "@arena "
+FINAL_STATUSES = frozenset({"stopped", "succeeded", "crashed", "lost"})
+OK_STATUSES = frozenset({"stopped", "succeeded"})
+
+
+def colors_off() -> bool:
+    return bool(os.environ.get("ARENA_NO_COLOR") or os.environ.get("NO_COLOR"))
+
+
+def make_console(file: TextIO | None = None) -> Console:
+    """A console on stdout (or ``file``); plain and wide enough when it is not a terminal."""
+    stream = file or sys.stdout
+    terminal = stream.isatty()
+    return Console(
+        file=stream,
+        no_color=colors_off(),
+        highlight=False,
+        width=None if terminal else PLAIN_WIDTH,
+        color_system="auto" if terminal else None,
+    )
+
+
+# -- numbers -------------------------------------------------------------------------------
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    total = max(0, round(seconds))
+    if total < 60:
+        return f"{total}s"
+    minutes, secs = divmod(total, 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def fmt_loss(loss: Any) -> str:
+    return f"{loss:.4g}" if isinstance(loss, (int, float)) else "?"
+
+
+def fmt_step(step: Any, total: Any) -> str:
+    if step is None:
+        return "?"
+    return f"{step}/{total}" if total else str(step)
+
+
+# -- progress state ------------------------------------------------------------------------
+
+
+@attrs.define
+class ProgressState:
+    """What the progress bar shows, from RunInfo (``arena/statusChanged``, ``arena/status``)
+    and work-done ``$/progress`` reports."""
+
+    title: str
+    status: str = "starting"
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    speed: float | None = None
+    eta: float | None = None
+    message: str | None = None
+    percentage: float | None = None
+    stalled: bool = False
+    prefer_message: bool = False
+    """True when a ``$/progress`` report is newer than the last RunInfo."""
+
+    def apply_info(self, info: dict[str, Any]) -> None:
+        self.status = str(info.get("status") or self.status)
+        self.stalled = bool(info.get("stalled"))
+        self.prefer_message = False
+        step, total = info.get("step"), info.get("totalSteps")
+        if isinstance(step, int):
+            self.step = step
+        if isinstance(total, int) and total > 0:
+            self.total = total
+        for name, key in (("loss", "loss"), ("speed", "stepsPerSecond"), ("eta", "etaSeconds")):
+            value = info.get(key)
+            if isinstance(value, (int, float)) or info.get("status") in FINAL_STATUSES:
+                setattr(self, name, value if isinstance(value, (int, float)) else None)
+
+    def apply_report(self, value: dict[str, Any]) -> None:
+        """A ``$/progress`` begin or report: the server's own summary and percentage."""
+        message, percentage = value.get("message"), value.get("percentage")
+        if isinstance(message, str) and message:
+            self.message = message
+            self.prefer_message = True
+        if isinstance(percentage, (int, float)):
+            self.percentage = float(percentage)
+
+    @property
+    def has_numbers(self) -> bool:
+        return self.step is not None
+
+    def text(self) -> str:
+        """``step 41/300 · loss 0.0732 · 19.8 it/s · ETA 13s``."""
+        if self.message and (self.prefer_message or self.step is None):
+            return self.message
+        if self.step is None:
+            return self.status
+        parts = [f"step {fmt_step(self.step, self.total)}"]
+        if self.loss is not None:
+            parts.append(f"loss {fmt_loss(self.loss)}")
+        if self.speed:
+            parts.append(f"{self.speed:.3g} it/s")
+        if self.eta is not None and self.status not in FINAL_STATUSES:
+            parts.append(f"ETA {fmt_duration(self.eta)}")
+        if self.stalled:
+            parts.append("stalled")
+        return " · ".join(parts)
+
+    def completed(self) -> tuple[float, float | None]:
+        """(completed, total) for the bar; a percentage when steps are not known."""
+        if self.prefer_message and self.percentage is not None and self.total:
+            return self.percentage * self.total / 100, float(self.total)
+        if self.step is not None and self.total:
+            return float(self.step), float(self.total)
+        if self.percentage is not None:
+            return self.percentage, 100.0
+        return 0.0, None
+
+
+# -- log lines -----------------------------------------------------------------------------
+
+
+def plain_line(line: dict[str, Any]) -> str:
+    stream, text = line.get("stream"), str(line.get("text", ""))
+    if stream == "stderr":
+        return f"[stderr] {text}"
+    if stream == "arena":
+        return f"[arena] {text}"
+    return text
+
+
+def styled_line(line: dict[str, Any]) -> Text:
+    stream, text = line.get("stream"), str(line.get("text", ""))
+    if stream == "stderr":
+        return Text.assemble(("▌ ", "bold red"), (text, "red"))
+    if stream == "arena":
+        return Text.assemble(("arena ", "bold cyan"), (text, "cyan"))
+    if text.startswith(PROTOCOL_PREFIX):
+        return Text(text, style="dim")
+    return Text(text)
+
+
+def run_summary(info: dict[str, Any]) -> str:
+    """``run X succeeded · exit code 0 · step 15/15 · last checkpoint step 15 (ckpt-15.pt)``."""
+    parts = [f"run {info.get('runId')} {info.get('status')}"]
+    if info.get("stoppedBy"):
+        parts[0] += f" (by {info['stoppedBy']})"
+    if info.get("exitCode") is not None:
+        parts.append(f"exit code {info['exitCode']}")
+    if info.get("signal"):
+        parts.append(f"signal {info['signal']}")
+    if info.get("step") is not None:
+        parts.append(f"step {fmt_step(info.get('step'), info.get('totalSteps'))}")
+    checkpoint = info.get("lastCheckpoint")
+    if isinstance(checkpoint, dict):
+        parts.append(f"last checkpoint step {checkpoint.get('step')} ({checkpoint.get('path')})")
+    failure = info.get("failure")
+    if isinstance(failure, dict):
+        parts.append(f"failure {failure.get('kind')}: {failure.get('evidence')}")
+    return " · ".join(parts)
+
+
+# -- following -----------------------------------------------------------------------------
+
+
+class FollowView(Protocol):
+    """Where a followed run's output goes."""
+
+    def open(self) -> None: ...
+    def line(self, line: dict[str, Any]) -> None: ...
+    def note(self, text: str) -> None: ...
+    def progress(self, state: ProgressState) -> None: ...
+    def close(self) -> None: ...
+
+
+class LiveFollowView:
+    """A terminal: the log scrolls above a live progress bar."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+            refresh_per_second=8,
+        )
+        self.task: TaskID = self.bar.add_task(title, total=None, stats="starting")
+
+    def open(self) -> None:
+        self.bar.start()
+
+    def line(self, line: dict[str, Any]) -> None:
+        self.bar.console.print(styled_line(line), soft_wrap=True)
+
+    def note(self, text: str) -> None:
+        self.bar.console.print(Text(f"arena: {text}", style="bold yellow"), soft_wrap=True)
+
+    def progress(self, state: ProgressState) -> None:
+        completed, total = state.completed()
+        self.bar.update(
+            self.task,
+            description=f"{state.title} · {state.status}",
+            completed=completed,
+            total=total,
+            stats=state.text(),
+        )
+
+    def close(self) -> None:
+        self.bar.stop()
+
+
+class PlainFollowView:
+    """Not a terminal: plain lines, and a ``[progress]`` line every few seconds."""
+
+    def __init__(
+        self,
+        stream: IO[str],
+        interval: float = PLAIN_PROGRESS_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream = stream
+        self.interval = interval
+        self.clock = clock
+        self.last_at: float | None = None
+        self.last_text = ""
+
+    def open(self) -> None:
+        pass
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def line(self, line: dict[str, Any]) -> None:
+        self._write(plain_line(line))
+
+    def note(self, text: str) -> None:
+        self._write(f"arena: {text}")
+
+    def progress(self, state: ProgressState) -> None:
+        if not (state.has_numbers or state.message):
+            return
+        now, text = self.clock(), state.text()
+        due = self.last_at is None or now - self.last_at >= self.interval
+        if due and text != self.last_text:
+            self.last_at, self.last_text = now, text
+            self._write(f"[progress] {text}")
+
+    def close(self) -> None:
+        pass
+
+
+def make_follow_view(console: Console, title: str) -> FollowView:
+    if console.is_terminal:
+        return LiveFollowView(console, title)
+    return PlainFollowView(console.file)
+
+
+def print_line(console: Console, line: dict[str, Any]) -> None:
+    """One log line outside following: styled on a terminal, plain elsewhere."""
+    if console.is_terminal:
+        console.print(styled_line(line), soft_wrap=True)
+    else:
+        write_plain(console, plain_line(line))
+
+
+def write_plain(console: Console, text: str) -> None:
+    """A line exactly as given (no wrapping, no markup, no control codes), flushed."""
+    if console.is_terminal:
+        console.print(Text(text), soft_wrap=True)
+        return
+    console.file.write(text + "\n")
+    console.file.flush()

@@ -1,0 +1,58 @@
+"""Where the client works (the workspace root) and its session with a child ``arena-ls``."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+from rich.console import Console
+
+from arena_ls.client.errors import CliError
+from arena_ls.client.lspclient import LspSession, server_command
+
+MANIFEST = Path("training") / "manifest.json"
+
+
+@attrs.frozen
+class Options:
+    """What every command needs: the workspace root, verbosity and the output console."""
+
+    root: Path
+    verbose: bool
+    console: Console
+
+
+def find_root(start: Path) -> Path:
+    """The nearest folder at or above ``start`` with ``training/manifest.json``, else ``start``."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / MANIFEST).is_file():
+            return folder
+    return start
+
+
+def init_options() -> dict[str, Any]:
+    """Trainers run with the interpreter that runs ``arena``."""
+    return {"python": sys.executable}
+
+
+@contextlib.asynccontextmanager
+async def connect(options: Options) -> AsyncIterator[LspSession]:
+    """A started, initialized session; shut down cleanly at the end (runs go on)."""
+    if not options.root.is_dir():
+        raise CliError(f"workspace root {options.root} is not a folder", 2)
+    stderr = None if options.verbose else subprocess.DEVNULL
+    try:
+        session = await LspSession.launch(server_command(), cwd=options.root, stderr=stderr)
+    except OSError as error:
+        raise CliError(f"cannot start arena-ls: {error}") from error
+    try:
+        await session.initialize(options.root, init_options())
+        yield session
+    finally:
+        await session.close()

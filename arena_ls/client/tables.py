@@ -1,0 +1,162 @@
+"""``arena status`` as readable tables: jobs, the active run, recent runs, health."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console, RenderableType
+from rich.table import Table
+
+from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step
+
+RECENT_RUNS = 5
+
+
+def print_status(console: Console, status: dict[str, Any]) -> None:
+    for renderable in status_renderables(status):
+        console.print(renderable)
+
+
+def status_renderables(status: dict[str, Any]) -> list[RenderableType]:
+    runs = [r for r in status.get("runs") or [] if isinstance(r, dict)]
+    return [
+        jobs_table(status.get("jobs") or []),
+        active_table(status.get("active")),
+        runs_table(runs[-RECENT_RUNS:]),
+        health_table(status.get("health") or {}, status.get("deviceProfile")),
+        *gpu_tables(status.get("health") or {}),
+    ]
+
+
+def _yes_no(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+    table = Table(title="Jobs", title_justify="left")
+    for column in ("id", "name", "kind", "status", "runnable", "blocked by"):
+        table.add_column(column)
+    for job in jobs:
+        codes = sorted(
+            {str(d.get("code")) for d in job.get("blockedBy") or [] if isinstance(d, dict)}
+        )
+        table.add_row(
+            str(job.get("id")),
+            str(job.get("name")),
+            str(job.get("kind")),
+            str(job.get("status")),
+            _yes_no(job.get("runnable")),
+            ", ".join(codes) or "-",
+        )
+    if not jobs:
+        table.add_row("-", "no jobs in the manifest", "", "", "", "")
+    return table
+
+
+def active_table(active: dict[str, Any] | None) -> Table:
+    table = Table(title="Active run", title_justify="left", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    if not isinstance(active, dict):
+        table.add_row("run", "none")
+        return table
+    speed = active.get("stepsPerSecond")
+    for name, value in (
+        ("run", f"{active.get('runId')} (job {active.get('jobId')})"),
+        ("status", str(active.get("status")) + (" · stalled" if active.get("stalled") else "")),
+        ("pid", f"{active.get('pid')} (agent {active.get('agentPid')})"),
+        ("step", fmt_step(active.get("step"), active.get("totalSteps"))),
+        ("loss", fmt_loss(active.get("loss"))),
+        ("speed", f"{speed:.3g} it/s" if isinstance(speed, (int, float)) else "?"),
+        ("ETA", fmt_duration(active.get("etaSeconds"))),
+        ("last checkpoint", checkpoint_text(active.get("lastCheckpoint"))),
+        ("restarts", str(active.get("restarts"))),
+        ("started", str(active.get("startedAt"))),
+    ):
+        table.add_row(name, value)
+    return table
+
+
+def checkpoint_text(checkpoint: Any) -> str:
+    if not isinstance(checkpoint, dict):
+        return "none"
+    return f"step {checkpoint.get('step')}: {checkpoint.get('path')} ({checkpoint.get('at')})"
+
+
+def runs_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table(title="Recent runs", title_justify="left")
+    for column in ("run", "job", "status", "stopped by", "exit", "step", "ended"):
+        table.add_column(column)
+    for run in runs:
+        table.add_row(
+            str(run.get("runId")),
+            str(run.get("jobId")),
+            str(run.get("status")),
+            str(run.get("stoppedBy") or "-"),
+            str(
+                run.get("exitCode") if run.get("exitCode") is not None else run.get("signal") or "-"
+            ),
+            fmt_step(run.get("step"), run.get("totalSteps")),
+            str(run.get("endedAt") or "-"),
+        )
+    if not runs:
+        table.add_row("-", "no runs yet", "", "", "", "", "")
+    return table
+
+
+def health_table(health: dict[str, Any], device_profile: Any) -> Table:
+    table = Table(title="Health", title_justify="left", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    ram, cpu = health.get("ram") or {}, health.get("cpu") or {}
+    table.add_row(
+        "RAM",
+        f"{ram.get('availableMb')} MB free of {ram.get('totalMb')} MB ({ram.get('percent')}% used)",
+    )
+    table.add_row("CPU", f"{cpu.get('percent')}% of {cpu.get('count')} cores")
+    table.add_row("battery", battery_text(health.get("battery")))
+    table.add_row("GPUs", str(len(health.get("gpus") or [])))
+    if health.get("gpuError"):
+        table.add_row("GPU error", str(health["gpuError"]))
+    if device_profile is not None:
+        text = device_profile if isinstance(device_profile, str) else json.dumps(device_profile)
+        table.add_row("device profile", text)
+    table.add_row("sampled at", str(health.get("at")))
+    return table
+
+
+def battery_text(battery: Any) -> str:
+    if not isinstance(battery, dict):
+        return "none"
+    plugged = "plugged in" if battery.get("pluggedIn") else "on battery"
+    return f"{battery.get('percent')}% ({plugged})"
+
+
+def gpu_tables(health: dict[str, Any]) -> list[Table]:
+    gpus = [g for g in health.get("gpus") or [] if isinstance(g, dict)]
+    if not gpus:
+        return []
+    table = Table(title="GPUs", title_justify="left")
+    for column in ("#", "name", "memory", "util", "temp", "cc", "processes"):
+        table.add_column(column)
+    for gpu in gpus:
+        table.add_row(
+            str(gpu.get("index")),
+            str(gpu.get("name")),
+            f"{gpu.get('memoryUsedMb')}/{gpu.get('memoryTotalMb')} MB",
+            f"{gpu.get('utilization')}%",
+            f"{gpu.get('temperature')}°C",
+            str(gpu.get("computeCapability")),
+            processes_text(gpu.get("processes") or []),
+        )
+    return [table]
+
+
+def processes_text(processes: list[Any]) -> str:
+    parts = []
+    for process in processes:
+        if isinstance(process, dict):
+            ours = " (ours)" if process.get("ours") else ""
+            parts.append(f"{process.get('pid')}: {process.get('usedMemoryMb')} MB{ours}")
+    return ", ".join(parts) or "-"

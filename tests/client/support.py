@@ -1,0 +1,156 @@
+"""Running real ``arena`` processes from tests, and waiting for what they print.
+
+Output is read in threads as it comes; tests wait for a line with a deadline
+(``wait_for_line``) and never sleep for it. Every ``arena`` runs with stdout
+and stderr on pipes (not a terminal) and ``ARENA_NO_COLOR=1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from tests.helpers.lsp import start_server, stop_server
+
+WAIT = 90.0
+"""Deadline for one ``arena`` command or one awaited line (CI machines are loaded)."""
+ARENA = [sys.executable, "-m", "arena_ls.client.cli"]
+STARTED = re.compile(r"started run (\S+) of job (\S+)")
+
+
+def arena_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["ARENA_NO_COLOR"] = "1"
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+def run_arena(root: Path, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess[str]:
+    """Run ``arena ARGS --root ROOT`` to its end."""
+    return subprocess.run(
+        [*ARENA, *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        env=arena_env(),
+        cwd=root,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def status_json(root: Path) -> dict[str, Any]:
+    done = run_arena(root, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def run_of(root: Path, run_id: str) -> dict[str, Any]:
+    for run in status_json(root)["runs"]:
+        if run["runId"] == run_id:
+            return dict(run)
+    raise AssertionError(f"no run {run_id} in arena status")
+
+
+def one_line(text: str) -> str:
+    """The only line of ``text``; fails when there are more or none."""
+    lines = text.splitlines()
+    assert len(lines) == 1, f"expected exactly one line, got {lines!r}"
+    return lines[0]
+
+
+class ArenaProcess:
+    """A running ``arena`` whose stdout and stderr lines are collected as they come."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [*ARENA, *args, "--root", str(root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=arena_env(),
+            cwd=root,
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._changed = threading.Condition()
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.process.stdout, self.out), daemon=True),
+            threading.Thread(target=self._read, args=(self.process.stderr, self.err), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: IO[str], into: list[str]) -> None:
+        for line in stream:
+            with self._changed:
+                into.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for_line(self, pattern: str, timeout: float = WAIT) -> re.Match[str]:
+        """The first stdout line matching ``pattern``; fails at the deadline or when arena exits."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for line in self.out:
+                    match = regex.search(line)
+                    if match:
+                        return match
+                left = deadline - time.monotonic()
+                exited = self.process.poll() is not None and not any(
+                    r.is_alive() for r in self._readers
+                )
+                if left <= 0 or exited:
+                    raise AssertionError(
+                        f"no line matching {pattern!r} (exit {self.process.poll()}):\n"
+                        + "\n".join(self.out[-40:])
+                        + "\nstderr:\n"
+                        + "\n".join(self.err[-20:])
+                    )
+                self._changed.wait(min(left, 0.5))
+
+    def run_id(self) -> str:
+        return self.wait_for_line(STARTED.pattern).group(1)
+
+    def wait(self, timeout: float = WAIT) -> int:
+        code = self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(timeout)
+        return code
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.wait()
+
+    @property
+    def stdout(self) -> str:
+        return "\n".join(self.out)
+
+    @property
+    def stderr(self) -> str:
+        return "\n".join(self.err)
+
+
+def stop_every_run(root: Path) -> None:
+    """Leave no run behind a test: kill whatever is active, through a separate LSP client."""
+
+    async def stop() -> None:
+        client = await start_server(root)
+        try:
+            await client.call("arena/stop", {"kill": True, "confirm": True})
+        finally:
+            await stop_server(client)
+
+    asyncio.run(stop())
