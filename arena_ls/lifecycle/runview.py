@@ -151,6 +151,11 @@ class RunView:
 
     # -- liveness --------------------------------------------------------------------------
 
+    def reap_agent(self) -> None:
+        """Collect our agent's exit status once it has ended, so no zombie of ours lingers."""
+        if self.agent is not None and self.agent.poll() is not None:
+            self.agent = None
+
     def agent_alive(self) -> bool:
         if self.agent is not None and self.agent.poll() is None:
             return True

@@ -190,6 +190,7 @@ class Supervisor:
             self.scan()
         active = False
         for view in list(self.views.values()):
+            view.reap_agent()
             if not view.run_dir.path.is_dir():  # pruned or deleted by hand
                 self.views.pop(view.run_id, None)
                 continue
