@@ -446,11 +446,12 @@ class Supervisor:
 
     async def stop(self, request: StopRequest) -> dict[str, Any]:
         view = self._target(request)
+        if view is not None:
+            view.refresh_state()  # another server may have just stopped it
         if view is None or view.is_final:
             if view is not None and request.run_id:
                 return view.to_wire({"tail": view.tail()})
             return {"status": "idle"}
-        view.refresh_state()
         state = view.state
         if (
             view.spec.kind == "train"
