@@ -1,0 +1,72 @@
+"""Running trainers through a real ``arena-ls`` session: start, wait, stop, page the logs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks.client import BenchClient, open_session
+
+FINAL = {"stopped", "succeeded", "crashed", "lost"}
+SUMMARY_COUNT = re.compile(r"(\d+) lines not shown")
+
+
+@contextlib.asynccontextmanager
+async def session(root: Path) -> AsyncIterator[BenchClient]:
+    """An initialized arena-ls on ``root``; shut down (never killed) afterwards."""
+    client = await open_session(root, root / "arena-ls.stderr")
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def start(client: BenchClient, job_id: str) -> tuple[float, dict[str, Any]]:
+    """``arena/start``; (perf_counter just before sending, RunInfo)."""
+    sent = time.perf_counter()
+    info = await client.call("arena/start", {"id": job_id})
+    return sent, info
+
+
+async def run_to_end(
+    client: BenchClient, job_id: str, timeout: float = 900.0
+) -> tuple[float, dict[str, Any]]:
+    """Start a job and wait for its final ``arena/statusChanged``: (seconds, final RunInfo)."""
+    done = client.status_future(lambda p: p.get("jobId") == job_id and p.get("status") in FINAL)
+    sent, _ = await start(client, job_id)
+    arrived = await asyncio.wait_for(done, timeout)
+    final = next(p for t, p in reversed(client.statuses) if t == arrived and p.get("jobId") == job_id)
+    return arrived - sent, final
+
+
+async def wait_line(client: BenchClient, run_id: str, text: str, timeout: float = 60.0) -> str:
+    """Poll ``arena/logs`` from the start until a line containing ``text`` appears; return it."""
+    deadline = time.monotonic() + timeout
+    cursor = None
+    while time.monotonic() < deadline:
+        page = await client.call("arena/logs", {"runId": run_id, "cursor": cursor, "limit": 1000})
+        for line in page["lines"]:
+            if text in line["text"]:
+                return str(line["text"])
+        cursor = page["cursor"]
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"run {run_id} never printed {text!r}")
+
+
+def elided_in(batches: list[tuple[float, dict[str, Any]]]) -> tuple[int, int, int]:
+    """(trainer lines delivered, lines summarised as not shown, summary lines) over ``arena/log`` batches."""
+    delivered = summarised = summaries = 0
+    for _, params in batches:
+        for line in params.get("lines", []):
+            if line.get("summary"):
+                summaries += 1
+                match = SUMMARY_COUNT.search(line.get("text", ""))
+                summarised += int(match.group(1)) if match else 0
+            elif line.get("stream") != "arena":
+                delivered += 1
+    return delivered, summarised, summaries
