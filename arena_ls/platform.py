@@ -32,6 +32,10 @@ CREATE_NO_WINDOW = 0x08000000
 CREATE_BREAKAWAY_FROM_JOB = 0x01000000
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+F_SETPIPE_SZ = 1031
+TRAINER_PIPE_BYTES = 1 << 20
+"""1 MiB: Linux's default ceiling for an unprivileged pipe (``/proc/sys/fs/pipe-max-size``)."""
 
 
 def process_identity(pid: int) -> float | None:
@@ -123,6 +127,53 @@ def spawn_trainer(
     if IS_WINDOWS:
         _assign_kill_on_close_job(process)
     return process
+
+
+def enlarge_pipe(fd: int, size: int = TRAINER_PIPE_BYTES) -> int | None:
+    """Linux: grow a pipe's buffer; the new size, or None where that cannot be done.
+
+    With the default 64 KiB a trainer that writes line by line fills the pipe
+    within a fraction of a millisecond and then waits for the agent at every
+    few lines; a larger pipe lets the agent read it in batches.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import fcntl
+
+    try:
+        return int(fcntl.fcntl(fd, F_SETPIPE_SZ, size))
+    except OSError:
+        return None
+
+
+def become_subreaper() -> bool:
+    """Linux: adopt the orphans of our descendants, so that we reap them ourselves.
+
+    A killed tree's grandchildren are otherwise re-parented to init, and
+    stay zombies until init reaps them (on some machines only every second or
+    two). True when the agent is now a subreaper.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+
+
+def reap_adopted(keep: int | None) -> list[int]:
+    """Reap every exited child except ``keep`` (the trainer, which its Popen reaps)."""
+    reaped: list[int] = []
+    if IS_WINDOWS:
+        return reaped
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None or info.si_pid == keep:
+            return reaped
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(info.si_pid, os.WNOHANG)
+        reaped.append(info.si_pid)
 
 
 def _assign_kill_on_close_job(process: subprocess.Popen[bytes]) -> None:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 
 
+@functools.lru_cache(maxsize=1024)
 def iso_utc(epoch: float | None) -> str | None:
-    """An epoch time as ``2026-11-29T14:50:36.123Z``; None stays None."""
+    """An epoch time as ``2026-11-29T14:50:36.123Z``; None stays None.
+
+    Cached: the lines of one captured chunk share its arrival time, and an
+    ``arena/log`` batch formats hundreds of them.
+    """
     if epoch is None:
         return None
     moment = _dt.datetime.fromtimestamp(epoch, tz=_dt.timezone.utc)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from urllib.parse import urlparse
-from urllib.request import url2pathname
+from urllib.parse import unquote, urlparse
 
 
 def path_to_uri(path: str | Path) -> str:
@@ -16,4 +16,13 @@ def uri_to_path(uri: str) -> Path | None:
     parsed = urlparse(uri)
     if parsed.scheme != "file":
         return None
-    return Path(url2pathname(parsed.path))
+    return Path(_url2pathname(parsed.path))
+
+
+def _url2pathname(path: str) -> str:
+    """``urllib.request.url2pathname`` without importing urllib.request (ssl, http, email)."""
+    if os.name == "nt":
+        from nturl2path import url2pathname
+
+        return url2pathname(path)
+    return unquote(path)

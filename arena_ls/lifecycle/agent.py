@@ -11,6 +11,7 @@ stack, so it starts fast and stays small.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import subprocess
@@ -39,11 +40,20 @@ from arena_ls.lifecycle.states import RunStatus, transition
 log = logging.getLogger("arena_ls.agent")
 
 READ_CHUNK = 1 << 16
+COALESCE_SECONDS = 0.002
+"""After a read that drained the pipe, wait this long before the next one.
+
+A trainer that writes line by line (``PYTHONUNBUFFERED=1``) would otherwise
+be read one line per read: a wake-up, a record and two writes per line. The
+wait batches whatever arrives meanwhile into one read and one record (the
+1 MiB pipe holds it), for at most 2 ms of added latency."""
 POLL_SECONDS = 0.05
 PROGRESS_WRITE_INTERVAL = 1.0
 BACKOFF_CAP_SECONDS = 300.0
 BOTH_SIGNAL_DELAY = 5.0
 TAIL_LINES = 200
+TAIL_BYTES = 16384
+"""Of each chunk, the end kept raw for ``tail_lines`` (decoded only when a failure is judged)."""
 GPU_RELEASE_TIMEOUT = 10.0
 
 
@@ -84,7 +94,8 @@ class Agent:
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
         self.lock = threading.RLock()
         self.wake = threading.Event()
-        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.tail_chunks: deque[tuple[bytes, bool]] = deque(maxlen=TAIL_LINES)
+        """The trainer's latest output as (piece, starts mid-line), newest last."""
         self.stop_plan: StopPlan | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.last_progress_at = time.monotonic()
@@ -181,6 +192,9 @@ class Agent:
                 self.state.exit_code = None
                 self.state.ended_at = time.time()
             return False
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                platform.enlarge_pipe(pipe.fileno())
         with self.lock:
             self.process = process
             self.state.pid = process.pid
@@ -213,6 +227,7 @@ class Agent:
             self._check_stop_request()
             self._advance_stop()
             self._check_stall()
+            platform.reap_adopted(keep=process.pid)
         returncode = process.wait()
         survivors = platform.kill_group_remnants(process.pid)
         if survivors:
@@ -240,17 +255,17 @@ class Agent:
                 self._scan(complete)
             if update:
                 self._scan_update(update)
+            if len(data) < READ_CHUNK:  # the pipe is drained: let the next lines gather
+                time.sleep(COALESCE_SECONDS)
         last = self.output.finish_stream(stream)
         if last:
             self._scan(last)
 
     def _scan(self, complete: bytes) -> None:
-        if len(complete) < 4096:
-            for raw in complete.splitlines()[-TAIL_LINES:]:
-                self.tail.append(raw.decode("utf-8", "replace"))
-        else:
-            for raw in complete[-16384:].splitlines()[1:]:
-                self.tail.append(raw.decode("utf-8", "replace"))
+        if len(complete) <= TAIL_BYTES:
+            self.tail_chunks.append((complete, False))
+        else:  # a flood: keep only the chunk's end, without decoding it
+            self.tail_chunks.append((complete[-TAIL_BYTES:], True))
         for event in self.parser.parse_chunk(complete):
             if isinstance(event, Checkpoint):
                 self._on_checkpoint(event)
@@ -264,6 +279,17 @@ class Agent:
             event = self.parser.parse(segments[-1].decode("utf-8", "replace"))
             if isinstance(event, Progress):
                 self._on_progress(event)
+
+    def tail_lines(self) -> list[str]:
+        """The trainer's last ``TAIL_LINES`` lines, decoded (the failure's evidence)."""
+        lines: list[str] = []
+        for piece, cut in reversed(self.tail_chunks):
+            raws = piece.splitlines()[1:] if cut else piece.splitlines()
+            wanted = TAIL_LINES - len(lines)
+            lines[:0] = [raw.decode("utf-8", "replace") for raw in raws[-wanted:]]
+            if len(lines) >= TAIL_LINES:
+                break
+        return lines
 
     def _on_checkpoint(self, event: Checkpoint) -> None:
         record = CheckpointRecord(step=event.step, path=event.path, at=time.time())
@@ -392,7 +418,7 @@ class Agent:
         failure = classify(
             exit_code=exit_code,
             signal_name=signal_name,
-            tail=list(self.tail),
+            tail=self.tail_lines(),
             nan_evidence=self.nan_evidence,
         )
         with self.lock:
@@ -484,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m arena_ls.lifecycle.agent RUN_DIR", file=sys.stderr)
         return 2
     run_dir = RunDir(Path(args[0]).resolve())
+    platform.become_subreaper()
+    gc.freeze()  # what is loaded by now lives as long as the agent: keep it out of every collection
     agent = Agent(run_dir)
     try:
         return agent.run()

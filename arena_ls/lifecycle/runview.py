@@ -38,8 +38,14 @@ log = logging.getLogger(__name__)
 RING_LINES = 2000
 """Lines of each run kept in memory; the files on disk keep everything."""
 MAX_LINES_PER_POLL = 5000
-BACKLOG_JUMP_BYTES = 4 << 20
-"""Past this much unread output, the live view skips to the tail (the disk keeps all)."""
+BACKLOG_JUMP_BYTES = 64 << 10
+"""Past this much unread output, the live view skips to the tail (the disk keeps all).
+
+About what one poll can pass on under the ``arena/log`` rate bound: reading
+more would only be dropped by the batcher, and under a flood it takes the
+CPU that the trainer and its agent need."""
+JUMP_KEEP_LINES = 200
+"""Lines read before the end after a jump (the status tail shows 50)."""
 AGENT_START_GRACE = 30.0
 METRIC_POINTS_CAP = 10_000
 
@@ -67,6 +73,8 @@ class RunView:
         self.progress = ProgressTracker()
         self.parser = EventParser.for_patterns(spec.progress_pattern, spec.checkpoint_pattern)
         self.elided = 0
+        self.unsummarised = 0
+        """Lines jumped over that the client has not been told about yet."""
         self.problem: str | None = None
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
@@ -119,9 +127,11 @@ class RunView:
         """New complete lines since the last call (bounded per call)."""
         backlog = self._backlog_bytes()
         if backlog > BACKLOG_JUMP_BYTES:
-            jump = self.reader.tail_cursor(RING_LINES)
+            jump = self.reader.tail_cursor(JUMP_KEEP_LINES)
             if jump.seq > self.cursor.seq:
                 self.elided += jump.seq - self.cursor.seq
+                if notify:
+                    self.unsummarised += jump.seq - self.cursor.seq
                 self.cursor = jump
         page = self.reader.read(self.cursor, MAX_LINES_PER_POLL)
         if page.reset is not None:
@@ -133,6 +143,11 @@ class RunView:
         for update in page.updates:
             self._scan(update)
         return page.lines if notify else []
+
+    def take_unsummarised(self) -> int:
+        """Lines skipped since the last call, for the client's summary line."""
+        skipped, self.unsummarised = self.unsummarised, 0
+        return skipped
 
     def _backlog_bytes(self) -> int:
         try:

@@ -27,8 +27,20 @@ def _notification_hook(obj: Any, cls: type[JsonRPCNotification]) -> JsonRPCNotif
     return cls(method=obj.get("method", ""), jsonrpc=obj.get("jsonrpc", "2.0"), params=obj.get("params"))
 
 
+def _notification_unhook(message: JsonRPCNotification) -> dict[str, Any]:
+    """Our custom notifications carry plain JSON: hand it to ``json.dumps`` as it is.
+
+    cattrs would otherwise walk every value of the params (an ``arena/log``
+    batch holds a thousand line objects) only to rebuild the same dicts; any
+    value that is not plain JSON still goes through pygls's ``default`` hook,
+    which unstructures it as before.
+    """
+    return {"method": message.method, "jsonrpc": message.jsonrpc, "params": message.params}
+
+
 def arena_converter() -> cattrs.Converter:
     converter: cattrs.Converter = default_converter()  # type: ignore[no-untyped-call]
     converter.register_structure_hook(JsonRPCRequestMessage, _request_hook)
     converter.register_structure_hook(JsonRPCNotification, _notification_hook)
+    converter.register_unstructure_hook(JsonRPCNotification, _notification_unhook)
     return converter

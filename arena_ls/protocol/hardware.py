@@ -95,6 +95,8 @@ class HealthService:
         if state is None or not state.pid or view.is_final:
             return {}
         health = self.sampler.latest()
+        if not health.gpus:
+            return {}
         pids = process_tree_pids([state.pid])
         memory = 0
         utilization: float | None = None

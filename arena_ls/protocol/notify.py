@@ -10,12 +10,15 @@ them all.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.timeutil import iso_utc_now
+
+log = logging.getLogger(__name__)
 
 MAX_BYTES_PER_SECOND = 1 << 20
 """1 MiB/s of line text per client (the contract allows at most 2 MB/s)."""
@@ -27,9 +30,13 @@ Send = Callable[[str, dict[str, Any]], None]
 class LogBatcher:
     """Collects lines and flushes them on a timer (never more than ``hz`` a second)."""
 
-    def __init__(self, send: Send, hz: Callable[[], float]) -> None:
+    def __init__(
+        self, send: Send, hz: Callable[[], float], refresh: Callable[[], None] | None = None
+    ) -> None:
         self._send = send
         self._hz = hz
+        self._refresh = refresh
+        """Called just before a flush, so that a batch leaves with the lines written up to now."""
         self._pending: dict[str, list[LogLine]] = {}
         self._dropped: dict[str, int] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -37,8 +44,11 @@ class LogBatcher:
         self._window_start = 0.0
         self._window_bytes = 0
 
-    def add(self, run_id: str, lines: list[LogLine]) -> None:
+    def add(self, run_id: str, lines: list[LogLine], skipped: int = 0) -> None:
+        """Queue lines; ``skipped`` lines were never read (a flood): they join the summary."""
         now = time.monotonic()
+        if skipped:
+            self._dropped[run_id] = self._dropped.get(run_id, 0) + skipped
         if now - self._window_start >= 1.0:
             self._window_start, self._window_bytes = now, 0
         kept = self._pending.setdefault(run_id, [])
@@ -60,6 +70,14 @@ class LogBatcher:
 
     def flush(self) -> None:
         self._timer = None
+        if self._refresh is not None:
+            try:
+                self._refresh()  # may queue lines (and a timer): this flush takes them
+            except Exception:  # a failed read must not hold back what is queued
+                log.exception("reading new lines before a flush failed")
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
         self._last_flush = time.monotonic()
         pending, self._pending = self._pending, {}
         dropped, self._dropped = self._dropped, {}

@@ -136,10 +136,11 @@ class RunProgress:
         interval = REPORT_INTERVAL if launch.token else LOG_FALLBACK_INTERVAL
         if now - launch.last_report < interval:
             return
+        launch.last_report = now
         text = self._text(view)
         if text == launch.last_text:
             return
-        launch.last_report, launch.last_text = now, text
+        launch.last_text = text
         if launch.token is None:
             self._log(view, text)
             return

@@ -52,7 +52,9 @@ class ArenaServer(LanguageServer):
         self.root = Path.cwd()
         self.workspace_factory = workspace_factory or Workspace
         self.arena: Workspace | None = None
-        self.logs = LogBatcher(self.send_notification, lambda: self.settings.logs_notify_hz)
+        self.logs = LogBatcher(
+            self.send_notification, lambda: self.settings.logs_notify_hz, refresh=self._follow_now
+        )
         self.run_progress = RunProgress(self, self._cancel_run, self._gpu_text)
 
     # -- the listener the supervisor reports to -----------------------------------------
@@ -76,7 +78,7 @@ class ArenaServer(LanguageServer):
         self.ws.active_changed()
 
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
-        self.logs.add(view.run_id, lines)
+        self.logs.add(view.run_id, lines, skipped=view.take_unsummarised())
         self.run_progress.update(view)
 
     def lifecycle(self, view: RunView, text: str) -> None:
@@ -86,6 +88,11 @@ class ArenaServer(LanguageServer):
             else types.MessageType.Info
         )
         self.window_log_message(types.LogMessageParams(kind, f"[{view.spec.job_id}] {text}"))
+
+    def _follow_now(self) -> None:
+        """Read what the runs wrote since the last poll (just before ``arena/log`` is sent)."""
+        if self.arena is not None:
+            self.arena.supervisor.poll_once()
 
     def _gpu_text(self, view: RunView) -> str:
         """``GPU 3100 MB 87%`` for a run on a GPU, else nothing."""

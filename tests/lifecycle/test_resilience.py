@@ -379,6 +379,13 @@ async def test_a_flood_keeps_the_server_small_and_responsive(tmp_path: Path) -> 
         assert len(lines) == 1_000_000 and lines[-1] == b"line 999999"
         tail = await client.call("arena/logs", {"runId": info["runId"], "limit": 5})
         assert tail["lines"][0]["seq"] == 0
+
+        def accounted() -> bool:
+            shown = sum(1 for line in client.log_lines if line["text"].startswith("line "))
+            summarised = sum(int(line["text"].split()[1]) for line in client.log_lines if line.get("summary"))
+            return shown + summarised >= 1_000_000
+
+        await wait_for(accounted, what="every line either sent or counted in a summary")
     finally:
         await cleanup(client)
 

@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from arena_ls.gates import Finding, suppression_edit
-
 if TYPE_CHECKING:
     from arena_ls.protocol.server import ArenaServer
 
@@ -51,6 +49,8 @@ def fix_action(uri: str, diag: types.Diagnostic) -> types.CodeAction | None:
 
 
 def suppress_action(uri: str, source: str, diag: types.Diagnostic) -> types.CodeAction:
+    from arena_ls.gates import Finding, suppression_edit  # loaded on first use, not at start-up
+
     code = str(diag.code)
     finding = Finding(
         code=code,

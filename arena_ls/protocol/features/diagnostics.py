@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from arena_ls.diagnostics import Diag, Related, Span
-from arena_ls.gates import rule_doc_url
 from arena_ls.manifest import ManifestResult, load_manifest_text
-from arena_ls.protocol.gating import lint_file
 from arena_ls.uris import path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
     from arena_ls.protocol.server import ArenaServer
+    from arena_ls.protocol.workspace import Workspace
 
 DEBOUNCE_SECONDS = 0.3
 SOURCE = "arena"
@@ -48,7 +47,7 @@ def to_lsp(diag: Diag) -> types.Diagnostic:
         severity=_SEVERITY[diag.severity],
         code=diag.code,
         source=SOURCE,
-        code_description=types.CodeDescription(href=rule_doc_url(diag.code)),
+        code_description=types.CodeDescription(href=_rule_doc_url(diag.code)),
         related_information=related or None,
         data=diag.data,
     )
@@ -59,6 +58,18 @@ def _range(span: Span) -> types.Range:
         start=types.Position(line=span.line, character=span.col),
         end=types.Position(line=span.end_line, character=span.end_col),
     )
+
+
+def _rule_doc_url(code: str) -> str:
+    from arena_ls.gates import rule_doc_url  # the gates load on first use, not at start-up
+
+    return rule_doc_url(code)
+
+
+def _lint_file(ws: Workspace, path: str, text: str) -> list[Diag]:
+    from arena_ls.protocol.gating import lint_file
+
+    return lint_file(ws, path, text)
 
 
 class DiagnosticsFeature:
@@ -130,7 +141,7 @@ class DiagnosticsFeature:
 
     def publish_trainer(self, path: Path) -> list[Diag]:
         text = self.text(path)
-        diags = lint_file(self.server.ws, str(path), text) if text is not None else []
+        diags = _lint_file(self.server.ws, str(path), text) if text is not None else []
         self.send(path_to_uri(path), diags)
         return diags
 
@@ -143,7 +154,7 @@ class DiagnosticsFeature:
             if job.kind != "train" or script is None:
                 continue
             text = self.text(script)
-            errors = [d for d in lint_file(self.server.ws, str(script), text) if d.is_error] if text else []
+            errors = [d for d in _lint_file(self.server.ws, str(script), text) if d.is_error] if text else []
             if errors:
                 diags.append(_ar108(job.id, job.span, str(manifest.path), str(script), errors))
         self.send(path_to_uri(manifest.path), diags)
