@@ -72,7 +72,6 @@ class RunView:
         self.ring: deque[LogLine] = deque(maxlen=RING_LINES)
         self.progress = ProgressTracker()
         self.parser = EventParser.for_patterns(spec.progress_pattern, spec.checkpoint_pattern)
-        self.elided = 0
         self.unsummarised = 0
         """Lines jumped over that the client has not been told about yet."""
         self.problem: str | None = None
@@ -93,26 +92,22 @@ class RunView:
 
     # -- following the files -----------------------------------------------------------
 
-    def refresh_state(self) -> bool:
-        """Re-read state.json if it changed; True when the status or fields changed."""
+    def refresh_state(self) -> None:
+        """Re-read state.json if its mtime changed (``Supervisor.notify_if_changed`` tells the client)."""
         mtime = self.run_dir.state_mtime()
         if mtime == self.state_mtime:
-            return False
+            return
         try:
             state = self.run_dir.read_state()
         except FileNotFoundError:
-            return False
+            return
         except CorruptState as error:
             if self.problem is None:
                 log.warning("run %s: %s", self.run_id, error)
             self.problem = str(error)
-            return False
+            return
         self.state_mtime = mtime
-        changed = self.state is None or unstructure(state) != unstructure(self.state)
         self.state = state
-        if self.agent is not None:
-            self.agent.poll()  # reap our own agent when it has exited
-        return changed
 
     def snapshot(self) -> Any:
         """What a client is told about: the recorded state and the status."""
@@ -129,7 +124,6 @@ class RunView:
         if backlog > BACKLOG_JUMP_BYTES:
             jump = self.reader.tail_cursor(JUMP_KEEP_LINES)
             if jump.seq > self.cursor.seq:
-                self.elided += jump.seq - self.cursor.seq
                 if notify:
                     self.unsummarised += jump.seq - self.cursor.seq
                 self.cursor = jump

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
 import sys
 import time
@@ -467,7 +468,7 @@ class Supervisor:
                 runtimeSeconds=runtime,
             )
         view.run_dir.request_stop(
-            kill=request.kill, grace_seconds=request.grace_seconds, by=f"arena-ls pid {_pid()}"
+            kill=request.kill, grace_seconds=request.grace_seconds, by=f"arena-ls pid {os.getpid()}"
         )
         self.wake()
         if not request.wait:
@@ -522,9 +523,3 @@ class Supervisor:
         for view in finished[: max(0, len(finished) - keep)]:
             shutil.rmtree(view.run_dir.path, ignore_errors=True)
             self.views.pop(view.run_id, None)
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
