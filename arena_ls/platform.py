@@ -3,6 +3,9 @@
 Process groups, detaching, the cooperative signal (SIGTERM or
 CTRL_BREAK_EVENT), tying a trainer's life to its agent, and killing a whole
 process tree. Both branches are written; the tests run the POSIX one.
+
+psutil is imported inside the functions that need it: the job agent starts
+its trainer through this module before it loads anything heavy.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,7 @@ CREATE_BREAKAWAY_FROM_JOB = 0x01000000
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 F_SETPIPE_SZ = 1031
+F_GETPIPE_SZ = 1032
 TRAINER_PIPE_BYTES = 1 << 20
 """1 MiB: Linux's default ceiling for an unprivileged pipe (``/proc/sys/fs/pipe-max-size``)."""
 
@@ -44,6 +49,8 @@ def process_identity(pid: int) -> float | None:
     A pid together with its creation time names one process for good: a pid
     the kernel has reused for another program has another creation time.
     """
+    import psutil
+
     try:
         return float(psutil.Process(pid).create_time())
     except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, ValueError):
@@ -52,6 +59,8 @@ def process_identity(pid: int) -> float | None:
 
 def is_same_process(pid: int | None, create_time: float | None) -> bool:
     """True when ``pid`` is alive and is the process created at ``create_time``."""
+    import psutil
+
     if not pid or create_time is None:
         return False
     actual = process_identity(pid)
@@ -144,6 +153,18 @@ def enlarge_pipe(fd: int, size: int = TRAINER_PIPE_BYTES) -> int | None:
         return int(fcntl.fcntl(fd, F_SETPIPE_SZ, size))
     except OSError:
         return None
+
+
+def pipe_size(fd: int) -> int:
+    """Linux: the capacity of a pipe in bytes; 0 where it cannot be known."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import fcntl
+
+    try:
+        return int(fcntl.fcntl(fd, F_GETPIPE_SZ))
+    except OSError:
+        return 0
 
 
 def become_subreaper() -> bool:
@@ -263,6 +284,8 @@ def _windows_ctrl_break(pid: int) -> bool:
 
 def _collect_tree(pid: int) -> list[psutil.Process]:
     """The process and all its descendants, children first."""
+    import psutil
+
     try:
         root = psutil.Process(pid)
         children = root.children(recursive=True)
@@ -273,6 +296,8 @@ def _collect_tree(pid: int) -> list[psutil.Process]:
 
 def _group_members(pgid: int) -> list[psutil.Process]:
     """Processes still in the trainer's process group (re-parented ones too)."""
+    import psutil
+
     if IS_WINDOWS:
         return []
     members: list[psutil.Process] = []
@@ -296,6 +321,8 @@ def kill_tree(
     ``own_child`` the root is our child: it is killed but not waited for here,
     because waiting would reap it and steal its exit status from ``Popen``.
     """
+    import psutil
+
     group = pid if pgid is None else pgid
     victims = {p.pid: p for p in _collect_tree(pid)}
     for member in _group_members(group):
@@ -316,6 +343,8 @@ def kill_group_remnants(pgid: int, timeout: float = 5.0) -> list[int]:
     process). Windows has no process groups to search: there the job object
     kills the tree. Returns the pids that survived.
     """
+    import psutil
+
     remnants = [p for p in _group_members(pgid) if p.pid != pgid]
     for proc in remnants:
         with contextlib.suppress(psutil.Error):

@@ -26,6 +26,15 @@ async def session(root: Path) -> AsyncIterator[BenchClient]:
         await client.close()
 
 
+async def settled(client: BenchClient) -> None:
+    """Wait until the server has done what follows ``initialized`` (one ``arena/status`` round trip).
+
+    supervisord is up and idle before its programs are timed; so is arena-ls.
+    Its own start-up is what the startup benchmark measures.
+    """
+    await client.call("arena/status", {})
+
+
 async def start(client: BenchClient, job_id: str) -> tuple[float, dict[str, Any]]:
     """``arena/start``; (perf_counter just before sending, RunInfo)."""
     sent = time.perf_counter()

@@ -127,6 +127,7 @@ async def _arena(lines: int, buffered: bool, check_ingest: bool
     job = harness.task_job("flood", "flood.py", *flood_args(lines, buffered)[1:])
     with harness.workspace([job]) as root:
         async with arena.session(root) as client:
+            await arena.settled(client)
             os.sync()
             seconds, final = await arena.run_to_end(client, "flood")
             if final["status"] != "succeeded":

@@ -12,6 +12,7 @@ stack, so it starts fast and stays small.
 from __future__ import annotations
 
 import gc
+import io
 import logging
 import os
 import subprocess
@@ -20,6 +21,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
+from typing import IO
 
 import attrs
 
@@ -27,6 +29,7 @@ from arena_ls import platform
 from arena_ls.lifecycle.capture import ARENA, STDERR, STDOUT, OutputWriter
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.launch import EarlyLaunch, start_trainer, trainer_argv, trainer_env
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     Failure,
@@ -39,14 +42,26 @@ from arena_ls.lifecycle.states import RunStatus, transition
 
 log = logging.getLogger("arena_ls.agent")
 
-READ_CHUNK = 1 << 16
+READ_CHUNK = 1 << 20
+"""The most read at once: the size of the trainer's pipe (see ``platform.enlarge_pipe``)."""
+COALESCE_BELOW = 1 << 16
 COALESCE_SECONDS = 0.002
-"""After a read that drained the pipe, wait this long before the next one.
+"""After a read of under ``COALESCE_BELOW`` bytes, wait this long before the next one.
 
 A trainer that writes line by line (``PYTHONUNBUFFERED=1``) would otherwise
 be read one line per read: a wake-up, a record and two writes per line. The
 wait batches whatever arrives meanwhile into one read and one record (the
-1 MiB pipe holds it), for at most 2 ms of added latency."""
+1 MiB pipe holds it), for at most 2 ms of added latency. A larger read means
+the trainer floods: the next read follows at once, so the pipe never fills
+and the trainer never waits for us. Only where the pipe could be enlarged:
+a small pipe would fill during the wait and throttle the trainer."""
+FULL_SCAN_BYTES = 1 << 16
+FULL_SCAN_SECONDS = 0.25
+"""Chunks over ``FULL_SCAN_BYTES`` (a flood) get every line parsed at most this often.
+
+In between, ``EventParser.parse_flood`` finds every announcement but looks
+for progress only at the chunk's end: progress is a level, its latest value
+wins, and a flood must not cost a decode and a regex per line."""
 POLL_SECONDS = 0.05
 PROGRESS_WRITE_INTERVAL = 1.0
 BACKOFF_CAP_SECONDS = 300.0
@@ -59,9 +74,7 @@ GPU_RELEASE_TIMEOUT = 10.0
 
 def resume_argv(spec: RunSpec, step: int | None) -> list[str]:
     """The trainer's argv: the job's args, plus ``resume.args`` when resuming."""
-    if step is None or not spec.resume_args:
-        return list(spec.argv)
-    return [*spec.argv, *(arg.replace("{step}", str(step)) for arg in spec.resume_args)]
+    return trainer_argv(spec.argv, spec.resume_args, step)
 
 
 @attrs.define
@@ -78,8 +91,10 @@ class StopPlan:
 class Agent:
     """Runs one run to its end. See the module docstring."""
 
-    def __init__(self, run_dir: RunDir) -> None:
+    def __init__(self, run_dir: RunDir, early: EarlyLaunch | None = None) -> None:
         self.run_dir = run_dir
+        self.early = early
+        """The first attempt's trainer, when ``launch`` started it before loading the agent."""
         self.spec = run_dir.read_spec()
         self.folder = StateFolder(run_dir.path.parent.parent)
         self.state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
@@ -100,6 +115,7 @@ class Agent:
         self.process: subprocess.Popen[bytes] | None = None
         self.last_progress_at = time.monotonic()
         self.last_progress_write = 0.0
+        self.last_full_scan = 0.0
         self.nan_evidence: str | None = None
 
     # -- state ---------------------------------------------------------------------------
@@ -166,25 +182,15 @@ class Agent:
         return self._judge(returncode)
 
     def _launch(self, argv: list[str]) -> bool:
-        env = dict(os.environ)
-        env.update(self.spec.env)
-        env.update(
-            {
-                "ARENA_RUN_ID": self.spec.run_id,
-                "ARENA_JOB_ID": self.spec.job_id,
-                "ARENA_STOP_FILE": str(self.run_dir.stop_file),
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
         self.say(f"starting {self.spec.job_id}: {' '.join(argv)}")
+        early, self.early = self.early, None
         try:
-            process = platform.spawn_trainer(
-                argv,
-                cwd=Path(self.spec.cwd),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
+            if early is not None:
+                process = self._adopt_early(early)
+                argv = early.argv
+            else:
+                env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
+                process = start_trainer(argv, Path(self.spec.cwd), env)
         except OSError as error:
             self.say(f"could not start {argv[0]!r}: {error}")
             with self.lock:
@@ -192,15 +198,12 @@ class Agent:
                 self.state.exit_code = None
                 self.state.ended_at = time.time()
             return False
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                platform.enlarge_pipe(pipe.fileno())
         with self.lock:
             self.process = process
             self.state.pid = process.pid
             self.state.pid_create_time = platform.process_identity(process.pid)
             self.state.argv = argv
-            self.state.started_at = self.state.started_at or time.time()
+            self.state.started_at = self.state.started_at or (early.started_at if early else time.time())
             self.state.exit_code = None
             self.state.signal = None
             self.state.failure = None
@@ -209,13 +212,22 @@ class Agent:
             self._move(RunStatus.RUNNING)
         return True
 
+    def _adopt_early(self, early: EarlyLaunch) -> subprocess.Popen[bytes]:
+        """The trainer ``launch`` started (its argv is the spec's, as the first attempt's is)."""
+        if early.argv != resume_argv(self.spec, self.spec.resumed_from_step):
+            log.warning("the early launch ran %s, not what the spec says", early.argv)
+        if early.error is not None:
+            raise early.error
+        assert early.process is not None
+        return early.process
+
     def _supervise(self) -> int:
         """Capture output and watch for stop requests until the trainer exits."""
         process = self.process
         assert process is not None and process.stdout is not None and process.stderr is not None
         readers = [
-            threading.Thread(target=self._pump, args=(process.stdout, STDOUT), daemon=True),
-            threading.Thread(target=self._pump, args=(process.stderr, STDERR), daemon=True),
+            threading.Thread(target=self._pump, args=(pipe, stream), daemon=True)
+            for pipe, stream in ((process.stdout, STDOUT), (process.stderr, STDERR))
         ]
         for reader in readers:
             reader.start()
@@ -240,22 +252,29 @@ class Agent:
         process.wait()
         self.wake.set()
 
-    def _pump(self, pipe: object, stream: int) -> None:
-        """Copy one pipe to the log in large chunks; scan finished lines for events."""
-        fd = pipe.fileno()  # type: ignore[attr-defined]
+    def _pump(self, pipe: IO[bytes], stream: int) -> None:
+        """Copy one pipe to the log in large chunks; scan finished lines for events.
+
+        Reads go into one reusable buffer (no fresh megabyte per read) and
+        are copied out at their true size.
+        """
+        coalesce = platform.pipe_size(pipe.fileno()) >= READ_CHUNK
+        raw = io.FileIO(pipe.fileno(), closefd=False)
+        buffer = bytearray(READ_CHUNK)
+        view = memoryview(buffer)
         while True:
             try:
-                data = os.read(fd, READ_CHUNK)
+                size = raw.readinto(buffer) or 0
             except OSError:
-                data = b""
-            if not data:
+                size = 0
+            if not size:
                 break
-            complete, update = self.output.append(stream, data)
+            complete, update = self.output.append(stream, bytes(view[:size]))
             if complete:
                 self._scan(complete)
             if update:
                 self._scan_update(update)
-            if len(data) < READ_CHUNK:  # the pipe is drained: let the next lines gather
+            if coalesce and size < COALESCE_BELOW:  # a trickle: let the next lines gather
                 time.sleep(COALESCE_SECONDS)
         last = self.output.finish_stream(stream)
         if last:
@@ -266,7 +285,13 @@ class Agent:
             self.tail_chunks.append((complete, False))
         else:  # a flood: keep only the chunk's end, without decoding it
             self.tail_chunks.append((complete[-TAIL_BYTES:], True))
-        for event in self.parser.parse_chunk(complete):
+        now = time.monotonic()
+        if len(complete) <= FULL_SCAN_BYTES or now - self.last_full_scan >= FULL_SCAN_SECONDS:
+            self.last_full_scan = now
+            events = self.parser.parse_chunk(complete)
+        else:
+            events = self.parser.parse_flood(complete)
+        for event in events:
             if isinstance(event, Checkpoint):
                 self._on_checkpoint(event)
             elif isinstance(event, Progress):
@@ -503,7 +528,8 @@ def _advanced(checkpoint: int | None, since: int | str | None) -> bool:
     return since is None or (isinstance(since, int) and checkpoint > since)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, early: EarlyLaunch | None = None) -> int:
+    """Run the agent for RUN_DIR; ``early`` is a trainer ``launch`` already started."""
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s agent %(message)s")
     if len(args) != 1:
@@ -512,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = RunDir(Path(args[0]).resolve())
     platform.become_subreaper()
     gc.freeze()  # what is loaded by now lives as long as the agent: keep it out of every collection
-    agent = Agent(run_dir)
+    agent = Agent(run_dir, early)
     try:
         return agent.run()
     except Exception:

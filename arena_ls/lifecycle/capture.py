@@ -193,6 +193,23 @@ def clean_text(raw: bytes, length: int | None = None) -> str:
     return text
 
 
+def clean_texts(raws: list[bytes]) -> list[str]:
+    """``clean_text`` of many lines, in one decode and one pass where that gives the same text.
+
+    Lines of plain text (no CR, no escape, not overlong: nearly all of them)
+    are decoded and stripped of control characters together; the others go
+    through ``clean_text`` one by one. A newline never occurs inside a UTF-8
+    sequence, so decoding them joined replaces the same bytes.
+    """
+    if not raws:
+        return []
+    blob = b"\n".join(raws)
+    if b"\r" in blob or b"\x1b" in blob or (len(blob) > LINE_LIMIT and max(map(len, raws)) > LINE_LIMIT):
+        return [clean_text(raw) for raw in raws]
+    text = blob.decode("utf-8", "replace")
+    return _CONTROL.sub("", text).split("\n")
+
+
 @attrs.define
 class Cursor:
     """A position in the index; opaque to clients, stable across restarts.
@@ -283,24 +300,32 @@ class OutputReader:
         return Cursor(ident=file_ident(self.run_dir))
 
     def tail_cursor(self, keep_lines: int) -> Cursor:
-        """A cursor about ``keep_lines`` lines before the end, at a record boundary."""
+        """A cursor ``keep_lines`` lines before the end (or at the start of a shorter log).
+
+        Records partition the line numbers in order, so the record holding
+        the target line is found by a binary search on the first ``seq`` of
+        each; the cursor then points at that line inside it.
+        """
         count = self.record_count()
         if count == 0:
             return self.start()
         ident = file_ident(self.run_dir)
+        target = max(0, _count_recorded_lines(self._idx_path) - keep_lines)
         with open(self._idx_path, "rb") as idx:
-            last_seq = _record_at(idx, count - 1)[3]
-            target = max(0, last_seq - keep_lines)
             low, high = 0, count - 1
-            while low < high:  # first record whose seq >= target
+            while low < high:  # the first record whose seq >= target
                 mid = (low + high) // 2
                 if _record_at(idx, mid)[3] < target:
                     low = mid + 1
                 else:
                     high = mid
             _, _, _, seq, offset, _ = _record_at(idx, low)
-        # A record inside an overlong line: start after it rather than mid-line.
-        return Cursor(record=low, offset=offset, seq=seq, ident=ident)
+            if seq > target and low > 0:  # the target line is inside the record before
+                low -= 1
+                offset = _record_at(idx, low)[4]
+        # At a record's first line, the first of the records that share that seq:
+        # an overlong line is then read from its beginning, never from its middle.
+        return Cursor(record=low, offset=offset, seq=target, ident=ident)
 
     def read(self, cursor: Cursor, limit: int, max_bytes: int = 8 << 20) -> Page:
         """Up to ``limit`` complete lines after ``cursor``, and the next cursor."""
@@ -329,14 +354,14 @@ class OutputReader:
                 data = log.read(length)
                 if len(data) < length:
                     break  # the agent is between its two writes
-                produced = self._lines_of(stream, flags, data, first_seq, at, open_parts)
+                skip = max(0, seq - first_seq)
+                room = limit - len(lines)
+                total, fresh = self._lines_of(stream, flags, data, first_seq, at, open_parts, skip, room)
                 if flags == FLAG_CONTINUED and b"\r" in data:
                     updates.append(LogLine(-1, STREAMS[stream], clean_text(data), at))
-                fresh = produced[max(0, seq - first_seq) :]
-                room = limit - len(lines)
-                if len(fresh) > room:  # stop inside this record; seq says where
-                    lines.extend(fresh[:room])
-                    seq = fresh[room - 1].seq + 1
+                if total - skip > room:  # stop inside this record; seq says where
+                    lines.extend(fresh)
+                    seq = first_seq + skip + room
                     break
                 if flags == FLAG_CONTINUED:
                     open_starts.setdefault(stream, (record, offset))
@@ -346,7 +371,7 @@ class OutputReader:
                 read_bytes += length
                 record += 1
                 offset += length
-                seq = max(seq, first_seq + len(produced))
+                seq = max(seq, first_seq + total)
         next_cursor = Cursor(record, offset, seq, open_starts, cursor.ident or file_ident(self.run_dir))
         return Page(lines, next_cursor, reset, updates)
 
@@ -391,28 +416,34 @@ class OutputReader:
         first_seq: int,
         at: float,
         open_parts: dict[int, OpenLine],
-    ) -> list[LogLine]:
+        skip: int,
+        most: int,
+    ) -> tuple[int, list[LogLine]]:
+        """(how many lines the record ends, its lines ``skip`` to ``skip + most``).
+
+        Only the lines asked for are cleaned: a record can hold a megabyte of
+        a flood, of which a tail read wants the last few hundred lines.
+        """
         name = STREAMS[stream] if stream < len(STREAMS) else "arena"
         if flags == FLAG_CONTINUED:
             open_parts.setdefault(stream, OpenLine()).add(data)
-            return []
+            return 0, []
         raws = data.split(b"\n")
         if flags == FLAG_LINES:
             raws.pop()  # the empty piece after the last newline
         head = open_parts.pop(stream, None)
         head_length = None
-        if head is not None and raws:
+        if head is not None and raws and skip == 0:
             head.add(raws[0])
             head_length = head.total
             raws[0] = bytes(head.kept)
-        return [
-            LogLine(
-                seq=first_seq + i,
-                stream=name,
-                text=clean_text(raw, head_length if i == 0 else None),
-                at=at,
-            )
-            for i, raw in enumerate(raws)
+        wanted = raws[skip : skip + most]
+        if head_length is not None:
+            texts = [clean_text(wanted[0], head_length), *clean_texts(wanted[1:])]
+        else:
+            texts = clean_texts(wanted)
+        return len(raws), [
+            LogLine(seq=first_seq + skip + i, stream=name, text=text, at=at) for i, text in enumerate(texts)
         ]
 
 

@@ -152,11 +152,11 @@ class EventParser:
 
     def might_match(self, data: bytes) -> bool:
         """Cheap pre-filter over a chunk: can any line in it be an event?"""
-        if ARENA_PREFIX_BYTES in data:
-            return True
         if self.progress_pattern is not None or self.checkpoint_pattern is not None:
             return True
-        return self.use_defaults and (b"loss" in data or b"/" in data)
+        if _has_announcement(data):
+            return True
+        return self.use_defaults and (b"/" in data or b"loss" in data.lower())
 
     def parse_chunk(self, data: bytes) -> Iterator[Event]:
         """Events in a chunk of complete lines (undecodable bytes replaced)."""
@@ -169,6 +169,42 @@ class EventParser:
             event = self.parse(line)
             if event is not None:
                 yield event
+
+    def parse_flood(self, data: bytes, tail_bytes: int = 4096) -> Iterator[Event]:
+        """Events of a large chunk, for a trainer that floods its output.
+
+        Every announcement is found (``@arena`` lines anywhere, and every
+        line when the job has a checkpoint pattern, since a checkpoint must
+        never be missed), but progress, which is a level whose latest value
+        wins, is looked for only in the chunk's last ``tail_bytes``. A flood
+        of plain lines then costs one ``memchr`` for ``@`` instead of
+        decoding and matching every line.
+        """
+        if self.checkpoint_pattern is not None or len(data) <= tail_bytes:
+            yield from self.parse_chunk(data)
+            return
+        tail_start = data.rfind(b"\n", 0, len(data) - tail_bytes) + 1
+        for line in _announcement_lines(data, tail_start):
+            event = parse_arena_line(line)
+            if event is not None:
+                yield event
+        yield from self.parse_chunk(data[tail_start:])
+
+
+def _has_announcement(data: bytes) -> bool:
+    """Whether ``@arena `` occurs in ``data`` (a ``memchr`` for ``@`` first: most output has none)."""
+    return b"@" in data and ARENA_PREFIX_BYTES in data
+
+
+def _announcement_lines(data: bytes, end: int) -> Iterator[str]:
+    """The ``@arena`` lines that start before ``end`` (at a line start or after a CR)."""
+    at = data.find(b"@", 0, end)
+    while at >= 0:
+        if data.startswith(ARENA_PREFIX_BYTES, at) and (at == 0 or data[at - 1] in b"\n\r"):
+            line_end = data.find(b"\n", at)
+            raw = data[at : line_end if line_end >= 0 else len(data)]
+            yield raw.split(b"\r", 1)[0].decode("utf-8", "replace")
+        at = data.find(b"@", at + 1, end)
 
 
 def _default_progress(text: str) -> Progress | None:

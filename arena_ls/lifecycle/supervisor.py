@@ -401,7 +401,7 @@ class Supervisor:
         run_dir.write_spec(spec)
         try:
             agent = platform.spawn_detached(
-                [sys.executable, "-m", "arena_ls.lifecycle.agent", str(run_dir.path)],
+                [sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir.path)],
                 cwd=self.root,
                 log_file=run_dir.agent_log,
             )

@@ -37,7 +37,8 @@ class LogBatcher:
         self._hz = hz
         self._refresh = refresh
         """Called just before a flush, so that a batch leaves with the lines written up to now."""
-        self._pending: dict[str, list[LogLine]] = {}
+        self._pending: dict[str, list[dict[str, Any]]] = {}
+        """Lines already in their wire form: converted as they come, not while a flush is due."""
         self._dropped: dict[str, int] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._last_flush = 0.0
@@ -58,7 +59,7 @@ class LogBatcher:
                 self._dropped[run_id] = self._dropped.get(run_id, 0) + 1
                 continue
             self._window_bytes += size
-            kept.append(line)
+            kept.append(line.to_wire())
         self._schedule(now)
 
     def _schedule(self, now: float) -> None:
@@ -70,6 +71,9 @@ class LogBatcher:
 
     def flush(self) -> None:
         self._timer = None
+        # The period counts from when the flush began, so reading and sending
+        # do not stretch it (lines would otherwise wait longer than 1/hz).
+        self._last_flush = time.monotonic()
         if self._refresh is not None:
             try:
                 self._refresh()  # may queue lines (and a timer): this flush takes them
@@ -78,11 +82,10 @@ class LogBatcher:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-        self._last_flush = time.monotonic()
         pending, self._pending = self._pending, {}
         dropped, self._dropped = self._dropped, {}
         for run_id in set(pending) | set(dropped):
-            wire = [line.to_wire() for line in pending.get(run_id, [])]
+            wire = pending.get(run_id, [])
             if dropped.get(run_id):
                 last_seq = wire[-1]["seq"] if wire else None
                 wire.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from arena_ls.lifecycle.capture import (
     OutputReader,
     OutputWriter,
     clean_text,
+    clean_texts,
     iter_all_lines,
 )
 
@@ -87,7 +89,22 @@ def test_tail_cursor_starts_near_the_end(tmp_path: Path) -> None:
     reader = OutputReader(tmp_path)
     page = reader.read(reader.tail_cursor(10), 1000)
     texts = [line.text for line in page.lines]
-    assert texts[-10:] == [f"line {i}" for i in range(90, 100)] and len(texts) <= 11
+    assert texts == [f"line {i}" for i in range(90, 100)]
+
+
+@pytest.mark.parametrize("keep", [1, 5, 150, 1999, 2000, 5000])
+def test_tail_cursor_lands_on_the_line_inside_a_large_record(tmp_path: Path, keep: int) -> None:
+    writer = OutputWriter(tmp_path)
+    writer.append(STDOUT, b"".join(f"a {i}\n".encode() for i in range(1000)))
+    writer.append(STDERR, b"between\n")
+    writer.append(STDOUT, b"".join(f"b {i}\n".encode() for i in range(999)))
+    writer.close()
+    everything = [line.text for line in iter_all_lines(tmp_path)]
+    reader = OutputReader(tmp_path)
+    cursor = reader.tail_cursor(keep)
+    page = reader.read(Cursor.decode(cursor.encode()), 10_000)
+    assert [line.text for line in page.lines] == everything[-keep:]
+    assert [line.seq for line in page.lines] == list(range(max(0, 2000 - keep), 2000))
 
 
 @pytest.mark.parametrize(
@@ -108,3 +125,23 @@ def test_clean_text(raw: bytes, text: str) -> None:
 def test_bad_cursors_are_refused(token: str) -> None:
     with pytest.raises(ValueError):
         Cursor.decode(token)
+
+
+def test_cleaning_many_lines_at_once_gives_what_cleaning_each_gives() -> None:
+    pieces = [
+        b"plain",
+        b"",
+        b"bad \xff byte",
+        b"cut \xe2\x82",
+        b"tab\there",
+        b"nul\x00 bell\x07",
+        b"\x1b[1mbold\x1b[0m",
+        b"10%\r100%",
+        b"x" * (LINE_LIMIT + 5),
+        "é ünïcode".encode(),
+    ]
+    generator = random.Random(7)
+    for _ in range(3000):
+        raws = [generator.choice(pieces) for _ in range(generator.randint(0, 6))]
+        raws += [bytes(generator.randrange(256) for _ in range(8)).replace(b"\n", b"")]
+        assert clean_texts(raws) == [clean_text(raw) for raw in raws], raws

@@ -1,0 +1,111 @@
+"""The job agent's entry point: start the trainer first, then load the rest of the agent.
+
+Started by a server as ``python -m arena_ls.lifecycle.launch RUN_DIR``.
+Loading the agent (attrs, cattrs, psutil, the state folder's converters)
+takes over 100 ms of imports, and the trainer need not wait for them: this
+module reads the run's spec with plain ``json``, starts the trainer with
+its pipes (which hold its first output meanwhile), and hands it to
+``Agent``, which records it and takes over as if it had started it itself.
+
+Whatever goes wrong here (an unreadable spec, say) is left to the agent,
+which starts the trainer the usual way and reports the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from arena_ls import platform
+
+
+class EarlyLaunch:
+    """A trainer started before the agent was loaded: the process, or why it could not start."""
+
+    __slots__ = ("argv", "error", "process", "started_at")
+
+    def __init__(
+        self, argv: list[str], process: subprocess.Popen[bytes] | None, error: OSError | None
+    ) -> None:
+        self.argv = argv
+        self.process = process
+        self.error = error
+        self.started_at = time.time()
+
+
+def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | None) -> list[str]:
+    """The trainer's argv: the job's args, plus ``resume.args`` when resuming from ``step``."""
+    if step is None or not resume_args:
+        return list(argv)
+    return [*argv, *(arg.replace("{step}", str(step)) for arg in resume_args)]
+
+
+def trainer_env(job_env: Mapping[str, str], run_id: str, job_id: str, stop_file: Path) -> dict[str, str]:
+    """The trainer's environment: ours, the job's, and the contract's ``ARENA_*`` variables."""
+    env = dict(os.environ)
+    env.update(job_env)
+    env.update(
+        {
+            "ARENA_RUN_ID": run_id,
+            "ARENA_JOB_ID": job_id,
+            "ARENA_STOP_FILE": str(stop_file),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def start_trainer(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start the trainer with both outputs on pipes of ``platform.TRAINER_PIPE_BYTES``."""
+    process = platform.spawn_trainer(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            platform.enlarge_pipe(pipe.fileno())
+    return process
+
+
+def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
+    """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly."""
+    try:
+        spec: Any = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+        argv = trainer_argv(
+            [str(a) for a in spec["argv"]],
+            [str(a) for a in spec.get("resumeArgs") or []],
+            spec.get("resumedFromStep"),
+        )
+        env = trainer_env(
+            {str(k): str(v) for k, v in (spec.get("env") or {}).items()},
+            str(spec["runId"]),
+            str(spec["jobId"]),
+            run_dir / "STOP",
+        )
+        cwd = Path(spec["cwd"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    try:
+        return EarlyLaunch(argv, start_trainer(argv, cwd, env), None)
+    except OSError as error:
+        return EarlyLaunch(argv, None, error)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m arena_ls.lifecycle.launch RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(args[0]).resolve()
+    platform.become_subreaper()  # before the trainer exists, so no orphan of its escapes us
+    early = launch_from_spec(run_dir)
+    from arena_ls.lifecycle.agent import main as agent_main
+
+    return agent_main([str(run_dir)], early=early)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

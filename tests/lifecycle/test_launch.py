@@ -1,0 +1,92 @@
+"""The agent's entry point starts the trainer before loading the agent, then hands it over.
+
+Real processes: ``python -m arena_ls.lifecycle.launch RUN_DIR`` as a server
+starts it, on a run folder written as a server writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from arena_ls.lifecycle.capture import iter_all_lines
+from arena_ls.lifecycle.launch import launch_from_spec
+from arena_ls.lifecycle.rundir import RunSpec, StateFolder
+
+FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "fake_trainer.py"
+
+
+def write_run(root: Path, argv: list[str], **extra: object) -> Path:
+    folder = StateFolder(root / ".aide" / "training")
+    folder.ensure()
+    run_dir = folder.new_run("job")
+    spec = RunSpec(
+        run_id=run_dir.run_id, job_id="job", job_name="Job", kind="train", argv=argv, cwd=str(root)
+    )
+    for name, value in extra.items():
+        setattr(spec, name, value)
+    run_dir.write_spec(spec)
+    return run_dir.path
+
+
+def run_agent(run_dir: Path) -> dict[str, object]:
+    """Run the agent to the end, as a server starts it; its final state."""
+    subprocess.run([sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir)], check=True, timeout=120)
+    state: dict[str, object] = json.loads((run_dir / "state.json").read_text())
+    return state
+
+
+def test_the_trainer_started_early_is_the_one_the_agent_records(tmp_path: Path) -> None:
+    run_dir = write_run(
+        tmp_path,
+        [sys.executable, str(FAKE_TRAINER), "--steps", "3", "--print-env"],
+        resume_args=["--resume", "--start-step", "{step}"],
+        resumed_from_step=7,
+    )
+    state = run_agent(run_dir)
+    assert state["status"] == "succeeded"
+    assert state["argv"] == [
+        sys.executable,
+        str(FAKE_TRAINER),
+        "--steps",
+        "3",
+        "--print-env",
+        "--resume",
+        "--start-step",
+        "7",
+    ]
+    texts = [line.text for line in iter_all_lines(run_dir)]
+    assert texts[0].startswith("starting job: "), "the agent's own line comes before the trainer's"
+    assert f"ARENA_STOP_FILE={run_dir / 'STOP'}" in texts
+    assert "PYTHONUNBUFFERED=1" in texts
+
+
+def test_a_trainer_that_cannot_start_is_a_crash_with_the_reason(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-program")
+    run_dir = write_run(tmp_path, [missing, "--steps", "3"])
+    state = run_agent(run_dir)
+    assert state["status"] == "crashed"
+    failure = state["failure"]
+    assert isinstance(failure, dict) and failure["kind"] == "error"
+    assert f"could not start {missing!r}" in str(failure["evidence"])
+    assert not (tmp_path / ".aide" / "training" / "active.lock").exists()
+
+
+def test_an_unreadable_spec_starts_nothing_early(tmp_path: Path) -> None:
+    (tmp_path / "spec.json").write_text("{not json")
+    assert launch_from_spec(tmp_path) is None
+    (tmp_path / "spec.json").write_text(json.dumps({"argv": "not a list of args"}))
+    assert launch_from_spec(tmp_path) is None
+
+
+def test_launch_starts_the_spec_trainer_with_the_contract_environment(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, [sys.executable, str(FAKE_TRAINER), "--steps", "0", "--print-env"])
+    early = launch_from_spec(run_dir)
+    assert early is not None and early.error is None and early.process is not None
+    out, _ = early.process.communicate(timeout=60)
+    printed = out.decode().splitlines()
+    assert f"ARENA_RUN_ID={run_dir.name}" in printed and "ARENA_JOB_ID=job" in printed
+    assert f"ARENA_STOP_FILE={run_dir / 'STOP'}" in printed
+    assert early.process.returncode == 0
