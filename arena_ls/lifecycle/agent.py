@@ -12,7 +12,6 @@ stack, so it starts fast and stays small.
 from __future__ import annotations
 
 import gc
-import io
 import logging
 import os
 import subprocess
@@ -21,15 +20,21 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import IO
 
 import attrs
 
 from arena_ls import platform
-from arena_ls.lifecycle.capture import ARENA, STDERR, STDOUT, OutputWriter
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.failure import classify
-from arena_ls.lifecycle.launch import EarlyLaunch, start_trainer, trainer_argv, trainer_env
+from arena_ls.lifecycle.launch import (
+    EarlyLaunch,
+    capture,
+    start_trainer,
+    starting_line,
+    trainer_argv,
+    trainer_env,
+)
+from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     Failure,
@@ -42,19 +47,6 @@ from arena_ls.lifecycle.states import RunStatus, transition
 
 log = logging.getLogger("arena_ls.agent")
 
-READ_CHUNK = 1 << 20
-"""The most read at once: the size of the trainer's pipe (see ``platform.enlarge_pipe``)."""
-COALESCE_BELOW = 1 << 16
-COALESCE_SECONDS = 0.002
-"""After a read of under ``COALESCE_BELOW`` bytes, wait this long before the next one.
-
-A trainer that writes line by line (``PYTHONUNBUFFERED=1``) would otherwise
-be read one line per read: a wake-up, a record and two writes per line. The
-wait batches whatever arrives meanwhile into one read and one record (the
-1 MiB pipe holds it), for at most 2 ms of added latency. A larger read means
-the trainer floods: the next read follows at once, so the pipe never fills
-and the trainer never waits for us. Only where the pipe could be enlarged:
-a small pipe would fill during the wait and throttle the trainer."""
 FULL_SCAN_BYTES = 1 << 16
 FULL_SCAN_SECONDS = 0.25
 """Chunks over ``FULL_SCAN_BYTES`` (a flood) get every line parsed at most this often.
@@ -105,7 +97,8 @@ class Agent:
             previous = self.folder.job_checkpoint(self.spec.job_id)
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 self.state.last_checkpoint = previous
-        self.output = OutputWriter(run_dir.path)
+        self.output = early.writer if early is not None else OutputWriter(run_dir.path)
+        self.pumps: list[Pump] = []
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
         self.lock = threading.RLock()
         self.wake = threading.Event()
@@ -182,15 +175,17 @@ class Agent:
         return self._judge(returncode)
 
     def _launch(self, argv: list[str]) -> bool:
-        self.say(f"starting {self.spec.job_id}: {' '.join(argv)}")
         early, self.early = self.early, None
         try:
-            if early is not None:
+            if early is not None:  # launch said "starting" and started its pumps
                 process = self._adopt_early(early)
                 argv = early.argv
+                self.pumps = early.pumps
             else:
+                self.say(starting_line(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
                 process = start_trainer(argv, Path(self.spec.cwd), env)
+                self.pumps = capture(process, self.output)
         except OSError as error:
             self.say(f"could not start {argv[0]!r}: {error}")
             with self.lock:
@@ -225,12 +220,8 @@ class Agent:
         """Capture output and watch for stop requests until the trainer exits."""
         process = self.process
         assert process is not None and process.stdout is not None and process.stderr is not None
-        readers = [
-            threading.Thread(target=self._pump, args=(pipe, stream), daemon=True)
-            for pipe, stream in ((process.stdout, STDOUT), (process.stderr, STDERR))
-        ]
-        for reader in readers:
-            reader.start()
+        for pump in self.pumps:
+            pump.attach(self._on_output)
         waiter = threading.Thread(target=self._wait_exit, args=(process,), daemon=True)
         waiter.start()
         while process.poll() is None:
@@ -244,41 +235,20 @@ class Agent:
         survivors = platform.kill_group_remnants(process.pid)
         if survivors:
             self.say(f"processes {survivors} of the trainer's tree could not be killed")
-        for reader in readers:
-            reader.join(timeout=10.0)
+        for pump in self.pumps:
+            pump.join(timeout=10.0)
         return returncode
 
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
         self.wake.set()
 
-    def _pump(self, pipe: IO[bytes], stream: int) -> None:
-        """Copy one pipe to the log in large chunks; scan finished lines for events.
-
-        Reads go into one reusable buffer (no fresh megabyte per read) and
-        are copied out at their true size.
-        """
-        coalesce = platform.pipe_size(pipe.fileno()) >= READ_CHUNK
-        raw = io.FileIO(pipe.fileno(), closefd=False)
-        buffer = bytearray(READ_CHUNK)
-        view = memoryview(buffer)
-        while True:
-            try:
-                size = raw.readinto(buffer) or 0
-            except OSError:
-                size = 0
-            if not size:
-                break
-            complete, update = self.output.append(stream, bytes(view[:size]))
-            if complete:
-                self._scan(complete)
-            if update:
-                self._scan_update(update)
-            if coalesce and size < COALESCE_BELOW:  # a trickle: let the next lines gather
-                time.sleep(COALESCE_SECONDS)
-        last = self.output.finish_stream(stream)
-        if last:
-            self._scan(last)
+    def _on_output(self, complete: bytes, update: bytes) -> None:
+        """What a pump wrote: scan finished lines and in-place updates for events."""
+        if complete:
+            self._scan(complete)
+        if update:
+            self._scan_update(update)
 
     def _scan(self, complete: bytes) -> None:
         if len(complete) <= TAIL_BYTES:

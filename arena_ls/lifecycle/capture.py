@@ -1,5 +1,9 @@
 """The captured output of a run, on disk, and how it is read back as lines.
 
+The writing side (the format, ``OutputWriter``, the pipe ``Pump``) lives in
+``outputlog``, which the agent loads before anything heavy; this module is
+the reading side, and re-exports the format's names.
+
 The agent appends what the trainer writes, in large chunks, to
 ``output.log`` (plain bytes, readable with ``tail -f``) and one fixed-size
 record per chunk to ``output.idx``. A record says which stream the chunk
@@ -16,143 +20,54 @@ position in the index, valid across server restarts.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
 import re
-import struct
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import attrs
 
+from arena_ls.lifecycle.outputlog import (
+    ARENA,
+    FLAG_CONTINUED,
+    FLAG_FINAL_PARTIAL,
+    FLAG_LINES,
+    LINE_LIMIT,
+    RECORD,
+    STDERR,
+    STDOUT,
+    STREAMS,
+    OutputWriter,
+    count_recorded_lines,
+)
 from arena_ls.timeutil import iso_utc
 
-LINE_LIMIT = 64 * 1024
-"""Lines are cut at 64 KiB in ``LogLine.text``; the file keeps everything."""
-
-STREAMS = ("stdout", "stderr", "arena")
-STDOUT, STDERR, ARENA = 0, 1, 2
-
-FLAG_LINES = 0
-"""The record holds one or more complete lines."""
-FLAG_CONTINUED = 1
-"""The record holds part of one overlong line; more of it follows."""
-FLAG_FINAL_PARTIAL = 2
-"""The record holds the stream's last line, which had no newline."""
-
-RECORD = struct.Struct("<BBIQQd")
-"""stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
+__all__ = [
+    "ARENA",
+    "FLAG_CONTINUED",
+    "FLAG_FINAL_PARTIAL",
+    "FLAG_LINES",
+    "LINE_LIMIT",
+    "RECORD",
+    "STDERR",
+    "STDOUT",
+    "STREAMS",
+    "Cursor",
+    "LogLine",
+    "OpenLine",
+    "OutputReader",
+    "OutputWriter",
+    "Page",
+    "clean_text",
+    "clean_texts",
+    "file_ident",
+    "iter_all_lines",
+    "iter_records",
+]
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-class OutputWriter:
-    """Agent side: appends chunks from the trainer's pipes, whole lines at a time.
-
-    Thread-safe: one reader thread per stream calls ``append``.
-    """
-
-    def __init__(self, run_dir: Path) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
-        self._log_fd = os.open(run_dir / "output.log", flags, 0o644)
-        self._idx_fd = os.open(run_dir / "output.idx", flags, 0o644)
-        self._lock = threading.Lock()
-        self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
-        self._next_seq = _count_recorded_lines(run_dir / "output.idx")
-        self._offset = os.fstat(self._log_fd).st_size
-
-    @property
-    def lines_written(self) -> int:
-        return self._next_seq
-
-    def append(self, stream: int, data: bytes) -> tuple[bytes, bytes]:
-        """Record a chunk; return (the complete lines it finished, an unfinished update).
-
-        An unfinished line that carries a carriage return (a tqdm-style bar
-        redrawn in place) is recorded at once as a continuation, so that its
-        progress is seen live rather than when the bar finally ends its line.
-        """
-        with self._lock:
-            pending = self._pending[stream]
-            cut = data.rfind(b"\n")
-            complete = b""
-            if cut < 0:
-                pending += data
-            else:
-                complete = bytes(pending) + data[: cut + 1] if pending else data[: cut + 1]
-                pending.clear()
-                pending += data[cut + 1 :]
-                self._write(stream, FLAG_LINES, complete, complete.count(b"\n"))
-            if len(pending) > LINE_LIMIT or (pending and b"\r" in data):
-                update = bytes(pending)
-                self._write(stream, FLAG_CONTINUED, update, 0)
-                pending.clear()
-                return complete, update
-            return complete, b""
-
-    def append_line(self, stream: int, text: str) -> None:
-        """Record a line of the supervisor's own (``stream`` is usually ARENA)."""
-        data = text.rstrip("\n").encode("utf-8", "replace") + b"\n"
-        with self._lock:
-            self._write(stream, FLAG_LINES, data, 1)
-
-    def finish_stream(self, stream: int) -> bytes:
-        """At a stream's end: record its last line if it had no newline."""
-        with self._lock:
-            pending = self._pending[stream]
-            if not pending:
-                return b""
-            data = bytes(pending)
-            pending.clear()
-            self._write(stream, FLAG_FINAL_PARTIAL, data, 1)
-            return data
-
-    def _write(self, stream: int, flags: int, data: bytes, lines: int) -> None:
-        _write_all(self._log_fd, data)
-        record = RECORD.pack(stream, flags, len(data), self._next_seq, self._offset, time.time())
-        _write_all(self._idx_fd, record)
-        self._next_seq += lines
-        self._offset += len(data)
-
-    def close(self) -> None:
-        with self._lock:
-            for fd in (self._log_fd, self._idx_fd):
-                with contextlib.suppress(OSError):
-                    os.fsync(fd)
-                os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _count_recorded_lines(idx_path: Path) -> int:
-    """The seq the next line gets, from the last record (an agent restarts rarely)."""
-    try:
-        size = idx_path.stat().st_size
-    except FileNotFoundError:
-        return 0
-    whole = size - size % RECORD.size
-    if whole == 0:
-        return 0
-    with open(idx_path, "rb") as idx, open(idx_path.with_name("output.log"), "rb") as log:
-        idx.seek(whole - RECORD.size)
-        _, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
-        log.seek(offset)
-        data = log.read(length)
-    if flags == FLAG_CONTINUED:
-        return int(seq)
-    if flags == FLAG_FINAL_PARTIAL:
-        return int(seq) + 1
-    return int(seq) + data.count(b"\n")
 
 
 # --------------------------------------------------------------------------- reading
@@ -310,7 +225,7 @@ class OutputReader:
         if count == 0:
             return self.start()
         ident = file_ident(self.run_dir)
-        target = max(0, _count_recorded_lines(self._idx_path) - keep_lines)
+        target = max(0, count_recorded_lines(self._idx_path) - keep_lines)
         with open(self._idx_path, "rb") as idx:
             low, high = 0, count - 1
             while low < high:  # the first record whose seq >= target

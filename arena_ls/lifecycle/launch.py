@@ -1,11 +1,12 @@
-"""The job agent's entry point: start the trainer first, then load the rest of the agent.
+"""The job agent's entry point: start the trainer and its capture first, then load the rest.
 
 Started by a server as ``python -m arena_ls.lifecycle.launch RUN_DIR``.
 Loading the agent (attrs, cattrs, psutil, the state folder's converters)
-takes over 100 ms of imports, and the trainer need not wait for them: this
-module reads the run's spec with plain ``json``, starts the trainer with
-its pipes (which hold its first output meanwhile), and hands it to
-``Agent``, which records it and takes over as if it had started it itself.
+takes over 100 ms of imports, and neither the trainer nor its first lines
+need wait for them: this module reads the run's spec with plain ``json``,
+starts the trainer and the pumps that copy its output into the run's log
+(``outputlog``, standard library only), and hands all of it to ``Agent``,
+which records the trainer and takes over as if it had started it itself.
 
 Whatever goes wrong here (an unreadable spec, say) is left to the agent,
 which starts the trainer the usual way and reports the problem.
@@ -23,20 +24,27 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
+from arena_ls.lifecycle.outputlog import ARENA, READ_CHUNK, OutputWriter, Pump, start_pumps
 
 
 class EarlyLaunch:
-    """A trainer started before the agent was loaded: the process, or why it could not start."""
+    """A trainer started before the agent was loaded, with its capture; or why it could not start."""
 
-    __slots__ = ("argv", "error", "process", "started_at")
+    __slots__ = ("argv", "error", "process", "pumps", "started_at", "writer")
 
     def __init__(
-        self, argv: list[str], process: subprocess.Popen[bytes] | None, error: OSError | None
+        self,
+        argv: list[str],
+        writer: OutputWriter,
+        process: subprocess.Popen[bytes] | None,
+        error: OSError | None,
     ) -> None:
         self.argv = argv
+        self.writer = writer
         self.process = process
         self.error = error
         self.started_at = time.time()
+        self.pumps: list[Pump] = capture(process, writer) if process is not None else []
 
 
 def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | None) -> list[str]:
@@ -70,6 +78,18 @@ def start_trainer(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess
     return process
 
 
+def capture(process: subprocess.Popen[bytes], writer: OutputWriter) -> list[Pump]:
+    """Start copying the trainer's stdout and stderr into the run's output."""
+    assert process.stdout is not None and process.stderr is not None
+    coalesce = platform.pipe_size(process.stdout.fileno()) >= READ_CHUNK
+    return start_pumps(process.stdout, process.stderr, writer, coalesce)
+
+
+def starting_line(job_id: str, argv: list[str]) -> str:
+    """The run's log line that announces each launch."""
+    return f"starting {job_id}: {' '.join(argv)}"
+
+
 def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly."""
     try:
@@ -86,12 +106,15 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
             run_dir / "STOP",
         )
         cwd = Path(spec["cwd"])
+        job_id = str(spec["jobId"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    writer = OutputWriter(run_dir)
+    writer.append_line(ARENA, starting_line(job_id, argv))
     try:
-        return EarlyLaunch(argv, start_trainer(argv, cwd, env), None)
+        return EarlyLaunch(argv, writer, start_trainer(argv, cwd, env), None)
     except OSError as error:
-        return EarlyLaunch(argv, None, error)
+        return EarlyLaunch(argv, writer, None, error)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,242 @@
+"""The agent's side of a run's captured output: the format, the writer, the pipe pumps.
+
+The agent appends what the trainer writes, in large chunks, to
+``output.log`` (plain bytes, readable with ``tail -f``) and one fixed-size
+record per chunk to ``output.idx``. A record says which stream the chunk
+came from, when it arrived, and the sequence number of its first line. The
+agent only writes whole lines in a record, except for an overlong line
+(over ``LINE_LIMIT`` bytes without a newline), which it writes in
+continuation records so that memory stays bounded.
+
+Standard library only: ``launch`` starts the trainer and its pumps with it
+before the rest of the agent is loaded, so the trainer's first lines reach
+the log as fast as its later ones. ``capture`` reads the files back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+LINE_LIMIT = 64 * 1024
+"""Lines are cut at 64 KiB in ``LogLine.text``; the file keeps everything."""
+
+STREAMS = ("stdout", "stderr", "arena")
+STDOUT, STDERR, ARENA = 0, 1, 2
+
+FLAG_LINES = 0
+"""The record holds one or more complete lines."""
+FLAG_CONTINUED = 1
+"""The record holds part of one overlong line; more of it follows."""
+FLAG_FINAL_PARTIAL = 2
+"""The record holds the stream's last line, which had no newline."""
+
+RECORD = struct.Struct("<BBIQQd")
+"""stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
+
+class OutputWriter:
+    """Agent side: appends chunks from the trainer's pipes, whole lines at a time.
+
+    Thread-safe: one reader thread per stream calls ``append``.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+        self._log_fd = os.open(run_dir / "output.log", flags, 0o644)
+        self._idx_fd = os.open(run_dir / "output.idx", flags, 0o644)
+        self._lock = threading.Lock()
+        self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
+        self._next_seq = count_recorded_lines(run_dir / "output.idx")
+        self._offset = os.fstat(self._log_fd).st_size
+
+    @property
+    def lines_written(self) -> int:
+        return self._next_seq
+
+    def append(self, stream: int, data: bytes) -> tuple[bytes, bytes]:
+        """Record a chunk; return (the complete lines it finished, an unfinished update).
+
+        An unfinished line that carries a carriage return (a tqdm-style bar
+        redrawn in place) is recorded at once as a continuation, so that its
+        progress is seen live rather than when the bar finally ends its line.
+        """
+        with self._lock:
+            pending = self._pending[stream]
+            cut = data.rfind(b"\n")
+            complete = b""
+            if cut < 0:
+                pending += data
+            else:
+                complete = bytes(pending) + data[: cut + 1] if pending else data[: cut + 1]
+                pending.clear()
+                pending += data[cut + 1 :]
+                self._write(stream, FLAG_LINES, complete, complete.count(b"\n"))
+            if len(pending) > LINE_LIMIT or (pending and b"\r" in data):
+                update = bytes(pending)
+                self._write(stream, FLAG_CONTINUED, update, 0)
+                pending.clear()
+                return complete, update
+            return complete, b""
+
+    def append_line(self, stream: int, text: str) -> None:
+        """Record a line of the supervisor's own (``stream`` is usually ARENA)."""
+        data = text.rstrip("\n").encode("utf-8", "replace") + b"\n"
+        with self._lock:
+            self._write(stream, FLAG_LINES, data, 1)
+
+    def finish_stream(self, stream: int) -> bytes:
+        """At a stream's end: record its last line if it had no newline."""
+        with self._lock:
+            pending = self._pending[stream]
+            if not pending:
+                return b""
+            data = bytes(pending)
+            pending.clear()
+            self._write(stream, FLAG_FINAL_PARTIAL, data, 1)
+            return data
+
+    def _write(self, stream: int, flags: int, data: bytes, lines: int) -> None:
+        _write_all(self._log_fd, data)
+        record = RECORD.pack(stream, flags, len(data), self._next_seq, self._offset, time.time())
+        _write_all(self._idx_fd, record)
+        self._next_seq += lines
+        self._offset += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in (self._log_fd, self._idx_fd):
+                with contextlib.suppress(OSError):
+                    os.fsync(fd)
+                os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def count_recorded_lines(idx_path: Path) -> int:
+    """The seq the next line gets, from the last record (an agent restarts rarely)."""
+    try:
+        size = idx_path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    whole = size - size % RECORD.size
+    if whole == 0:
+        return 0
+    with open(idx_path, "rb") as idx, open(idx_path.with_name("output.log"), "rb") as log:
+        idx.seek(whole - RECORD.size)
+        _, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
+        log.seek(offset)
+        data = log.read(length)
+    if flags == FLAG_CONTINUED:
+        return int(seq)
+    if flags == FLAG_FINAL_PARTIAL:
+        return int(seq) + 1
+    return int(seq) + data.count(b"\n")
+
+
+
+
+# --------------------------------------------------------------------------- pumps
+
+READ_CHUNK = 1 << 20
+"""The most read at once: the size of the trainer's pipe (see ``platform.enlarge_pipe``)."""
+COALESCE_BELOW = 1 << 16
+COALESCE_SECONDS = 0.002
+"""After a read of under ``COALESCE_BELOW`` bytes, wait this long before the next one.
+
+A trainer that writes line by line (``PYTHONUNBUFFERED=1``) would otherwise
+be read one line per read: a wake-up, a record and two writes per line. The
+wait batches whatever arrives meanwhile into one read and one record (the
+1 MiB pipe holds it), for at most 2 ms of added latency. A larger read means
+the trainer floods: the next read follows at once, so the pipe never fills
+and the trainer never waits for us. Only where the pipe could be enlarged:
+a small pipe would fill during the wait and throttle the trainer."""
+BACKLOG_BYTES = 8 << 20
+"""Output kept for a listener that is not attached yet; past it the pump waits for one."""
+
+Listener = Callable[[bytes, bytes], None]
+"""Called with (complete lines, an unfinished line's latest update) after each write."""
+
+
+class Pump:
+    """Copies one of the trainer's pipes into the run's output, on a thread of its own.
+
+    It writes at once; what it wrote is handed to a listener (the agent's
+    event scanner). Until one is attached (the agent is still loading) the
+    pieces are kept, up to ``BACKLOG_BYTES``, and handed over in order on
+    ``attach``; past that the pump waits, and the pipe holds the trainer.
+    """
+
+    def __init__(self, pipe: IO[bytes], stream: int, writer: OutputWriter, coalesce: bool) -> None:
+        self._pipe = pipe  # kept: the pipe's file object owns the descriptor read here
+        self._stream = stream
+        self._writer = writer
+        self._coalesce = coalesce
+        self._lock = threading.Condition()
+        self._listener: Listener | None = None
+        self._backlog: list[tuple[bytes, bytes]] = []
+        self._backlog_bytes = 0
+        self._thread = threading.Thread(target=self._run, name=f"pump-{stream}", daemon=True)
+
+    def start(self) -> Pump:
+        self._thread.start()
+        return self
+
+    def attach(self, listener: Listener) -> None:
+        """Hand what was written so far, then everything as it comes, to ``listener``."""
+        with self._lock:
+            for complete, update in self._backlog:
+                listener(complete, update)
+            self._backlog.clear()
+            self._backlog_bytes = 0
+            self._listener = listener
+            self._lock.notify_all()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        reader = io.FileIO(self._pipe.fileno(), closefd=False)
+        buffer = bytearray(READ_CHUNK)
+        view = memoryview(buffer)
+        while True:
+            try:
+                size = reader.readinto(buffer) or 0
+            except OSError:
+                size = 0
+            if not size:
+                break
+            self._deliver(*self._writer.append(self._stream, bytes(view[:size])))
+            if self._coalesce and size < COALESCE_BELOW:  # a trickle: let the next lines gather
+                time.sleep(COALESCE_SECONDS)
+        last = self._writer.finish_stream(self._stream)
+        if last:
+            self._deliver(last, b"")
+
+    def _deliver(self, complete: bytes, update: bytes) -> None:
+        if not complete and not update:
+            return
+        with self._lock:
+            while self._listener is None and self._backlog_bytes > BACKLOG_BYTES:
+                self._lock.wait()
+            if self._listener is None:
+                self._backlog.append((complete, update))
+                self._backlog_bytes += len(complete) + len(update)
+                return
+            self._listener(complete, update)
+
+
+def start_pumps(stdout: IO[bytes], stderr: IO[bytes], writer: OutputWriter, coalesce: bool) -> list[Pump]:
+    """One pump per stream, started."""
+    return [Pump(stdout, STDOUT, writer, coalesce).start(), Pump(stderr, STDERR, writer, coalesce).start()]

@@ -1,0 +1,66 @@
+"""Pumps: a pipe copied into the run's output, its pieces handed to a listener attached late."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from arena_ls.lifecycle import outputlog
+from arena_ls.lifecycle.capture import iter_all_lines
+from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter, Pump
+
+
+def pump_over_pipe(tmp_path: Path) -> tuple[Pump, int, OutputWriter]:
+    read_fd, write_fd = os.pipe()
+    writer = OutputWriter(tmp_path)
+    pump = Pump(os.fdopen(read_fd, "rb"), STDOUT, writer, coalesce=False).start()
+    return pump, write_fd, writer
+
+
+def test_what_came_before_the_listener_is_handed_over_first_and_in_order(tmp_path: Path) -> None:
+    pump, write_fd, writer = pump_over_pipe(tmp_path)
+    os.write(write_fd, b"early 1\nearly 2\n")
+    heard: list[bytes] = []
+    arrived = threading.Event()
+
+    def listener(complete: bytes, update: bytes) -> None:
+        heard.append(complete)
+        if b"late" in complete:
+            arrived.set()
+
+    deadline = time.monotonic() + 30
+    while len(list(iter_all_lines(tmp_path))) < 2:  # on disk before anyone listens
+        assert time.monotonic() < deadline, "the early lines never reached the log"
+        time.sleep(0.01)
+    pump.attach(listener)
+    os.write(write_fd, b"late\nno newline")
+    assert arrived.wait(30)
+    os.close(write_fd)
+    pump.join(30)
+    writer.close()
+    assert b"".join(heard) == b"early 1\nearly 2\nlate\nno newline"
+    assert [line.text for line in iter_all_lines(tmp_path)] == ["early 1", "early 2", "late", "no newline"]
+
+
+def test_past_the_backlog_bound_the_pump_waits_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outputlog, "BACKLOG_BYTES", 10)
+    pump, write_fd, writer = pump_over_pipe(tmp_path)
+    os.write(write_fd, "".join(f"line {i}\n" for i in range(2000)).encode())  # 18 KB: the pipe holds it
+    deadline = time.monotonic() + 30
+    while not list(iter_all_lines(tmp_path)):  # the pump wrote a first piece, over the bound
+        assert time.monotonic() < deadline, "the pump never wrote"
+        time.sleep(0.01)
+    heard: list[bytes] = []
+    pump.attach(lambda complete, update: heard.append(complete))
+    os.close(write_fd)
+    pump.join(30)
+    writer.close()
+    expected = "".join(f"line {i}\n" for i in range(2000)).encode()
+    assert b"".join(heard) == expected
+    assert len(list(iter_all_lines(tmp_path))) == 2000
