@@ -13,6 +13,11 @@ line reaches it.
   (from its last cursor) every 5 ms; the reference is supervisord's
   ``tailProcessStdoutLog`` polled every 10 ms on the same ticker. The CPU
   the server and the agent spend meanwhile shows whether either busy-polls.
+  A tick written before the start request returned is timed from that
+  return, on both sides: a client cannot ask for a run it does not know yet
+  (arena-ls starts the trainer before its agent has loaded, so the first
+  ticks precede the answer). ``first_line_ms`` is the time from sending the
+  start request to reading the first tick.
 """
 
 from __future__ import annotations
@@ -99,22 +104,31 @@ async def _server_round(section: Section, ticker_args: list[str]) -> None:
     job = harness.task_job("ticker", "ticker.py", *ticker_args)
     with harness.workspace([job]) as root:
         async with arena.session(root) as client:
-            _, info = await arena.start(client, "ticker")
+            await arena.settled(client)
+            sent, info = await arena.start(client, "ticker")
+            known = time.perf_counter()
             server_cpu = harness.CpuWatch(client.pid, interval=0.25)
             agent_cpu = harness.CpuWatch(info["agentPid"], interval=0.05)
-            started = time.perf_counter()
-            latencies = await _poll_logs(client, info["runId"], period=0.005)
-            wall = time.perf_counter() - started
+            latencies, first = await _poll_logs(client, info["runId"], period=0.005, known_at=known)
+            wall = time.perf_counter() - known
             server_used, agent_used = server_cpu.finish(), agent_cpu.finish()
     _add_percentiles(section, "arena", latencies, None, "<= 20")
     section.figure("arena.lines", "lines").add(len(latencies))
+    section.figure("arena.first_line_ms", "ms").add((first - sent) * 1000.0)
     section.figure("arena.server_cpu_share", "cpu/s").add((server_used or 0.0) / wall)
     section.figure("arena.agent_cpu_share", "cpu/s").add((agent_used or 0.0) / wall)
 
 
-async def _poll_logs(client: BenchClient, run_id: str, period: float) -> list[float]:
-    """Poll ``arena/logs`` every ``period`` until the ticker is done; each tick's latency in ms."""
+async def _poll_logs(client: BenchClient, run_id: str, period: float, known_at: float
+                     ) -> tuple[list[float], float]:
+    """Poll ``arena/logs`` every ``period`` until the ticker is done; each tick's latency in ms.
+
+    A tick written before ``known_at`` (when the start request returned: the
+    client cannot ask for a run it does not know yet) is timed from then.
+    Also returns when the first tick was read.
+    """
     latencies: list[float] = []
+    first = 0.0
     cursor = None
     next_poll = time.perf_counter()
     deadline = time.monotonic() + 120.0
@@ -125,16 +139,20 @@ async def _poll_logs(client: BenchClient, run_id: str, period: float) -> list[fl
         for line in page["lines"]:
             text = line["text"]
             if text.startswith("tick "):
-                latencies.append((arrived - float(text.rsplit(" ", 1)[1])) * 1000.0)
+                first = first or arrived
+                latencies.append((arrived - max(known_at, float(text.rsplit(" ", 1)[1]))) * 1000.0)
             elif text == "ticker done":
-                return latencies
+                return latencies, first
         next_poll += period
         await asyncio.sleep(max(0.0, next_poll - time.perf_counter()))
     raise TimeoutError("the ticker never finished")
 
 
 def _supervisord_round(section: Section, daemon: Supervisord, period: float = 0.010) -> None:
+    sent = time.perf_counter()
     daemon.start_program("ticker")
+    known_at = time.perf_counter()
+    first = 0.0
     latencies: list[float] = []
     offset = 0
     pending = b""
@@ -154,7 +172,8 @@ def _supervisord_round(section: Section, daemon: Supervisord, period: float = 0.
         for raw in complete:
             text = raw.decode()
             if text.startswith("tick "):
-                latencies.append((arrived - float(text.rsplit(" ", 1)[1])) * 1000.0)
+                first = first or arrived
+                latencies.append((arrived - max(known_at, float(text.rsplit(" ", 1)[1]))) * 1000.0)
             elif text == "ticker done":
                 done = True
         next_poll += period
@@ -162,3 +181,4 @@ def _supervisord_round(section: Section, daemon: Supervisord, period: float = 0.
     daemon.wait_state("ticker", {"EXITED", "FATAL", "BACKOFF"})
     _add_percentiles(section, "supervisord_tail", latencies, None, None)
     section.figure("supervisord_tail.lines", "lines").add(len(latencies))
+    section.figure("supervisord_tail.first_line_ms", "ms").add((first - sent) * 1000.0)
