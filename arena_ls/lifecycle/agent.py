@@ -28,8 +28,7 @@ from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_
 from arena_ls.lifecycle.failure import classify
 from arena_ls.lifecycle.launch import (
     EarlyLaunch,
-    capture,
-    start_trainer,
+    start_captured,
     starting_line,
     trainer_argv,
     trainer_env,
@@ -184,8 +183,7 @@ class Agent:
             else:
                 self.say(starting_line(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
-                process = start_trainer(argv, Path(self.spec.cwd), env)
-                self.pumps = capture(process, self.output)
+                process, self.pumps = start_captured(argv, Path(self.spec.cwd), env, self.output)
         except OSError as error:
             self.say(f"could not start {argv[0]!r}: {error}")
             with self.lock:

@@ -36,15 +36,15 @@ class EarlyLaunch:
         self,
         argv: list[str],
         writer: OutputWriter,
-        process: subprocess.Popen[bytes] | None,
+        started: tuple[subprocess.Popen[bytes], list[Pump]] | None,
         error: OSError | None,
     ) -> None:
         self.argv = argv
         self.writer = writer
-        self.process = process
+        self.process: subprocess.Popen[bytes] | None = started[0] if started is not None else None
+        self.pumps: list[Pump] = started[1] if started is not None else []
         self.error = error
         self.started_at = time.time()
-        self.pumps: list[Pump] = capture(process, writer) if process is not None else []
 
 
 def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | None) -> list[str]:
@@ -78,11 +78,14 @@ def start_trainer(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess
     return process
 
 
-def capture(process: subprocess.Popen[bytes], writer: OutputWriter) -> list[Pump]:
-    """Start copying the trainer's stdout and stderr into the run's output."""
+def start_captured(
+    argv: list[str], cwd: Path, env: dict[str, str], writer: OutputWriter
+) -> tuple[subprocess.Popen[bytes], list[Pump]]:
+    """Start the trainer and the pumps that copy its stdout and stderr into the run's output."""
+    process = start_trainer(argv, cwd, env)
     assert process.stdout is not None and process.stderr is not None
     coalesce = platform.pipe_size(process.stdout.fileno()) >= READ_CHUNK
-    return start_pumps(process.stdout, process.stderr, writer, coalesce)
+    return process, start_pumps(process.stdout, process.stderr, writer, coalesce)
 
 
 def starting_line(job_id: str, argv: list[str]) -> str:
@@ -112,7 +115,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     writer = OutputWriter(run_dir)
     writer.append_line(ARENA, starting_line(job_id, argv))
     try:
-        return EarlyLaunch(argv, writer, start_trainer(argv, cwd, env), None)
+        return EarlyLaunch(argv, writer, start_captured(argv, cwd, env, writer), None)
     except OSError as error:
         return EarlyLaunch(argv, writer, None, error)
 
