@@ -173,16 +173,23 @@ class Agent:
             with self.lock:
                 self._disk_trouble(f"output.log could not be written: {error}", error)
                 self.state_pending = True
+        caught_up = self.disk_evidence is not None and self.output.unwritten_lines == 0
+        if caught_up:
+            self.state_pending = True  # write the state without the evidence
         now = time.monotonic()
-        if self.state_pending and now - self.last_state_retry >= STATE_RETRY_SECONDS:
-            self.last_state_retry = now
-            with self.lock:
-                recovered = self.disk_evidence is not None and self.output.unwritten_lines == 0
-                if recovered and self.state.failure is not None and self.state.failure.kind == "disk-full":
-                    self.state.failure = None
-                if self._write_state() and recovered:
+        if not self.state_pending or now - self.last_state_retry < STATE_RETRY_SECONDS:
+            return
+        self.last_state_retry = now
+        with self.lock:
+            evidence = self.state.failure
+            if caught_up and evidence is not None and evidence.kind == "disk-full":
+                self.state.failure = None
+            if self._write_state():
+                if caught_up:
                     self.disk_evidence = None
                     self.say("writes succeed again: the disk has space")
+            elif caught_up:
+                self.state.failure = evidence  # still full: the evidence stays
 
     def _flush_final_state(self) -> None:
         """The run is over: keep retrying its final state for a while (the disk may be freed)."""

@@ -301,7 +301,10 @@ class StateFolder:
             entries = [p for p in self.runs_dir.iterdir() if not p.name.startswith(".") and p.is_dir()]
         except FileNotFoundError:
             return []
-        except OSError as error:  # ``runs`` is a file, or unreadable: no run can be listed
+        except NotADirectoryError:  # ``runs`` is a file: moved aside (reported once), nothing listed
+            self.ensure()
+            return []
+        except OSError as error:  # unreadable: no run can be listed
             self.warn_once(f"runs:{self.runs_dir}", f"{self.runs_dir} cannot be listed: {error}")
             return []
         entries.sort(key=lambda p: (_created(p), p.name))
@@ -317,13 +320,17 @@ class StateFolder:
         """The job's last recorded checkpoint; None (reported once) when the record is damaged."""
         path = self.root / "jobs" / f"{job_id}.json"
         try:
-            record = _converter.structure(read_json(path), CheckpointRecord)
+            payload = read_json(path)
+            step = payload.get("step") if isinstance(payload, dict) else None
+            if not isinstance(step, int) or isinstance(step, bool):
+                raise CorruptState(f"its step is {str(step)[:40]!r}, not a whole number")
+            record = _converter.structure(payload, CheckpointRecord)
         except FileNotFoundError:
             return None
         except (CorruptState, cattrs.BaseValidationError, TypeError, KeyError, ValueError) as error:
             self.warn_once(f"job:{path}", f"{path} is damaged and was ignored: {_short(error)}")
             return None
-        if isinstance(record.step, bool) or not 0 <= record.step <= MAX_STEP:
+        if not 0 <= record.step <= MAX_STEP:
             self.warn_once(
                 f"job:{path}", f"{path} records step {record.step}, which no trainer reached; ignored"
             )

@@ -82,6 +82,8 @@ class RunView:
         self.problem: str | None = None
         self.damage: str | None = None
         """What is wrong with the run's files (``failure.kind`` ``damaged``), or None."""
+        self.damaged_but_live = False
+        """Damaged, yet its agent lives (it keeps its recorded status until it ends)."""
         self.disk_full: str | None = None
         """Set while the run's filesystem has no space left (``failure.kind`` ``disk-full``)."""
         self.agent_exit: int | None = None
@@ -95,8 +97,8 @@ class RunView:
 
     @property
     def status(self) -> RunStatus:
-        if self.damage is not None and (self.state is None or self.state.status.is_final):
-            return RunStatus.LOST  # no readable state, or an ended run whose files are damaged
+        if self.damage is not None and not self.damaged_but_live:
+            return RunStatus.LOST  # its files are damaged and no agent of it lives
         return self.state.status if self.state is not None else RunStatus.STARTING
 
     @property
@@ -131,11 +133,19 @@ class RunView:
         """The run's files are damaged: keep the first evidence."""
         if self.damage is None:
             self.damage = evidence
+            self._check_damaged_live()
 
     def retry_damaged(self) -> None:
         """Look at a damaged run's files again: damage repaired since (a state rewritten) clears it."""
         self.state_mtime = -1.0
         self.refresh_state()
+        self._check_damaged_live()
+
+    def _check_damaged_live(self) -> None:
+        state = self.state
+        self.damaged_but_live = (
+            state is not None and not state.status.is_final and self.agent_alive()
+        )
 
     def snapshot(self) -> Any:
         """What a client is told about: the recorded state and the status."""

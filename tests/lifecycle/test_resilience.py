@@ -221,7 +221,11 @@ async def test_a_corrupt_state_file_does_not_hide_a_healthy_run(tmp_path: Path) 
         status = await second.call("arena/status", {})
         assert status["active"]["runId"] == info["runId"]
         assert status["active"]["status"] == "running"
-        assert "broken-1" not in [r["runId"] for r in status["runs"]]
+        listed = {r["runId"]: r for r in status["runs"]}
+        for broken, file in (("broken-1", "state.json"), ("broken-2", "spec.json")):
+            assert listed[broken]["status"] == "lost", "a damaged run is listed, not hidden"
+            assert listed[broken]["failure"]["kind"] == "damaged"
+            assert listed[broken]["failure"]["evidence"].startswith(file)
     finally:
         await cleanup(second)
 
