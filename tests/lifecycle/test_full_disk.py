@@ -116,30 +116,53 @@ async def test_a_full_state_folder_refuses_the_start(tmp_path: Path) -> None:
             await stop_server(client)
 
 
+BIG_LINES = """
+import pathlib, time
+for step in range(1, 1_000_000):
+    print(f"step {step} " + "x" * 8192, flush=True)
+    pathlib.Path("printed.tmp").write_text(str(step))
+    pathlib.Path("printed.tmp").replace("printed")
+    time.sleep(0.1)
+"""
+"""A trainer whose every line needs new pages of the log file (so a write after the fill fails),
+and which says outside the full disk how many lines it has printed."""
+
+
+def printed(root: Path) -> int:
+    try:
+        return int((root / "printed").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
 async def test_a_disk_that_fills_during_a_run_does_not_stop_it(tmp_path: Path) -> None:
-    root = make_workspace(
-        tmp_path / "ws", [job("ticker", "--steps", "100000", "--interval", "0.02", "--numbered")]
-    )
-    with small_filesystem(tmp_path / "small", "4m") as small:
+    spec = {"id": "big", "name": "Big", "kind": "task", "command": "{python}", "args": ["big_lines.py"],
+            "status": "ready"}  # fmt: skip
+    root = make_workspace(tmp_path / "ws", [spec])
+    (root / "big_lines.py").write_text(BIG_LINES)
+    with small_filesystem(tmp_path / "small", "8m") as small:
         client = await start_server(root, init_options={"stateDir": str(small / "state"),
                                                         "preflight": {"minFreeDiskMb": 1}})  # fmt: skip
         try:
-            info = await client.call("arena/start", {"id": "ticker"})
-            await wait_for(lambda: any(x["text"] == "numbered 5" for x in client.log_lines), what="line 5")
+            info = await client.call("arena/start", {"id": "big"})
+            await wait_for(lambda: any(x["text"].startswith("step 3 ") for x in client.log_lines))
             filler = fill(small)
+            after_fill = printed(root)
             full = await _wait_failure(client, info["runId"], "disk-full")
             assert full["status"] == "running" and full["pid"] == info["pid"] and full["restarts"] == 0
+            await wait_for(lambda: printed(root) >= after_fill + 3, what="lines printed onto the full disk")
             filler.unlink()
-            await wait_for(
-                lambda: any("could not be written to the log" in x["text"] for x in client.log_lines),
+            summary = await wait_for(
+                lambda: next((x for x in client.log_lines if "could not be written" in x["text"]), None),
                 what="the summary of the lines not written",
             )
+            assert "No space left on device" in summary["text"]
             recovered = await _wait_failure(client, info["runId"], None)
             assert recovered["status"] == "running" and recovered["pid"] == info["pid"]
             stopped = await client.call("arena/stop", {"kill": True, "confirm": True})
             assert stopped["status"] == "stopped" and stopped["restarts"] == 0
-            texts = [x["text"] for x in await all_logs(client, info["runId"])]
-            assert any(t.startswith("warning:") and "No space left on device" in t for t in texts)
+            texts = [x["text"][:40] for x in await all_logs(client, info["runId"])]
+            assert "writes succeed again: the disk has space" in texts
         finally:
             await stop_server(client)
 
