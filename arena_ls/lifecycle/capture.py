@@ -425,7 +425,9 @@ def iter_all_lines(run_dir: Path, batch: int = 5000) -> Iterator[LogLine]:
 
 
 def iter_records(run_dir: Path, start: int = 0) -> Iterator[tuple[int, int, int, bytes, float]]:
-    """(index, stream, flags, data, time) of each record from ``start`` (for scanners)."""
+    """(index, stream, flags, data, time) of each record from ``start`` (for scanners).
+
+    Stops at the first damaged record, and never reads more than a record can hold."""
     idx_path, log_path = run_dir / "output.idx", run_dir / "output.log"
     try:
         with open(idx_path, "rb") as idx, open(log_path, "rb") as log:
@@ -437,6 +439,10 @@ def iter_records(run_dir: Path, start: int = 0) -> Iterator[tuple[int, int, int,
                 if usable == 0:
                     return
                 for stream, flags, length, _, offset, at in RECORD.iter_unpack(block[:usable]):
+                    try:
+                        check_record(index, stream, flags, length)
+                    except DamagedLog:
+                        return  # damaged from here on: the records before it are all there is
                     log.seek(offset)
                     data = log.read(length)
                     if len(data) < length:
