@@ -164,7 +164,14 @@ async def test_a_disk_that_fills_during_a_run_does_not_stop_it(tmp_path: Path) -
             texts = [x["text"][:40] for x in await all_logs(client, info["runId"])]
             assert "writes succeed again: the disk has space" in texts
         finally:
-            await stop_server(client)
+            await _stop_everything(client)
+
+
+async def _stop_everything(client: ArenaClient) -> None:
+    """Whatever happened, leave no run going (its filesystem is about to be unmounted)."""
+    with contextlib.suppress(Exception):
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+    await stop_server(client)
 
 
 async def _wait_failure(client: ArenaClient, run_id: str, kind: str | None) -> dict[str, Any]:
