@@ -232,10 +232,19 @@ class RunDir:
     def request_stop(self, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         """Ask the agent to stop the run (it acts on the first request only)."""
         request = {"kill": kill, "graceSeconds": grace_seconds, "by": by, "at": time.time()}
-        write_json_atomic(self.stop_request_path, request)
+        try:
+            write_json_atomic(self.stop_request_path, request)
+        except OSError as error:
+            # A full disk: an empty file needs no space, and still asks for a stop (with defaults).
+            log.warning("could not write %s (%s); asking with an empty one", self.stop_request_path, error)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.stop_request_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
     def read_stop_request(self) -> dict[str, Any] | None:
+        """The stop request, if any; an empty ``stop.json`` (written on a full disk) is one too."""
         try:
+            if self.stop_request_path.stat().st_size == 0:
+                return {}
             payload = read_json(self.stop_request_path)
         except (FileNotFoundError, CorruptState):
             return None

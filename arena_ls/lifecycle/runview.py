@@ -82,6 +82,8 @@ class RunView:
         self.problem: str | None = None
         self.damage: str | None = None
         """What is wrong with the run's files (``failure.kind`` ``damaged``), or None."""
+        self.placeholder = False
+        """``spec`` is made up from the folder's name: its own spec.json cannot be read."""
         self.damaged_but_live = False
         """Damaged, yet its agent lives (it keeps its recorded status until it ends)."""
         self.disk_full: str | None = None

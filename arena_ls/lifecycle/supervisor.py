@@ -180,6 +180,7 @@ class Supervisor:
         view = RunView(run_dir, spec)
         if damage is not None:
             view.mark_damaged(damage)
+            view.placeholder = True
         self.views[spec.run_id] = view
         try:
             view.refresh_state()
@@ -191,6 +192,19 @@ class Supervisor:
         if view.check_lost(self.folder):
             log.warning("run %s was lost", spec.run_id)
         return view
+
+    def _retry_damaged(self, view: RunView) -> None:
+        """Look at a damaged run again (every second): a spec readable now means a fresh adoption."""
+        if view.placeholder:
+            try:
+                view.run_dir.read_spec()
+            except (FileNotFoundError, CorruptState, OSError):
+                return
+            del self.views[view.run_id]
+            self._adopt(view.run_dir)
+            return
+        view.retry_damaged()
+        self.notify_if_changed(view)
 
     def _report_damage(self, view: RunView) -> None:
         if view.damage is not None:
@@ -250,8 +264,7 @@ class Supervisor:
             return False
         if view.damage is not None:
             if check_liveness:
-                view.retry_damaged()
-                self.notify_if_changed(view)
+                self._retry_damaged(view)
             return False
         if view.is_final and view.cursor.record >= view.reader.record_count():
             return False

@@ -33,7 +33,7 @@ from tests.helpers.lsp import (
     wait_status,
 )
 
-STATE_WRITES_FAIL = '''
+STATE_WRITES_FAIL = """
 import errno, os
 _real_replace = os.replace
 def _full_replace(src, dst, *args, **kwargs):
@@ -41,7 +41,7 @@ def _full_replace(src, dst, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
     return _real_replace(src, dst, *args, **kwargs)
 os.replace = _full_replace
-'''
+"""
 
 
 @contextlib.contextmanager

@@ -233,11 +233,15 @@ async def test_a_damaged_state_folder_is_repaired_and_reported_once(
     root = tmp_path / "ws"
     shutil.copytree(template, root)
     damage, evidence = FOLDER_CASES[case]
-    damage(root / ".aide" / "training", _runs(root)[0].path)
+    victim, healthy = _runs(root)
+    damage(root / ".aide" / "training", victim.path)
     client = await start_server(root)
     try:
         status = await client.call("arena/status", {})
         assert status["active"] is None
+        if case != "runs is a file":
+            texts = [line["text"] for line in await all_logs(client, healthy.run_id)]
+            assert [t for t in texts if t.startswith("numbered")] == [f"numbered {i}" for i in range(1, 6)]
         await _other_job_starts(client)
         await _other_job_starts(client)
         warned = [t for t in _warnings(client) if evidence in t]

@@ -118,3 +118,19 @@ def test_a_trainer_that_dies_of_enospc_is_disk_full() -> None:
     failure = classify(exit_code=1, signal_name=None, tail=tail, nan_evidence=None)
     assert failure is not None and failure.kind == "disk-full"
     assert failure.evidence == "OSError: [Errno 28] No space left on device"
+
+
+def test_a_stop_request_on_a_full_disk_is_an_empty_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arena_ls.lifecycle import rundir
+
+    def full(path: Path, payload: object) -> None:
+        raise ENOSPC
+
+    monkeypatch.setattr(rundir, "write_json_atomic", full)
+    run_dir = RunDir(tmp_path)
+    assert run_dir.read_stop_request() is None
+    run_dir.request_stop(kill=False, grace_seconds=None, by="test")
+    assert run_dir.stop_request_path.stat().st_size == 0
+    assert run_dir.read_stop_request() == {}, "an empty stop.json still asks for a stop"
