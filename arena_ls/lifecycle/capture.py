@@ -274,7 +274,7 @@ class OutputReader:
                     if len(header) < RECORD.size:
                         break
                     stream, flags, length, first_seq, at_offset, at = RECORD.unpack(header)
-                    _check_position(record, cursor.record, at_offset, offset, first_seq, seq)
+                    _check_position(record, at_offset, offset, first_seq, seq)
                     check_record(record, stream, flags, length)
                     data = log.read(length)
                     if len(data) < length:
@@ -398,11 +398,14 @@ class OpenLine:
             self.kept += data[:room]
 
 
-def _check_position(record: int, first: int, at_offset: int, offset: int, first_seq: int, seq: int) -> None:
-    """Records are contiguous: each starts where the last ended and numbers lines on from it."""
+def _check_position(record: int, at_offset: int, offset: int, first_seq: int, seq: int) -> None:
+    """Records are contiguous: each starts where the last ended, and numbers no line beyond the next.
+
+    A record numbering lines already passed is not damage: a tail cursor
+    made while the index grew may point past a record's lines (they are skipped)."""
     if at_offset != offset:
         raise DamagedLog(f"output.idx record {record} says offset {at_offset}, but the log is at {offset}")
-    if first_seq > seq or (record > first and first_seq != seq):
+    if first_seq > seq:  # a gap: lines numbered past any the index has given (behind is a skip)
         raise DamagedLog(f"output.idx record {record} numbers its first line {first_seq}, expected {seq}")
 
 

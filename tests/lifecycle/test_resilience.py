@@ -396,8 +396,10 @@ async def test_a_flood_keeps_the_server_small_and_responsive(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("capabilities", ["visual-studio-code", "neovim"])
 async def test_adopted_runs_notify_new_lines(tmp_path: Path, capabilities: str) -> None:
+    # The run must outlive the second server's start (seconds on a loaded machine): it runs
+    # until stopped, so that lines written after the adoption exist whatever the load.
     root = make_workspace(
-        tmp_path / "ws", [job("ticker", "--steps", "200", "--interval", "0.02", "--numbered")]
+        tmp_path / "ws", [job("ticker", "--steps", "100000", "--interval", "0.02", "--numbered")]
     )
     first = await start_server(root)
     info = await started(first, "ticker")
@@ -407,6 +409,7 @@ async def test_adopted_runs_notify_new_lines(tmp_path: Path, capabilities: str) 
         await wait_for(
             lambda: any(line["text"].startswith("numbered") for line in second.log_lines), what="live lines"
         )
-        await wait_status(second, info["runId"], "succeeded")
+        stopped = await second.call("arena/stop", {"runId": info["runId"], "confirm": True})
+        assert stopped["status"] == "stopped"
     finally:
         await cleanup(second)
