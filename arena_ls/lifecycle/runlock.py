@@ -398,8 +398,14 @@ class RunLock:
         ``required=False``: after ``MUTEX_WAIT`` go ahead anyway (releasing
         one's own lock must not depend on another process's turn ending).
         """
-        self.folder.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder.root / ".runlock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.folder.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.folder.root / ".runlock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            if required:
+                raise
+            yield  # not even an empty file can be made (no inode left): release without a turn
+            return
         locked = False
         try:
             deadline = time.monotonic() + MUTEX_WAIT

@@ -60,7 +60,7 @@ START_TIMEOUT = 30.0
 KEEP_FINISHED_RUNS = 50
 SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
-HOLDER_WAIT = 2.0
+HOLDER_WAIT = 5.0
 """How long a refused start waits for the active run's folder to become readable, to show it."""
 
 
