@@ -379,3 +379,42 @@ def describe_signal(returncode: int) -> tuple[int | None, str | None]:
             name = f"SIG{-returncode}"
         return None, name
     return returncode, None
+
+
+def try_lock_file(fd: int) -> bool:
+    """Take an exclusive, non-blocking OS lock on an open file; False when another holds it.
+
+    The kernel releases it when the holder closes the file or dies, so a
+    crashed holder never leaves it taken. POSIX: ``flock``; Windows: a
+    one-byte ``msvcrt.locking`` region.
+    """
+    if IS_WINDOWS:
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+        except OSError:
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):
+        return False
+    return True
+
+
+def unlock_file(fd: int) -> None:
+    """Release a lock taken by ``try_lock_file``."""
+    if IS_WINDOWS:
+        import msvcrt
+
+        with contextlib.suppress(OSError):
+            os.lseek(fd, 0, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+        return
+    import fcntl
+
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)

@@ -60,13 +60,13 @@ def run_preflight(
     Paths should be absolute.
     """
     if kind == "task":
-        return [check_state_dir(state_dir), check_disk(hw, settings, checkpoint_dir)], []
+        return [check_state_dir(state_dir), check_disk(hw, settings, checkpoint_dir, state_dir)], []
     contention, warnings = check_gpu_contention(hw.gpus(), settings, our_pids)
     checks = [
         check_power(hw, settings),
         check_ram(hw, settings),
         contention,
-        check_disk(hw, settings, checkpoint_dir),
+        check_disk(hw, settings, checkpoint_dir, state_dir),
         check_state_dir(state_dir),
         check_gates(gate_errors),
     ]
@@ -160,18 +160,30 @@ def process_name(pid: int) -> str | None:
     return str(name) or None
 
 
-def check_disk(hw: Hardware, settings: PreflightSettings, checkpoint_dir: Path) -> Check:
+def check_disk(
+    hw: Hardware, settings: PreflightSettings, checkpoint_dir: Path, state_dir: Path | None = None
+) -> Check:
+    """Free space where the checkpoints go and where the run's state and log go (the state folder).
+
+    The two are often different filesystems; the check fails on the one with
+    the least space, and names it.
+    """
     need = settings.min_free_disk_mb
-    try:
-        free = hw.disk_free_mb(checkpoint_dir)
-    except OSError as error:
-        return Check("disk", False, f"cannot read free space at {checkpoint_dir}: {error}")
+    places = [checkpoint_dir] + ([state_dir] if state_dir is not None else [])
+    readings: list[tuple[int, Path]] = []
+    for place in places:
+        try:
+            readings.append((hw.disk_free_mb(place), place))
+        except OSError as error:
+            return Check("disk", False, f"cannot read free space at {place}: {error}")
+    free, where = min(readings, key=lambda reading: reading[0])
     if free >= need:
-        return Check("disk", True, f"{free} MB free at {checkpoint_dir} (need {need} MB)")
+        text = ", ".join(f"{mb} MB free at {place}" for mb, place in readings)
+        return Check("disk", True, f"{text} (need {need} MB)")
     return Check(
         "disk",
         False,
-        f"only {free} MB free at {checkpoint_dir}, need {need} MB; free some space "
+        f"only {free} MB free at {where}, need {need} MB; free some space "
         f"or lower arena.preflight.minFreeDiskMb",
     )
 

@@ -11,6 +11,8 @@ stack, so it starts fast and stays small.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gc
 import logging
 import os
@@ -42,6 +44,7 @@ from arena_ls.lifecycle.rundir import (
     RunState,
     StateFolder,
 )
+from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus, transition
 
 log = logging.getLogger("arena_ls.agent")
@@ -61,6 +64,12 @@ TAIL_LINES = 200
 TAIL_BYTES = 16384
 """Of each chunk, the end kept raw for ``tail_lines`` (decoded only when a failure is judged)."""
 GPU_RELEASE_TIMEOUT = 10.0
+STATE_RETRY_SECONDS = 1.0
+"""A state write that failed (a full disk) is retried this often; the state is kept in memory meanwhile."""
+FINAL_STATE_PATIENCE = 30.0
+"""How long the agent, its trainer gone, keeps retrying its final state before it exits anyway."""
+LAUNCH_FAILED_EXIT = 3
+"""The agent's exit code when the run cannot be recorded at all (the server answers 1009)."""
 
 
 def resume_argv(spec: RunSpec, step: int | None) -> list[str]:
@@ -109,17 +118,85 @@ class Agent:
         self.last_progress_write = 0.0
         self.last_full_scan = 0.0
         self.nan_evidence: str | None = None
+        self.state_pending = False
+        """The state in memory is newer than state.json (its last write failed)."""
+        self.last_state_retry = 0.0
+        self.disk_evidence: str | None = None
+        self.seen_write_failures = 0
 
     # -- state ---------------------------------------------------------------------------
 
     def _move(self, target: RunStatus) -> None:
         with self.lock:
             self.state.status = transition(self.spec.run_id, self.state.status, target)
-            self.run_dir.write_state(self.state)
+            self._write_state()
 
     def _save(self) -> None:
         with self.lock:
-            self.run_dir.write_state(self.state)
+            self._write_state()
+
+    def _write_state(self) -> bool:
+        """The one path that writes state.json; False when the write failed.
+
+        A failed write (a full disk) never stops the run: the state stays in
+        memory, is retried every ``STATE_RETRY_SECONDS``, and a lack of space
+        becomes the run's ``disk-full`` evidence.
+        """
+        with self.lock:
+            try:
+                self.run_dir.write_state(self.state)
+            except OSError as error:
+                if not self.state_pending:
+                    log.warning("could not write state.json: %s", error)
+                self.state_pending = True
+                self._disk_trouble(f"state.json could not be written: {error}", error)
+                return False
+            self.state_pending = False
+            return True
+
+    def _disk_trouble(self, evidence: str, error: OSError | None) -> None:
+        """A write failed: with no space left, the run reports ``disk-full`` at once (in memory first)."""
+        if error is None or error.errno not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return
+        if self.disk_evidence is None:
+            self.disk_evidence = evidence
+            self.say(f"warning: {evidence}; the trainer keeps running")
+        if self.state.failure is None:
+            self.state.failure = Failure("disk-full", self.disk_evidence)
+
+    def _check_writes(self) -> None:
+        """Retry a pending state write; notice failed log writes; clear ``disk-full`` once all is written."""
+        failures = self.output.write_failures
+        if failures > self.seen_write_failures:
+            self.seen_write_failures = failures
+            error = self.output.last_error
+            with self.lock:
+                self._disk_trouble(f"output.log could not be written: {error}", error)
+                self.state_pending = True
+        caught_up = self.disk_evidence is not None and self.output.unwritten_lines == 0
+        if caught_up:
+            self.state_pending = True  # write the state without the evidence
+        now = time.monotonic()
+        if not self.state_pending or now - self.last_state_retry < STATE_RETRY_SECONDS:
+            return
+        self.last_state_retry = now
+        with self.lock:
+            evidence = self.state.failure
+            if caught_up and evidence is not None and evidence.kind == "disk-full":
+                self.state.failure = None
+            if self._write_state():
+                if caught_up:
+                    self.disk_evidence = None
+                    self.say("writes succeed again: the disk has space")
+            elif caught_up:
+                self.state.failure = evidence  # still full: the evidence stays
+
+    def _flush_final_state(self) -> None:
+        """The run is over: keep retrying its final state for a while (the disk may be freed)."""
+        deadline = time.monotonic() + FINAL_STATE_PATIENCE
+        while self.state_pending and time.monotonic() < deadline:
+            time.sleep(STATE_RETRY_SECONDS)
+            self._write_state()
 
     def say(self, text: str) -> None:
         """A line of the supervisor's own, in the run's log (stream ``arena``).
@@ -131,8 +208,16 @@ class Agent:
     # -- main loop -----------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run the trainer (and its relaunches) to a final status; return 0."""
-        self._save()
+        """Run the trainer (and its relaunches) to a final status; return 0.
+
+        A run whose first state cannot be written (a full state folder) is
+        not started: its trainer is killed and the agent exits with
+        ``LAUNCH_FAILED_EXIT``, which the server answers with 1009.
+        """
+        try:
+            self.run_dir.write_state(self.state)
+        except OSError as error:
+            return self._abandon(error)
         restarts_left = self.spec.max_restarts
         relaunch_step: int | str | None = "never"
         step = self.spec.resumed_from_step
@@ -158,8 +243,21 @@ class Agent:
                     return 0
                 step = checkpoint
         finally:
+            self._flush_final_state()
             self.output.close()
-            self.folder.release_lock(self.spec.run_id)
+            RunLock(self.folder).release(self.spec.run_id)
+
+    def _abandon(self, error: OSError) -> int:
+        """The run cannot be recorded: stop the early trainer, say why on stderr, free the lock."""
+        where = self.run_dir.path
+        print(f"arena agent: cannot record the run in {where}: {error}", file=sys.stderr, flush=True)
+        early, self.early = self.early, None
+        if early is not None and early.process is not None:
+            platform.kill_tree(early.process.pid, timeout=5.0, own_child=True)
+            early.process.wait()
+        self.output.close()
+        RunLock(self.folder).release(self.spec.run_id)
+        return LAUNCH_FAILED_EXIT
 
     def _checkpoint_step(self) -> int | None:
         with self.lock:
@@ -228,6 +326,7 @@ class Agent:
             self._check_stop_request()
             self._advance_stop()
             self._check_stall()
+            self._check_writes()
             platform.reap_adopted(keep=process.pid)
         returncode = process.wait()
         survivors = platform.kill_group_remnants(process.pid)
@@ -290,7 +389,11 @@ class Agent:
             self.state.last_checkpoint = record
             self.state.step = max(self.state.step or 0, event.step)
             self._save()
-        self.folder.record_job_checkpoint(self.spec.job_id, record)
+        try:
+            self.folder.record_job_checkpoint(self.spec.job_id, record)
+        except OSError as error:  # the run's state has it; the next checkpoint retries
+            with self.lock:
+                self._disk_trouble(f"jobs/{self.spec.job_id}.json could not be written: {error}", error)
 
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
@@ -367,9 +470,14 @@ class Agent:
     def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         method = self.spec.stop_method
         if method in ("file", "both"):
-            self.run_dir.stop_file.write_text("stop requested\n")
-            plan.stage = "file"
-            self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
+            try:
+                self.run_dir.stop_file.write_text("stop requested\n")
+            except OSError as error:  # a full disk: go on to the signal at once
+                self.say(f"could not create the stop file ({error}): sending the stop signal")
+                method = "signal"
+            else:
+                plan.stage = "file"
+                self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
         if method == "both":
             plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
         if method == "signal":
@@ -452,6 +560,7 @@ class Agent:
         self._confirm_gpu_released()
         while time.monotonic() < deadline:
             self.wake.wait(min(POLL_SECONDS * 4, max(0.0, deadline - time.monotonic())))
+            self._check_writes()
             if self.run_dir.read_stop_request() is not None:
                 self.say("stop requested during the backoff: relaunch cancelled")
                 with self.lock:
@@ -516,9 +625,10 @@ def main(argv: list[str] | None = None, early: EarlyLaunch | None = None) -> int
                 agent.state.failure = Failure("error", "the job agent failed; see agent.log")
                 if not agent.state.status.is_final:
                     agent.state.status = RunStatus.LOST
-                agent.run_dir.write_state(agent.state)
+                with contextlib.suppress(OSError):
+                    agent.run_dir.write_state(agent.state)
         finally:
-            agent.folder.release_lock(agent.spec.run_id)
+            RunLock(agent.folder).release(agent.spec.run_id)
         return 1
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -38,7 +39,9 @@ from arena_ls.lifecycle.outputlog import (
     STDERR,
     STDOUT,
     STREAMS,
+    DamagedLog,
     OutputWriter,
+    check_record,
     count_recorded_lines,
 )
 from arena_ls.timeutil import iso_utc
@@ -54,6 +57,7 @@ __all__ = [
     "STDOUT",
     "STREAMS",
     "Cursor",
+    "DamagedLog",
     "LogLine",
     "OpenLine",
     "OutputReader",
@@ -195,6 +199,8 @@ class Page:
     """Set when the log was truncated or replaced since the cursor was made."""
     updates: list[LogLine] = attrs.field(factory=list)
     """The latest state of unfinished lines redrawn in place (for live progress; seq -1)."""
+    damage: str | None = None
+    """Set when reading stopped at damage (the lines before it are in ``lines``)."""
 
 
 class OutputReader:
@@ -254,41 +260,51 @@ class OutputReader:
             return Page([], cursor, reset)
         lines: list[LogLine] = []
         updates: list[LogLine] = []
-        open_parts = self._reopen_lines(cursor)
+        damage: str | None = None
         record, offset, seq = cursor.record, cursor.offset, cursor.seq
         open_starts = dict(cursor.open_lines)
         read_bytes = 0
-        with open(self._idx_path, "rb") as idx, open(self._log_path, "rb") as log:
-            idx.seek(record * RECORD.size)
-            log.seek(offset)
-            while record < count and len(lines) < limit and read_bytes < max_bytes:
-                header = idx.read(RECORD.size)
-                if len(header) < RECORD.size:
-                    break
-                stream, flags, length, first_seq, _, at = RECORD.unpack(header)
-                data = log.read(length)
-                if len(data) < length:
-                    break  # the agent is between its two writes
-                skip = max(0, seq - first_seq)
-                room = limit - len(lines)
-                total, fresh = self._lines_of(stream, flags, data, first_seq, at, open_parts, skip, room)
-                if flags == FLAG_CONTINUED and b"\r" in data:
-                    updates.append(LogLine(-1, STREAMS[stream], clean_text(data), at))
-                if total - skip > room:  # stop inside this record; seq says where
+        try:
+            open_parts = self._reopen_lines(cursor)
+            with open(self._idx_path, "rb") as idx, open(self._log_path, "rb") as log:
+                idx.seek(record * RECORD.size)
+                log.seek(offset)
+                while record < count and len(lines) < limit and read_bytes < max_bytes:
+                    header = idx.read(RECORD.size)
+                    if len(header) < RECORD.size:
+                        break
+                    stream, flags, length, first_seq, at_offset, at = RECORD.unpack(header)
+                    _check_position(record, at_offset, offset, first_seq, seq)
+                    check_record(record, stream, flags, length)
+                    data = log.read(length)
+                    if len(data) < length:
+                        raise DamagedLog(f"output.idx record {record} points past the end of output.log")
+                    skip = max(0, seq - first_seq)
+                    room = limit - len(lines)
+                    total, fresh = self._lines_of(stream, flags, data, first_seq, at, open_parts, skip, room)
+                    if flags == FLAG_CONTINUED and b"\r" in data:
+                        updates.append(LogLine(-1, STREAMS[stream], clean_text(data), at))
+                    if total - skip > room:  # stop inside this record; seq says where
+                        lines.extend(fresh)
+                        seq = first_seq + skip + room
+                        break
+                    if flags == FLAG_CONTINUED:
+                        open_starts.setdefault(stream, (record, offset))
+                    else:
+                        open_starts.pop(stream, None)
                     lines.extend(fresh)
-                    seq = first_seq + skip + room
-                    break
-                if flags == FLAG_CONTINUED:
-                    open_starts.setdefault(stream, (record, offset))
-                else:
-                    open_starts.pop(stream, None)
-                lines.extend(fresh)
-                read_bytes += length
-                record += 1
-                offset += length
-                seq = max(seq, first_seq + total)
+                    read_bytes += length
+                    record += 1
+                    offset += length
+                    seq = max(seq, first_seq + total)
+        except DamagedLog as error:
+            damage = str(error)
+        except FileNotFoundError as error:
+            damage = f"{Path(error.filename or self._log_path).name} is missing"
+        except (OSError, ValueError, struct.error) as error:
+            damage = f"the run's output cannot be read: {error}"
         next_cursor = Cursor(record, offset, seq, open_starts, cursor.ident or file_ident(self.run_dir))
-        return Page(lines, next_cursor, reset, updates)
+        return Page(lines, next_cursor, reset, updates, damage)
 
     def _check_ident(self, cursor: Cursor) -> str | None:
         if not cursor.ident or cursor.record == 0:
@@ -382,6 +398,17 @@ class OpenLine:
             self.kept += data[:room]
 
 
+def _check_position(record: int, at_offset: int, offset: int, first_seq: int, seq: int) -> None:
+    """Records are contiguous: each starts where the last ended, and numbers no line beyond the next.
+
+    A record numbering lines already passed is not damage: a tail cursor
+    made while the index grew may point past a record's lines (they are skipped)."""
+    if at_offset != offset:
+        raise DamagedLog(f"output.idx record {record} says offset {at_offset}, but the log is at {offset}")
+    if first_seq > seq:  # a gap: lines numbered past any the index has given (behind is a skip)
+        raise DamagedLog(f"output.idx record {record} numbers its first line {first_seq}, expected {seq}")
+
+
 def _record_at(idx: BinaryIO, index: int) -> tuple[int, int, int, int, int, float]:
     idx.seek(index * RECORD.size)
     values: tuple[int, int, int, int, int, float] = RECORD.unpack(idx.read(RECORD.size))
@@ -401,7 +428,9 @@ def iter_all_lines(run_dir: Path, batch: int = 5000) -> Iterator[LogLine]:
 
 
 def iter_records(run_dir: Path, start: int = 0) -> Iterator[tuple[int, int, int, bytes, float]]:
-    """(index, stream, flags, data, time) of each record from ``start`` (for scanners)."""
+    """(index, stream, flags, data, time) of each record from ``start`` (for scanners).
+
+    Stops at the first damaged record, and never reads more than a record can hold."""
     idx_path, log_path = run_dir / "output.idx", run_dir / "output.log"
     try:
         with open(idx_path, "rb") as idx, open(log_path, "rb") as log:
@@ -413,6 +442,10 @@ def iter_records(run_dir: Path, start: int = 0) -> Iterator[tuple[int, int, int,
                 if usable == 0:
                     return
                 for stream, flags, length, _, offset, at in RECORD.iter_unpack(block[:usable]):
+                    try:
+                        check_record(index, stream, flags, length)
+                    except DamagedLog:
+                        return  # damaged from here on: the records before it are all there is
                     log.seek(offset)
                     data = log.read(length)
                     if len(data) < length:

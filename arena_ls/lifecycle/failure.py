@@ -2,7 +2,8 @@
 
 Classes (the contract's ``failure.kind``): ``oom`` (CUDA or host out of
 memory), ``killed`` (SIGKILL or exit 137, what the kernel's OOM killer does),
-``nan`` (a loss announced as NaN or inf), ``crash-loop`` (decided by the
+``nan`` (a loss announced as NaN or inf), ``disk-full`` (a write failed for
+lack of space: ENOSPC), ``crash-loop`` (decided by the
 watchdog, not here) and ``error`` (any other non-zero exit). ``evidence`` is
 the log line that shows it.
 """
@@ -18,6 +19,9 @@ _OOM = re.compile(
     r"(CUDA out of memory|OutOfMemoryError|out of memory|MemoryError|"
     r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|std::bad_alloc)",
     re.IGNORECASE,
+)
+_DISK_FULL = re.compile(
+    r"(No space left on device|\bENOSPC\b|\[Errno 28\]|Disk quota exceeded)", re.IGNORECASE
 )
 _NAN = re.compile(r"\b(loss|grad)\b[^\n]{0,40}\b(nan|inf)\b", re.IGNORECASE)
 
@@ -35,6 +39,9 @@ def classify(
     oom_line = _last_match(tail, _OOM)
     if oom_line is not None:
         return Failure("oom", oom_line)
+    disk_line = _last_match(tail, _DISK_FULL)
+    if disk_line is not None:
+        return Failure("disk-full", disk_line)
     if signal_name == "SIGKILL" or exit_code == 137:
         status = "SIGKILL" if signal_name else "exit code 137"
         return Failure("killed", f"trainer was killed ({status}), as the kernel's OOM killer does")

@@ -40,6 +40,23 @@ FLAG_FINAL_PARTIAL = 2
 
 RECORD = struct.Struct("<BBIQQd")
 """stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
+MAX_RECORD_BYTES = 16 << 20
+"""No record the writer makes is longer (a read is at most 1 MiB plus an unfinished line):
+a longer one is damage, and is never read into memory."""
+
+
+class DamagedLog(ValueError):
+    """The run's output files are damaged; the message names the file and what is wrong."""
+
+
+def check_record(index: int, stream: int, flags: int, length: int) -> None:
+    """Raise ``DamagedLog`` for a record no writer makes (unknown stream or flags, absurd length)."""
+    if stream >= len(STREAMS):
+        raise DamagedLog(f"output.idx record {index} has unknown stream byte {stream}")
+    if flags > FLAG_FINAL_PARTIAL:
+        raise DamagedLog(f"output.idx record {index} has unknown flags {flags}")
+    if length > MAX_RECORD_BYTES:
+        raise DamagedLog(f"output.idx record {index} claims {length} bytes, more than any record holds")
 
 class OutputWriter:
     """Agent side: appends chunks from the trainer's pipes, whole lines at a time.
@@ -55,6 +72,13 @@ class OutputWriter:
         self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
         self._next_seq = count_recorded_lines(run_dir / "output.idx")
         self._offset = os.fstat(self._log_fd).st_size
+        self._idx_size = os.fstat(self._idx_fd).st_size
+        self.unwritten_lines = 0
+        """Lines that could not be written since the last successful write (a full disk)."""
+        self.unwritten_bytes = 0
+        self.write_failures = 0
+        """Every failed write so far (the agent turns a new one into ``disk-full`` evidence)."""
+        self.last_error: OSError | None = None
 
     @property
     def lines_written(self) -> int:
@@ -103,11 +127,44 @@ class OutputWriter:
             return data
 
     def _write(self, stream: int, flags: int, data: bytes, lines: int) -> None:
-        _write_all(self._log_fd, data)
-        record = RECORD.pack(stream, flags, len(data), self._next_seq, self._offset, time.time())
-        _write_all(self._idx_fd, record)
+        """Write a chunk and its record, or neither: a failed write (a full disk) is counted.
+
+        The trainer never waits for the disk: what cannot be written is
+        counted, and once writes succeed again one ``arena`` line says how
+        many lines are missing, before the next chunk.
+        """
+        if self.unwritten_lines or self.unwritten_bytes:
+            summary = (
+                f"… {self.unwritten_lines} lines ({self.unwritten_bytes} bytes) of output could not be "
+                f"written to the log: {_reason(self.last_error)}"
+            ).encode() + b"\n"
+            if not self._try_write(ARENA, FLAG_LINES, summary, 1):
+                self._count_unwritten(data, lines, flags)
+                return
+            self.unwritten_lines = self.unwritten_bytes = 0
+        if not self._try_write(stream, flags, data, lines):
+            self._count_unwritten(data, lines, flags)
+
+    def _try_write(self, stream: int, flags: int, data: bytes, lines: int) -> bool:
+        try:
+            _write_all(self._log_fd, data)
+            record = RECORD.pack(stream, flags, len(data), self._next_seq, self._offset, time.time())
+            _write_all(self._idx_fd, record)
+        except OSError as error:
+            self.last_error = error
+            self.write_failures += 1
+            with contextlib.suppress(OSError):  # undo a partial write: shrinking needs no space
+                os.ftruncate(self._log_fd, self._offset)
+                os.ftruncate(self._idx_fd, self._idx_size)
+            return False
         self._next_seq += lines
         self._offset += len(data)
+        self._idx_size += RECORD.size
+        return True
+
+    def _count_unwritten(self, data: bytes, lines: int, flags: int) -> None:
+        self.unwritten_lines += lines if flags != FLAG_CONTINUED else 0
+        self.unwritten_bytes += len(data)
 
     def close(self) -> None:
         with self._lock:
@@ -115,6 +172,12 @@ class OutputWriter:
                 with contextlib.suppress(OSError):
                     os.fsync(fd)
                 os.close(fd)
+
+
+def _reason(error: OSError | None) -> str:
+    if error is None:
+        return "a write failed"
+    return error.strerror or str(error)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -135,7 +198,8 @@ def count_recorded_lines(idx_path: Path) -> int:
         return 0
     with open(idx_path, "rb") as idx, open(idx_path.with_name("output.log"), "rb") as log:
         idx.seek(whole - RECORD.size)
-        _, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
+        stream, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
+        check_record(whole // RECORD.size - 1, stream, flags, length)
         log.seek(offset)
         data = log.read(length)
     if flags == FLAG_CONTINUED:

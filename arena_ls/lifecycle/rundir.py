@@ -2,7 +2,7 @@
 
 ```
 .aide/training/
-  active.lock              the one active run of the workspace (its runId)
+  active.lock              the one active run of the workspace (see runlock.py)
   jobs/<jobId>.json        the last checkpoint recorded for a job, across runs
   runs/<runId>/
     spec.json              what to run (written once by the server)
@@ -26,6 +26,7 @@ import os
 import secrets
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +205,7 @@ class RunDir:
     def read_spec(self) -> RunSpec:
         try:
             return _converter.structure(read_json(self.spec_path), RunSpec)
-        except (cattrs.BaseValidationError, TypeError, KeyError, ValueError) as error:
+        except (cattrs.BaseValidationError, TypeError, KeyError, ValueError, AttributeError) as error:
             if isinstance(error, CorruptState):
                 raise
             raise CorruptState(f"{self.spec_path}: {error}") from error
@@ -217,7 +218,7 @@ class RunDir:
     def read_state(self) -> RunState:
         try:
             return _converter.structure(read_json(self.state_path), RunState)
-        except (cattrs.BaseValidationError, TypeError, KeyError, ValueError) as error:
+        except (cattrs.BaseValidationError, TypeError, KeyError, ValueError, AttributeError) as error:
             if isinstance(error, CorruptState):
                 raise
             raise CorruptState(f"{self.state_path}: {error}") from error
@@ -231,21 +232,43 @@ class RunDir:
     def request_stop(self, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         """Ask the agent to stop the run (it acts on the first request only)."""
         request = {"kill": kill, "graceSeconds": grace_seconds, "by": by, "at": time.time()}
-        write_json_atomic(self.stop_request_path, request)
+        try:
+            write_json_atomic(self.stop_request_path, request)
+        except OSError as error:
+            # A full disk: an empty file needs no space, and still asks for a stop (with defaults).
+            log.warning("could not write %s (%s); asking with an empty one", self.stop_request_path, error)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.stop_request_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
     def read_stop_request(self) -> dict[str, Any] | None:
+        """The stop request, if any; an empty ``stop.json`` (written on a full disk) is one too."""
         try:
+            if self.stop_request_path.stat().st_size == 0:
+                return {}
             payload = read_json(self.stop_request_path)
         except (FileNotFoundError, CorruptState):
             return None
         return payload if isinstance(payload, dict) else {}
 
 
+MAX_STEP = 10**12
+"""A recorded step beyond this is not a step any trainer reached: the record is damaged."""
+
+Report = Callable[[str], None]
+
+
 @attrs.define
 class StateFolder:
-    """The workspace's state folder."""
+    """The workspace's state folder.
+
+    ``report`` is told, once per problem, about damage found and repaired or
+    ignored here (the server shows it as a warning); ``runlock`` owns the
+    lock and the creation of runs.
+    """
 
     root: Path
+    report: Report | None = attrs.field(default=None, eq=False, repr=False)
+    _reported: set[str] = attrs.field(factory=set, eq=False, repr=False)
 
     @property
     def runs_dir(self) -> Path:
@@ -255,16 +278,25 @@ class StateFolder:
     def lock_path(self) -> Path:
         return self.root / "active.lock"
 
-    def ensure(self) -> None:
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        (self.root / "jobs").mkdir(parents=True, exist_ok=True)
+    def warn_once(self, key: str, message: str) -> None:
+        """Log (stderr) and report a problem, once per ``key`` for this folder object."""
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        log.warning("%s", message)
+        if self.report is not None:
+            self.report(message)
 
-    def new_run(self, job_id: str) -> RunDir:
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        run_id = f"{job_id}-{stamp}-{secrets.token_hex(3)}"
-        path = self.runs_dir / run_id
-        path.mkdir(parents=True)
-        return RunDir(path)
+    def ensure(self) -> None:
+        """Create the folder; a ``runs`` or ``jobs`` that is not a folder is moved aside."""
+        for sub in (self.runs_dir, self.root / "jobs"):
+            try:
+                sub.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                aside = sub.with_name(f"{sub.name}.damaged-{secrets.token_hex(4)}")
+                os.replace(sub, aside)
+                sub.mkdir()
+                self.warn_once(f"moved:{sub}", f"{sub} was not a folder; moved it aside to {aside.name}")
 
     def run(self, run_id: str) -> RunDir | None:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
@@ -273,54 +305,19 @@ class StateFolder:
         return RunDir(path) if path.is_dir() else None
 
     def list_runs(self) -> list[RunDir]:
-        """Every run folder, oldest first (run ids sort by creation time)."""
+        """Every run folder, oldest first (runs being built, named ``.new-*``, are not runs yet)."""
         try:
-            entries = [p for p in self.runs_dir.iterdir() if p.is_dir()]
+            entries = [p for p in self.runs_dir.iterdir() if not p.name.startswith(".") and p.is_dir()]
         except FileNotFoundError:
+            return []
+        except NotADirectoryError:  # ``runs`` is a file: moved aside (reported once), nothing listed
+            self.ensure()
+            return []
+        except OSError as error:  # unreadable: no run can be listed
+            self.warn_once(f"runs:{self.runs_dir}", f"{self.runs_dir} cannot be listed: {error}")
             return []
         entries.sort(key=lambda p: (_created(p), p.name))
         return [RunDir(p) for p in entries]
-
-    # -- the workspace's one active run -------------------------------------------------
-
-    def try_lock(self, run_id: str) -> bool:
-        """Claim the workspace for a run; False when another run holds it."""
-        self.ensure()
-        try:
-            fd = os.open(self.lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w") as handle:
-            handle.write(run_id)
-        return True
-
-    def lock_holder(self) -> str | None:
-        try:
-            return self.lock_path.read_text().strip() or None
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    def release_lock(self, run_id: str) -> None:
-        """Release the lock if ``run_id`` holds it (never another run's lock)."""
-        if self.lock_holder() == run_id:
-            with contextlib.suppress(FileNotFoundError):
-                self.lock_path.unlink()
-
-    def break_stale_lock(self, holder: str) -> None:
-        """Remove a lock whose run is over; renaming first makes it race-free."""
-        stale = self.root / f"active.lock.stale-{secrets.token_hex(4)}"
-        try:
-            os.replace(self.lock_path, stale)
-        except FileNotFoundError:
-            return
-        try:
-            if stale.read_text().strip() != holder:  # someone re-locked meanwhile
-                os.replace(stale, self.lock_path)
-                return
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            stale.unlink()
 
     # -- checkpoints across runs ---------------------------------------------------------
 
@@ -329,11 +326,25 @@ class StateFolder:
         write_json_atomic(self.root / "jobs" / f"{job_id}.json", _converter.unstructure(checkpoint))
 
     def job_checkpoint(self, job_id: str) -> CheckpointRecord | None:
+        """The job's last recorded checkpoint; None (reported once) when the record is damaged."""
+        path = self.root / "jobs" / f"{job_id}.json"
         try:
-            payload = read_json(self.root / "jobs" / f"{job_id}.json")
-            return _converter.structure(payload, CheckpointRecord)
-        except (FileNotFoundError, CorruptState, cattrs.BaseValidationError, TypeError, KeyError):
+            payload = read_json(path)
+            step = payload.get("step") if isinstance(payload, dict) else None
+            if not isinstance(step, int) or isinstance(step, bool):
+                raise CorruptState(f"its step is {str(step)[:40]!r}, not a whole number")
+            record = _converter.structure(payload, CheckpointRecord)
+        except FileNotFoundError:
             return None
+        except (CorruptState, cattrs.BaseValidationError, TypeError, KeyError, ValueError) as error:
+            self.warn_once(f"job:{path}", f"{path} is damaged and was ignored: {_short(error)}")
+            return None
+        if not 0 <= record.step <= MAX_STEP:
+            self.warn_once(
+                f"job:{path}", f"{path} records step {record.step}, which no trainer reached; ignored"
+            )
+            return None
+        return record
 
 
 def _created(path: Path) -> float:
@@ -341,6 +352,11 @@ def _created(path: Path) -> float:
         return (path / "spec.json").stat().st_mtime
     except OSError:
         return 0.0
+
+
+def _short(error: BaseException) -> str:
+    text = str(error).replace("\n", " ")
+    return text if len(text) <= 200 else text[:200] + "…"
 
 
 def unstructure(value: Any) -> Any:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
+import struct
 import subprocess
 import time
 from collections import deque
@@ -30,6 +32,7 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
     unstructure,
 )
+from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.timeutil import iso_utc
 
@@ -47,6 +50,8 @@ CPU that the trainer and its agent need."""
 JUMP_KEEP_LINES = 200
 """Lines read before the end after a jump (the status tail shows 50)."""
 AGENT_START_GRACE = 30.0
+DISK_FULL_BYTES = 64 << 10
+"""A filesystem with less free space than this counts as full: the run's writes fail."""
 METRIC_POINTS_CAP = 10_000
 
 
@@ -75,6 +80,16 @@ class RunView:
         self.unsummarised = 0
         """Lines jumped over that the client has not been told about yet."""
         self.problem: str | None = None
+        self.damage: str | None = None
+        """What is wrong with the run's files (``failure.kind`` ``damaged``), or None."""
+        self.placeholder = False
+        """``spec`` is made up from the folder's name: its own spec.json cannot be read."""
+        self.damaged_but_live = False
+        """Damaged, yet its agent lives (it keeps its recorded status until it ends)."""
+        self.disk_full: str | None = None
+        """Set while the run's filesystem has no space left (``failure.kind`` ``disk-full``)."""
+        self.agent_exit: int | None = None
+        """The exit code of the agent this server spawned, once it has ended."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
 
@@ -84,6 +99,8 @@ class RunView:
 
     @property
     def status(self) -> RunStatus:
+        if self.damage is not None and not self.damaged_but_live:
+            return RunStatus.LOST  # its files are damaged and no agent of it lives
         return self.state.status if self.state is not None else RunStatus.STARTING
 
     @property
@@ -105,24 +122,56 @@ class RunView:
             if self.problem is None:
                 log.warning("run %s: %s", self.run_id, error)
             self.problem = str(error)
+            if self.state is None:  # nothing known of it: the run is damaged
+                self.damage = self.damage or _name_file(str(error), self.run_dir)
             return
+        if self.problem is not None and self.damage == _name_file(self.problem, self.run_dir):
+            self.damage = None  # rewritten whole since (by its agent)
+        self.problem = None
         self.state_mtime = mtime
         self.state = state
 
+    def mark_damaged(self, evidence: str) -> None:
+        """The run's files are damaged: keep the first evidence."""
+        if self.damage is None:
+            self.damage = evidence
+            self._check_damaged_live()
+
+    def retry_damaged(self) -> None:
+        """Look at a damaged run's files again: damage repaired since (a state rewritten) clears it."""
+        self.state_mtime = -1.0
+        self.refresh_state()
+        self._check_damaged_live()
+
+    def _check_damaged_live(self) -> None:
+        state = self.state
+        self.damaged_but_live = (
+            state is not None and not state.status.is_final and self.agent_alive()
+        )
+
     def snapshot(self) -> Any:
         """What a client is told about: the recorded state and the status."""
-        return (self.status.value, unstructure(self.state) if self.state is not None else None)
+        state = unstructure(self.state) if self.state is not None else None
+        return (self.status.value, state, self.damage, self.disk_full)
 
     def start_live_at_tail(self) -> None:
-        """Adopting: fill the ring with the last lines, follow from there."""
-        self.cursor = self.reader.tail_cursor(RING_LINES)
+        """Adopting: fill the ring with the last lines, follow from there.
+
+        A damaged index is read from its start, as far as it goes."""
+        try:
+            self.cursor = self.reader.tail_cursor(RING_LINES)
+        except (OSError, ValueError, struct.error):
+            self.cursor = self.reader.start()
         self.read_new_lines(notify=False)
 
     def read_new_lines(self, *, notify: bool = True) -> list[LogLine]:
         """New complete lines since the last call (bounded per call)."""
         backlog = self._backlog_bytes()
         if backlog > BACKLOG_JUMP_BYTES:
-            jump = self.reader.tail_cursor(JUMP_KEEP_LINES)
+            try:
+                jump = self.reader.tail_cursor(JUMP_KEEP_LINES)
+            except (OSError, ValueError, struct.error):
+                jump = self.cursor  # damaged: read on from here, as far as it goes
             if jump.seq > self.cursor.seq:
                 if notify:
                     self.unsummarised += jump.seq - self.cursor.seq
@@ -130,6 +179,8 @@ class RunView:
         page = self.reader.read(self.cursor, MAX_LINES_PER_POLL)
         if page.reset is not None:
             log.warning("run %s: %s", self.run_id, page.reset)
+        if page.damage is not None:
+            self.mark_damaged(page.damage)
         self.cursor = page.cursor
         for line in page.lines:
             self.ring.append(line)
@@ -162,7 +213,8 @@ class RunView:
 
     def reap_agent(self) -> None:
         """Collect our agent's exit status once it has ended, so no zombie of ours lingers."""
-        if self.agent is not None and self.agent.poll() is not None:
+        if self.agent is not None and (code := self.agent.poll()) is not None:
+            self.agent_exit = code
             self.agent = None
 
     def agent_alive(self) -> bool:
@@ -184,8 +236,8 @@ class RunView:
         object); should any of its tree survive, it is killed here, so no
         trainer runs unmanaged. Only one server records the verdict.
         """
-        if self.is_final:
-            return False
+        if self.is_final or self.damage is not None:
+            return False  # a damaged run is never written to: its files stay as found
         if self.state is None:
             if time.time() - self.spec.created_at < AGENT_START_GRACE or self.agent_alive():
                 return False
@@ -210,10 +262,30 @@ class RunView:
         state.status = RunStatus.LOST
         state.failure = Failure("error", evidence)
         state.ended_at = state.ended_at or time.time()
-        self.run_dir.write_state(state)
-        self.state_mtime = self.run_dir.state_mtime()
-        folder.release_lock(self.run_id)
+        try:
+            self.run_dir.write_state(state)
+            self.state_mtime = self.run_dir.state_mtime()
+        except OSError as error:  # a full disk: the verdict stays in memory, the lock goes anyway
+            log.warning("run %s: could not record that it was lost: %s", self.run_id, error)
+        RunLock(folder).release(self.run_id)
         return True
+
+    def check_disk(self) -> None:
+        """While the run is live: is its filesystem full? (``failure.kind`` ``disk-full`` meanwhile.)"""
+        if self.is_final:
+            self.disk_full = None
+            return
+        try:
+            free = shutil.disk_usage(self.run_dir.path).free
+        except OSError:
+            return
+        if free >= DISK_FULL_BYTES:
+            self.disk_full = None
+        elif self.disk_full is None:
+            self.disk_full = (
+                f"the filesystem of {self.run_dir.path} has {free} bytes free: the run's writes fail "
+                "(No space left on device); the trainer keeps running"
+            )
 
     # -- wire ------------------------------------------------------------------------------
 
@@ -222,6 +294,15 @@ class RunView:
         if state is None or state.last_checkpoint is None:
             return None
         return Checkpoint(state.last_checkpoint.step, state.last_checkpoint.path)
+
+    def _failure_wire(self, state: RunState) -> dict[str, str] | None:
+        if self.damage is not None:
+            return {"kind": "damaged", "evidence": self.damage}
+        if state.failure is not None:
+            return {"kind": state.failure.kind, "evidence": state.failure.evidence}
+        if self.disk_full is not None and not self.is_final:
+            return {"kind": "disk-full", "evidence": self.disk_full}
+        return None
 
     def tail(self, count: int = 20) -> list[dict[str, Any]]:
         return [line.to_wire() for line in list(self.ring)[-count:]]
@@ -243,9 +324,7 @@ class RunView:
             "exitCode": state.exit_code,
             "signal": state.signal,
             "stoppedBy": state.stopped_by,
-            "failure": {"kind": state.failure.kind, "evidence": state.failure.evidence}
-            if state.failure
-            else None,
+            "failure": self._failure_wire(state),
             "restarts": state.restarts,
             "step": progress.step if progress.step is not None else state.step,
             "totalSteps": progress.total if progress.total is not None else state.total_steps,
@@ -265,6 +344,12 @@ class RunView:
         if extra:
             info.update(extra)
         return info
+
+
+def _name_file(error: str, run_dir: RunDir) -> str:
+    """Evidence that names the file relative to the run folder (``state.json: ...``)."""
+    prefix = f"{run_dir.path}{os.sep}"
+    return error[len(prefix) :] if error.startswith(prefix) else error
 
 
 def _claim(run_dir: RunDir, what: str) -> bool:

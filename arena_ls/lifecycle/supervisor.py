@@ -30,6 +30,7 @@ from arena_ls.errors import (
     DISABLED,
     GATES_FAILED,
     INVALID_MANIFEST,
+    LAUNCH_FAILED,
     NO_CHECKPOINT,
     NOT_ALLOWLISTED,
     PREFLIGHT_FAILED,
@@ -37,8 +38,10 @@ from arena_ls.errors import (
     InvalidParams,
 )
 from arena_ls.lifecycle.capture import Cursor, LogLine
-from arena_ls.lifecycle.rundir import CorruptState, RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.rundir import CorruptState, Failure, RunDir, RunSpec, RunState, StateFolder
+from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
+from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
+from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc_now
@@ -55,6 +58,10 @@ QUIET_AFTER = 1.0
 LIVENESS_INTERVAL = 1.0
 START_TIMEOUT = 30.0
 KEEP_FINISHED_RUNS = 50
+SPEC_GRACE = 30.0
+"""A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
+HOLDER_WAIT = 5.0
+"""How long a refused start waits for the active run's folder to become readable, to show it."""
 
 
 class Listener(Protocol):
@@ -63,6 +70,8 @@ class Listener(Protocol):
     def run_changed(self, view: RunView) -> None: ...
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None: ...
     def lifecycle(self, view: RunView, text: str) -> None: ...
+    def warning(self, text: str) -> None:
+        """Damage found in the state folder (shown to the user once; already logged on stderr)."""
 
 
 GateChecker = Callable[[Job], list[Diag]]
@@ -108,7 +117,8 @@ class Supervisor:
         self.gate_checker = gate_checker
         self.preflight = preflight
         self.views: dict[str, RunView] = {}
-        self.skipped: dict[str, str] = {}
+        self._folder: StateFolder | None = None
+        self._runlock: RunLock | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_liveness = 0.0
@@ -118,8 +128,21 @@ class Supervisor:
 
     @property
     def folder(self) -> StateFolder:
+        """The state folder (one object per path, so that each problem is reported once)."""
         state_dir = Path(self.settings().state_dir)
-        return StateFolder(state_dir if state_dir.is_absolute() else self.root / state_dir)
+        root = state_dir if state_dir.is_absolute() else self.root / state_dir
+        if self._folder is None or self._folder.root != root:
+            folder = StateFolder(root, report=self.listener.warning)
+            self._folder = folder
+            self._runlock = RunLock(folder, report=lambda text: folder.warn_once(text, text))
+        return self._folder
+
+    @property
+    def runlock(self) -> RunLock:
+        """The owner of run creation and of ``active.lock``."""
+        folder = self.folder
+        assert self._runlock is not None and self._runlock.folder is folder
+        return self._runlock
 
     def manifest_path(self) -> Path:
         manifest = Path(self.settings().manifest)
@@ -131,30 +154,65 @@ class Supervisor:
     # -- following runs ----------------------------------------------------------------------
 
     def scan(self) -> None:
-        """Find every run in the state folder (re-adoption); skip corrupt ones."""
+        """Find every run in the state folder (re-adoption).
+
+        A folder that cannot be read yet is looked at again on the next scan;
+        a damaged one is adopted as ``lost`` with ``failure.kind`` ``damaged``.
+        """
         for run_dir in self.folder.list_runs():
-            if run_dir.run_id in self.views or run_dir.run_id in self.skipped:
-                continue
-            self._adopt(run_dir)
+            if run_dir.run_id not in self.views:
+                self._adopt(run_dir)
 
     def _adopt(self, run_dir: RunDir) -> RunView | None:
+        damage: str | None = None
         try:
             spec = run_dir.read_spec()
-        except (FileNotFoundError, CorruptState) as error:
-            self.skipped[run_dir.run_id] = str(error)
-            log.warning("skipping run folder %s: %s", run_dir.path, error)
-            return None
+            if spec.run_id != run_dir.run_id:
+                damage = f"spec.json names run {spec.run_id[:80]!r}, not its folder's"
+        except FileNotFoundError:
+            if _age(run_dir.path) < SPEC_GRACE:
+                return None  # perhaps still being written: the next scan looks again
+            damage = "spec.json is missing"
+        except (CorruptState, OSError) as error:
+            damage = _relative(str(error), run_dir)
+        if damage is not None:
+            spec = _placeholder_spec(run_dir)
         view = RunView(run_dir, spec)
-        view.refresh_state()
-        if view.state is None and run_dir.state_path.exists():
-            self.skipped[run_dir.run_id] = view.problem or "unreadable state"
-            log.warning("skipping run %s: %s", run_dir.run_id, view.problem)
-            return None
-        view.start_live_at_tail()
+        if damage is not None:
+            view.mark_damaged(damage)
+            view.placeholder = True
         self.views[spec.run_id] = view
+        try:
+            view.refresh_state()
+            view.start_live_at_tail()
+        except Exception as error:  # one run's files never break the others
+            log.exception("reading run %s failed", run_dir.run_id)
+            view.mark_damaged(f"its files cannot be read: {error}")
+        self._report_damage(view)
         if view.check_lost(self.folder):
             log.warning("run %s was lost", spec.run_id)
         return view
+
+    def _retry_damaged(self, view: RunView) -> None:
+        """Look at a damaged run again (every second): a spec readable now means a fresh adoption."""
+        if view.placeholder:
+            try:
+                view.run_dir.read_spec()
+            except (FileNotFoundError, CorruptState, OSError):
+                return
+            del self.views[view.run_id]
+            self._adopt(view.run_dir)
+            return
+        view.retry_damaged()
+        self.notify_if_changed(view)
+
+    def _report_damage(self, view: RunView) -> None:
+        if view.damage is not None:
+            self.folder.warn_once(
+                f"damaged:{view.run_id}:{view.damage}",
+                f"run {view.run_id} is damaged ({view.damage}); it is listed as lost, "
+                "its log stays readable as far as it goes",
+            )
 
     def ensure_polling(self) -> None:
         if self._task is None or self._task.done():
@@ -191,15 +249,27 @@ class Supervisor:
             self.scan()
         active = False
         for view in list(self.views.values()):
-            view.reap_agent()
-            if not view.run_dir.path.is_dir():  # pruned or deleted by hand
-                self.views.pop(view.run_id, None)
-                continue
-            if view.is_final and view.cursor.record >= view.reader.record_count():
-                continue
-            active = True
-            self._follow(view, check_liveness)
+            try:
+                active = self._poll_view(view, check_liveness) or active
+            except Exception as error:  # one run's files never stop the following of others
+                log.exception("following run %s failed", view.run_id)
+                view.mark_damaged(f"its files cannot be read: {error}")
+            self._report_damage(view)
         return active
+
+    def _poll_view(self, view: RunView, check_liveness: bool) -> bool:
+        view.reap_agent()
+        if not view.run_dir.path.is_dir():  # pruned or deleted by hand
+            self.views.pop(view.run_id, None)
+            return False
+        if view.damage is not None:
+            if check_liveness:
+                self._retry_damaged(view)
+            return False
+        if view.is_final and view.cursor.record >= view.reader.record_count():
+            return False
+        self._follow(view, check_liveness)
+        return True
 
     def _follow(self, view: RunView, check_liveness: bool) -> None:
         view.refresh_state()
@@ -212,6 +282,7 @@ class Supervisor:
                     self.listener.lifecycle(view, line.text)
         if check_liveness:
             view.check_lost(self.folder)
+            view.check_disk()
         self.notify_if_changed(view)
 
     def notify_if_changed(self, view: RunView) -> None:
@@ -235,7 +306,7 @@ class Supervisor:
 
     def active_view(self) -> RunView | None:
         """The workspace's active run (by the lock, else any unfinished run)."""
-        holder = self.folder.lock_holder()
+        holder = self.runlock.holder()
         if holder is not None:
             view = self.views.get(holder)
             if view is None:
@@ -311,7 +382,7 @@ class Supervisor:
             raise ArenaError(
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
             )
-        self._refuse_if_active()
+        await self._refuse_if_active()
         if gate_errors:
             first = gate_errors[0]
             raise ArenaError(
@@ -324,7 +395,7 @@ class Supervisor:
         if failed:
             names = ", ".join(f"{c['name']}: {c['message']}" for c in failed)
             raise ArenaError(PREFLIGHT_FAILED, f"pre-flight failed: {names}", checks=checks)
-        view = self._launch(job, resume_step)
+        view = await self._launch(job, resume_step)
         for warning in warnings:
             self.listener.lifecycle(view, f"warning: {warning}")
         return await self._await_started(view)
@@ -352,53 +423,70 @@ class Supervisor:
             return argv
         return [*argv, *(arg.replace("{step}", str(resume_step)) for arg in job.resume_args)]
 
-    def _refuse_if_active(self) -> None:
+    async def _refuse_if_active(self) -> None:
+        """Refuse early (before gates and pre-flight) while the lock's holder lives."""
         self.scan()
-        for _attempt in range(2):
-            holder = self.folder.lock_holder()
-            if holder is None:
-                return
-            view = self.views.get(holder)
-            if view is not None and not view.is_final:
-                view.check_lost(self.folder)
-            if view is None or view.is_final:
-                self.folder.break_stale_lock(holder)
-                continue
-            raise ArenaError(
-                ALREADY_RUNNING,
-                f"run {holder} of job {view.spec.job_id!r} is {view.status.value}; one job at a time",
-                active=view.to_wire(),
-            )
+        judgement = self.runlock.judge_now()
+        if judgement is not None and judgement.verdict is Verdict.HELD:
+            raise await self._already_running(RunHeld(judgement.run_id, judgement.reason))
 
-    def _launch(self, job: Job, resume_step: int | None) -> RunView:
-        folder = self.folder
-        folder.ensure()
-        self.prune()
-        run_dir = folder.new_run(job.id)
-        if not folder.try_lock(run_dir.run_id):
-            shutil.rmtree(run_dir.path, ignore_errors=True)
-            self._refuse_if_active()
-            raise ArenaError(ALREADY_RUNNING, "another run started at the same moment", active=None)
-        settings = self.settings()
-        spec = RunSpec(
-            run_id=run_dir.run_id,
-            job_id=job.id,
-            job_name=job.display_name,
-            kind=job.kind,
-            argv=job.argv(settings.python),
-            cwd=str(job.resolved_cwd(self.root)),
-            env=job.env_dict(),
-            resume_args=list(job.resume_args),
-            stop_method=job.stop_method,
-            grace_seconds=job.grace_seconds,
-            max_restarts=job.max_restarts,
-            backoff_seconds=job.backoff_seconds,
-            progress_pattern=job.progress_pattern,
-            checkpoint_pattern=job.checkpoint_pattern,
-            stall_seconds=settings.watchdog_stall_seconds,
-            resumed_from_step=resume_step,
+    async def _already_running(self, held: RunHeld) -> ArenaError:
+        """1003 with the active run (waiting a moment for a run that is just being created)."""
+        view = None
+        deadline = time.monotonic() + HOLDER_WAIT
+        while held.run_id is not None:
+            self.scan()
+            view = self.views.get(held.run_id)
+            if view is not None or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.02)
+        if view is not None:
+            view.refresh_state()
+            what = f"run {view.run_id} of job {view.spec.job_id!r} is {view.status.value}"
+        else:
+            what = held.reason
+        return ArenaError(
+            ALREADY_RUNNING,
+            f"{what}; one job at a time",
+            active=view.to_wire() if view is not None else None,
         )
-        run_dir.write_spec(spec)
+
+    async def _launch(self, job: Job, resume_step: int | None) -> RunView:
+        """Create the run (``RunLock.claim``), spawn its agent, and record the agent in the lock."""
+        self.prune()
+        settings = self.settings()
+        specs: list[RunSpec] = []
+
+        def build(run_id: str) -> RunSpec:
+            spec = RunSpec(
+                run_id=run_id,
+                job_id=job.id,
+                job_name=job.display_name,
+                kind=job.kind,
+                argv=job.argv(settings.python),
+                cwd=str(job.resolved_cwd(self.root)),
+                env=job.env_dict(),
+                resume_args=list(job.resume_args),
+                stop_method=job.stop_method,
+                grace_seconds=job.grace_seconds,
+                max_restarts=job.max_restarts,
+                backoff_seconds=job.backoff_seconds,
+                progress_pattern=job.progress_pattern,
+                checkpoint_pattern=job.checkpoint_pattern,
+                stall_seconds=settings.watchdog_stall_seconds,
+                resumed_from_step=resume_step,
+            )
+            specs.append(spec)
+            return spec
+
+        try:
+            run_dir = self.runlock.claim(job.id, build)
+        except RunHeld as held:
+            raise await self._already_running(held) from held
+        except OSError as error:
+            evidence = f"the run could not be created in {self.folder.root}: {error}"
+            raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence) from error
+        spec = specs[-1]
         try:
             agent = platform.spawn_detached(
                 [sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir.path)],
@@ -406,17 +494,22 @@ class Supervisor:
                 log_file=run_dir.agent_log,
             )
         except OSError as error:
-            folder.release_lock(run_dir.run_id)
-            raise ArenaError(
-                PREFLIGHT_FAILED, f"could not start the job agent: {error}", checks=[]
-            ) from error
+            self.runlock.release(spec.run_id)
+            shutil.rmtree(run_dir.path, ignore_errors=True)  # nothing ran: leave nothing
+            evidence = f"could not start the job agent: {error}"
+            raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence) from error
+        try:
+            self.runlock.record_agent(spec.run_id, agent.pid, platform.process_identity(agent.pid))
+        except OSError as error:  # the lock still names its creator; the agent's state takes over
+            log.warning("could not record the agent in the lock: %s", error)
         view = RunView(run_dir, spec, agent)
         self.views[spec.run_id] = view
         self.wake()
         return view
 
     async def _await_started(self, view: RunView) -> dict[str, Any]:
-        """Wait until the trainer process exists (or the start failed)."""
+        """Wait until the trainer process exists, the start failed, or the agent died (1009)."""
+        agent = view.agent  # kept here: the poll task drops ``view.agent`` once it has ended
         deadline = time.monotonic() + START_TIMEOUT
         delay = 0.005
         while time.monotonic() < deadline:
@@ -424,13 +517,38 @@ class Supervisor:
             state = view.state
             if state is not None and (state.pid or view.is_final):
                 break
-            if view.agent is not None and view.agent.poll() is not None:
+            code = agent.poll() if agent is not None else view.agent_exit
+            if code is not None:
                 view.refresh_state()
+                state = view.state
+                if state is None or not (state.pid or view.is_final):
+                    raise self._launch_failed(view, code)
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
         self.notify_if_changed(view)
         return view.to_wire()
+
+    def _launch_failed(self, view: RunView, code: int) -> ArenaError:
+        """The agent died before it recorded a trainer: the run is over, and the start failed."""
+        evidence = launch_evidence(view.run_dir, code)
+        kind = "disk-full" if "No space left" in evidence or "ENOSPC" in evidence else "error"
+        state = view.state or RunState(run_id=view.run_id, job_id=view.spec.job_id)
+        state.status = RunStatus.LOST
+        state.failure = Failure(kind, evidence)
+        state.ended_at = time.time()
+        view.state = state
+        with contextlib.suppress(OSError):  # a full disk may refuse this too: the lock goes anyway
+            view.run_dir.write_state(state)
+            view.state_mtime = view.run_dir.state_mtime()
+        self.runlock.release(view.run_id)
+        self.notify_if_changed(view)
+        return ArenaError(
+            LAUNCH_FAILED,
+            f"the run could not be started: {evidence}",
+            evidence=evidence,
+            runId=view.run_id,
+        )
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -518,8 +636,58 @@ class Supervisor:
 
     def prune(self, keep: int = KEEP_FINISHED_RUNS) -> None:
         """Keep the state folder bounded: delete finished runs beyond the last ``keep``."""
+        self.runlock.sweep_staging()
         finished = [v for v in self.views.values() if v.is_final]
         finished.sort(key=lambda v: v.spec.created_at)
         for view in finished[: max(0, len(finished) - keep)]:
             shutil.rmtree(view.run_dir.path, ignore_errors=True)
             self.views.pop(view.run_id, None)
+
+
+def launch_evidence(run_dir: RunDir, code: int) -> str:
+    """Why an agent died before recording anything: its last log line and the disk's free space."""
+    parts = [f"the job agent exited with code {code} before recording the run"]
+    try:
+        with open(run_dir.agent_log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            lines = [line.strip() for line in handle.read().decode("utf-8", "replace").splitlines()]
+        last = next((line for line in reversed(lines) if line), None)
+        if last:
+            parts.append(last[:300])
+    except OSError:
+        pass
+    try:
+        free = shutil.disk_usage(run_dir.path).free
+    except OSError:
+        free = None
+    if free is not None and free < DISK_FULL_BYTES:
+        parts.append(f"the state folder's filesystem has {free} bytes free (No space left on device)")
+    return "; ".join(parts)
+
+
+def _age(path: Path) -> float:
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return 0.0
+
+
+def _relative(error: str, run_dir: RunDir) -> str:
+    prefix = f"{run_dir.path}{os.sep}"
+    return error[len(prefix) :] if error.startswith(prefix) else error
+
+
+def _placeholder_spec(run_dir: RunDir) -> RunSpec:
+    """A spec for a run whose own cannot be read: its job from its folder's name (``job-stamp-hex``)."""
+    run_id = run_dir.run_id
+    parts = run_id.rsplit("-", 2)
+    job_id = parts[0] if len(parts) == 3 and valid_run_id(parts[0]) else run_id
+    return RunSpec(
+        run_id=run_id,
+        job_id=job_id,
+        job_name=job_id,
+        kind="task",
+        argv=[],
+        cwd="",
+        created_at=time.time() - _age(run_dir.path),
+    )

@@ -89,6 +89,10 @@ class ArenaServer(LanguageServer):
         )
         self.window_log_message(types.LogMessageParams(kind, f"[{view.spec.job_id}] {text}"))
 
+    def warning(self, text: str) -> None:
+        """Damage found and repaired or ignored in the state folder: tell the user (once; stderr has it)."""
+        self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"arena: {text}"))
+
     def _follow_now(self) -> None:
         """Read what the runs wrote since the last poll (just before ``arena/log`` is sent)."""
         if self.arena is not None:

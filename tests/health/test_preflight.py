@@ -401,3 +401,25 @@ def test_unknown_memory_counts_as_held(memory: int | None) -> None:
     hw = FakeHardware(gpu_list=[fake_gpu(0, processes=[(4242, memory)])])
 
     assert wait_gpu_released(hw, {4242}, timeout_s=0.0) == [(4242, 0)]
+
+
+class _TwoDisks(SystemHardware):
+    """The checkpoints' disk has room; the state folder's is full."""
+
+    def __init__(self, full: Path) -> None:
+        super().__init__()
+        self.full = full
+
+    def disk_free_mb(self, path: Path) -> int:
+        return 0 if path == self.full else 10**6
+
+
+def test_disk_covers_the_state_folder_as_well_as_the_checkpoints(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    settings = attrs.evolve(DEFAULTS, min_free_disk_mb=10)
+
+    check = check_disk(_TwoDisks(state), settings, tmp_path / "ckpt", state)
+
+    assert not check.ok
+    assert f"only 0 MB free at {state}" in check.message
+    assert check_disk(_TwoDisks(state), settings, tmp_path / "ckpt").ok

@@ -14,21 +14,19 @@ from pathlib import Path
 from arena_ls.lifecycle.capture import iter_all_lines
 from arena_ls.lifecycle.launch import launch_from_spec
 from arena_ls.lifecycle.rundir import RunSpec, StateFolder
+from arena_ls.lifecycle.runlock import RunLock
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "fake_trainer.py"
 
 
 def write_run(root: Path, argv: list[str], **extra: object) -> Path:
-    folder = StateFolder(root / ".aide" / "training")
-    folder.ensure()
-    run_dir = folder.new_run("job")
-    spec = RunSpec(
-        run_id=run_dir.run_id, job_id="job", job_name="Job", kind="train", argv=argv, cwd=str(root)
-    )
-    for name, value in extra.items():
-        setattr(spec, name, value)
-    run_dir.write_spec(spec)
-    return run_dir.path
+    def build(run_id: str) -> RunSpec:
+        spec = RunSpec(run_id=run_id, job_id="job", job_name="Job", kind="train", argv=argv, cwd=str(root))
+        for name, value in extra.items():
+            setattr(spec, name, value)
+        return spec
+
+    return RunLock(StateFolder(root / ".aide" / "training")).claim("job", build).path
 
 
 def run_agent(run_dir: Path) -> dict[str, object]:
@@ -82,11 +80,18 @@ def test_an_unreadable_spec_starts_nothing_early(tmp_path: Path) -> None:
 
 
 def test_launch_starts_the_spec_trainer_with_the_contract_environment(tmp_path: Path) -> None:
+    """The launch's pumps own the trainer's pipes: what it printed is read from the run's log.
+
+    Reading the pipe here as well (``communicate()``) would race the pumps for
+    the same bytes; the log is the one place every line ends up.
+    """
     run_dir = write_run(tmp_path, [sys.executable, str(FAKE_TRAINER), "--steps", "0", "--print-env"])
     early = launch_from_spec(run_dir)
     assert early is not None and early.error is None and early.process is not None
-    out, _ = early.process.communicate(timeout=60)
-    printed = out.decode().splitlines()
+    assert early.process.wait(timeout=60) == 0
+    for pump in early.pumps:
+        pump.join(timeout=60)
+    early.writer.close()
+    printed = [line.text for line in iter_all_lines(run_dir) if line.stream == "stdout"]
     assert f"ARENA_RUN_ID={run_dir.name}" in printed and "ARENA_JOB_ID=job" in printed
     assert f"ARENA_STOP_FILE={run_dir / 'STOP'}" in printed
-    assert early.process.returncode == 0

@@ -221,7 +221,11 @@ async def test_a_corrupt_state_file_does_not_hide_a_healthy_run(tmp_path: Path) 
         status = await second.call("arena/status", {})
         assert status["active"]["runId"] == info["runId"]
         assert status["active"]["status"] == "running"
-        assert "broken-1" not in [r["runId"] for r in status["runs"]]
+        listed = {r["runId"]: r for r in status["runs"]}
+        for broken, file in (("broken-1", "state.json"), ("broken-2", "spec.json")):
+            assert listed[broken]["status"] == "lost", "a damaged run is listed, not hidden"
+            assert listed[broken]["failure"]["kind"] == "damaged"
+            assert listed[broken]["failure"]["evidence"].startswith(file)
     finally:
         await cleanup(second)
 
@@ -392,8 +396,10 @@ async def test_a_flood_keeps_the_server_small_and_responsive(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("capabilities", ["visual-studio-code", "neovim"])
 async def test_adopted_runs_notify_new_lines(tmp_path: Path, capabilities: str) -> None:
+    # The run must outlive the second server's start (seconds on a loaded machine): it runs
+    # until stopped, so that lines written after the adoption exist whatever the load.
     root = make_workspace(
-        tmp_path / "ws", [job("ticker", "--steps", "200", "--interval", "0.02", "--numbered")]
+        tmp_path / "ws", [job("ticker", "--steps", "100000", "--interval", "0.02", "--numbered")]
     )
     first = await start_server(root)
     info = await started(first, "ticker")
@@ -403,6 +409,7 @@ async def test_adopted_runs_notify_new_lines(tmp_path: Path, capabilities: str) 
         await wait_for(
             lambda: any(line["text"].startswith("numbered") for line in second.log_lines), what="live lines"
         )
-        await wait_status(second, info["runId"], "succeeded")
+        stopped = await second.call("arena/stop", {"runId": info["runId"], "confirm": True})
+        assert stopped["status"] == "stopped"
     finally:
         await cleanup(second)
