@@ -31,9 +31,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, BinaryIO, Protocol
 
 import attrs
@@ -350,7 +351,7 @@ class PipeSource:
 
     def _start(self) -> None:
         loop = asyncio.get_running_loop()
-        read = getattr(self.stream, "read1", self.stream.read)
+        read = self._reader()
 
         def pump() -> None:
             while True:
@@ -367,6 +368,16 @@ class PipeSource:
 
         threading.Thread(target=pump, name="arena-stdin", daemon=True).start()
         self.started = True
+
+    def _reader(self) -> Callable[[int], bytes]:
+        """``os.read`` on the descriptor: a daemon thread blocked in a buffered reader
+        holds its lock, and Python aborts at exit when it cannot take that lock."""
+        try:
+            descriptor = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            read: Callable[[int], bytes] = getattr(self.stream, "read1", self.stream.read)
+            return read
+        return lambda size: os.read(descriptor, size)
 
     async def read(self, timeout: float | None) -> bytes:
         if not self.started:
