@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
