@@ -126,7 +126,7 @@ class Supervisor:
         return manifest if manifest.is_absolute() else self.root / manifest
 
     def load_manifest(self) -> ManifestResult:
-        return load_manifest(self.manifest_path(), self.root)
+        return load_manifest(self.manifest_path(), self.root, state_dir=self.folder.root)
 
     # -- following runs ----------------------------------------------------------------------
 
