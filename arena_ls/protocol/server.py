@@ -120,7 +120,10 @@ class ArenaServer(LanguageServer):
         """The client left (TCP): close its view of the workspace; the runs go on."""
         if self.arena is not None:
             arena, self.arena = self.arena, None
-            await arena.close()
+            try:
+                await arena.close()
+            except Exception:  # the next client must still be served
+                log.exception("closing the last client's workspace view failed")
         self.settings = self.init_settings = Settings()
         self.logs = LogBatcher(
             self.send_notification, lambda: self.settings.logs_notify_hz, refresh=self._follow_now

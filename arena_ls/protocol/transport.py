@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
 SERVER_NOT_INITIALIZED = -32002
 MAX_ID_CHARS = 200
 """A string id longer than this is refused (-32600): answering it would echo it whole."""
@@ -122,6 +123,12 @@ class ArenaProtocol(LanguageServerProtocol):
         problem = _envelope_problem(value)
         if problem is not None:
             self.send_error(answer_id, INVALID_REQUEST, f"invalid request: {problem}")
+            return
+        if len(value["method"]) > MAX_ID_CHARS:
+            # No method has such a name; pygls's "Method Not Found" would echo it whole.
+            if isinstance(answer_id, (int, str)):
+                shown = f"{value['method'][:80]}… ({len(value['method'])} characters)"
+                self.send_error(answer_id, METHOD_NOT_FOUND, f"method not found: {shown}")
             return
         if isinstance(answer_id, (int, str)):
             self._request(answer_id, value["method"], value)

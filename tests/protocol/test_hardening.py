@@ -181,7 +181,9 @@ async def test_echoes_are_bounded_and_absurd_numbers_refused(server: RawServer, 
     ]:
         answer = await server.call(3, method, params)
         assert error_code(answer) == -32602, (method, answer)
-    status = await server.call(4, "arena/status", {})
+    answer = await server.call(4, "x" * 1_000_000, {})
+    assert error_code(answer) == -32601 and len(json.dumps(answer["error"])) < 1000
+    status = await server.call(5, "arena/status", {})
     assert status["result"]["runs"] == []
 
 
