@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from tests.protocol.raw import RawServer, frame, request
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    lines = job("lines", "--steps", "300", "--numbered")
+    lines = job("lines", "--steps", "60", "--interval", "0.001", "--numbered")
     return make_workspace(tmp_path / "ws", [lines])
 
 
@@ -187,6 +188,18 @@ async def test_echoes_are_bounded_and_absurd_numbers_refused(server: RawServer, 
     assert status["result"]["runs"] == []
 
 
+async def wait_final(server: RawServer, run_id: str) -> None:
+    deadline = asyncio.get_running_loop().time() + WAIT
+    for attempt in itertools.count():
+        status = await server.call(f"status-{attempt}", "arena/status", {})
+        runs = {run["runId"]: run["status"] for run in status["result"]["runs"]}
+        if runs.get(run_id) in ("succeeded", "crashed", "lost", "stopped"):
+            assert runs[run_id] == "succeeded", status
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"run {run_id} did not finish: {runs}"
+        await asyncio.sleep(0.05)
+
+
 def _cursor(payload: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
 
@@ -197,12 +210,9 @@ async def test_forged_cursors_get_32602_and_never_block_the_server(
     await ready(server, workspace)
     started = await server.call(1, "arena/start", {"id": "lines"})
     run_id = started["result"]["runId"]
-    for attempt in range(2000):
-        page = await server.call(100 + attempt, "arena/logs", {"runId": run_id, "limit": 10})
-        if len(page["result"]["lines"]) >= 10 and page["result"]["done"]:
-            break
-        await asyncio.sleep(0.05)
-    first = page["result"]
+    await wait_final(server, run_id)
+    first = (await server.call(2, "arena/logs", {"runId": run_id, "limit": 10}))["result"]
+    assert len(first["lines"]) == 10
     real = json.loads(base64.urlsafe_b64decode(first["cursor"] + "=" * (-len(first["cursor"]) % 4)))
     assert real["r"] >= 1
     forged = {
