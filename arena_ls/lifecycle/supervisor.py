@@ -513,8 +513,12 @@ class Supervisor:
             return {"runId": None, "lines": [], "cursor": None, "done": True}
         view.refresh_state()
         final_before = view.is_final
-        await asyncio.to_thread(view.reader.check_cursor, position)
-        return await asyncio.to_thread(self.logs_page, view, position, limit, final_before)
+
+        def checked_page() -> dict[str, Any]:
+            view.reader.check_cursor(position)
+            return self.logs_page(view, position, limit, final_before)
+
+        return await asyncio.to_thread(checked_page)  # one hop: arena/logs is polled often
 
     def logs_target(self, run_id: str | None, cursor: str | None) -> tuple[RunView | None, Cursor]:
         position = Cursor.decode(cursor) if cursor else None
