@@ -166,12 +166,16 @@ def trainer(name: str) -> str:
 
 
 def task_job(job_id: str, script: str, *args: str) -> dict[str, Any]:
-    """A ``task`` job running one of the benchmark trainers with ``{python}``."""
+    """A ``task`` job running one of the benchmark trainers with ``{python}``.
+
+    The trainer is named inside the workspace (``workspace`` copies them
+    there): a manifest argument naming a file outside is AR110.
+    """
     return {
         "id": job_id,
         "kind": "task",
         "command": "{python}",
-        "args": [trainer(script), *args],
+        "args": [f"trainers/{script}", *args],
         "status": "ready",
     }
 
@@ -181,6 +185,7 @@ def workspace(jobs: list[dict[str, Any]], prefix: str = "arena-bench-") -> Itera
     """A temporary workspace with a manifest listing ``jobs``; removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
     try:
+        shutil.copytree(TRAINERS, root / "trainers", ignore=shutil.ignore_patterns("__pycache__"))
         (root / "training").mkdir()
         (root / "training" / "manifest.json").write_text(json.dumps({"version": 1, "jobs": jobs}, indent=2))
         yield root

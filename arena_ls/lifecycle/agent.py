@@ -521,6 +521,7 @@ class Agent:
             signal_name=signal_name,
             tail=self.tail_lines(),
             nan_evidence=self.nan_evidence,
+            kind=self.spec.kind,
         )
         with self.lock:
             self.state.failure = failure

@@ -58,6 +58,7 @@ __all__ = [
     "STREAMS",
     "Cursor",
     "DamagedLog",
+    "InvalidCursor",
     "LogLine",
     "OpenLine",
     "OutputReader",
@@ -157,23 +158,53 @@ class Cursor:
 
     @classmethod
     def decode(cls, token: str) -> Cursor:
-        """Parse a cursor; ValueError when it is not one of ours."""
+        """Parse a cursor; ``InvalidCursor`` when it is not one of ours.
+
+        Checked for shape only (size, entries, integers in range); whether
+        its positions are real positions of a log is ``OutputReader.check_cursor``'s.
+        """
+        if len(token) > MAX_CURSOR_CHARS:
+            raise InvalidCursor(f"too long ({len(token)} characters) to be an arena/logs cursor")
         try:
             padded = token + "=" * (-len(token) % 4)
             payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
-            open_lines = {int(k): (int(v[0]), int(v[1])) for k, v in payload["p"].items()}
+            entries = payload["p"].items()
+            if len(entries) > len(STREAMS):
+                raise InvalidCursor(f"{len(entries)} open lines: a log has {len(STREAMS)} streams")
+            open_lines = {_small(k, len(STREAMS) - 1): (_small(v[0]), _small(v[1])) for k, v in entries}
             cursor = cls(
-                record=int(payload["r"]),
-                offset=int(payload["o"]),
-                seq=int(payload["s"]),
+                record=_small(payload["r"]),
+                offset=_small(payload["o"]),
+                seq=_small(payload["s"]),
                 open_lines=open_lines,
-                ident=str(payload.get("i", "")),
+                ident=str(payload.get("i", ""))[:100],
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise ValueError("cursor is not a valid arena/logs cursor") from error
-        if cursor.record < 0 or cursor.offset < 0 or cursor.seq < 0:
-            raise ValueError("cursor is not a valid arena/logs cursor")
+        except InvalidCursor:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
+            raise InvalidCursor("not a valid arena/logs cursor") from error
         return cursor
+
+
+MAX_CURSOR_CHARS = 4096
+MAX_OPEN_SPAN = 100_000
+"""Records an unfinished line may span in a cursor (a forged span would make a read walk them all)."""
+
+
+class InvalidCursor(ValueError):
+    """A cursor that this server cannot have made (forged or damaged): -32602."""
+
+
+def _small(value: object, most: int = 2**62) -> int:
+    """A cursor's integer: an int (or its decimal string, for the stream keys) from 0 to ``most``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidCursor("not a valid arena/logs cursor")
+    if isinstance(value, str) and not (value.isdigit() and len(value) < 20):
+        raise InvalidCursor("not a valid arena/logs cursor")
+    number = int(value)
+    if not 0 <= number <= most:
+        raise InvalidCursor("a position in the cursor is out of range")
+    return number
 
 
 def file_ident(run_dir: Path) -> str:
@@ -305,6 +336,52 @@ class OutputReader:
             damage = f"the run's output cannot be read: {error}"
         next_cursor = Cursor(record, offset, seq, open_starts, cursor.ident or file_ident(self.run_dir))
         return Page(lines, next_cursor, reset, updates, damage)
+
+    def check_cursor(self, cursor: Cursor) -> None:
+        """Raise ``InvalidCursor`` unless ``cursor`` is a position a read of this log gives.
+
+        Its offset must be where its record starts in the log, its seq inside
+        that record's lines, and each unfinished line must start at a
+        continued record of its stream. A cursor of a log that was since
+        truncated or replaced is not checked here: ``read`` restarts it.
+        """
+        if self._check_ident(cursor) is not None:
+            return
+        count = self.record_count()
+        if cursor.record > count:
+            return
+        if count == 0:
+            if (cursor.offset, cursor.seq) != (0, 0) or cursor.open_lines:
+                raise InvalidCursor("it points into a log that is still empty")
+            return
+        try:
+            self._check_positions(cursor, count)
+        except OSError:
+            return  # the log went away meanwhile: ``read`` says so
+
+    def _check_positions(self, cursor: Cursor, count: int) -> None:
+        with open(self._idx_path, "rb") as idx:
+            if cursor.record < count:
+                _, _, _, first_seq, offset, _ = _record_at(idx, cursor.record)
+                last_seq = (
+                    _record_at(idx, cursor.record + 1)[3]
+                    if cursor.record + 1 < count
+                    else count_recorded_lines(self._idx_path)
+                )
+            else:
+                _, _, length, _, start, _ = _record_at(idx, count - 1)
+                offset = start + length
+                first_seq = last_seq = count_recorded_lines(self._idx_path)
+            if cursor.offset != offset:
+                raise InvalidCursor(f"its offset is not where record {cursor.record} starts in the log")
+            if not first_seq <= cursor.seq <= last_seq:
+                raise InvalidCursor(f"its line number is not inside record {cursor.record}")
+            for stream, (start_record, start_offset) in cursor.open_lines.items():
+                if not 0 <= cursor.record - start_record <= MAX_OPEN_SPAN or start_record >= count:
+                    raise InvalidCursor("an unfinished line in it starts at no record of this log")
+                rec_stream, flags, _, _, offset, _ = _record_at(idx, start_record)
+                if (rec_stream, flags, offset) != (stream, FLAG_CONTINUED, start_offset):
+                    raise InvalidCursor("an unfinished line in it does not start where the log has one")
 
     def _check_ident(self, cursor: Cursor) -> str | None:
         if not cursor.ident or cursor.record == 0:

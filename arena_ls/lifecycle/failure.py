@@ -15,9 +15,15 @@ from collections.abc import Sequence
 
 from arena_ls.lifecycle.rundir import Failure
 
+EVIDENCE_LINES = 40
+"""How far from its end the trainer's output is read for out-of-memory evidence."""
+
 _OOM = re.compile(
-    r"(CUDA out of memory|OutOfMemoryError|out of memory|MemoryError|"
-    r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|std::bad_alloc)",
+    # An exception line as a traceback ends (``torch.OutOfMemoryError: CUDA out of memory``,
+    # ``MemoryError``), or the allocators' own words; not a sentence that mentions the name.
+    r"^\s*(?:[\w.]+\.)?(?:OutOfMemoryError|MemoryError)\b(?::|$)"
+    r"|^\s*RuntimeError: .*out of memory"
+    r"|CUDA out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|std::bad_alloc",
     re.IGNORECASE,
 )
 _DISK_FULL = re.compile(
@@ -32,11 +38,19 @@ def classify(
     signal_name: str | None,
     tail: Sequence[str],
     nan_evidence: str | None,
+    kind: str = "train",
 ) -> Failure | None:
-    """The failure of a finished trainer, or None when it exited 0."""
+    """The failure of a finished trainer, or None when it exited 0.
+
+    ``tail`` is the trainer's own output (never the supervisor's lines);
+    only its last ``EVIDENCE_LINES`` count as evidence of running out of
+    memory, and only for a ``train`` job: a task that merely prints the
+    word (``arena check`` reporting AR001, say) failed with an ``error``.
+    """
     if exit_code == 0 and signal_name is None:
         return None
-    oom_line = _last_match(tail, _OOM)
+    own = [line for line in tail if not line.lstrip().startswith("@arena ")]
+    oom_line = _last_match(own[-EVIDENCE_LINES:], _OOM) if kind == "train" else None
     if oom_line is not None:
         return Failure("oom", oom_line)
     disk_line = _last_match(tail, _DISK_FULL)
@@ -47,10 +61,10 @@ def classify(
         return Failure("killed", f"trainer was killed ({status}), as the kernel's OOM killer does")
     if nan_evidence is not None:
         return Failure("nan", nan_evidence)
-    nan_line = _last_match(tail, _NAN)
+    nan_line = _last_match(own[-EVIDENCE_LINES:], _NAN) if kind == "train" else None
     if nan_line is not None:
         return Failure("nan", nan_line)
-    last = _last_meaningful(tail)
+    last = _last_meaningful(own)
     how = f"signal {signal_name}" if signal_name else f"exit code {exit_code}"
     return Failure("error", last or f"trainer ended with {how}")
 

@@ -149,7 +149,7 @@ class Supervisor:
         return manifest if manifest.is_absolute() else self.root / manifest
 
     def load_manifest(self) -> ManifestResult:
-        return load_manifest(self.manifest_path(), self.root)
+        return load_manifest(self.manifest_path(), self.root, state_dir=self.folder.root)
 
     # -- following runs ----------------------------------------------------------------------
 
@@ -618,13 +618,40 @@ class Supervisor:
     # -- logs ------------------------------------------------------------------------------
 
     def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
+        view, position = self.logs_target(run_id, cursor)
+        if view is None:
+            return {"runId": None, "lines": [], "cursor": None, "done": True}
+        view.reader.check_cursor(position)
+        return self.logs_page(view, position, limit)
+
+    async def logs_async(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
+        """``logs`` with the reading done off the event loop (a page can be 10,000 lines)."""
+        view, position = self.logs_target(run_id, cursor)
+        if view is None:
+            return {"runId": None, "lines": [], "cursor": None, "done": True}
+        view.refresh_state()
+        final_before = view.is_final
+
+        def checked_page() -> dict[str, Any]:
+            view.reader.check_cursor(position)
+            return self.logs_page(view, position, limit, final_before)
+
+        return await asyncio.to_thread(checked_page)  # one hop: arena/logs is polled often
+
+    def logs_target(self, run_id: str | None, cursor: str | None) -> tuple[RunView | None, Cursor]:
         position = Cursor.decode(cursor) if cursor else None
         view = self.view_for(run_id) if run_id else (self.active_view() or self.latest_view())
         if view is None:
-            return {"runId": None, "lines": [], "cursor": None, "done": True}
-        position = position or view.reader.start()
-        view.refresh_state()
-        final_before = view.is_final
+            return None, Cursor()
+        return view, position or view.reader.start()
+
+    def logs_page(
+        self, view: RunView, position: Cursor, limit: int, final_before: bool | None = None
+    ) -> dict[str, Any]:
+        """A page of ``view``'s lines from ``position``; reads files only (safe in a thread)."""
+        if final_before is None:
+            view.refresh_state()
+            final_before = view.is_final
         page = view.reader.read(position, limit)
         lines = [line.to_wire() for line in page.lines]
         if page.reset:

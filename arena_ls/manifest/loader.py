@@ -10,6 +10,7 @@ left out of the runnable jobs while the others load.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -69,19 +70,64 @@ class ManifestResult:
         return [d for d in self.diagnostics if d.is_error]
 
 
-def load_manifest(path: Path, root: Path) -> ManifestResult:
+def load_manifest(path: Path, root: Path, *, state_dir: Path | None = None) -> ManifestResult:
     """Load the manifest file; a missing or unreadable file is one AR101 diagnostic."""
+    escape = _manifest_link(path, root)
+    if escape is not None:
+        diag = Diag("AR110", escape, "error", Span(0, 0, 0, 0), path=str(path))
+        return ManifestResult(path, {}, (), (diag,), {}, True)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as error:
         diag = Diag("AR101", f"cannot read the manifest: {error}", "error", Span(0, 0, 0, 0))
         return ManifestResult(path, {}, (), (attrs.evolve(diag, path=str(path)),), {}, True)
-    return load_manifest_text(text, path, root)
+    return load_manifest_text(text, path, root, state_dir=state_dir)
 
 
-def load_manifest_text(text: str, path: Path, root: Path) -> ManifestResult:
-    """Load manifest text (an editor buffer, possibly half typed)."""
-    return _Loader(text, path, root.resolve()).load()
+def load_manifest_text(text: str, path: Path, root: Path, *, state_dir: Path | None = None) -> ManifestResult:
+    """Load manifest text (an editor buffer, possibly half typed).
+
+    ``state_dir``, when given, is checked too: a state folder that is a
+    link leaving the workspace makes the manifest fatal (nothing starts).
+    """
+    result = _Loader(text, path, root.resolve()).load()
+    escapes = [_manifest_link(path, root)]
+    if state_dir is not None:
+        target = link_leaving(state_dir, root)
+        if target is not None:
+            escapes.append(
+                f"the state folder {state_dir} is a link to {target}, outside the workspace: "
+                "no run starts until it is a folder of the workspace"
+            )
+    diags = [
+        Diag("AR110", message, "error", Span(0, 0, 0, 0), path=str(path)) for message in escapes if message
+    ]
+    if not diags:
+        return result
+    return attrs.evolve(result, jobs={}, diagnostics=(*result.diagnostics, *diags), fatal=True)
+
+
+def _manifest_link(path: Path, root: Path) -> str | None:
+    target = link_leaving(path, root)
+    if target is None:
+        return None
+    return f"the manifest {path} is a link to {target}, outside the workspace: its jobs do not run"
+
+
+def link_leaving(path: Path, root: Path) -> Path | None:
+    """Where ``path`` really is, when it lies in the workspace by name but a link takes it outside.
+
+    A path the user configured outside the workspace (an absolute setting)
+    is the user's choice and is not reported; only a link is.
+    """
+    root = root.resolve()
+    candidate = path if path.is_absolute() else root / path
+    try:
+        Path(os.path.normpath(candidate)).relative_to(root)
+    except ValueError:
+        return None
+    target = candidate.resolve()
+    return None if _inside(target, root) else target
 
 
 class _Loader:
@@ -333,6 +379,13 @@ class _JobReader:
         if "PYTHONPATH" in env:
             message = "`env` sets PYTHONPATH: the trainer's imports then depend on this manifest"
             self.report("AR105", message, "env/PYTHONPATH", "warning")
+        for name in env:
+            if name.upper() in LOADER_VARIABLES:
+                message = (
+                    f"`env` overrides {name}: it decides which programs and libraries the job "
+                    "loads, so this manifest can run code from outside the workspace"
+                )
+                self.report("AR113", message, f"env/{_escape(name)}", "warning")
         if job.kind == "train" and not any("{step}" in arg for arg in job.resume_args):
             field = "resume/args" if "resume" in self.raw else "id"
             self.report(
@@ -377,6 +430,7 @@ class _JobReader:
         if not _inside(cwd, root):
             self.report("AR110", f"`cwd` {job.cwd!r} leaves the workspace", "cwd")
             return
+        self.check_arguments(job)
         if not cwd.is_dir():
             self.report("AR107", f"`cwd` {job.cwd!r} does not exist", "cwd")
             return
@@ -389,9 +443,37 @@ class _JobReader:
         elif not script.is_file():
             self.report("AR107", f"`script` {job.script!r} does not exist", field)
 
+    def check_arguments(self, job: Job) -> None:
+        """AR110 for each argument that names an existing path outside the workspace."""
+        root = self.loader.root
+        cwd = job.resolved_cwd(root)
+        for index, arg in enumerate(job.args):
+            target = _existing_path(cwd, arg)
+            if target is not None and not _inside(target, root):
+                self.report(
+                    "AR110", f"argument {arg[:100]!r} names {target}, outside the workspace", f"args/{index}"
+                )
+
 
 def _edit(span: Span, new_text: str) -> dict[str, Any]:
     return {"range": span.to_wire(), "newText": new_text}
+
+
+LOADER_VARIABLES = frozenset({"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME"})
+"""Variables that choose what code runs (AR113)."""
+
+
+def _existing_path(cwd: Path, arg: str) -> Path | None:
+    """The real path ``arg`` names when it is an existing file or folder, else None."""
+    if not arg or arg.startswith("-") or "\0" in arg or len(arg) > 4096:
+        return None
+    candidate = Path(arg) if os.path.isabs(arg) else cwd / arg
+    try:
+        if not candidate.exists():
+            return None
+        return candidate.resolve()
+    except (OSError, ValueError):
+        return None
 
 
 def _inside(path: Path, root: Path) -> bool:

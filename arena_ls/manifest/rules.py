@@ -1,4 +1,4 @@
-"""The manifest rules (AR101-AR110): one registry, used by the docs generator.
+"""The manifest rules (AR101-AR110, AR113): one registry, used by the docs generator.
 
 The loader reports these codes; this table says what each one means, why it
 matters and how to fix it, for ``docs/rules.md``.
@@ -48,6 +48,15 @@ MANIFEST_RULES: tuple[ManifestRule, ...] = (
                  "fix the trainer's gate findings"),
     ManifestRule("AR109", "needs-approval", "information", "the job needs approval",
                  "each start must pass `approved: true`", 'set `"status": "ready"` if it should not'),
-    ManifestRule("AR110", "outside-workspace", "error", "`cwd` or `script` leaves the workspace",
-                 "a manifest may only run what the workspace holds", "keep paths inside the workspace"),
+    ManifestRule("AR110", "outside-workspace", "error",
+                 "a path the job names leaves the workspace: `cwd`, `script`, or an argument that is an "
+                 "existing path (for every kind of job); also the manifest or the state folder being a "
+                 "link that leaves the workspace (then nothing starts)",
+                 "the manifest is the trust root: it may only run, read and write what the workspace holds",
+                 "keep paths inside the workspace; replace the link with a real file or folder"),
+    ManifestRule("AR113", "loader-variables", "warning",
+                 "`env` overrides `PATH`, `LD_PRELOAD`, `LD_LIBRARY_PATH` or `PYTHONHOME`",
+                 "these decide which programs and libraries the job loads: a manifest that sets them can "
+                 "run code from outside the workspace",
+                 "leave them to the user's environment; set the interpreter with the `python` setting"),
 )  # fmt: skip

@@ -7,6 +7,7 @@ import ipaddress
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 LOOPBACK_NAMES = {"localhost"}
@@ -27,6 +28,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tcp", action="store_true", help="serve TCP on loopback")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address for --tcp")
     parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument(
+        "--token-file",
+        help="with --tcp: the file holding the token clients must send "
+        "(default: a fresh one written to <stateDir>/tcp-token)",
+    )
     parser.add_argument("--log-level", default=os.environ.get("ARENA_LS_LOG", "INFO"))
     args = parser.parse_args(argv)
     if args.tcp and not _is_loopback(args.host):
@@ -69,11 +75,25 @@ def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
     from arena_ls.protocol.server import create_server
 
     server = create_server(hardware=hardware)
-    if args.tcp:
-        server.start_tcp(args.host, args.port)
-    else:
-        server.start_io(sys.stdin.buffer, _protect_stdout())
-    return 0
+    from arena_ls.protocol import serving
+
+    if not args.tcp:
+        return serving.serve_stdio(server, sys.stdin.buffer, _protect_stdout())
+    try:
+        token, token_path = serving.tcp_token(args.token_file, _default_state_dir())
+    except (OSError, ValueError) as error:
+        print(f"arena-ls: cannot set up the TCP token: {error}", file=sys.stderr)
+        return 2
+    print(f"arena-ls: TCP token in {token_path} (send it as initializationOptions.token)", file=sys.stderr)
+    return serving.serve_tcp(server, args.host, args.port, token)
+
+
+def _default_state_dir() -> Path:
+    """The state folder of the workspace the server starts in (its cwd): where the token goes."""
+    from arena_ls.settings import Settings
+
+    state_dir = Path(Settings().state_dir)
+    return state_dir if state_dir.is_absolute() else Path.cwd() / state_dir
 
 
 if __name__ == "__main__":

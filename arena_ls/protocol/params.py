@@ -15,6 +15,12 @@ from arena_ls.lifecycle.supervisor import StartRequest, StopRequest
 
 Checker = Callable[[Any], bool]
 
+MAX_INT = 2**31 - 1
+"""LSP's ``integer``: counts and steps beyond it are refused, not carried around."""
+MAX_SECONDS = 7 * 24 * 3600.0
+MAX_CURSOR_CHARS = 4096
+"""Our cursors are a few hundred characters; anything much longer is not one of ours."""
+
 
 def _is_str(value: Any) -> bool:
     return isinstance(value, str)
@@ -25,7 +31,7 @@ def _is_bool(value: Any) -> bool:
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
 
 
 def _is_positive_int(value: Any) -> bool:
@@ -33,7 +39,11 @@ def _is_positive_int(value: Any) -> bool:
 
 
 def _is_seconds(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_SECONDS
+
+
+def _is_cursor(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_CURSOR_CHARS
 
 
 def _is_resume(value: Any) -> bool:
@@ -41,8 +51,11 @@ def _is_resume(value: Any) -> bool:
 
 
 def as_object(raw: Any, method: str, *, required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The params object; None counts as ``{}`` unless a field is required."""
-    if raw is None:
+    """The params object; None counts as ``{}`` unless a field is required.
+
+    So does ``[]``: Neovim encodes an empty Lua table as an empty array.
+    """
+    if raw is None or raw == []:
         if required:
             raise InvalidParams(f"{method}: params must be an object with field `{required[0]}`")
         return {}
@@ -72,7 +85,7 @@ def parse_start(raw: Any) -> StartRequest:
         id=job_id,
         approved=field(params, "approved", _is_bool, "a boolean", False),
         resume=field(params, "resume", _is_resume, 'true, false or "auto"', "auto"),
-        start_step=field(params, "startStep", _is_count, "a non-negative integer"),
+        start_step=field(params, "startStep", _is_count, f"an integer from 0 to {MAX_INT}"),
         dry_run=field(params, "dryRun", _is_bool, "a boolean", False),
     )
 
@@ -84,7 +97,9 @@ def parse_stop(raw: Any) -> StopRequest:
         run_id=field(params, "runId", _is_str, "a string (a run id)"),
         kill=field(params, "kill", _is_bool, "a boolean", False),
         confirm=field(params, "confirm", _is_bool, "a boolean", False),
-        grace_seconds=field(params, "graceSeconds", _is_seconds, "a number of seconds >= 0"),
+        grace_seconds=field(
+            params, "graceSeconds", _is_seconds, f"a number of seconds from 0 to {MAX_SECONDS:.0f}"
+        ),
         wait=field(params, "wait", _is_bool, "a boolean", True),
     )
 
@@ -96,8 +111,8 @@ def parse_status(raw: Any) -> None:
 def parse_logs(raw: Any) -> tuple[str | None, str | None, int]:
     params = as_object(raw, "arena/logs")
     run_id = field(params, "runId", _is_str, "a string (a run id)")
-    cursor = field(params, "cursor", _is_str, "a string (a cursor from arena/logs)")
-    limit = field(params, "limit", _is_positive_int, "a positive integer", 1000)
+    cursor = field(params, "cursor", _is_cursor, "a cursor string from arena/logs")
+    limit = field(params, "limit", _is_positive_int, f"an integer from 1 to {MAX_INT}", 1000)
     return run_id, cursor, min(limit, 10_000)
 
 

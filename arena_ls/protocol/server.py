@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from arena_ls import __version__
@@ -26,8 +26,10 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import StopRequest, Supervisor
 from arena_ls.protocol import params as P
 from arena_ls.protocol.converter import arena_converter
+from arena_ls.protocol.echoes import bound, long_strings
 from arena_ls.protocol.notify import LogBatcher
 from arena_ls.protocol.progress import RunProgress
+from arena_ls.protocol.transport import ArenaProtocol
 from arena_ls.protocol.workspace import Workspace
 from arena_ls.settings import Settings, parse_settings
 
@@ -44,7 +46,9 @@ class ArenaServer(LanguageServer):
         workspace_factory: Callable[[ArenaServer, Path], Workspace] | None = None,
         hardware: Any = None,
     ) -> None:
-        super().__init__("arena-ls", __version__, converter_factory=arena_converter)
+        super().__init__(
+            "arena-ls", __version__, protocol_cls=ArenaProtocol, converter_factory=arena_converter
+        )
         self.hardware = hardware
         self.settings = Settings()
         self.init_settings = Settings()
@@ -116,6 +120,20 @@ class ArenaServer(LanguageServer):
 
         asyncio.get_running_loop().create_task(stop())
 
+    async def end_session(self) -> None:
+        """The client left (TCP): close its view of the workspace; the runs go on."""
+        if self.arena is not None:
+            arena, self.arena = self.arena, None
+            try:
+                await arena.close()
+            except Exception:  # the next client must still be served
+                log.exception("closing the last client's workspace view failed")
+        self.settings = self.init_settings = Settings()
+        self.logs = LogBatcher(
+            self.send_notification, lambda: self.settings.logs_notify_hz, refresh=self._follow_now
+        )
+        self.run_progress = RunProgress(self, self._cancel_run, self._gpu_text)
+
     # -- workspace ------------------------------------------------------------------------
 
     @property
@@ -150,9 +168,20 @@ def refusals(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]
         try:
             return await handler(*args, **kwargs)
         except InvalidParams as error:
-            raise JsonRpcInvalidParams(str(error)) from error
+            longs = long_strings(args[1:])
+            raise JsonRpcInvalidParams(bound(str(error), longs)) from error
         except ArenaError as error:
-            raise JsonRpcException(message=error.message, code=error.code, data=error.data) from error
+            longs = long_strings(args[1:])
+            raise JsonRpcException(
+                message=bound(error.message, longs), code=error.code, data=bound(error.data, longs)
+            ) from error
+        except (JsonRpcException, asyncio.CancelledError):
+            raise
+        except Exception as error:
+            # The traceback goes to stderr, never to the client (it may quote the client's values).
+            log.exception("%s failed", handler.__name__)
+            what = bound(f"{type(error).__name__}: {error}", long_strings(args[1:]))
+            raise JsonRpcInternalError(message=f"internal error: {what[:400]}") from error
 
     return wrapped
 
@@ -243,7 +272,7 @@ def _register_methods(server: ArenaServer) -> None:
     async def logs(ls: ArenaServer, params: Any) -> dict[str, Any]:
         run_id, cursor, limit = P.parse_logs(params)
         try:
-            return ls.supervisor.logs(run_id, cursor, limit)
+            return await ls.supervisor.logs_async(run_id, cursor, limit)
         except ValueError as error:
             if isinstance(error, InvalidParams):
                 raise

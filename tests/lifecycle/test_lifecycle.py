@@ -238,7 +238,7 @@ INVALID = [
     ("arena/stop", {"kill": 1}, "kill"),
     ("arena/stop", {"graceSeconds": "soon"}, "graceSeconds"),
     ("arena/stop", {"runId": 7}, "runId"),
-    ("arena/status", [], "object"),
+    ("arena/status", [1], "object"),
     ("arena/logs", {"limit": 0}, "limit"),
     ("arena/logs", {"cursor": 5}, "cursor"),
     ("arena/logs", {"cursor": "not-a-cursor"}, "cursor"),

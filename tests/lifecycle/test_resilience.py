@@ -153,8 +153,9 @@ async def test_crashes_with_progress_restore_the_budget(tmp_path: Path) -> None:
 async def test_oom_and_sigkill_are_classified(tmp_path: Path) -> None:
     root = make_workspace(
         tmp_path / "ws",
-        [job("oom", "--steps", "10", "--oom"), job("sigkill", "--steps", "10", "--sigkill-self-at", "2"),
-         job("nan", "--steps", "10", "--nan-at", "3")],
+        [job("oom", "--steps", "10", "--oom", kind="train", restart={"maxRestarts": 0}),
+         job("sigkill", "--steps", "10", "--sigkill-self-at", "2"),
+         job("nan", "--steps", "10", "--nan-at", "3", kind="train", restart={"maxRestarts": 0})],
     )  # fmt: skip
     client = await start_server(root)
     try:

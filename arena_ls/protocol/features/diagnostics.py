@@ -105,7 +105,8 @@ class DiagnosticsFeature:
         text = self.text(path)
         if text is None:
             return None
-        return load_manifest_text(text, path, self.server.ws.root)
+        ws = self.server.ws
+        return load_manifest_text(text, path, ws.root, state_dir=ws.supervisor.folder.root)
 
     def job_scripts(self, manifest: ManifestResult | None) -> set[Path]:
         if manifest is None:
