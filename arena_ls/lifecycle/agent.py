@@ -43,6 +43,7 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
 )
 from arena_ls.lifecycle.states import RunStatus, transition
+from arena_ls.lifecycle.statewriter import StateWriter
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -61,6 +62,8 @@ TAIL_LINES = 200
 TAIL_BYTES = 16384
 """Of each chunk, the end kept raw for ``tail_lines`` (decoded only when a failure is judged)."""
 GPU_RELEASE_TIMEOUT = 10.0
+FINAL_WRITE_TIMEOUT = 30.0
+"""How long the agent keeps retrying its final state before it exits anyway."""
 
 
 def resume_argv(spec: RunSpec, step: int | None) -> list[str]:
@@ -109,17 +112,19 @@ class Agent:
         self.last_progress_write = 0.0
         self.last_full_scan = 0.0
         self.nan_evidence: str | None = None
+        self.writer = StateWriter(run_dir, self.folder, self.state, self.lock, self.say)
 
     # -- state ---------------------------------------------------------------------------
 
     def _move(self, target: RunStatus) -> None:
+        """Change the status; the writer records it (a failing write never aborts the run)."""
         with self.lock:
             self.state.status = transition(self.spec.run_id, self.state.status, target)
-            self.run_dir.write_state(self.state)
+        self.writer.request()
 
     def _save(self) -> None:
-        with self.lock:
-            self.run_dir.write_state(self.state)
+        """Ask the writer to record the state; never writes on the calling thread (a pump's, say)."""
+        self.writer.request()
 
     def say(self, text: str) -> None:
         """A line of the supervisor's own, in the run's log (stream ``arena``).
@@ -158,6 +163,8 @@ class Agent:
                     return 0
                 step = checkpoint
         finally:
+            if not self.writer.close(FINAL_WRITE_TIMEOUT):
+                log.error("the final state could not be written")
             self.output.close()
             self.folder.release_lock(self.spec.run_id)
 
@@ -289,8 +296,7 @@ class Agent:
         with self.lock:
             self.state.last_checkpoint = record
             self.state.step = max(self.state.step or 0, event.step)
-            self._save()
-        self.folder.record_job_checkpoint(self.spec.job_id, record)
+        self.writer.request(job_checkpoint=(self.spec.job_id, record))
 
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
@@ -366,16 +372,31 @@ class Agent:
 
     def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         method = self.spec.stop_method
+        if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
+            self._create_stop_file(plan)
+            if method != "file":
+                self.say(
+                    "no stop signal on this system (a console event would reach every process of "
+                    "the trainer's group): the stop file is the request"
+                )
+            return
         if method in ("file", "both"):
-            self.run_dir.stop_file.write_text("stop requested\n")
-            plan.stage = "file"
-            self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
+            self._create_stop_file(plan)
         if method == "both":
             plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
         if method == "signal":
             platform.send_cooperative_signal(process.pid)
             plan.stage = "signal"
             self.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
+
+    def _create_stop_file(self, plan: StopPlan) -> None:
+        plan.stage = "file"
+        try:
+            self.run_dir.stop_file.write_text("stop requested\n")
+        except OSError as error:  # the grace window still ends in a kill
+            self.say(f"warning: could not create the stop file: {error}")
+            return
+        self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
 
     def _kill_now(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         if plan.stage == "kill":
@@ -512,6 +533,7 @@ def main(argv: list[str] | None = None, early: EarlyLaunch | None = None) -> int
     except Exception:
         log.exception("the agent failed")
         try:
+            agent.writer.close(timeout=5.0)
             with agent.lock:
                 agent.state.failure = Failure("error", "the job agent failed; see agent.log")
                 if not agent.state.status.is_final:

@@ -27,6 +27,7 @@ from arena_ls.lifecycle.rundir import (
     RunDir,
     RunSpec,
     RunState,
+    StateBusy,
     StateFolder,
     unstructure,
 )
@@ -66,7 +67,9 @@ class RunView:
         self.spec = spec
         self.agent = agent
         self.state: RunState | None = None
-        self.state_mtime = -1.0
+        self.state_signature: tuple[int, int, int, int] | None = None
+        self.busy = False
+        """state.json was held open by another process at the last read (Windows): retried, not damage."""
         self.reader = OutputReader(run_dir.path)
         self.cursor: Cursor = self.reader.start()
         self.ring: deque[LogLine] = deque(maxlen=RING_LINES)
@@ -92,22 +95,34 @@ class RunView:
 
     # -- following the files -----------------------------------------------------------
 
-    def refresh_state(self) -> None:
-        """Re-read state.json if its mtime changed (``Supervisor.notify_if_changed`` tells the client)."""
-        mtime = self.run_dir.state_mtime()
-        if mtime == self.state_mtime:
+    def refresh_state(self, *, force: bool = False) -> None:
+        """Re-read state.json if it changed (``Supervisor.notify_if_changed`` tells the client).
+
+        A change is seen by the file's signature (mtime, size, inode, ctime),
+        not by its mtime alone, which FAT32/exFAT keep to 2 s; ``force``
+        re-reads anyway. A state older than the one held (its ``generation``)
+        is ignored.
+        """
+        signature = self.run_dir.state_signature()
+        if signature == self.state_signature and not force:
             return
         try:
             state = self.run_dir.read_state()
         except FileNotFoundError:
+            return
+        except StateBusy as error:
+            log.info("run %s: %s; read again later", self.run_id, error)
+            self.busy = True
             return
         except CorruptState as error:
             if self.problem is None:
                 log.warning("run %s: %s", self.run_id, error)
             self.problem = str(error)
             return
-        self.state_mtime = mtime
-        self.state = state
+        self.busy = False
+        self.state_signature = signature
+        if self.state is None or state.generation >= self.state.generation or state.generation == 0:
+            self.state = state
 
     def snapshot(self) -> Any:
         """What a client is told about: the recorded state and the status."""
@@ -192,8 +207,8 @@ class RunView:
             self.state = RunState(run_id=self.run_id, job_id=self.spec.job_id)
         elif self.agent_alive():
             return False
-        self.refresh_state()  # the agent may have written its final state as it exited
-        if self.is_final:
+        self.refresh_state(force=True)  # the agent may have written its final state as it exited
+        if self.is_final or self.busy:
             return False
         if not _claim(self.run_dir, "verdict"):
             return False
@@ -211,7 +226,7 @@ class RunView:
         state.failure = Failure("error", evidence)
         state.ended_at = state.ended_at or time.time()
         self.run_dir.write_state(state)
-        self.state_mtime = self.run_dir.state_mtime()
+        self.state_signature = self.run_dir.state_signature()
         folder.release_lock(self.run_id)
         return True
 

@@ -37,7 +37,7 @@ from arena_ls.errors import (
     InvalidParams,
 )
 from arena_ls.lifecycle.capture import Cursor, LogLine
-from arena_ls.lifecycle.rundir import CorruptState, RunDir, RunSpec, StateFolder
+from arena_ls.lifecycle.rundir import CorruptState, RunDir, RunSpec, StateBusy, StateFolder
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
@@ -140,12 +140,17 @@ class Supervisor:
     def _adopt(self, run_dir: RunDir) -> RunView | None:
         try:
             spec = run_dir.read_spec()
+        except StateBusy as error:  # held open (Windows): adopted at a later scan, never skipped
+            log.info("run folder %s: %s", run_dir.path, error)
+            return None
         except (FileNotFoundError, CorruptState) as error:
             self.skipped[run_dir.run_id] = str(error)
             log.warning("skipping run folder %s: %s", run_dir.path, error)
             return None
         view = RunView(run_dir, spec)
         view.refresh_state()
+        if view.busy:
+            return None
         if view.state is None and run_dir.state_path.exists():
             self.skipped[run_dir.run_id] = view.problem or "unreadable state"
             log.warning("skipping run %s: %s", run_dir.run_id, view.problem)
@@ -359,6 +364,13 @@ class Supervisor:
             if holder is None:
                 return
             view = self.views.get(holder)
+            if view is None and holder not in self.skipped and self.folder.run(holder) is not None:
+                raise ArenaError(  # its files were held open at every read (Windows): not over
+                    ALREADY_RUNNING,
+                    f"run {holder} holds the workspace and its state is being read by another "
+                    "process; one job at a time",
+                    active=None,
+                )
             if view is not None and not view.is_final:
                 view.check_lost(self.folder)
             if view is None or view.is_final:

@@ -85,8 +85,11 @@ def test_launch_starts_the_spec_trainer_with_the_contract_environment(tmp_path: 
     run_dir = write_run(tmp_path, [sys.executable, str(FAKE_TRAINER), "--steps", "0", "--print-env"])
     early = launch_from_spec(run_dir)
     assert early is not None and early.error is None and early.process is not None
-    out, _ = early.process.communicate(timeout=60)
-    printed = out.decode().splitlines()
+    early.process.wait(timeout=60)
+    for pump in early.pumps:  # they read the pipes (a communicate() here would race them)
+        pump.join(timeout=30)
+    early.writer.close()
+    printed = [line.text for line in iter_all_lines(run_dir)]
     assert f"ARENA_RUN_ID={run_dir.name}" in printed and "ARENA_JOB_ID=job" in printed
     assert f"ARENA_STOP_FILE={run_dir / 'STOP'}" in printed
     assert early.process.returncode == 0
