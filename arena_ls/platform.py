@@ -370,9 +370,12 @@ def _windows_read(api: Win32, path: Path) -> bytes:
         return stream.read()
 
 
-def retry_sharing(action: Callable[[], _T], seconds: float = REPLACE_RETRY_SECONDS) -> _T:
-    """Run ``action``, retrying a sharing violation with backoff (2 ms, doubling, at most 100 ms)."""
-    deadline = time.monotonic() + seconds
+def retry_sharing(action: Callable[[], _T], seconds: float | None = None) -> _T:
+    """Run ``action``, retrying a sharing violation with backoff (2 ms, doubling, at most 100 ms).
+
+    For ``seconds`` (default ``REPLACE_RETRY_SECONDS``); then the violation is raised.
+    """
+    deadline = time.monotonic() + (REPLACE_RETRY_SECONDS if seconds is None else seconds)
     delay = 0.002
     while True:
         try:

@@ -318,14 +318,28 @@ class StateFolder:
         return True
 
     def lock_holder(self) -> str | None:
+        """The run holding the workspace; ``StateBusy`` while the lock file stays held open."""
         try:
             return platform.read_bytes_shared(self.lock_path).decode().strip() or None
-        except (OSError, UnicodeDecodeError):
+        except OSError as error:
+            if platform.is_sharing_violation(error):
+                raise StateBusy(error.errno, f"{self.lock_path}: held open by another process") from error
+            return None
+        except UnicodeDecodeError:
             return None
 
     def release_lock(self, run_id: str) -> None:
-        """Release the lock if ``run_id`` holds it (never another run's lock)."""
-        if self.lock_holder() == run_id:
+        """Release the lock if ``run_id`` holds it (never another run's lock).
+
+        A lock file held open past the retries stays: a server breaks it
+        once it sees the run is over.
+        """
+        try:
+            holder = self.lock_holder()
+        except StateBusy as error:
+            log.warning("could not release the workspace lock: %s", error)
+            return
+        if holder == run_id:
             with contextlib.suppress(FileNotFoundError):
                 self.lock_path.unlink()
 

@@ -240,7 +240,10 @@ class Supervisor:
 
     def active_view(self) -> RunView | None:
         """The workspace's active run (by the lock, else any unfinished run)."""
-        holder = self.folder.lock_holder()
+        try:
+            holder = self.folder.lock_holder()
+        except StateBusy:
+            holder = None
         if holder is not None:
             view = self.views.get(holder)
             if view is None:
@@ -360,7 +363,14 @@ class Supervisor:
     def _refuse_if_active(self) -> None:
         self.scan()
         for _attempt in range(2):
-            holder = self.folder.lock_holder()
+            try:
+                holder = self.folder.lock_holder()
+            except StateBusy as error:
+                raise ArenaError(
+                    ALREADY_RUNNING,
+                    f"the workspace lock is held open by another process ({error}); one job at a time",
+                    active=None,
+                ) from error
             if holder is None:
                 return
             view = self.views.get(holder)
@@ -436,8 +446,8 @@ class Supervisor:
             state = view.state
             if state is not None and (state.pid or view.is_final):
                 break
-            if view.agent is not None and view.agent.poll() is not None:
-                view.refresh_state()
+            if view.agent is not None and view.agent.poll() not in (None, 0):
+                view.refresh_state()  # it failed (an agent that ends well has written its state)
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
