@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -459,6 +459,15 @@ def venv_base_interpreter(executable: Path) -> tuple[str, dict[str, str]]:
     return str(base), {"__PYVENV_LAUNCHER__": str(executable)}
 
 
+def launcher_env(env: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a new interpreter: ``extra`` added, an inherited ``__PYVENV_LAUNCHER__`` dropped.
+
+    A launcher variable left over from our own start would make another
+    interpreter take our venv for its own.
+    """
+    return {**{k: v for k, v in env.items() if k.upper() != "__PYVENV_LAUNCHER__"}, **extra}
+
+
 def _pyvenv_home(config: Path) -> str | None:
     try:
         text = config.read_text(encoding="utf-8")
@@ -494,7 +503,7 @@ def spawn_detached(argv: Sequence[str], *, cwd: Path, log_file: Path) -> subproc
         if sys.platform == "win32":
             python, extra_env = interpreter_without_launcher(sys.executable)
             request = {"argv": list(argv), "cwd": str(cwd), "log": str(log_file)}
-            kwargs["env"] = {**os.environ, **extra_env}
+            kwargs["env"] = launcher_env(os.environ, extra_env)
             kwargs["creationflags"] = CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
             return subprocess.Popen(
                 [python, "-m", "arena_ls.platform", "detach", json.dumps(request)], **kwargs
@@ -525,7 +534,7 @@ def start_agent_in_job(
                 command,
                 CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW,
                 cwd=cwd,
-                env={**os.environ, **extra_env},
+                env=launcher_env(os.environ, extra_env),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=agent_log,
@@ -628,7 +637,7 @@ def spawn_trainer_in_job(
 ) -> subprocess.Popen[bytes]:
     """Windows: the trainer, created suspended, in a job of this attempt's, then resumed."""
     python, extra_env = interpreter_without_launcher(argv[0])
-    kwargs = {**kwargs, "env": {**kwargs["env"], **extra_env}}
+    kwargs = {**kwargs, "env": launcher_env(kwargs["env"], extra_env)}
     pipes = _large_pipes(api, kwargs)
     flags = CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
     try:

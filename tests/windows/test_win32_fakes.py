@@ -214,7 +214,13 @@ def test_each_trainer_gets_a_job_that_kill_tree_and_the_attempts_end_terminate(
 ) -> None:
     fake = Fake()
     monkeypatch.setattr(platform, "_attempt_jobs", {})
-    kwargs = {"cwd": ".", "env": {"A": "1"}, "stdin": subprocess.DEVNULL, "stdout": 1, "stderr": 2}
+    kwargs = {
+        "cwd": ".",
+        "env": {"A": "1", "__PYVENV_LAUNCHER__": "C:\\agent-venv\\Scripts\\python.exe"},
+        "stdin": subprocess.DEVNULL,
+        "stdout": 1,
+        "stderr": 2,
+    }
     process = platform.spawn_trainer_in_job(fake.api, ["trainer.exe", "--x"], kwargs, popen=fake.popen)
     assert process.pid == 4242
     assert fake.names() == [
@@ -228,6 +234,7 @@ def test_each_trainer_gets_a_job_that_kill_tree_and_the_attempts_end_terminate(
         fake.popen_calls[0]["creationflags"] == CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
     )
     assert platform._attempt_jobs == {4242: JOB}, "the attempt's job handle is kept"
+    assert fake.popen_calls[0]["env"] == {"A": "1"}, "the agent's own launcher variable is not inherited"
     assert platform.terminate_attempt_job(fake.api, 4242)  # kill_tree: the job's processes die
     assert fake.log[-1] == ("TerminateJobObject", (JOB, platform.KILLED_BY_JOB_EXIT_CODE))
     assert platform.end_attempt_job(fake.api, 4242)  # after the attempt: terminated and closed
