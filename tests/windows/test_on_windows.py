@@ -126,3 +126,39 @@ async def test_non_ascii_output_reaches_the_log_as_utf8(tmp_path: Path) -> None:
         assert "unicode \u2713 stdout=utf-8" in texts
     finally:
         await _cleanup(client)
+
+
+async def test_terminating_the_agent_takes_the_trainer_down_through_its_job(tmp_path: Path) -> None:
+    """POSIX variant: test_kill_9_of_the_agent_takes_the_trainer_down (there by PDEATHSIG)."""
+    root = make_workspace(tmp_path / "ws", [job("slow", "--steps", "100000", "--interval", "0.05")])
+    client = await start_server(root)
+    try:
+        info = await client.call("arena/start", {"id": "slow"})
+        psutil.Process(info["agentPid"]).kill()  # TerminateProcess: the agent's job handle closes
+        final = await wait_status(client, info["runId"], "lost")
+        assert "agent" in final["failure"]["evidence"]
+        await wait_for(lambda: not psutil.pid_exists(info["pid"]), what="the trainer to go down")
+    finally:
+        await _cleanup(client)
+
+
+async def test_terminating_the_trainer_relaunches_from_its_checkpoint(tmp_path: Path) -> None:
+    """POSIX variant: test_kill_9_of_the_trainer_relaunches_from_its_checkpoint (there SIGKILL)."""
+    spec = job("resumable", "--steps", "100000", "--interval", "0.02", "--ckpt-every", "5",
+               kind="train", restart={"maxRestarts": 3, "backoffSeconds": 0.2})  # fmt: skip
+    root = make_workspace(tmp_path / "ws", [spec])
+    client = await start_server(root)
+    try:
+        info = await client.call("arena/start", {"id": "resumable"})
+        await wait_for(lambda: any('"checkpoint", "step": 10' in line["text"] for line in client.log_lines))
+        psutil.Process(info["pid"]).kill()
+        relaunched = await wait_for(
+            lambda: next(
+                (s for s in client.statuses if s["restarts"] == 1 and s["status"] == "running"), None
+            ),
+            what="relaunch",
+        )
+        step = relaunched["argv"][relaunched["argv"].index("--start-step") + 1]
+        assert int(step) >= 10 and relaunched["pid"] != info["pid"]
+    finally:
+        await _cleanup(client)
