@@ -40,6 +40,7 @@ from arena_ls.lifecycle.rundir import (
     RunDir,
     RunSpec,
     RunState,
+    StateBusy,
     StateFolder,
 )
 from arena_ls.lifecycle.states import RunStatus, transition
@@ -96,7 +97,10 @@ class Agent:
         self.state.agent_create_time = platform.process_identity(os.getpid())
         self.state.argv = resume_argv(self.spec, self.spec.resumed_from_step)
         if self.spec.resumed_from_step is not None:
-            previous = self.folder.job_checkpoint(self.spec.job_id)
+            try:
+                previous = self.folder.job_checkpoint(self.spec.job_id)
+            except StateBusy:  # held open (Windows): the next checkpoint is recorded anyway
+                previous = None
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 self.state.last_checkpoint = previous
         self.output = early.writer if early is not None else OutputWriter(run_dir.path)
