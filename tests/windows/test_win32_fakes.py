@@ -11,6 +11,7 @@ import ctypes
 import json
 import os
 import subprocess
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -356,3 +357,27 @@ def test_a_venv_launcher_is_replaced_by_its_base_interpreter(tmp_path: Path) -> 
     assert platform.venv_base_interpreter(plain) == (str(plain), {})
     (venv / "pyvenv.cfg").write_text("home = C:\\nowhere\n")
     assert platform.venv_base_interpreter(launcher) == (str(launcher), {})
+
+
+def test_the_trainer_pipes_are_created_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    read_fd, write_fd = os.pipe()
+    created: list[tuple[Any, int]] = []
+    fds = {0x10: read_fd, 0x11: write_fd}
+    fake_winapi = types.SimpleNamespace(
+        CreatePipe=lambda attrs, size: created.append((attrs, size)) or (0x10, 0x11)
+    )
+    fake_msvcrt = types.SimpleNamespace(open_osfhandle=lambda handle, flags: fds[handle])
+    monkeypatch.setitem(sys.modules, "_winapi", fake_winapi)
+    monkeypatch.setitem(sys.modules, "msvcrt", fake_msvcrt)
+    windows_sys(monkeypatch)
+    kwargs: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+    pipes = platform._large_pipes(Fake().api, kwargs)
+    assert created == [(None, platform.TRAINER_PIPE_BYTES)], "only stdout asked for a pipe"
+    assert kwargs["stdout"] == write_fd and kwargs["stderr"] == subprocess.DEVNULL
+    assert pipes.child_ends == [write_fd]
+    process = types.SimpleNamespace(stdout=None)
+    pipes.attach(process)
+    os.write(write_fd, b"through the large pipe\n")
+    os.close(write_fd)
+    assert process.stdout is not None and process.stdout.read() == b"through the large pipe\n"
+    process.stdout.close()
