@@ -1,8 +1,14 @@
 """Every difference between POSIX and Windows, in one place.
 
-Process groups, detaching, the cooperative signal (SIGTERM or
-CTRL_BREAK_EVENT), tying a trainer's life to its agent, and killing a whole
-process tree. Both branches are written; the tests run the POSIX one.
+Process groups and sessions, detaching the job agent from the server,
+job objects, the cooperative stop signal, killing a whole process tree,
+pipes, and replacing or reading a file that another process may hold open.
+Both branches are written and both are type-checked (``mypy --platform
+win32`` and ``linux``): every platform test is a ``sys.platform`` check
+that mypy understands. The Windows branch calls Win32 through ``Win32``, a
+thin checked wrapper that the tests replace with a recording fake; see
+docs/windows.md for each difference, what is done about it and how it is
+tested.
 
 psutil is imported inside the functions that need it: the job agent starts
 its trainer through this module before it loads anything heavy.
@@ -12,35 +18,390 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import psutil
 
 log = logging.getLogger(__name__)
 
-IS_WINDOWS = sys.platform == "win32"
+_T = TypeVar("_T")
 
-# Windows creation flags (defined here so the POSIX branch can name them too).
-CREATE_NEW_PROCESS_GROUP = 0x00000200
+# Windows creation flags (defined here so the POSIX branch and the tests can name them too).
+CREATE_SUSPENDED = 0x00000004
 DETACHED_PROCESS = 0x00000008
-CREATE_NO_WINDOW = 0x08000000
+CREATE_NEW_PROCESS_GROUP = 0x00000200
 CREATE_BREAKAWAY_FROM_JOB = 0x01000000
+CREATE_NO_WINDOW = 0x08000000
+
+# Job objects.
+JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x00002000
+JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS = 9
+DUPLICATE_SAME_ACCESS = 0x00000002
+KILLED_BY_JOB_EXIT_CODE = 1
+"""The exit code ``TerminateJobObject`` gives every process of an attempt's job."""
+
+# Files.
+GENERIC_READ = 0x80000000
+DELETE = 0x00010000
+SYNCHRONIZE = 0x00100000
+FILE_SHARE_ALL = 0x1 | 0x2 | 0x4
+"""FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE: a reader that never blocks a replace."""
+OPEN_EXISTING = 3
+FILE_ATTRIBUTE_NORMAL = 0x80
+INVALID_HANDLE_VALUE = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
+FILE_RENAME_INFO_EX_CLASS = 22
+"""FileRenameInfoEx in FILE_INFO_BY_HANDLE_CLASS."""
+FILE_RENAME_FLAG_REPLACE_IF_EXISTS = 0x1
+FILE_RENAME_FLAG_POSIX_SEMANTICS = 0x2
+
+# Win32 error codes.
+ERROR_FILE_NOT_FOUND = 2
+ERROR_PATH_NOT_FOUND = 3
+ERROR_ACCESS_DENIED = 5
+ERROR_INVALID_FUNCTION = 1
+ERROR_NOT_SUPPORTED = 50
+ERROR_INVALID_PARAMETER = 87
+ERROR_SHARING_VIOLATION = 32
+ERROR_LOCK_VIOLATION = 33
+SHARING_ERRORS = frozenset({ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION})
+"""What Windows answers when another process (a reader, antivirus, the indexer) holds the file."""
+_ERRNO_OF_WINERROR = {
+    ERROR_FILE_NOT_FOUND: errno.ENOENT,
+    ERROR_PATH_NOT_FOUND: errno.ENOENT,
+    ERROR_ACCESS_DENIED: errno.EACCES,
+    ERROR_SHARING_VIOLATION: errno.EACCES,
+    ERROR_LOCK_VIOLATION: errno.EACCES,
+}
+
+REPLACE_RETRY_SECONDS = 2.0
+"""How long a replace or a read keeps retrying a sharing violation before giving up."""
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 F_SETPIPE_SZ = 1031
 F_GETPIPE_SZ = 1032
 TRAINER_PIPE_BYTES = 1 << 20
-"""1 MiB: Linux's default ceiling for an unprivileged pipe (``/proc/sys/fs/pipe-max-size``)."""
+"""1 MiB: Linux's default ceiling for an unprivileged pipe (``/proc/sys/fs/pipe-max-size``);
+on Windows the buffer size asked of ``CreatePipe``."""
+
+
+# --------------------------------------------------------------------------- Win32 structures
+
+
+class JobBasicLimits(ctypes.Structure):
+    """JOBOBJECT_BASIC_LIMIT_INFORMATION (64 bytes on x64)."""
+
+    _fields_ = [
+        ("PerProcessUserTimeLimit", ctypes.c_int64),
+        ("PerJobUserTimeLimit", ctypes.c_int64),
+        ("LimitFlags", ctypes.c_uint32),
+        ("MinimumWorkingSetSize", ctypes.c_size_t),
+        ("MaximumWorkingSetSize", ctypes.c_size_t),
+        ("ActiveProcessLimit", ctypes.c_uint32),
+        ("Affinity", ctypes.c_size_t),
+        ("PriorityClass", ctypes.c_uint32),
+        ("SchedulingClass", ctypes.c_uint32),
+    ]
+
+
+class IoCounters(ctypes.Structure):
+    """IO_COUNTERS (48 bytes)."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "ReadOperationCount",
+            "WriteOperationCount",
+            "OtherOperationCount",
+            "ReadTransferCount",
+            "WriteTransferCount",
+            "OtherTransferCount",
+        )
+    ]
+
+
+class JobExtendedLimits(ctypes.Structure):
+    """JOBOBJECT_EXTENDED_LIMIT_INFORMATION (144 bytes on x64)."""
+
+    _fields_ = [
+        ("BasicLimitInformation", JobBasicLimits),
+        ("IoInfo", IoCounters),
+        ("ProcessMemoryLimit", ctypes.c_size_t),
+        ("JobMemoryLimit", ctypes.c_size_t),
+        ("PeakProcessMemoryUsed", ctypes.c_size_t),
+        ("PeakJobMemoryUsed", ctypes.c_size_t),
+    ]
+
+
+class FileRenameInfo(ctypes.Structure):
+    """FILE_RENAME_INFO with its ``Flags`` member (FileRenameInfoEx); the name follows in the buffer."""
+
+    _fields_ = [
+        ("Flags", ctypes.c_uint32),
+        ("RootDirectory", ctypes.c_void_p),
+        ("FileNameLength", ctypes.c_uint32),
+        ("FileName", ctypes.c_uint16 * 1),
+    ]
+
+
+def rename_info_buffer(target: str) -> ctypes.Array[ctypes.c_char]:
+    """A FILE_RENAME_INFO asking to replace ``target`` with POSIX semantics (name NUL-terminated)."""
+    name = target.encode("utf-16-le")
+    offset = FileRenameInfo.FileName.offset
+    buffer = ctypes.create_string_buffer(max(ctypes.sizeof(FileRenameInfo), offset + len(name) + 2))
+    info = FileRenameInfo.from_buffer(buffer)
+    info.Flags = FILE_RENAME_FLAG_REPLACE_IF_EXISTS | FILE_RENAME_FLAG_POSIX_SEMANTICS
+    info.FileNameLength = len(name)
+    ctypes.memmove(ctypes.addressof(buffer) + offset, name, len(name))
+    return buffer
+
+
+def win_error(code: int, what: str, filename: str | None = None) -> OSError:
+    """An OSError for a failed Win32 call, of the subclass CPython would pick (PermissionError...)."""
+    error = OSError(_ERRNO_OF_WINERROR.get(code, 0), f"{what} failed (Windows error {code})", filename)
+    setattr(error, "winerror", code)  # noqa: B010  (typeshed declares it on Windows only)
+    return error
+
+
+def is_sharing_violation(error: OSError) -> bool:
+    """True for Windows' answer to a file another process holds open (WinError 5, 32 or 33)."""
+    return getattr(error, "winerror", None) in SHARING_ERRORS
+
+
+class Win32:
+    """The Win32 calls arena-ls makes, each result checked (a failure raises ``win_error``).
+
+    ``kernel32`` and ``ntdll`` are ctypes libraries loaded with
+    ``use_last_error=True`` (``win32()``); the tests pass recording fakes.
+    """
+
+    def __init__(
+        self,
+        kernel32: Any,
+        ntdll: Any,
+        last_error: Callable[[], int],
+        open_osfhandle: Callable[[int, int], int],
+    ) -> None:
+        self.kernel32 = kernel32
+        self.ntdll = ntdll
+        self.last_error = last_error
+        self.open_osfhandle = open_osfhandle
+
+    def _check(self, ok: object, what: str) -> None:
+        if not ok:
+            raise win_error(self.last_error(), what)
+
+    def create_kill_on_close_job(self) -> int:
+        """A job object whose processes all die when its last handle closes."""
+        job = self.kernel32.CreateJobObjectW(None, None)
+        self._check(job, "CreateJobObjectW")
+        limits = JobExtendedLimits()
+        limits.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+        try:
+            self._check(
+                self.kernel32.SetInformationJobObject(
+                    job,
+                    JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS,
+                    ctypes.byref(limits),
+                    ctypes.sizeof(limits),
+                ),
+                "SetInformationJobObject",
+            )
+        except OSError:
+            self.kernel32.CloseHandle(job)
+            raise
+        return int(job)
+
+    def assign(self, job: int, process: int) -> None:
+        self._check(self.kernel32.AssignProcessToJobObject(job, process), "AssignProcessToJobObject")
+
+    def give_handle(self, handle: int, process: int) -> None:
+        """Copy ``handle`` into ``process``'s handle table; it stays open there until that process ends."""
+        target = ctypes.c_void_p()
+        current = self.kernel32.GetCurrentProcess()
+        self._check(
+            self.kernel32.DuplicateHandle(
+                current, handle, process, ctypes.byref(target), 0, False, DUPLICATE_SAME_ACCESS
+            ),
+            "DuplicateHandle",
+        )
+
+    def resume(self, process: int) -> None:
+        """Resume a process created suspended (psutil's ``resume`` makes the same call)."""
+        status = self.ntdll.NtResumeProcess(process)
+        if status != 0:
+            raise OSError(0, f"NtResumeProcess failed (NTSTATUS {status & 0xFFFFFFFF:#010x})")
+
+    def terminate_job(self, job: int, exit_code: int = KILLED_BY_JOB_EXIT_CODE) -> None:
+        self._check(self.kernel32.TerminateJobObject(job, exit_code), "TerminateJobObject")
+
+    def close(self, handle: int) -> None:
+        self._check(self.kernel32.CloseHandle(handle), "CloseHandle")
+
+    def open_file(self, path: str, access: int) -> int:
+        """A handle on an existing file, shared for reading, writing and deleting."""
+        handle = self.kernel32.CreateFileW(
+            path, access, FILE_SHARE_ALL, None, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, None
+        )
+        if handle is None or handle == INVALID_HANDLE_VALUE or handle == -1:
+            raise win_error(self.last_error(), "CreateFileW", path)
+        return int(handle)
+
+    def rename_posix(self, source: str, target: str) -> bool:
+        """Replace ``target`` by ``source`` with POSIX semantics; False where the file system cannot.
+
+        With POSIX semantics a target that others hold open (with delete
+        sharing) is replaced at once; they keep reading the old file.
+        """
+        handle = self.open_file(source, DELETE | SYNCHRONIZE)
+        try:
+            info = rename_info_buffer(target)
+            if self.kernel32.SetFileInformationByHandle(
+                handle, FILE_RENAME_INFO_EX_CLASS, info, ctypes.sizeof(info)
+            ):
+                return True
+            code = self.last_error()
+            if code in (ERROR_INVALID_PARAMETER, ERROR_NOT_SUPPORTED, ERROR_INVALID_FUNCTION):
+                return False  # FAT32/exFAT, network shares, Windows before 10 1709
+            raise win_error(code, "SetFileInformationByHandle", target)
+        finally:
+            self.kernel32.CloseHandle(handle)
+
+
+_win32: Win32 | None = None
+
+
+def win32() -> Win32:
+    """The Win32 calls, loaded once (Windows only)."""
+    global _win32
+    if _win32 is None:
+        _win32 = _load_win32()
+    return _win32
+
+
+def _load_win32() -> Win32:
+    if sys.platform != "win32":
+        raise OSError(errno.ENOSYS, "Win32 is only available on Windows")
+    import msvcrt
+    from ctypes import wintypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    ntdll = ctypes.WinDLL("ntdll")
+    handle, dword, boolean = wintypes.HANDLE, wintypes.DWORD, wintypes.BOOL
+    signatures: dict[str, tuple[Any, list[Any]]] = {
+        "CreateJobObjectW": (handle, [ctypes.c_void_p, wintypes.LPCWSTR]),
+        "SetInformationJobObject": (boolean, [handle, ctypes.c_int, ctypes.c_void_p, dword]),
+        "AssignProcessToJobObject": (boolean, [handle, handle]),
+        "TerminateJobObject": (boolean, [handle, wintypes.UINT]),
+        "CloseHandle": (boolean, [handle]),
+        "GetCurrentProcess": (handle, []),
+        "DuplicateHandle": (
+            boolean,
+            [handle, handle, handle, ctypes.POINTER(ctypes.c_void_p), dword, boolean, dword],
+        ),
+        "CreateFileW": (
+            handle,
+            [wintypes.LPCWSTR, dword, dword, ctypes.c_void_p, dword, dword, handle],
+        ),
+        "SetFileInformationByHandle": (boolean, [handle, ctypes.c_int, ctypes.c_void_p, dword]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        function = getattr(kernel32, name)
+        function.restype, function.argtypes = restype, argtypes
+    ntdll.NtResumeProcess.restype, ntdll.NtResumeProcess.argtypes = ctypes.c_long, [handle]
+    return Win32(kernel32, ntdll, ctypes.get_last_error, msvcrt.open_osfhandle)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def replace_file(source: str | Path, target: str | Path) -> None:
+    """Rename ``source`` over ``target`` atomically, through other processes' open handles.
+
+    POSIX: ``os.replace``. Windows: the rename with POSIX semantics
+    (``FileRenameInfoEx``), else ``os.replace`` (``MoveFileExW``); a sharing
+    violation (a reader, antivirus, the search indexer holding either file)
+    is retried with backoff for up to ``REPLACE_RETRY_SECONDS``.
+    """
+    retry_sharing(lambda: _replace_once(str(source), str(target)))
+
+
+def _replace_once(source: str, target: str) -> None:
+    if sys.platform == "win32" and win32().rename_posix(source, target):
+        return
+    os.replace(source, target)
+
+
+def read_bytes_shared(path: Path) -> bytes:
+    """A file's bytes, opened so that a writer can replace it meanwhile; sharing violations retried.
+
+    Windows: ``open()`` does not share delete access, so a reader would make
+    the writer's replace fail; ``CreateFileW`` with FILE_SHARE_DELETE does not.
+    """
+    return retry_sharing(lambda: _read_once(path))
+
+
+def _read_once(path: Path) -> bytes:
+    if sys.platform == "win32":
+        return _windows_read(win32(), path)
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _windows_read(api: Win32, path: Path) -> bytes:
+    handle = api.open_file(str(path), GENERIC_READ)
+    try:
+        fd = api.open_osfhandle(handle, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    except OSError:
+        api.close(handle)
+        raise
+    with os.fdopen(fd, "rb") as stream:  # owns the handle from here
+        return stream.read()
+
+
+def retry_sharing(action: Callable[[], _T], seconds: float | None = None) -> _T:
+    """Run ``action``, retrying a sharing violation with backoff (2 ms, doubling, at most 100 ms).
+
+    For ``seconds`` (default ``REPLACE_RETRY_SECONDS``); then the violation is raised.
+    """
+    deadline = time.monotonic() + (REPLACE_RETRY_SECONDS if seconds is None else seconds)
+    delay = 0.002
+    while True:
+        try:
+            return action()
+        except OSError as error:
+            if not is_sharing_violation(error) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def file_signature(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes whenever a file is replaced: (mtime_ns, size, inode or file index, ctime_ns).
+
+    The modification time alone misses replacements on FAT32/exFAT (2 s
+    resolution) and within one clock tick elsewhere; a replace always gives a
+    new inode (POSIX) or file index (NTFS), and changes the ctime.
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns)
+
+
+# --------------------------------------------------------------------------- processes
 
 
 def process_identity(pid: int) -> float | None:
@@ -74,13 +435,62 @@ def is_same_process(pid: int | None, create_time: float | None) -> bool:
     return True
 
 
+def interpreter_without_launcher(executable: str) -> tuple[str, dict[str, str]]:
+    """The interpreter to start for ``executable``, and what its environment needs.
+
+    Windows: a venv's ``Scripts\\python.exe`` is a launcher that starts the
+    base interpreter as its child: an extra process, holding no GPU memory,
+    whose pid would be recorded, and (detached) a visible console. The base
+    interpreter named by ``pyvenv.cfg``'s ``home``, started with
+    ``__PYVENV_LAUNCHER__`` set to the launcher's path, is that same venv's
+    Python in one process (what the launcher itself does). POSIX: unchanged.
+    """
+    if sys.platform != "win32":
+        return executable, {}
+    return venv_base_interpreter(Path(executable))
+
+
+def venv_base_interpreter(executable: Path) -> tuple[str, dict[str, str]]:
+    """``<venv>\\Scripts\\python.exe`` -> (``<home>\\python.exe``, its launcher variable); else unchanged."""
+    home = _pyvenv_home(executable.parent.parent / "pyvenv.cfg")
+    base = Path(home) / executable.name if home else None
+    if base is None or not base.is_file() or base == executable:
+        return str(executable), {}
+    return str(base), {"__PYVENV_LAUNCHER__": str(executable)}
+
+
+def launcher_env(env: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a new interpreter: ``extra`` added, an inherited ``__PYVENV_LAUNCHER__`` dropped.
+
+    A launcher variable left over from our own start would make another
+    interpreter take our venv for its own.
+    """
+    return {**{k: v for k, v in env.items() if k.upper() != "__PYVENV_LAUNCHER__"}, **extra}
+
+
+def _pyvenv_home(config: Path) -> str | None:
+    try:
+        text = config.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "home":
+            return value.strip() or None
+    return None
+
+
 def spawn_detached(argv: Sequence[str], *, cwd: Path, log_file: Path) -> subprocess.Popen[bytes]:
     """Start the job agent so that it outlives the server and the editor.
 
-    POSIX: a new session (no controlling terminal, its own process group), so
-    a signal to the editor's or server's group never reaches it. Windows: a new
-    process group, no console, and out of the editor's job object, since VS
-    Code kills its job's processes when it closes.
+    POSIX: a new session (no controlling terminal, its own process group),
+    so a signal to the editor's or server's group or terminal never reaches
+    it; it stays the server's child, which reaps it (no tool kills a POSIX
+    tree by parent pid). Windows: through an intermediate process
+    (``python -m arena_ls.platform detach``) that starts the agent and
+    exits, so the agent has no live parent chain to the server and
+    ``taskkill /T`` on the server does not reach it. The returned Popen is
+    the agent (POSIX) or the intermediate (Windows, exit 0 once the agent runs).
     """
     with open(log_file, "ab") as agent_log:
         kwargs: dict[str, Any] = {
@@ -90,17 +500,114 @@ def spawn_detached(argv: Sequence[str], *, cwd: Path, log_file: Path) -> subproc
             "stderr": agent_log,
             "close_fds": True,
         }
-        if IS_WINDOWS:
-            kwargs["creationflags"] = CREATE_NEW_PROCESS_GROUP | DETACHED_PROCESS | CREATE_BREAKAWAY_FROM_JOB
-        else:
-            kwargs["start_new_session"] = True
+        if sys.platform == "win32":
+            python, extra_env = interpreter_without_launcher(sys.executable)
+            request = {"argv": list(argv), "cwd": str(cwd), "log": str(log_file)}
+            kwargs["env"] = launcher_env(os.environ, extra_env)
+            kwargs["creationflags"] = CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
+            return subprocess.Popen(
+                [python, "-m", "arena_ls.platform", "detach", json.dumps(request)], **kwargs
+            )
+        kwargs["start_new_session"] = True
         return subprocess.Popen(list(argv), **kwargs)
+
+
+def spawn_failed(code: int) -> bool:
+    """Has the process ``spawn_detached`` returned ended in a way that means no agent runs?
+
+    POSIX: it is the agent, so any end before the agent recorded its trainer
+    is a failed launch. Windows: it is the intermediate, whose exit 0 means
+    the agent was started.
+    """
+    if sys.platform == "win32":
+        return code != 0
+    return True
+
+
+def start_agent_in_job(
+    api: Win32, argv: Sequence[str], *, cwd: str, log_file: str, popen: Callable[..., Any] = subprocess.Popen
+) -> int:
+    """Windows, in the intermediate: start the agent in a kill-on-close job of its own; its pid.
+
+    The agent is created suspended, assigned to the job, given a handle on
+    it (so the job lives exactly as long as the agent: when the agent dies,
+    Windows closes the handle and kills every process still in the job,
+    trainers included), then resumed. Every process it starts afterwards is
+    born inside the job. No console window (CREATE_NO_WINDOW), its own
+    process group, out of the editor's job where the job allows breakaway.
+    """
+    python, extra_env = interpreter_without_launcher(argv[0])
+    command = [python, *argv[1:]]
+    job = api.create_kill_on_close_job()
+    try:
+        with open(log_file, "ab") as agent_log:
+            process = popen_breaking_away(
+                popen,
+                command,
+                CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW,
+                cwd=cwd,
+                env=launcher_env(os.environ, extra_env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=agent_log,
+                close_fds=True,
+            )
+        handle = _process_handle(process)
+        try:
+            api.assign(job, handle)
+            api.give_handle(job, handle)
+            api.resume(handle)
+        except OSError:
+            process.kill()  # still suspended: it never ran
+            raise
+        return int(process.pid)
+    finally:
+        api.close(job)
+
+
+def popen_breaking_away(popen: Callable[..., Any], argv: list[str], flags: int, **kwargs: Any) -> Any:
+    """Create a process out of the current job; inside it when the job refuses breakaway.
+
+    ``CREATE_BREAKAWAY_FROM_JOB`` fails with access denied in a job without
+    JOB_OBJECT_LIMIT_BREAKAWAY_OK; the process then stays in that job (and
+    dies with it), which is logged.
+    """
+    try:
+        return popen(argv, creationflags=flags | CREATE_BREAKAWAY_FROM_JOB, **kwargs)
+    except OSError as error:
+        if getattr(error, "winerror", None) != ERROR_ACCESS_DENIED:
+            raise
+        log.warning("this process's job refuses breakaway: the agent stays in it and dies with it")
+        return popen(argv, creationflags=flags, **kwargs)
+
+
+def detach_main(args: Sequence[str]) -> int:
+    """``python -m arena_ls.platform detach REQUEST``: the intermediate process (Windows)."""
+    if len(args) != 2 or args[0] != "detach":
+        print("usage: python -m arena_ls.platform detach REQUEST_JSON", file=sys.stderr)
+        return 2
+    try:
+        request = json.loads(args[1])
+        pid = start_agent_in_job(
+            win32(), [str(a) for a in request["argv"]], cwd=str(request["cwd"]), log_file=str(request["log"])
+        )
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"arena-ls: could not start the job agent: {error}", file=sys.stderr)
+        return 1
+    print(f"arena-ls: started the job agent, pid {pid}", file=sys.stderr)
+    return 0
 
 
 def _die_with_parent() -> None:
     """In the trainer, before exec: receive SIGKILL when the agent dies (Linux)."""
+    if sys.platform == "win32":
+        return
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+_attempt_jobs: dict[int, int] = {}
+"""Windows: the job object of each trainer this agent started, by the trainer's pid."""
 
 
 def spawn_trainer(
@@ -115,8 +622,11 @@ def spawn_trainer(
 
     Its own group lets the agent signal or kill every process of the trainer
     (data workers included) without touching itself. On Linux the trainer
-    also dies with its agent, so a trainer is never left running unmanaged;
-    on Windows the agent puts it in a kill-on-close job object instead.
+    also dies with its agent, so a trainer is never left running unmanaged.
+    On Windows it is created suspended, put in a kill-on-close job of its
+    own (nested in the agent's), then resumed, so every process it ever
+    starts is in that job; ``kill_tree`` and ``kill_group_remnants``
+    terminate the job.
     """
     kwargs: dict[str, Any] = {
         "cwd": str(cwd),
@@ -126,16 +636,117 @@ def spawn_trainer(
         "stderr": stderr,
         "close_fds": True,
     }
-    if IS_WINDOWS:
-        kwargs["creationflags"] = CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
+    if sys.platform == "win32":
+        return spawn_trainer_in_job(win32(), list(argv), kwargs)
+    kwargs["start_new_session"] = True
+    if sys.platform.startswith("linux"):
+        kwargs["preexec_fn"] = _die_with_parent
+    return subprocess.Popen(list(argv), **kwargs)
+
+
+def spawn_trainer_in_job(
+    api: Win32, argv: list[str], kwargs: dict[str, Any], popen: Callable[..., Any] = subprocess.Popen
+) -> subprocess.Popen[bytes]:
+    """Windows: the trainer, created suspended, in a job of this attempt's, then resumed."""
+    python, extra_env = interpreter_without_launcher(argv[0])
+    kwargs = {**kwargs, "env": launcher_env(kwargs["env"], extra_env)}
+    pipes = _large_pipes(api, kwargs)
+    flags = CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
+    try:
+        process: subprocess.Popen[bytes] = popen([python, *argv[1:]], creationflags=flags, **kwargs)
+    finally:
+        for fd in pipes.child_ends:
+            os.close(fd)
+    pipes.attach(process)
+    handle = _process_handle(process)
+    try:
+        job = api.create_kill_on_close_job()
+    except OSError as error:
+        log.warning("no job object for the trainer (%s): the agent's job still holds it", error)
     else:
-        kwargs["start_new_session"] = True
-        if sys.platform.startswith("linux"):
-            kwargs["preexec_fn"] = _die_with_parent
-    process = subprocess.Popen(list(argv), **kwargs)
-    if IS_WINDOWS:
-        _assign_kill_on_close_job(process)
+        try:
+            api.assign(job, handle)
+        except OSError as error:
+            log.warning("could not put the trainer in its job (%s): the agent's job still holds it", error)
+            api.close(job)
+        else:
+            _attempt_jobs[int(process.pid)] = job
+    try:
+        api.resume(handle)
+    except OSError:
+        process.kill()
+        end_attempt_job(api, int(process.pid))
+        raise
     return process
+
+
+def _process_handle(process: Any) -> int:
+    """The Windows process handle a ``Popen`` keeps (``Popen._handle``, CPython's own attribute)."""
+    return int(process._handle)
+
+
+class _Pipes:
+    """Windows: the trainer's output pipes, created with a large buffer."""
+
+    def __init__(self) -> None:
+        self.child_ends: list[int] = []
+        self.ours: dict[str, int] = {}
+
+    def attach(self, process: Any) -> None:
+        for name, fd in self.ours.items():
+            setattr(process, name, os.fdopen(fd, "rb", buffering=0))
+
+
+def _large_pipes(api: Win32, kwargs: dict[str, Any]) -> _Pipes:
+    """Replace ``subprocess.PIPE`` in ``kwargs`` with pipes of ``TRAINER_PIPE_BYTES``.
+
+    ``subprocess`` asks ``CreatePipe`` for the default size (4 KiB), which a
+    chatty trainer fills at every few lines; the size given is a suggestion
+    Windows honours for anonymous pipes' buffering. Where the pipe cannot be
+    made here, ``subprocess`` makes its own.
+    """
+    pipes = _Pipes()
+    if sys.platform != "win32":
+        return pipes
+    import _winapi
+    import msvcrt
+
+    for name in ("stdout", "stderr"):
+        if kwargs.get(name) != subprocess.PIPE:
+            continue
+        try:
+            read_handle, write_handle = _winapi.CreatePipe(None, TRAINER_PIPE_BYTES)
+        except OSError as error:
+            log.warning("could not create a large pipe (%s): the default one is used", error)
+            continue
+        pipes.ours[name] = msvcrt.open_osfhandle(read_handle, os.O_RDONLY)
+        kwargs[name] = msvcrt.open_osfhandle(write_handle, 0)
+        pipes.child_ends.append(kwargs[name])
+    return pipes
+
+
+def end_attempt_job(api: Win32, pid: int) -> bool:
+    """Windows: terminate and close the job of the trainer ``pid``; False when it had none."""
+    job = _attempt_jobs.pop(pid, None)
+    if job is None:
+        return False
+    try:
+        api.terminate_job(job)
+    except OSError as error:
+        log.warning("could not terminate the trainer's job: %s", error)
+    finally:
+        with contextlib.suppress(OSError):
+            api.close(job)
+    return True
+
+
+def terminate_attempt_job(api: Win32, pid: int) -> bool:
+    """Windows: kill every process of the trainer ``pid``'s job, keeping the job; False without one."""
+    job = _attempt_jobs.get(pid)
+    if job is None:
+        return False
+    api.terminate_job(job)
+    return True
 
 
 def enlarge_pipe(fd: int, size: int = TRAINER_PIPE_BYTES) -> int | None:
@@ -143,7 +754,8 @@ def enlarge_pipe(fd: int, size: int = TRAINER_PIPE_BYTES) -> int | None:
 
     With the default 64 KiB a trainer that writes line by line fills the pipe
     within a fraction of a millisecond and then waits for the agent at every
-    few lines; a larger pipe lets the agent read it in batches.
+    few lines; a larger pipe lets the agent read it in batches. (Windows:
+    the pipes are created large, see ``_large_pipes``.)
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -183,7 +795,7 @@ def become_subreaper() -> bool:
 def reap_adopted(keep: int | None) -> list[int]:
     """Reap every exited child except ``keep`` (the trainer, which its Popen reaps)."""
     reaped: list[int] = []
-    if IS_WINDOWS:
+    if not sys.platform.startswith("linux"):  # only Linux makes the agent a subreaper
         return reaped
     while True:
         try:
@@ -197,89 +809,30 @@ def reap_adopted(keep: int | None) -> list[int]:
         reaped.append(info.si_pid)
 
 
-def _assign_kill_on_close_job(process: subprocess.Popen[bytes]) -> None:
-    """Windows: put the trainer in a job object that dies with the agent."""
-    if not IS_WINDOWS:
-        return
-    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined,unused-ignore]
-    job = kernel32.CreateJobObjectW(None, None)
-    if not job:
-        log.warning("could not create a job object for the trainer")
-        return
+def cooperative_signal_name() -> str | None:
+    """The signal the stop protocol's signal stage sends; None on Windows, where it sends none.
 
-    class _BasicLimits(ctypes.Structure):
-        _fields_ = [
-            ("PerProcessUserTimeLimit", ctypes.c_int64),
-            ("PerJobUserTimeLimit", ctypes.c_int64),
-            ("LimitFlags", ctypes.c_uint32),
-            ("MinimumWorkingSetSize", ctypes.c_size_t),
-            ("MaximumWorkingSetSize", ctypes.c_size_t),
-            ("ActiveProcessLimit", ctypes.c_uint32),
-            ("Affinity", ctypes.c_size_t),
-            ("PriorityClass", ctypes.c_uint32),
-            ("SchedulingClass", ctypes.c_uint32),
-        ]
-
-    class _IoCounters(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_uint64) for name in ("r", "w", "o", "rb", "wb", "ob")]
-
-    class _ExtendedLimits(ctypes.Structure):
-        _fields_ = [
-            ("BasicLimitInformation", _BasicLimits),
-            ("IoInfo", _IoCounters),
-            ("ProcessMemoryLimit", ctypes.c_size_t),
-            ("JobMemoryLimit", ctypes.c_size_t),
-            ("PeakProcessMemoryUsed", ctypes.c_size_t),
-            ("PeakJobMemoryUsed", ctypes.c_size_t),
-        ]
-
-    job_object_limit_kill_on_job_close = 0x2000
-    job_object_extended_limit_information = 9
-    limits = _ExtendedLimits()
-    limits.BasicLimitInformation.LimitFlags = job_object_limit_kill_on_job_close
-    kernel32.SetInformationJobObject(
-        job, job_object_extended_limit_information, ctypes.byref(limits), ctypes.sizeof(limits)
-    )
-    handle = getattr(process, "_handle", None)
-    if handle is None or not kernel32.AssignProcessToJobObject(job, int(handle)):
-        log.warning("could not assign the trainer to its job object")
-    # The job handle stays open for the agent's lifetime on purpose: when the
-    # agent dies, Windows closes it and kills the trainer's tree.
+    Windows has no signal for one process: a console control event
+    (CTRL_BREAK_EVENT) reaches every process of the console's group, the
+    trainer's DataLoader workers included, and Python turns it into SIGBREAK,
+    which kills a trainer that only handles SIGTERM at once (exit
+    0xC000013A), mid-checkpoint perhaps. There the stop file is the
+    cooperative path, and the grace window ends with ``kill_tree``.
+    """
+    if sys.platform == "win32":
+        return None
+    return "SIGTERM"
 
 
 def send_cooperative_signal(pid: int) -> bool:
-    """Ask a trainer to stop: SIGTERM on POSIX, CTRL_BREAK_EVENT on Windows.
-
-    Windows delivers CTRL_BREAK_EVENT to the process group that the trainer
-    leads (it was started with CREATE_NEW_PROCESS_GROUP).
-    """
-    if IS_WINDOWS:
-        return _windows_ctrl_break(pid)
+    """Ask a trainer to stop with SIGTERM (POSIX); False, sending nothing, on Windows."""
+    if sys.platform == "win32":
+        return False
     try:
         os.kill(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError, OSError):
         return False
     return True
-
-
-def _windows_ctrl_break(pid: int) -> bool:
-    """CTRL_BREAK_EVENT to the trainer's group from a console-less (detached) agent.
-
-    A console control event only reaches processes sharing the sender's
-    console, and the agent has none: it attaches to the trainer's console for
-    the moment of sending, ignoring the event itself, then detaches.
-    """
-    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined,unused-ignore]
-    ctrl_break_event = 1
-    kernel32.FreeConsole()
-    if not kernel32.AttachConsole(pid):
-        return False
-    try:
-        kernel32.SetConsoleCtrlHandler(None, True)
-        return bool(kernel32.GenerateConsoleCtrlEvent(ctrl_break_event, pid))
-    finally:
-        kernel32.FreeConsole()
-        kernel32.SetConsoleCtrlHandler(None, False)
 
 
 def _collect_tree(pid: int) -> list[psutil.Process]:
@@ -296,10 +849,10 @@ def _collect_tree(pid: int) -> list[psutil.Process]:
 
 def _group_members(pgid: int) -> list[psutil.Process]:
     """Processes still in the trainer's process group (re-parented ones too)."""
+    if sys.platform == "win32":
+        return []
     import psutil
 
-    if IS_WINDOWS:
-        return []
     members: list[psutil.Process] = []
     for proc in psutil.process_iter():
         try:
@@ -316,13 +869,18 @@ def kill_tree(
     """Kill a process and every descendant, children first; return survivors' pids.
 
     Descendants that were re-parented away from the tree (a double fork) are
-    found through the process group the trainer leads. ``pgid`` defaults to
-    ``pid`` since the trainer is started as a group leader. With
+    found through the process group the trainer leads (POSIX) or are in the
+    trainer's job object, which is terminated first (Windows, in the agent
+    that started it). ``pgid`` defaults to ``pid`` since the trainer is
+    started as a group leader. With
     ``own_child`` the root is our child: it is killed but not waited for here,
     because waiting would reap it and steal its exit status from ``Popen``.
     """
     import psutil
 
+    if sys.platform == "win32":
+        with contextlib.suppress(OSError):
+            terminate_attempt_job(win32(), pid)
     group = pid if pgid is None else pgid
     victims = {p.pid: p for p in _collect_tree(pid)}
     for member in _group_members(group):
@@ -340,9 +898,14 @@ def kill_group_remnants(pgid: int, timeout: float = 5.0) -> list[int]:
     """After a trainer exited: kill what is left of its process group.
 
     The leader itself is never touched (its pid may already name another
-    process). Windows has no process groups to search: there the job object
-    kills the tree. Returns the pids that survived.
+    process). Windows has no process groups to search: there the trainer's
+    job object (``pgid`` is its pid) is terminated and closed, which kills
+    whatever of its tree is left. Returns the pids that survived.
     """
+    if sys.platform == "win32":
+        with contextlib.suppress(OSError):
+            end_attempt_job(win32(), pgid)
+        return []
     import psutil
 
     remnants = [p for p in _group_members(pgid) if p.pid != pgid]
@@ -372,7 +935,7 @@ def wait_pid_gone(pid: int, create_time: float | None, timeout: float) -> bool:
 
 def describe_signal(returncode: int) -> tuple[int | None, str | None]:
     """Split a Popen return code into (exitCode, signal name)."""
-    if returncode < 0 and not IS_WINDOWS:
+    if sys.platform != "win32" and returncode < 0:
         try:
             name = signal.Signals(-returncode).name
         except ValueError:
@@ -388,33 +951,38 @@ def try_lock_file(fd: int) -> bool:
     crashed holder never leaves it taken. POSIX: ``flock``; Windows: a
     one-byte ``msvcrt.locking`` region.
     """
-    if IS_WINDOWS:
+    if sys.platform == "win32":
         import msvcrt
 
         try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         except OSError:
             return False
         return True
-    import fcntl
+    else:
+        import fcntl
 
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (BlockingIOError, PermissionError):
-        return False
-    return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):
+            return False
+        return True
 
 
 def unlock_file(fd: int) -> None:
     """Release a lock taken by ``try_lock_file``."""
-    if IS_WINDOWS:
+    if sys.platform == "win32":
         import msvcrt
 
         with contextlib.suppress(OSError):
             os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
-        return
-    import fcntl
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+    else:
+        import fcntl
 
-    with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+if __name__ == "__main__":
+    sys.exit(detach_main(sys.argv[1:]))

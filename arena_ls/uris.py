@@ -1,28 +1,32 @@
-"""file:// URIs and paths, both ways, on POSIX and Windows."""
+"""file:// URIs and paths, both ways, through pygls's own conversion (POSIX and Windows).
+
+VS Code sends Windows paths as ``file:///c%3A/Users/...``: pygls unquotes
+them, lower-cases the drive letter and turns the slashes into backslashes
+on Windows (``c:\\Users\\...``); UNC shares (``file://server/share/...``)
+become ``\\\\server\\share\\...``. Paths go back the same way, so a URI the
+server publishes names the file the editor has open.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+
+from pygls import uris
 
 
 def path_to_uri(path: str | Path) -> str:
-    return Path(path).absolute().as_uri()
+    """The ``file:`` URI of a local path (made absolute first)."""
+    absolute = Path(path).absolute()
+    return fs_path_to_uri(str(absolute)) or absolute.as_uri()
+
+
+def fs_path_to_uri(path: str) -> str | None:
+    """The ``file:`` URI of an absolute path in this system's flavour, by pygls."""
+    uri = uris.from_fs_path(path)  # type: ignore[no-untyped-call,unused-ignore]
+    return str(uri) if uri else None
 
 
 def uri_to_path(uri: str) -> Path | None:
     """The local path of a ``file:`` URI; None for any other scheme."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        return None
-    return Path(_url2pathname(parsed.path))
-
-
-def _url2pathname(path: str) -> str:
-    """``urllib.request.url2pathname`` without importing urllib.request (ssl, http, email)."""
-    if os.name == "nt":
-        from nturl2path import url2pathname
-
-        return url2pathname(path)
-    return unquote(path)
+    path = uris.to_fs_path(uri)
+    return Path(path) if path else None

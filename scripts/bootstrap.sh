@@ -4,10 +4,11 @@
 # requirement would make pip download a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
+. scripts/venv-bin.sh
+if [ ! -d "$VENV_BIN" ]; then
     "$PYTHON" -m venv .venv
+    . scripts/venv-bin.sh
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet "torch==2.13.0" numpy
-.venv/bin/python -m pip install --quiet -e ".[test,plot,bench]"
+"$VENV_BIN/python" -m pip install --quiet --upgrade pip
+"$VENV_BIN/python" -m pip install --quiet "torch==2.13.0" numpy
+"$VENV_BIN/python" -m pip install --quiet -e ".[test,plot,bench]"

@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-exec .venv/bin/arena demo "$@"
+. scripts/venv-bin.sh
+exec "$VENV_BIN/arena" demo "$@"

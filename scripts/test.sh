@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+. scripts/venv-bin.sh
 
 if ! command -v nvim >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -17,11 +18,13 @@ if ! command -v nvim >/dev/null 2>&1; then
 fi
 
 echo "== ruff"
-.venv/bin/ruff check arena_ls tests benchmarks
-echo "== mypy"
-.venv/bin/mypy arena_ls
+"$VENV_BIN/ruff" check arena_ls tests benchmarks
+echo "== mypy (strict; both platform branches: linux and win32)"
+"$VENV_BIN/mypy" arena_ls
+"$VENV_BIN/mypy" --platform linux arena_ls
+"$VENV_BIN/mypy" --platform win32 arena_ls
 echo "== rules doc up to date"
-.venv/bin/python -m arena_ls.gates.docs --check
+"$VENV_BIN/python" -m arena_ls.gates.docs --check
 
 if [ -f editor-client/vscode/ci.sh ] && command -v npm >/dev/null 2>&1; then
     echo "== VS Code extension: npm ci, tsc, eslint, node tests, vsce package"
@@ -29,7 +32,7 @@ if [ -f editor-client/vscode/ci.sh ] && command -v npm >/dev/null 2>&1; then
 fi
 
 echo "== benchmarks (quick mode)"
-.venv/bin/python -m benchmarks --quick
+"$VENV_BIN/python" -m benchmarks --quick
 
 echo "== pytest"
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+"$VENV_BIN/python" -m pytest -p no:cacheprovider "$@"

@@ -42,10 +42,12 @@ from arena_ls.lifecycle.rundir import (
     RunDir,
     RunSpec,
     RunState,
+    StateBusy,
     StateFolder,
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus, transition
+from arena_ls.lifecycle.statewriter import StateWriter
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -64,9 +66,7 @@ TAIL_LINES = 200
 TAIL_BYTES = 16384
 """Of each chunk, the end kept raw for ``tail_lines`` (decoded only when a failure is judged)."""
 GPU_RELEASE_TIMEOUT = 10.0
-STATE_RETRY_SECONDS = 1.0
-"""A state write that failed (a full disk) is retried this often; the state is kept in memory meanwhile."""
-FINAL_STATE_PATIENCE = 30.0
+FINAL_WRITE_TIMEOUT = 30.0
 """How long the agent, its trainer gone, keeps retrying its final state before it exits anyway."""
 LAUNCH_FAILED_EXIT = 3
 """The agent's exit code when the run cannot be recorded at all (the server answers 1009)."""
@@ -102,7 +102,10 @@ class Agent:
         self.state.agent_create_time = platform.process_identity(os.getpid())
         self.state.argv = resume_argv(self.spec, self.spec.resumed_from_step)
         if self.spec.resumed_from_step is not None:
-            previous = self.folder.job_checkpoint(self.spec.job_id)
+            try:
+                previous = self.folder.job_checkpoint(self.spec.job_id)
+            except StateBusy:  # held open (Windows): the next checkpoint is recorded anyway
+                previous = None
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 self.state.last_checkpoint = previous
         self.output = early.writer if early is not None else OutputWriter(run_dir.path)
@@ -118,41 +121,27 @@ class Agent:
         self.last_progress_write = 0.0
         self.last_full_scan = 0.0
         self.nan_evidence: str | None = None
-        self.state_pending = False
-        """The state in memory is newer than state.json (its last write failed)."""
-        self.last_state_retry = 0.0
         self.disk_evidence: str | None = None
         self.seen_write_failures = 0
+        self.writer = StateWriter(run_dir, self.folder, self.state, self.lock, self.say, self._write_failed)
 
     # -- state ---------------------------------------------------------------------------
 
     def _move(self, target: RunStatus) -> None:
+        """Change the status; the writer records it (a failing write never aborts the run)."""
         with self.lock:
             self.state.status = transition(self.spec.run_id, self.state.status, target)
-            self._write_state()
+        self.writer.request()
 
     def _save(self) -> None:
-        with self.lock:
-            self._write_state()
+        """Ask the writer to record the state; never writes on the calling thread (a pump's, say)."""
+        self.writer.request()
 
-    def _write_state(self) -> bool:
-        """The one path that writes state.json; False when the write failed.
-
-        A failed write (a full disk) never stops the run: the state stays in
-        memory, is retried every ``STATE_RETRY_SECONDS``, and a lack of space
-        becomes the run's ``disk-full`` evidence.
-        """
-        with self.lock:
-            try:
-                self.run_dir.write_state(self.state)
-            except OSError as error:
-                if not self.state_pending:
-                    log.warning("could not write state.json: %s", error)
-                self.state_pending = True
+    def _write_failed(self, error: Exception) -> None:
+        """The writer's report of a failed write (it retries): a lack of space is ``disk-full`` at once."""
+        if isinstance(error, OSError):
+            with self.lock:
                 self._disk_trouble(f"state.json could not be written: {error}", error)
-                return False
-            self.state_pending = False
-            return True
 
     def _disk_trouble(self, evidence: str, error: OSError | None) -> None:
         """A write failed: with no space left, the run reports ``disk-full`` at once (in memory first)."""
@@ -165,38 +154,23 @@ class Agent:
             self.state.failure = Failure("disk-full", self.disk_evidence)
 
     def _check_writes(self) -> None:
-        """Retry a pending state write; notice failed log writes; clear ``disk-full`` once all is written."""
+        """Notice failed log writes; clear ``disk-full`` once every line and the state are written."""
         failures = self.output.write_failures
         if failures > self.seen_write_failures:
             self.seen_write_failures = failures
             error = self.output.last_error
             with self.lock:
                 self._disk_trouble(f"output.log could not be written: {error}", error)
-                self.state_pending = True
-        caught_up = self.disk_evidence is not None and self.output.unwritten_lines == 0
-        if caught_up:
-            self.state_pending = True  # write the state without the evidence
-        now = time.monotonic()
-        if not self.state_pending or now - self.last_state_retry < STATE_RETRY_SECONDS:
+            self.writer.request()
+        if self.disk_evidence is None or self.output.unwritten_lines or self.writer.failing:
             return
-        self.last_state_retry = now
         with self.lock:
-            evidence = self.state.failure
-            if caught_up and evidence is not None and evidence.kind == "disk-full":
+            failure = self.state.failure
+            if failure is not None and failure.kind == "disk-full":
                 self.state.failure = None
-            if self._write_state():
-                if caught_up:
-                    self.disk_evidence = None
-                    self.say("writes succeed again: the disk has space")
-            elif caught_up:
-                self.state.failure = evidence  # still full: the evidence stays
-
-    def _flush_final_state(self) -> None:
-        """The run is over: keep retrying its final state for a while (the disk may be freed)."""
-        deadline = time.monotonic() + FINAL_STATE_PATIENCE
-        while self.state_pending and time.monotonic() < deadline:
-            time.sleep(STATE_RETRY_SECONDS)
-            self._write_state()
+            self.disk_evidence = None
+        self.say("writes succeed again: the disk has space")
+        self.writer.request()
 
     def say(self, text: str) -> None:
         """A line of the supervisor's own, in the run's log (stream ``arena``).
@@ -243,7 +217,8 @@ class Agent:
                     return 0
                 step = checkpoint
         finally:
-            self._flush_final_state()
+            if not self.writer.close(FINAL_WRITE_TIMEOUT):
+                log.error("the final state could not be written")
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
 
@@ -388,12 +363,7 @@ class Agent:
         with self.lock:
             self.state.last_checkpoint = record
             self.state.step = max(self.state.step or 0, event.step)
-            self._save()
-        try:
-            self.folder.record_job_checkpoint(self.spec.job_id, record)
-        except OSError as error:  # the run's state has it; the next checkpoint retries
-            with self.lock:
-                self._disk_trouble(f"jobs/{self.spec.job_id}.json could not be written: {error}", error)
+        self.writer.request(job_checkpoint=(self.spec.job_id, record))
 
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
@@ -469,21 +439,34 @@ class Agent:
 
     def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         method = self.spec.stop_method
-        if method in ("file", "both"):
-            try:
-                self.run_dir.stop_file.write_text("stop requested\n")
-            except OSError as error:  # a full disk: go on to the signal at once
-                self.say(f"could not create the stop file ({error}): sending the stop signal")
-                method = "signal"
-            else:
-                plan.stage = "file"
-                self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
+        if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
+            self._create_stop_file(plan)
+            if method != "file":
+                self.say(
+                    "no stop signal on this system (a console event would reach every process of "
+                    "the trainer's group): the stop file is the request"
+                )
+            return
+        if method in ("file", "both") and not self._create_stop_file(plan):
+            self.say("sending the stop signal instead")  # a full disk: go on to the signal at once
+            method = "signal"
         if method == "both":
             plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
         if method == "signal":
             platform.send_cooperative_signal(process.pid)
             plan.stage = "signal"
             self.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
+
+    def _create_stop_file(self, plan: StopPlan) -> bool:
+        """Create ``ARENA_STOP_FILE``; False when it could not be (the grace window still ends in a kill)."""
+        plan.stage = "file"
+        try:
+            self.run_dir.stop_file.write_text("stop requested\n")
+        except OSError as error:
+            self.say(f"warning: could not create the stop file: {error}")
+            return False
+        self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
+        return True
 
     def _kill_now(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         if plan.stage == "kill":
@@ -622,6 +605,7 @@ def main(argv: list[str] | None = None, early: EarlyLaunch | None = None) -> int
     except Exception:
         log.exception("the agent failed")
         try:
+            agent.writer.close(timeout=5.0)
             with agent.lock:
                 agent.state.failure = Failure("error", "the job agent failed; see agent.log")
                 if not agent.state.status.is_final:

@@ -54,9 +54,16 @@ def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | No
     return [*argv, *(arg.replace("{step}", str(step)) for arg in resume_args)]
 
 
+UTF8_OUTPUT = {"PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"}
+"""A Python trainer writes UTF-8 to its pipes (on Windows it would use the ANSI code page,
+strictly: ``print("✓")`` would crash it), unless the job's env chooses an encoding itself."""
+
+
 def trainer_env(job_env: Mapping[str, str], run_id: str, job_id: str, stop_file: Path) -> dict[str, str]:
-    """The trainer's environment: ours, the job's, and the contract's ``ARENA_*`` variables."""
+    """The trainer's environment: ours, UTF-8 output, the job's, and the contract's ``ARENA_*`` variables."""
     env = dict(os.environ)
+    if not any(name in job_env for name in UTF8_OUTPUT):
+        env.update(UTF8_OUTPUT)
     env.update(job_env)
     env.update(
         {

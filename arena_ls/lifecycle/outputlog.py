@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import struct
 import threading
@@ -24,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+log = logging.getLogger("arena_ls.agent")
 
 LINE_LIMIT = 64 * 1024
 """Lines are cut at 64 KiB in ``LogLine.text``; the file keeps everything."""
@@ -87,9 +90,13 @@ class OutputWriter:
     def append(self, stream: int, data: bytes) -> tuple[bytes, bytes]:
         """Record a chunk; return (the complete lines it finished, an unfinished update).
 
-        An unfinished line that carries a carriage return (a tqdm-style bar
-        redrawn in place) is recorded at once as a continuation, so that its
-        progress is seen live rather than when the bar finally ends its line.
+        An unfinished line that carries a bare carriage return (a tqdm-style
+        bar redrawn in place) is recorded at once as a continuation, so that
+        its progress is seen live rather than when the bar finally ends its
+        line. Only a ``\\r`` inside the unfinished line counts: one at its very
+        end may be the first half of a ``\\r\\n`` (Windows line ends) whose
+        ``\\n`` comes in the next chunk, and an earlier line's ``\\r\\n`` in
+        the same chunk says nothing about the unfinished one.
         """
         with self._lock:
             pending = self._pending[stream]
@@ -102,7 +109,7 @@ class OutputWriter:
                 pending.clear()
                 pending += data[cut + 1 :]
                 self._write(stream, FLAG_LINES, complete, complete.count(b"\n"))
-            if len(pending) > LINE_LIMIT or (pending and b"\r" in data):
+            if len(pending) > LINE_LIMIT or _redrawn_in_place(pending):
                 update = bytes(pending)
                 self._write(stream, FLAG_CONTINUED, update, 0)
                 pending.clear()
@@ -178,6 +185,11 @@ def _reason(error: OSError | None) -> str:
     if error is None:
         return "a write failed"
     return error.strerror or str(error)
+
+
+def _redrawn_in_place(pending: bytearray) -> bool:
+    """True when an unfinished line holds a bare ``\\r`` (one that no ``\\n`` can still follow)."""
+    return len(pending) > 1 and pending.find(b"\r", 0, len(pending) - 1) >= 0
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -261,7 +273,7 @@ class Pump:
         """Hand what was written so far, then everything as it comes, to ``listener``."""
         with self._lock:
             for complete, update in self._backlog:
-                listener(complete, update)
+                _hand_over(listener, complete, update)
             self._backlog.clear()
             self._backlog_bytes = 0
             self._listener = listener
@@ -298,7 +310,19 @@ class Pump:
                 self._backlog.append((complete, update))
                 self._backlog_bytes += len(complete) + len(update)
                 return
-            self._listener(complete, update)
+            _hand_over(self._listener, complete, update)
+
+
+def _hand_over(listener: Listener, complete: bytes, update: bytes) -> None:
+    """Call the listener; whatever it raises is logged, and the pump reads on.
+
+    A pump that died would leave the trainer's pipe undrained, and the
+    trainer blocked on its next write for good.
+    """
+    try:
+        listener(complete, update)
+    except Exception:
+        log.exception("the output listener failed; the capture goes on")
 
 
 def start_pumps(stdout: IO[bytes], stderr: IO[bytes], writer: OutputWriter, coalesce: bool) -> list[Pump]:

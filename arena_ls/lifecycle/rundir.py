@@ -34,6 +34,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from arena_ls import platform
 from arena_ls.lifecycle.states import RunStatus
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,8 @@ class RunState:
     argv: list[str] = attrs.field(factory=list)
     next_launch_at: float | None = None
     updated_at: float = attrs.field(factory=time.time)
+    generation: int = 0
+    """Counts the writes of this state: readers never take an older state for a newer one."""
 
 
 for _cls in (CheckpointRecord, Failure, RunSpec, RunState):
@@ -131,10 +134,19 @@ class CorruptState(ValueError):
     """A state or spec file that cannot be read (truncated, not JSON, wrong shape)."""
 
 
+class StateBusy(OSError):
+    """A state file another process held open for longer than the retries (Windows): not damage.
+
+    Whoever gets it tries again later; it never marks a run skipped or lost.
+    """
+
+
 def write_json_atomic(path: Path, payload: Any) -> None:
     """Write JSON so that readers see the old file or the new one, never half.
 
-    Temporary file in the same folder, fsync, then rename over the target.
+    Temporary file in the same folder, fsync, then rename over the target
+    (``platform.replace_file``: through readers' open handles on Windows,
+    sharing violations retried).
     """
     data = json.dumps(payload, indent=1, allow_nan=False, default=str).encode()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -143,7 +155,7 @@ def write_json_atomic(path: Path, payload: Any) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        platform.replace_file(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -151,11 +163,18 @@ def write_json_atomic(path: Path, payload: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
+    """A JSON file's content; ``StateBusy`` when it stays held open, ``CorruptState`` when damaged."""
     try:
-        return json.loads(path.read_bytes())
+        data = platform.read_bytes_shared(path)
     except FileNotFoundError:
         raise
-    except (OSError, ValueError, RecursionError) as error:
+    except OSError as error:
+        if platform.is_sharing_violation(error):
+            raise StateBusy(error.errno, f"{path}: held open by another process: {error}") from error
+        raise CorruptState(f"{path}: {error}") from error
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:
         raise CorruptState(f"{path}: {error}") from error
 
 
@@ -211,9 +230,15 @@ class RunDir:
             raise CorruptState(f"{self.spec_path}: {error}") from error
 
     def write_state(self, state: RunState) -> None:
+        write_json_atomic(self.state_path, self.state_payload(state))
+
+    @staticmethod
+    def state_payload(state: RunState) -> Any:
+        """What ``write_state`` writes: the state stamped with the time and its next generation."""
         state.updated_at = time.time()
+        state.generation += 1
         state.loss = _finite(state.loss)
-        write_json_atomic(self.state_path, _converter.unstructure(state))
+        return _converter.unstructure(state)
 
     def read_state(self) -> RunState:
         try:
@@ -223,11 +248,9 @@ class RunDir:
                 raise
             raise CorruptState(f"{self.state_path}: {error}") from error
 
-    def state_mtime(self) -> float:
-        try:
-            return self.state_path.stat().st_mtime_ns / 1e9
-        except OSError:
-            return 0.0
+    def state_signature(self) -> tuple[int, int, int, int] | None:
+        """Changes with every write of state.json (see ``platform.file_signature``)."""
+        return platform.file_signature(self.state_path)
 
     def request_stop(self, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         """Ask the agent to stop the run (it acts on the first request only)."""
@@ -246,7 +269,7 @@ class RunDir:
             if self.stop_request_path.stat().st_size == 0:
                 return {}
             payload = read_json(self.stop_request_path)
-        except (FileNotFoundError, CorruptState):
+        except (FileNotFoundError, CorruptState, StateBusy):
             return None
         return payload if isinstance(payload, dict) else {}
 

@@ -259,7 +259,7 @@ class RunLock:
             record = attrs.evolve(current[0], agent_pid=pid, agent_create_time=create_time)
             tmp = self._write_temp(record)
             try:
-                os.replace(tmp, self.path)
+                platform.replace_file(tmp, self.path)
             except OSError:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
@@ -317,7 +317,7 @@ class RunLock:
             return
         aside = self.path.with_name(f"{self.path.name}.damaged-{secrets.token_hex(4)}")
         try:
-            os.replace(self.path, aside)
+            platform.replace_file(self.path, aside)
         except FileNotFoundError:
             return
         message = f"{self.path} {_describe(aside)} ({judgement.reason}); moved it aside to {aside.name}"
@@ -368,10 +368,12 @@ class RunLock:
             age = _age(self.path)
             if self.path.is_dir():
                 return None, float("inf")  # a directory is never a lock being written
-            raw = self.path.read_bytes()[:4096]
+            raw = platform.read_bytes_shared(self.path)[:4096]
         except FileNotFoundError:
             return None
-        except OSError:
+        except OSError as error:
+            if platform.is_sharing_violation(error):
+                return None, 0.0  # held open by another process (Windows): judged held, never broken
             return None, float("inf")
         return parse_lock(raw), age
 

@@ -29,6 +29,7 @@ from arena_ls.lifecycle.rundir import (
     RunDir,
     RunSpec,
     RunState,
+    StateBusy,
     StateFolder,
     unstructure,
 )
@@ -71,7 +72,9 @@ class RunView:
         self.spec = spec
         self.agent = agent
         self.state: RunState | None = None
-        self.state_mtime = -1.0
+        self.state_signature: tuple[int, int, int, int] | None = None
+        self.busy = False
+        """state.json was held open by another process at the last read (Windows): retried, not damage."""
         self.reader = OutputReader(run_dir.path)
         self.cursor: Cursor = self.reader.start()
         self.ring: deque[LogLine] = deque(maxlen=RING_LINES)
@@ -109,14 +112,24 @@ class RunView:
 
     # -- following the files -----------------------------------------------------------
 
-    def refresh_state(self) -> None:
-        """Re-read state.json if its mtime changed (``Supervisor.notify_if_changed`` tells the client)."""
-        mtime = self.run_dir.state_mtime()
-        if mtime == self.state_mtime:
+    def refresh_state(self, *, force: bool = False) -> None:
+        """Re-read state.json if it changed (``Supervisor.notify_if_changed`` tells the client).
+
+        A change is seen by the file's signature (mtime, size, inode, ctime),
+        not by its mtime alone, which FAT32/exFAT keep to 2 s; ``force``
+        re-reads anyway. A state older than the one held (its ``generation``)
+        is ignored.
+        """
+        signature = self.run_dir.state_signature()
+        if signature == self.state_signature and not force:
             return
         try:
             state = self.run_dir.read_state()
         except FileNotFoundError:
+            return
+        except StateBusy as error:
+            log.info("run %s: %s; read again later", self.run_id, error)
+            self.busy = True
             return
         except CorruptState as error:
             if self.problem is None:
@@ -128,8 +141,10 @@ class RunView:
         if self.problem is not None and self.damage == _name_file(self.problem, self.run_dir):
             self.damage = None  # rewritten whole since (by its agent)
         self.problem = None
-        self.state_mtime = mtime
-        self.state = state
+        self.busy = False
+        self.state_signature = signature
+        if self.state is None or state.generation >= self.state.generation or state.generation == 0:
+            self.state = state
 
     def mark_damaged(self, evidence: str) -> None:
         """The run's files are damaged: keep the first evidence."""
@@ -139,8 +154,7 @@ class RunView:
 
     def retry_damaged(self) -> None:
         """Look at a damaged run's files again: damage repaired since (a state rewritten) clears it."""
-        self.state_mtime = -1.0
-        self.refresh_state()
+        self.refresh_state(force=True)
         self._check_damaged_live()
 
     def _check_damaged_live(self) -> None:
@@ -244,8 +258,8 @@ class RunView:
             self.state = RunState(run_id=self.run_id, job_id=self.spec.job_id)
         elif self.agent_alive():
             return False
-        self.refresh_state()  # the agent may have written its final state as it exited
-        if self.is_final:
+        self.refresh_state(force=True)  # the agent may have written its final state as it exited
+        if self.is_final or self.busy:
             return False
         if not _claim(self.run_dir, "verdict"):
             return False
@@ -264,7 +278,7 @@ class RunView:
         state.ended_at = state.ended_at or time.time()
         try:
             self.run_dir.write_state(state)
-            self.state_mtime = self.run_dir.state_mtime()
+            self.state_signature = self.run_dir.state_signature()
         except OSError as error:  # a full disk: the verdict stays in memory, the lock goes anyway
             log.warning("run %s: could not record that it was lost: %s", self.run_id, error)
         RunLock(folder).release(self.run_id)

@@ -38,7 +38,7 @@ from arena_ls.errors import (
     InvalidParams,
 )
 from arena_ls.lifecycle.capture import Cursor, LogLine
-from arena_ls.lifecycle.rundir import CorruptState, Failure, RunDir, RunSpec, RunState, StateFolder
+from arena_ls.lifecycle.rundir import CorruptState, Failure, RunDir, RunSpec, RunState, StateBusy, StateFolder
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
@@ -169,6 +169,9 @@ class Supervisor:
             spec = run_dir.read_spec()
             if spec.run_id != run_dir.run_id:
                 damage = f"spec.json names run {spec.run_id[:80]!r}, not its folder's"
+        except StateBusy as error:  # held open (Windows): adopted at a later scan, never skipped
+            log.info("run folder %s: %s", run_dir.path, error)
+            return None
         except FileNotFoundError:
             if _age(run_dir.path) < SPEC_GRACE:
                 return None  # perhaps still being written: the next scan looks again
@@ -518,7 +521,7 @@ class Supervisor:
             if state is not None and (state.pid or view.is_final):
                 break
             code = agent.poll() if agent is not None else view.agent_exit
-            if code is not None:
+            if code is not None and platform.spawn_failed(code):
                 view.refresh_state()
                 state = view.state
                 if state is None or not (state.pid or view.is_final):
@@ -540,7 +543,7 @@ class Supervisor:
         view.state = state
         with contextlib.suppress(OSError):  # a full disk may refuse this too: the lock goes anyway
             view.run_dir.write_state(state)
-            view.state_mtime = view.run_dir.state_mtime()
+            view.state_signature = view.run_dir.state_signature()
         self.runlock.release(view.run_id)
         self.notify_if_changed(view)
         return ArenaError(

@@ -6,12 +6,13 @@ import errno
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from arena_ls.lifecycle import agent as agent_module
-from arena_ls.lifecycle import outputlog
+from arena_ls.lifecycle import outputlog, statewriter
 from arena_ls.lifecycle.agent import LAUNCH_FAILED_EXIT, Agent
 from arena_ls.lifecycle.capture import iter_all_lines
 from arena_ls.lifecycle.failure import classify
@@ -73,23 +74,34 @@ def test_a_failed_state_write_keeps_the_run_and_reports_disk_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent = _agent(tmp_path, [sys.executable, "-c", "pass"])
-    real = RunDir.write_state
+    real = statewriter.write_json_atomic
     full = {"on": True}
+    failed = threading.Event()
 
-    def write_state(self: RunDir, state: object) -> None:
+    def write_json(path: Path, payload: object) -> None:
         if full["on"]:
             raise ENOSPC
-        real(self, state)  # type: ignore[arg-type]
+        real(path, payload)
 
-    monkeypatch.setattr(RunDir, "write_state", write_state)
+    report = agent.writer._on_failure
+    assert report is not None
+
+    def reported(error: Exception) -> None:
+        report(error)
+        failed.set()
+
+    monkeypatch.setattr(statewriter, "write_json_atomic", write_json)
+    monkeypatch.setattr(agent.writer, "_on_failure", reported)
     agent.state.step = 7
-    agent._save()  # never raises: the state stays in memory
-    assert agent.state_pending
+    agent._save()  # never raises: the writer thread retries, the state stays in memory
+    assert failed.wait(60)
+    assert agent.writer.failing
     assert agent.state.failure is not None and agent.state.failure.kind == "disk-full"
     assert "No space left on device" in agent.state.failure.evidence
     full["on"] = False
-    agent._check_writes()  # the retry: written, and the disk-full evidence cleared
-    assert not agent.state_pending
+    assert agent.writer.flush(60), "the retry writes the state once space is back"
+    agent._check_writes()  # every line and the state written: the disk-full evidence cleared
+    assert agent.writer.close(60)
     written = json.loads(agent.run_dir.state_path.read_text())
     assert written["step"] == 7 and written["failure"] is None
     agent.output.close()

@@ -1,0 +1,130 @@
+"""The agent's one path to ``state.json``: a writer thread of its own, coalescing.
+
+Whoever changes the run's state (the pumps that read the trainer's pipes,
+the stop protocol, the watchdog) only asks for a write; the writer thread
+snapshots the state under the agent's lock and writes it outside of it.
+So a write that is slow (``FlushFileBuffers``/fsync on a busy disk) or that
+fails (a sharing violation past its retries on Windows, a full disk) never
+blocks or kills a pump: the trainer's pipe keeps being drained. A failed
+write is retried with backoff until one succeeds; requests made meanwhile
+are folded into it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunState, StateFolder, write_json_atomic
+
+log = logging.getLogger("arena_ls.agent")
+
+RETRY_FIRST_SECONDS = 0.05
+RETRY_MOST_SECONDS = 2.0
+
+
+class StateWriter:
+    """Writes ``state`` (guarded by ``lock``) to ``run_dir`` whenever asked, on its own thread."""
+
+    def __init__(
+        self,
+        run_dir: RunDir,
+        folder: StateFolder,
+        state: RunState,
+        lock: threading.RLock,
+        report: Callable[[str], None],
+        on_failure: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self._run_dir = run_dir
+        self._folder = folder
+        self._state = state
+        self._state_lock = lock
+        self._report = report
+        self._on_failure = on_failure
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._written = 0
+        self._checkpoint: tuple[str, CheckpointRecord] | None = None
+        self._closing = False
+        self._failing = False
+        self.failures = 0
+        """Writes that failed (each was retried)."""
+        self._thread = threading.Thread(target=self._run, name="state-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def failing(self) -> bool:
+        """True from a failed write until a write succeeds again."""
+        return self._failing
+
+    def request(self, job_checkpoint: tuple[str, CheckpointRecord] | None = None) -> None:
+        """Ask for the state to be written (and a job's checkpoint record); returns at once."""
+        with self._cond:
+            self._requested += 1
+            if job_checkpoint is not None:
+                self._checkpoint = job_checkpoint
+            self._cond.notify_all()
+
+    def flush(self, timeout: float) -> bool:
+        """Write now and wait until the state as of this call is on disk; False on timeout."""
+        with self._cond:
+            self._requested += 1
+            target = self._requested
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._written >= target, timeout)
+
+    def close(self, timeout: float) -> bool:
+        """Write what is pending, then stop the thread; False when the last write did not succeed."""
+        written = self.flush(timeout)
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        return written
+
+    def _run(self) -> None:
+        delay = RETRY_FIRST_SECONDS
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._requested > self._written or self._closing)
+                if self._closing and self._requested <= self._written:
+                    return
+                target, checkpoint, self._checkpoint = self._requested, self._checkpoint, None
+            try:
+                self._write(checkpoint)
+            except Exception as error:  # the writer outlives every failure; the run goes on
+                self._failed(error, checkpoint)
+                with self._cond:
+                    if self._closing:
+                        return
+                    self._cond.wait(delay)
+                delay = min(delay * 2, RETRY_MOST_SECONDS)
+                continue
+            delay = RETRY_FIRST_SECONDS
+            if self._failing:
+                self._failing = False
+                self._report("the run's state is recorded again")
+            with self._cond:
+                self._written = max(self._written, target)
+                self._cond.notify_all()
+
+    def _write(self, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
+        with self._state_lock:
+            payload: Any = self._run_dir.state_payload(self._state)
+        write_json_atomic(self._run_dir.state_path, payload)
+        if checkpoint is not None:
+            self._folder.record_job_checkpoint(*checkpoint)
+
+    def _failed(self, error: Exception, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
+        self.failures += 1
+        with self._cond:
+            if checkpoint is not None and self._checkpoint is None:
+                self._checkpoint = checkpoint
+        log.warning("could not write the run's state: %s; retrying", error)
+        if self._on_failure is not None:
+            self._on_failure(error)
+        if not self._failing:
+            self._failing = True
+            self._report(f"warning: could not record the run's state ({error}); retrying")

@@ -1,0 +1,31 @@
+# Install everything the tests need and run them (Windows, PowerShell): lint,
+# types for both platform branches, the rules-doc check, the VS Code
+# extension's checks where npm is present, the benchmarks in quick mode, and
+# the pytest suite (tests that need POSIX are skipped with their reason; the
+# Windows-only ones in tests/windows run). The same steps as scripts/test.sh.
+$ErrorActionPreference = "Stop"
+$pytestArgs = $args
+Set-Location (Join-Path $PSScriptRoot "..")
+& (Join-Path $PSScriptRoot "bootstrap.ps1")
+$bin = ".venv\Scripts"
+
+function Step([string]$name, [scriptblock]$command) {
+    Write-Host "== $name"
+    & $command
+    if ($LASTEXITCODE -ne 0) { throw "$name failed (exit $LASTEXITCODE)" }
+}
+
+Step "ruff" { & "$bin\ruff.exe" check arena_ls tests benchmarks }
+Step "mypy (strict)" { & "$bin\mypy.exe" arena_ls }
+Step "mypy --platform linux" { & "$bin\mypy.exe" --platform linux arena_ls }
+Step "mypy --platform win32" { & "$bin\mypy.exe" --platform win32 arena_ls }
+Step "rules doc up to date" { & "$bin\python.exe" -m arena_ls.gates.docs --check }
+if ((Test-Path "editor-client\vscode\package.json") -and (Get-Command npm -ErrorAction SilentlyContinue)) {
+    Push-Location "editor-client\vscode"
+    try {
+        Step "VS Code extension: npm ci" { npm ci }
+        Step "VS Code extension: tsc, eslint, node tests" { npm test }
+    } finally { Pop-Location }
+}
+Step "benchmarks (quick mode)" { & "$bin\python.exe" -m benchmarks --quick }
+Step "pytest" { & "$bin\python.exe" -m pytest -p no:cacheprovider @pytestArgs }
