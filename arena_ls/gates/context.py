@@ -20,10 +20,13 @@ _HOOK = re.compile(r"^(training_step|on_\w+)$")
 class TrainerContext:
     """A parsed trainer and the analyses the rules share."""
 
-    def __init__(self, source: SourceText, tree: ast.Module, *, fp32_only: bool | None) -> None:
+    def __init__(self, source: SourceText, tree: ast.Module, *, fp32_only: bool | None,
+                 checkpoint_patterns: tuple[str, ...] = ()) -> None:
         self.source = source
         self.tree = tree
         self.fp32_only = fp32_only
+        self.checkpoint_patterns = checkpoint_patterns
+        """The ``checkpoint.pattern`` of the jobs that run this trainer (AR014)."""
         self.facts: ModuleFacts = collect_facts(tree)
         self.graph = CallGraph(self.facts)
         self.resolver = Resolver(self.facts)

@@ -6,7 +6,12 @@ Three sources, in order of trust:
 2. the job's ``progress.pattern`` / ``checkpoint.pattern`` regular expressions;
 3. a default that understands common plain lines: ``step 120/2000 loss 2.31``,
    ``Step 120 | loss=2.31``, ``iter 120: loss 2.31`` and tqdm's
-   ``120/2000 [00:10<02:00, 3.20it/s, loss=2.31]``.
+   ``120/2000 [00:10<02:00, 3.20it/s, loss=2.31]``; and, for checkpoints when
+   the job has no ``checkpoint.pattern``, the built-in ``BUILTIN_CHECKPOINT_PATTERNS``
+   (``saved checkpoint to ckpt.pt at step 200``, ``Checkpoint saved: step=200``,
+   Hugging Face's ``Saving model checkpoint to out/checkpoint-200``). The
+   trainer gate AR014 accepts exactly these spellings, so the gate and the
+   supervisor agree on what counts as an announced checkpoint.
 
 The agent and the server both use this module, on complete lines only.
 """
@@ -22,6 +27,29 @@ import attrs
 
 ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
+
+BUILTIN_CHECKPOINT_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # "saved checkpoint to out/ckpt.pt at step 200", "Saving checkpoint ... (step=200)"
+    re.compile(
+        r"\bsav(?:ed|ing)\s+(?:the\s+|a\s+)?(?:model\s+)?checkpoint\b"
+        r"(?:\s+(?:to|at|in|as)\s+(?P<path>[^\s,;()]+))?[^\n]*?"
+        r"\bstep\s*[:=#]?\s*(?P<step>\d+)",
+        re.IGNORECASE,
+    ),
+    # "checkpoint saved: step=200 path=ckpt.pt", "Checkpoint written at step 200"
+    re.compile(
+        r"\bcheckpoint\s+(?:saved|written|stored)\b[^\n]*?\bstep\s*[:=#]?\s*(?P<step>\d+)",
+        re.IGNORECASE,
+    ),
+    # Hugging Face: "Saving model checkpoint to out/checkpoint-200"
+    re.compile(r"\bsaving\s+model\s+checkpoint\s+to\s+(?P<path>\S*?checkpoint-(?P<step>\d+)\S*)",
+               re.IGNORECASE),
+)
+"""Plain checkpoint lines recognised when the job has no ``checkpoint.pattern``.
+
+Each has a ``step`` group (and may have a ``path`` group). Kept here, beside
+the parser that uses them, and read by the trainer gate AR014.
+"""
 
 _DEFAULT_PROGRESS = [
     re.compile(
@@ -141,6 +169,10 @@ class EventParser:
             match = self.checkpoint_pattern.search(text)
             if match:
                 return _from_match(match, checkpoint=True)
+        elif self.use_defaults and _mentions_checkpoint(text):
+            found = builtin_checkpoint(text)
+            if found is not None:
+                return found
         if self.progress_pattern is not None:
             match = self.progress_pattern.search(text)
             if match:
@@ -156,7 +188,9 @@ class EventParser:
             return True
         if _has_announcement(data):
             return True
-        return self.use_defaults and (b"/" in data or b"loss" in data.lower())
+        lowered = data.lower()
+        return self.use_defaults and (b"/" in data or b"loss" in lowered
+                                      or b"checkpoint" in lowered)
 
     def parse_chunk(self, data: bytes) -> Iterator[Event]:
         """Events in a chunk of complete lines (undecodable bytes replaced)."""
@@ -180,7 +214,8 @@ class EventParser:
         of plain lines then costs one ``memchr`` for ``@`` instead of
         decoding and matching every line.
         """
-        if self.checkpoint_pattern is not None or len(data) <= tail_bytes:
+        if (self.checkpoint_pattern is not None or len(data) <= tail_bytes
+                or (self.use_defaults and _may_have_builtin_checkpoint(data))):
             yield from self.parse_chunk(data)
             return
         tail_start = data.rfind(b"\n", 0, len(data) - tail_bytes) + 1
@@ -205,6 +240,25 @@ def _announcement_lines(data: bytes, end: int) -> Iterator[str]:
             raw = data[at : line_end if line_end >= 0 else len(data)]
             yield raw.split(b"\r", 1)[0].decode("utf-8", "replace")
         at = data.find(b"@", at + 1, end)
+
+
+def _mentions_checkpoint(text: str) -> bool:
+    return "heckpoint" in text or "HECKPOINT" in text
+
+
+def _may_have_builtin_checkpoint(data: bytes) -> bool:
+    return b"heckpoint" in data or b"HECKPOINT" in data
+
+
+def builtin_checkpoint(text: str) -> Checkpoint | None:
+    """The checkpoint a plain line announces in one of the built-in spellings, or None."""
+    for pattern in BUILTIN_CHECKPOINT_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            event = _from_match(match, checkpoint=True)
+            if isinstance(event, Checkpoint):
+                return event
+    return None
 
 
 def _default_progress(text: str) -> Progress | None:

@@ -17,6 +17,7 @@ CONTRACT_SEVERITIES = {
     "AR001": "error", "AR002": "error", "AR003": "warning", "AR004": "error",
     "AR005": "error", "AR006": "error", "AR007": "error", "AR008": "error",
     "AR009": "warning", "AR010": "warning", "AR011": "warning", "AR012": "warning",
+    "AR014": "error",
 }
 
 
