@@ -16,7 +16,7 @@ import attrs
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import dotted, receiver, string_value
+from arena_ls.gates.names import dotted, keyword, receiver, string_value
 from arena_ls.gates.source import Span, comment_start
 
 _OPTION_CALLS = frozenset({"add_argument", "option", "Option", "add_option"})
@@ -79,6 +79,16 @@ class CliOptions:
 
     def has_start_step(self) -> bool:
         return bool(self.names & START_STEP_NAMES)
+
+    def start_step_declaration(self) -> tuple[ast.Call, str] | None:
+        """The ``add_argument("--start-step", ...)`` call (argparse only) and its ``dest``."""
+        for site in self.ctx.facts.calls_named("add_argument", "add_option"):
+            flags = [string_value(arg) for arg in site.node.args]
+            names = {flag.lstrip("-").replace("-", "_") for flag in flags if flag}
+            if names & START_STEP_NAMES:
+                dest = string_value(keyword(site.node, "dest"))
+                return site.node, dest or next(iter(sorted(names & START_STEP_NAMES)))
+        return None
 
     def anchor(self) -> Span:
         """The parser's constructor, else the first option, else line 1."""

@@ -67,6 +67,7 @@ parser.add_argument("--save-every", type=int, default=600)
 parser.add_argument("--eval-every", type=int, default=10)
 parser.add_argument("--num-workers", type=int, default=2)
 args = parser.parse_args()
+first_step = args.start_step
 model = Net().cuda()
 optimizer = torch.optim.AdamW(model.parameters())
 loader = DataLoader(dataset, batch_size=8, num_workers=args.num_workers)
@@ -130,6 +131,7 @@ parser.add_argument("--checkpointing_steps", type=int, default=100)
 parser.add_argument("--resume_from_checkpoint", default=None)
 parser.add_argument("--start_step", type=int, default=0)
 args = parser.parse_args()
+first_step = args.start_step
 accelerator = Accelerator()
 model, optimizer, loader = accelerator.prepare(build_model(), None, train_dataloader())
 completed_steps = 0
@@ -158,6 +160,7 @@ from lightning.fabric import Fabric
 from model import Net, loader
 
 args = parser.parse_args()
+first_step = args.start_step
 fabric = Fabric(accelerator="cuda")
 model, optimizer = fabric.setup(Net(), torch.optim.Adam(Net().parameters()))
 for step, batch in enumerate(fabric.setup_dataloaders(loader)):
@@ -182,6 +185,7 @@ GRAD_ACCUM_PLUS_ONE = ARGS + '''\
 from model import Net, loader
 
 args = parser.parse_args()
+first_step = args.start_step
 accum = 8
 model = Net().cuda()
 optimizer = torch.optim.AdamW(model.parameters())

@@ -3,10 +3,14 @@
 What it checks
 --------------
 That the trainer accepts `--start-step` (`--start_step`; `--resume-step`
-also counts), declared with argparse, click/typer, or as a dataclass field.
-The finding is reported at the `ArgumentParser(...)` call. Its quick fix
-adds `parser.add_argument("--start-step", type=int, default=0, ...)` after
-the last `add_argument` call.
+also counts), declared with argparse, click/typer, or as a dataclass field,
+and that it uses the value: an argparse `--start-step` whose `args.start_step`
+is never read (nor `getattr(args, "start_step")`, nor the whole namespace
+through `vars(args)`) fires too, at the `add_argument` call (not for
+framework trainers, which resume from the checkpoint itself). A missing option
+is reported at the `ArgumentParser(...)` call; its quick fix adds
+`parser.add_argument("--start-step", type=int, default=0, ...)` after the
+last `add_argument` call.
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -30,11 +34,13 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--resume", action="store_true")
 parser.add_argument("--start-step", type=int, default=0)
 args = parser.parse_args()
+step = args.start_step
 ```
 '''
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext
@@ -51,12 +57,38 @@ ARGUMENTS = '"--start-step", type=int, default=0, help="step of the checkpoint t
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
     if options.has_start_step():
+        declared = options.start_step_declaration()
+        if (declared is not None and ctx.training.framework is None
+                and not _value_used(ctx, *declared)):
+            call, dest = declared
+            yield Violation(span=ctx.span(call),
+                            message=f"--start-step is parsed but `{dest}` is never used: a "
+                            "relaunch with --start-step N would start from the beginning")
         return
     insertion = options.insertion()
     edits = (insertion.edit(ARGUMENTS),) if insertion is not None else ()
     yield Violation(span=options.anchor(),
                     message=MESSAGE + ": a relaunch cannot tell the trainer which step it "
                     "resumes from", edits=edits)
+
+
+def _value_used(ctx: TrainerContext, declaration: ast.Call, dest: str) -> bool:
+    """Whether the parsed value is read: ``args.dest``, ``dest``, ``"dest"``, ``vars(args)``."""
+    inside = {id(node) for node in ast.walk(declaration)}
+    for node in ast.walk(ctx.tree):
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and (
+                node.attr in (dest, "__dict__")):
+            return True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id == dest:
+            return True
+        if isinstance(node, ast.Constant) and node.value == dest:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+                node.func.id == "vars"):
+            return True
+    return False
 
 
 RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,
