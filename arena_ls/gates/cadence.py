@@ -21,6 +21,7 @@ from typing import Literal
 import attrs
 
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, Chain, LoopSite, ModuleFacts, Scope
+from arena_ls.gates.loop import is_retry_loop
 from arena_ls.gates.names import dotted
 from arena_ls.gates.reach import CallGraph, Path, Root
 from arena_ls.gates.sites import is_backward, is_optimizer_step
@@ -145,13 +146,15 @@ class CadenceAnalyzer:
             return bool(_EPOCH_HOOKS.match(root.name))
         innermost: LoopSite = root
         for node, field in path.links():
-            if isinstance(node, LOOP_TYPES) and field in ("body", "test"):
+            if isinstance(node, LOOP_TYPES) and field in ("body", "test") and (
+                    not is_retry_loop(node)):
                 inner = self.facts.loop_site(node)
                 if inner is not None:
                     innermost = inner
         on_path = {id(node) for node, _field in path.links()}
         return any(
-            id(loop.node) not in on_path and self._is_stepping(loop)
+            id(loop.node) not in on_path and not is_retry_loop(loop.node)
+            and self._is_stepping(loop)
             for loop in self.graph.nested_loops(innermost)
         )
 
