@@ -15,6 +15,9 @@ from arena_ls.gates.source import SourceText, Span
 from arena_ls.gates.values import Resolver
 
 _HOOK = re.compile(r"^(training_step|on_\w+)$")
+_CUDA_MENTION = re.compile(r"cuda|gpu|nccl|device_map", re.IGNORECASE)
+_GPU_CHOOSING_PACKAGES = frozenset({"lightning", "pytorch_lightning", "transformers", "trl",
+                                    "accelerate", "deepspeed", "composer", "ignite"})
 
 
 class TrainerContext:
@@ -34,6 +37,25 @@ class TrainerContext:
     @cached_property
     def training(self) -> TrainingLoop:
         return find_training_loop(self.facts, self.graph, self.source)
+
+    @cached_property
+    def cuda_free(self) -> bool:
+        """The trainer never uses CUDA: AR001-AR003 and AR011 do not apply to it.
+
+        That is a file with a training loop that imports torch and never mentions CUDA (no ``cuda``
+        device or string, no ``.cuda()``, no ``torch.cuda``, no ``gpu`` device),
+        and hands no device choice to a library that picks the GPU itself
+        (Lightning, Hugging Face, Accelerate, DeepSpeed). A snippet without
+        imports is not judged CUDA-free: nothing shows where it runs.
+        """
+        imports = self.facts.imports
+        if "torch" not in imports or imports & _GPU_CHOOSING_PACKAGES:
+            return False
+        if self.training.kind != "loop":
+            return False  # no training loop here: nothing to exempt
+        if _CUDA_MENTION.search(self.source.text) is None:
+            return True  # the fast answer for most files is a plain text search
+        return not any(_CUDA_MENTION.search(word) for word in _code_words(self.tree))
 
     @cached_property
     def saves(self) -> SaveAnalyzer:
@@ -71,6 +93,30 @@ class TrainerContext:
     def first_call(self, predicate: Predicate) -> CallSite | None:
         matches = [site for site in self.facts.calls if predicate(site)]
         return min(matches, key=_position) if matches else None
+
+
+def _code_words(tree: ast.Module) -> list[str]:
+    """Names, attributes and strings of the code (not its docstrings or comments)."""
+    docstrings = {
+        id(node.body[0].value) for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.body and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    words: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            words.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.append(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                id(node) not in docstrings):
+            words.append(node.value)
+        elif isinstance(node, ast.alias):
+            words.append(node.name)
+        elif isinstance(node, ast.keyword) and node.arg:
+            words.append(node.arg)
+    return words
 
 
 def _position(site: CallSite) -> tuple[int, int]:

@@ -62,7 +62,7 @@ _TEXT_KEYWORDS = frozenset({"precision", "mixed_precision", "torch_dtype"})
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
-    if ctx.fp32_only is not True:
+    if ctx.fp32_only is not True or ctx.cuda_free:
         return
     seen: set[int] = set()
     for node, what in sorted(_sites(ctx), key=lambda item: (item[0].lineno,
