@@ -1,6 +1,7 @@
 """One fixture trainer per pattern and rule: `fires_*` must report the rule of its folder,
-`passes_*` must not (an information note is not a report); every fixture's findings are pinned in the JSON snapshot next to it
-(regenerate with ARENA_UPDATE_SNAPSHOTS=1 and review the diff)."""
+`passes_*` must not (an information note is not a report); every fixture's findings are
+pinned in the JSON snapshot next to it (regenerate with ARENA_UPDATE_SNAPSHOTS=1 and review
+the diff)."""
 
 from __future__ import annotations
 
