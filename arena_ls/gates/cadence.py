@@ -25,7 +25,7 @@ from arena_ls.gates.loop import is_retry_loop
 from arena_ls.gates.names import dotted
 from arena_ls.gates.reach import CallGraph, Path, Root
 from arena_ls.gates.sites import is_backward, is_optimizer_step
-from arena_ls.gates.values import Resolver
+from arena_ls.gates.values import Resolver, Value
 
 CadenceKind = Literal["every", "never", "unknown", "epoch", "handler"]
 
@@ -121,7 +121,7 @@ class CadenceAnalyzer:
 
     def _from_terms(self, terms: list[_Term], epoch_level: bool) -> Cadence:
         resolved: list[tuple[int, _Term, str]] = []
-        unresolved: list[_Term] = []
+        unresolved: list[tuple[_Term, Value]] = []
         for term in terms:
             value = self.resolver.resolve(term.divisor, term.scope)
             number = value.as_int()
@@ -134,16 +134,18 @@ class CadenceAnalyzer:
                 return Cadence(kind="never", node=term.node,
                                origin=f"{subject}{where} is {shown}, so it never runs")
             if number is None:
-                unresolved.append(term)
+                unresolved.append((term, value))
             else:
                 resolved.append((number, term, origin))
         if resolved:
             steps, term, origin = max(resolved, key=lambda item: item[0])
             kind: CadenceKind = "epoch" if epoch_level else "every"
             return Cadence(kind=kind, node=term.node, steps=steps, origin=origin)
-        term = unresolved[0]
+        term, value = unresolved[0]
+        text = _text(term.divisor)
+        why = f" ({value.origin})" if value.origin and value.origin != text else ""
         return Cadence(kind="unknown", node=term.node,
-                       reason=f"the value of `{_text(term.divisor)}` cannot be resolved")
+                       reason=f"the value of `{text}` cannot be resolved{why}")
 
     # levels ----------------------------------------------------------------------
 

@@ -9,7 +9,13 @@ or an argparse default). It is an error when the most frequent save runs
 less often than every 500 steps (`% 500` is fine). It is a warning when the
 cadence cannot be worked out (the save runs only under a condition such as
 `if val_loss < best:`, once per epoch, only in an exception handler, or
-behind an option whose default of 0 or None means "never").
+behind an option whose default of 0 or None means "never"). N is followed
+through function parameters (what the same-file callers pass, else the
+default) and through config objects built from dataclasses or attrs classes
+(`cfg.checkpoint.every`: the keyword given to the constructor, else the
+field's default); when N still cannot be resolved, the message names it and
+says why (`cfg['every']` read from a JSON file at run time, a value returned
+by a function from elsewhere).
 
 Guards that say which process saves or whether saving is set up, not how
 often, are set aside before the cadence is read: rank and world-size checks
