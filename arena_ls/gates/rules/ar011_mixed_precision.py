@@ -145,7 +145,7 @@ class _Uses:
                     return False
             if isinstance(parent, ast.Dict) and child in parent.values:
                 selected = self._selected_keys(parent)
-                key = parent.keys[parent.values.index(child)]  # type: ignore[arg-type]
+                key = parent.keys[parent.values.index(child)]
                 if selected is not None and string_value(key) not in selected:
                     return False
             child, parent = parent, parents.get(id(parent))
@@ -265,15 +265,15 @@ def _call(ctx: TrainerContext, call: ast.Call, name: str, scope: Scope) -> str:
         if is_false(enabled):
             return ""
         if enabled is not None:
-            value = ctx.resolver.resolve(enabled, scope)
-            if value.known and not value.value:
+            switch = ctx.resolver.resolve(enabled, scope)
+            if switch.known and not switch.value:
                 return ""  # an option that is off by default
         dtype = keyword(call, "dtype")
         if dtype is not None and dotted(dtype).endswith("float32"):
             return ""
         if dtype is not None:
-            value = ctx.resolver.resolve(dtype, scope)
-            if value.known and isinstance(value.value, str) and "32" in value.value:
+            chosen = ctx.resolver.resolve(dtype, scope)
+            if chosen.known and isinstance(chosen.value, str) and "32" in chosen.value:
                 return ""
         return "autocast"
     if name == "GradScaler":
