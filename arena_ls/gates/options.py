@@ -91,13 +91,39 @@ class CliOptions:
         return None
 
     def anchor(self) -> Span:
-        """The parser's constructor, else the first option, else line 1."""
+        """The main parser's constructor, else the first option, else line 1.
+
+        The main parser is the one with the most options: a small pre-parser
+        that only reads ``--config`` ahead of it is not where options go.
+        """
+        main = self._main_parser()
+        if main is not None:
+            return self.ctx.span(main)
         for name in ("ArgumentParser", "HfArgumentParser", "add_argument"):
             sites = self.ctx.facts.calls_named(name)
             if sites:
                 first = min(sites, key=lambda site: (site.node.lineno, site.node.col_offset))
                 return self.ctx.span(first.node)
         return self.ctx.source.line_span(0)
+
+    def _main_parser(self) -> ast.Call | None:
+        constructors: dict[str, ast.Call] = {}
+        for scope in self.ctx.facts.scopes:
+            for name, assignments in scope.assigns.items():
+                for assignment in assignments:
+                    value = assignment.value
+                    if isinstance(value, ast.Call) and dotted(value.func).split(".")[-1] in (
+                            "ArgumentParser", "HfArgumentParser"):
+                        constructors.setdefault(name, value)
+        if len(constructors) < 2:
+            return None
+        counts = {name: 0 for name in constructors}
+        for site in self.ctx.facts.calls_named("add_argument"):
+            owner = dotted(receiver(site.node))
+            if owner in counts:
+                counts[owner] += 1
+        best = max(counts, key=lambda name: (counts[name], -constructors[name].lineno))
+        return constructors[best]
 
     def insertion(self) -> Insertion | None:
         """Just after the last ``parser.add_argument(...)`` statement, at its indentation."""
