@@ -30,9 +30,13 @@ def builtin_patterns() -> tuple[re.Pattern[str], ...]:
     return BUILTIN_CHECKPOINT_PATTERNS
 
 
-def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str]) -> bool:
+def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str],
+                          text: str = "") -> bool:
     """True when some line the file prints announces a checkpoint the supervisor can read."""
-    texts = list(_printed_texts(facts.tree))
+    if text and not job_patterns and "@arena" not in text and not _mentions_checkpoint(text):
+        return False  # nothing could match: no need to read the strings
+    lines = None if job_patterns or not text else _lines_mentioning(text)
+    texts = list(_printed_texts(facts, lines))
     if _arena_announcement(texts):
         return True
     patterns: list[re.Pattern[str]] = []
@@ -43,7 +47,11 @@ def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str]) -> bo
             continue  # the manifest linter reports a bad pattern
     if not patterns:  # the supervisor reads the built-in spellings only without a job pattern
         patterns.extend(builtin_patterns())
-    return any(pattern.search(text) for text in texts for pattern in patterns)
+    return any(pattern.search(line) for line in texts for pattern in patterns)
+
+
+def _mentions_checkpoint(text: str) -> bool:
+    return "heckpoint" in text or "HECKPOINT" in text
 
 
 def _arena_announcement(texts: list[str]) -> bool:
@@ -54,20 +62,63 @@ def _arena_announcement(texts: list[str]) -> bool:
     return has_prefix and names_event
 
 
-def _printed_texts(tree: ast.Module) -> Iterator[str]:
-    docstrings = {id(node) for node in _docstrings(tree)}
-    for node in ast.walk(tree):
-        if id(node) in docstrings:
+_MENTION = re.compile(r"@arena|checkpoint", re.IGNORECASE)
+
+
+def _lines_mentioning(text: str) -> set[int]:
+    """1-based lines that mention ``@arena`` or a checkpoint: only they can announce one."""
+    found: set[int] = set()
+    counted_to, line = 0, 1
+    for match in _MENTION.finditer(text):
+        line += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
+        found.add(line)
+    return found
+
+
+def _printed_texts(facts: ModuleFacts, lines: set[int] | None = None) -> Iterator[str]:
+    """The strings passed to calls (``print``, ``logger.info``, a helper) and assigned to names.
+
+    Read from the call sites and assignments the walk recorded, so docstrings
+    (which are neither) never count and the tree is not walked again. With
+    ``lines``, only calls and assignments that span one of them are read.
+    """
+
+    def spans(node: ast.AST) -> bool:
+        if lines is None:
+            return True
+        start = getattr(node, "lineno", 0)
+        end = getattr(node, "end_lineno", None) or start
+        return any(line in lines for line in range(start, end + 1))
+
+    for site in facts.calls:
+        call = site.node
+        if not spans(call):
             continue
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            yield _fill(node.value)
-        elif isinstance(node, ast.JoinedStr) or (
-                isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod))):
-            text = render(node)
-            if text:
-                yield text
-        elif isinstance(node, ast.Call) and len(node.args) > 1 and _is_printer(node):
-            yield " ".join(render(arg) or _SAMPLE for arg in node.args)
+        values = [*call.args, *(item.value for item in call.keywords)]
+        for value in values:
+            yield from _strings_in(value)
+        if len(call.args) > 1 and _is_printer(call):
+            yield " ".join(render(arg) for arg in call.args)
+    for scope in facts.scopes:
+        for assignments in scope.assigns.values():
+            for assignment in assignments:
+                if spans(assignment.value):
+                    yield from _strings_in(assignment.value)
+
+
+def _strings_in(expr: ast.expr) -> Iterator[str]:
+    if isinstance(expr, ast.Constant):
+        if isinstance(expr.value, str):
+            yield _fill(expr.value)
+        return
+    if isinstance(expr, (ast.JoinedStr, ast.BinOp)):
+        text = render(expr)
+        if text:
+            yield text
+    for child in ast.iter_child_nodes(expr):
+        if isinstance(child, ast.expr) and not isinstance(child, ast.Call):
+            yield from _strings_in(child)
 
 
 def _is_printer(call: ast.Call) -> bool:
@@ -98,11 +149,3 @@ def render(node: ast.expr) -> str:
 
 def _fill(text: str) -> str:
     return _PLACEHOLDER.sub(_SAMPLE, text)
-
-
-def _docstrings(tree: ast.Module) -> Iterator[ast.AST]:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                yield body[0].value

@@ -11,11 +11,12 @@ from arena_ls.gates.checkpoints import SaveAnalyzer
 from arena_ls.gates.facts import CallSite, ModuleFacts, collect_facts
 from arena_ls.gates.loop import TrainingLoop, find_training_loop
 from arena_ls.gates.reach import CallGraph, Path, Predicate, Root
-from arena_ls.gates.source import SourceText, Span
+from arena_ls.gates.source import SourceText, Span, comment_start
 from arena_ls.gates.values import Resolver
 
 _HOOK = re.compile(r"^(training_step|on_\w+)$")
 _CUDA_MENTION = re.compile(r"cuda|gpu|nccl|device_map", re.IGNORECASE)
+_CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map")
 _GPU_CHOOSING_PACKAGES = frozenset({"lightning", "pytorch_lightning", "transformers", "trl",
                                     "accelerate", "deepspeed", "composer", "ignite"})
 
@@ -53,9 +54,7 @@ class TrainerContext:
             return False
         if self.training.kind != "loop":
             return False  # no training loop here: nothing to exempt
-        if _CUDA_MENTION.search(self.source.text) is None:
-            return True  # the fast answer for most files is a plain text search
-        return not any(_CUDA_MENTION.search(word) for word in _code_words(self.tree))
+        return not mentions_in_code(self.source, self.facts, _CUDA_MENTION, _CUDA_LITERALS)
 
     @cached_property
     def saves(self) -> SaveAnalyzer:
@@ -95,28 +94,49 @@ class TrainerContext:
         return min(matches, key=_position) if matches else None
 
 
-def _code_words(tree: ast.Module) -> list[str]:
-    """Names, attributes and strings of the code (not its docstrings or comments)."""
-    docstrings = {
-        id(node.body[0].value) for node in ast.walk(tree)
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-        and node.body and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    words: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            words.append(node.id)
-        elif isinstance(node, ast.Attribute):
-            words.append(node.attr)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-                id(node) not in docstrings):
-            words.append(node.value)
-        elif isinstance(node, ast.alias):
-            words.append(node.name)
-        elif isinstance(node, ast.keyword) and node.arg:
-            words.append(node.arg)
-    return words
+def mentions_in_code(source: SourceText, facts: ModuleFacts, pattern: re.Pattern[str],
+                     literals: tuple[str, ...], skip_lines: range = range(0)) -> bool:
+    """Whether ``pattern`` occurs in the code: not in a comment, not in a docstring.
+
+    ``literals`` are lowercase strings every match contains: they are found
+    with ``str.find`` over the lowercased text, and only their lines are
+    matched against ``pattern`` (a regex scan of a big file costs more than
+    the rest of a rule). No walk over the tree. Matches on ``skip_lines``
+    (1-based) do not count.
+    """
+    text = source.text
+    lowered = text.lower()
+    positions: list[int] = []
+    for literal in literals:
+        at = lowered.find(literal)
+        while at >= 0:
+            positions.append(at)
+            at = lowered.find(literal, at + 1)
+    if not positions:
+        return False
+    docstring_lines = _docstring_lines(facts)
+    counted_to, line = 0, 1
+    for position in sorted(positions):
+        line += text.count("\n", counted_to, position)
+        counted_to = position
+        if line in docstring_lines or line in skip_lines:
+            continue
+        code = source.line(line - 1)
+        cut = comment_start(code) if "#" in code else -1
+        if pattern.search(code if cut < 0 else code[:cut]):
+            return True
+    return False
+
+
+def _docstring_lines(facts: ModuleFacts) -> set[int]:
+    """1-based lines of the module's, classes' and functions' docstrings."""
+    lines: set[int] = set()
+    for scope in facts.scopes:
+        body = getattr(scope.node, "body", [])
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and (
+                isinstance(body[0].value.value, str)):
+            lines.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    return lines
 
 
 def _position(site: CallSite) -> tuple[int, int]:

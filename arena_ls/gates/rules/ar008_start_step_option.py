@@ -41,9 +41,10 @@ step = args.start_step
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
-from arena_ls.gates.context import TrainerContext
+from arena_ls.gates.context import TrainerContext, mentions_in_code
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 
@@ -73,22 +74,15 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
 
 
 def _value_used(ctx: TrainerContext, declaration: ast.Call, dest: str) -> bool:
-    """Whether the parsed value is read: ``args.dest``, ``dest``, ``"dest"``, ``vars(args)``."""
-    inside = {id(node) for node in ast.walk(declaration)}
-    for node in ast.walk(ctx.tree):
-        if id(node) in inside:
-            continue
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and (
-                node.attr in (dest, "__dict__")):
-            return True
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id == dest:
-            return True
-        if isinstance(node, ast.Constant) and node.value == dest:
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
-                node.func.id == "vars"):
-            return True
-    return False
+    """Whether the parsed value is read: ``args.dest``, ``dest``, ``"dest"``, ``vars(args)``.
+
+    Read from the text outside the declaration (not in comments or
+    docstrings), which needs no walk over the tree.
+    """
+    pattern = re.compile(rf"\b{re.escape(dest)}\b|\bvars\s*\(|\.__dict__\b")
+    declared = range(declaration.lineno, (declaration.end_lineno or declaration.lineno) + 1)
+    literals = (dest.lower(), "vars", "__dict__")
+    return mentions_in_code(ctx.source, ctx.facts, pattern, literals, declared)
 
 
 RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,

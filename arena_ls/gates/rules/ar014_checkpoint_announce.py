@@ -81,7 +81,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     paths = [path for _root, path in ctx.paths("save", ctx.saves.is_save)]
     if not paths:
         return
-    if announces_checkpoints(ctx.facts, ctx.checkpoint_patterns):
+    if announces_checkpoints(ctx.facts, ctx.checkpoint_patterns, ctx.source.text):
         return
     pattern = (" or a line the job's checkpoint.pattern matches" if ctx.checkpoint_patterns
                else "")
