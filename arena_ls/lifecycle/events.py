@@ -29,6 +29,12 @@ ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
 
 BUILTIN_CHECKPOINT_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # "saved checkpoint step=500 path=checkpoints/x.pt" (the step first, then path=)
+    re.compile(
+        r"\bsav(?:ed|ing)\s+(?:the\s+|a\s+)?(?:model\s+)?checkpoint\b[^\n]*?"
+        r"\bstep\s*[:=#]?\s*(?P<step>\d+)[^\n]*?\bpath\s*[:=]\s*(?P<path>\S+)",
+        re.IGNORECASE,
+    ),
     # "saved checkpoint to out/ckpt.pt at step 200", "Saving checkpoint ... (step=200)"
     re.compile(
         r"\bsav(?:ed|ing)\s+(?:the\s+|a\s+)?(?:model\s+)?checkpoint\b"
@@ -152,6 +158,9 @@ class EventParser:
     progress_pattern: re.Pattern[str] | None = None
     checkpoint_pattern: re.Pattern[str] | None = None
     use_defaults: bool = True
+    speaks_arena: bool = False
+    """Set once an ``@arena`` checkpoint line is seen: the built-in spellings are then
+    ignored, so a trainer that prints both (the reference does) is not counted twice."""
 
     @classmethod
     def for_patterns(cls, progress: str | None, checkpoint: str | None) -> EventParser:
@@ -164,12 +173,15 @@ class EventParser:
     def parse(self, text: str) -> Event | None:
         """The event a line announces, or None."""
         if text.startswith(ARENA_PREFIX):
-            return parse_arena_line(text)
+            event = parse_arena_line(text)
+            if isinstance(event, Checkpoint):
+                self.speaks_arena = True
+            return event
         if self.checkpoint_pattern is not None:
             match = self.checkpoint_pattern.search(text)
             if match:
                 return _from_match(match, checkpoint=True)
-        elif self.use_defaults and _mentions_checkpoint(text):
+        elif self.use_defaults and not self.speaks_arena and _mentions_checkpoint(text):
             found = builtin_checkpoint(text)
             if found is not None:
                 return found
@@ -215,12 +227,15 @@ class EventParser:
         decoding and matching every line.
         """
         if (self.checkpoint_pattern is not None or len(data) <= tail_bytes
-                or (self.use_defaults and _may_have_builtin_checkpoint(data))):
+                or (self.use_defaults and not self.speaks_arena
+                    and _may_have_builtin_checkpoint(data))):
             yield from self.parse_chunk(data)
             return
         tail_start = data.rfind(b"\n", 0, len(data) - tail_bytes) + 1
         for line in _announcement_lines(data, tail_start):
             event = parse_arena_line(line)
+            if isinstance(event, Checkpoint):
+                self.speaks_arena = True
             if event is not None:
                 yield event
         yield from self.parse_chunk(data[tail_start:])

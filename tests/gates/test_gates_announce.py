@@ -110,3 +110,12 @@ def test_with_a_job_pattern_the_gate_no_longer_accepts_the_built_in_spellings() 
     assert not only(lint_trainer(source, fp32_only=True), "AR014")
     assert only(lint_trainer(source, fp32_only=True,
                              checkpoint_patterns=(r"ckpt (?P<step>\d+)",)), "AR014")
+
+
+def test_a_trainer_that_speaks_arena_is_not_counted_twice() -> None:
+    parser = EventParser()
+    plain = parser.parse("saved checkpoint step=500 path=checkpoints/x.pt")
+    assert plain == Checkpoint(step=500, path="checkpoints/x.pt")
+    arena = parser.parse('@arena {"event": "checkpoint", "step": 500, "path": "checkpoints/x.pt"}')
+    assert arena == Checkpoint(step=500, path="checkpoints/x.pt")
+    assert parser.parse("saved checkpoint step=600 path=checkpoints/x.pt") is None
