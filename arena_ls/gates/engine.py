@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import logging
 import warnings
 
 from arena_ls.gates.context import TrainerContext
@@ -20,7 +19,12 @@ from arena_ls.gates.rules.base import Rule, Violation
 from arena_ls.gates.source import SourceText, decode_source
 from arena_ls.gates.suppression import parse_suppressions
 
-log = logging.getLogger(__name__)
+
+def _log_exception(message: str, *args: object) -> None:
+    """Log the current exception (``logging`` is imported only then: ``arena check`` starts faster)."""
+    import logging
+
+    logging.getLogger(__name__).exception(message, *args)
 
 
 def lint_trainer(source: str | bytes, *, fp32_only: bool | None = None,
@@ -55,7 +59,7 @@ def _lint(text: SourceText, fp32_only: bool | None,
         ctx = TrainerContext(text, tree, fp32_only=fp32_only,
                              checkpoint_patterns=checkpoint_patterns)
     except Exception:  # a bug must not take the server down; the log says what happened
-        log.exception("could not analyse the trainer; no gate findings for it")
+        _log_exception("could not analyse the trainer; no gate findings for it")
         return []
     findings: list[Finding] = []
     for rule in RULES.values():
@@ -64,7 +68,7 @@ def _lint(text: SourceText, fp32_only: bool | None,
         try:
             violations = list(rule.check(ctx))
         except Exception:
-            log.exception("rule %s failed; skipping it for this file", rule.code)
+            _log_exception("rule %s failed; skipping it for this file", rule.code)
             continue
         findings.extend(_finding(rule, violation) for violation in violations)
     kept = [finding for finding in findings if not suppressions.silences(finding)]
