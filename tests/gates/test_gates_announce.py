@@ -119,3 +119,16 @@ def test_a_trainer_that_speaks_arena_is_not_counted_twice() -> None:
     arena = parser.parse('@arena {"event": "checkpoint", "step": 500, "path": "checkpoints/x.pt"}')
     assert arena == Checkpoint(step=500, path="checkpoints/x.pt")
     assert parser.parse("saved checkpoint step=600 path=checkpoints/x.pt") is None
+
+
+def test_no_quick_fix_when_no_step_is_visible_at_the_save() -> None:
+    source = ("import torch\n"
+              "def save_checkpoint(state, filename):\n"
+              "    torch.save(state, filename)\n"
+              "for epoch in range(90):\n"
+              "    for x in loader:\n"
+              "        model(x.cuda()).sum().backward()\n"
+              "        optimizer.step()\n"
+              "    save_checkpoint({'epoch': epoch, 'optimizer': optimizer.state_dict()}, 'c.pt')\n")
+    [finding] = only(lint_trainer(source), "AR014")
+    assert finding.edits == ()  # `step` would not exist inside save_checkpoint

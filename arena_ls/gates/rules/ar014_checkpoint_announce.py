@@ -102,7 +102,7 @@ def _fix(ctx: TrainerContext, paths: list[Path]) -> tuple[TextEdit, ...]:
         if id(site.node) in seen:
             continue
         seen.add(id(site.node))
-        edit = _announce_after(ctx, site, path)
+        edit = _announce_after(ctx, site)
         if edit is None:
             return ()
         edits.append(edit)
@@ -113,7 +113,7 @@ def _fix(ctx: TrainerContext, paths: list[Path]) -> tuple[TextEdit, ...]:
     return tuple(edits)
 
 
-def _announce_after(ctx: TrainerContext, site: CallSite, path: Path) -> TextEdit | None:
+def _announce_after(ctx: TrainerContext, site: CallSite) -> TextEdit | None:
     stmt = _statement_of(site)
     if stmt is None:
         return None
@@ -125,7 +125,9 @@ def _announce_after(ctx: TrainerContext, site: CallSite, path: Path) -> TextEdit
     end = (stmt.end_lineno or stmt.lineno) - 1
     if end != line and not source.line(end).strip():
         return None
-    step = _step_expression(ctx, site, path)
+    step = _step_expression(ctx, site)
+    if step is None:
+        return None
     saved_to = _path_expression(site)
     code = (f'{indent}print("@arena " + json.dumps({{"event": "checkpoint", '
             f'"step": int({step}), "path": str({saved_to})}}), flush=True)')
@@ -154,8 +156,12 @@ def _statement_of(site: CallSite) -> ast.stmt | None:
     return None
 
 
-def _step_expression(ctx: TrainerContext, site: CallSite, path: Path) -> str:
-    """The step the save holds: its ``"step"`` entry, a step parameter, or the loop counter."""
+def _step_expression(ctx: TrainerContext, site: CallSite) -> str | None:
+    """The step the save holds: its ``"step"`` entry, a step parameter, or the loop counter.
+
+    None when none of them is visible where the save is: the quick fix is then
+    left out rather than inserting a name that does not exist there.
+    """
     saved = argument(site.node, 0, "obj")
     found = _step_in_dict(saved, site)
     if found is not None:
@@ -165,11 +171,11 @@ def _step_expression(ctx: TrainerContext, site: CallSite, path: Path) -> str:
         if _STEP_NAME.search(name):
             return name
     loop = ctx.training.loop
-    if loop is not None:
+    if loop is not None and (loop.scope is site.scope or loop.scope.kind == "module"):
         counter = _loop_counter(loop.node)
-        if counter is not None:
+        if counter is not None and _STEP_NAME.search(counter):
             return counter
-    return "step"
+    return None
 
 
 def _step_in_dict(saved: ast.expr | None, site: CallSite) -> str | None:
