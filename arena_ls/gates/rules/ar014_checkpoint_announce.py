@@ -63,7 +63,7 @@ from arena_ls.gates.announce import announces_checkpoints
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import argument, string_value
+from arena_ls.gates.names import argument, call_name, string_value
 from arena_ls.gates.reach import Path
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 
@@ -71,6 +71,7 @@ CODE = "AR014"
 NAME = "checkpoint-announce"
 MESSAGE = "checkpoints are saved but the step saved is never announced"
 FIX_TITLE = "Announce each checkpoint with an @arena line"
+_NOT_A_PATH = frozenset({"open", "BytesIO", "NamedTemporaryFile", "TemporaryFile"})
 _STEP_NAME = re.compile(r"step|^(iter_num|iteration|it|global_iter|num_updates|updates)$",
                         re.IGNORECASE)
 
@@ -224,7 +225,10 @@ def _path_expression(site: CallSite) -> str:
         target = argument(node, 0, "path")
     else:
         target = argument(node, 1, "f") or argument(node, 1, "filename")
-    return ast.unparse(target) if target is not None else '""'
+    if target is None or any(isinstance(node, ast.Call) and call_name(node) in _NOT_A_PATH
+                             for node in ast.walk(target)):
+        return '""'  # an open file or a buffer: evaluating it again would do something
+    return ast.unparse(target)
 
 
 def _import_json(ctx: TrainerContext) -> TextEdit:
