@@ -132,3 +132,11 @@ def test_no_quick_fix_when_no_step_is_visible_at_the_save() -> None:
               "    save_checkpoint({'epoch': epoch, 'optimizer': optimizer.state_dict()}, 'c.pt')\n")
     [finding] = only(lint_trainer(source), "AR014")
     assert finding.edits == ()  # `step` would not exist inside save_checkpoint
+
+
+def test_the_quick_fix_imports_json_when_only_dumps_is_imported() -> None:
+    source = UNANNOUNCED.replace("import json\n", "from json import dumps\n")
+    [finding] = only(lint_trainer(source, fp32_only=True), "AR014")
+    fixed = apply_edits(source, finding.edits)
+    assert "\nimport json\n" in "\n" + fixed
+    assert not only(lint_trainer(fixed, fp32_only=True), "AR014")

@@ -109,9 +109,16 @@ def _fix(ctx: TrainerContext, paths: list[Path]) -> tuple[TextEdit, ...]:
         edits.append(edit)
     if not edits:
         return ()
-    if "json" not in ctx.facts.imports:
+    if not _binds_json(ctx.tree):
         edits.insert(0, _import_json(ctx))
     return tuple(edits)
+
+
+def _binds_json(tree: ast.Module) -> bool:
+    """``import json`` at the top level (``from json import dumps`` binds no ``json``)."""
+    return any(isinstance(stmt, ast.Import) and any(
+        alias.name == "json" and alias.asname in (None, "json") for alias in stmt.names)
+        for stmt in tree.body)
 
 
 def _announce_after(ctx: TrainerContext, site: CallSite) -> TextEdit | None:
