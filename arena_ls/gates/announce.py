@@ -3,8 +3,8 @@
 A checkpoint is announced by an ``@arena {"event": "checkpoint", ...}`` line,
 by a line the job's ``checkpoint.pattern`` matches, or (for a job without one)
 by a line one of the supervisor's built-in checkpoint patterns matches
-(``arena_ls.lifecycle.events.BUILTIN_CHECKPOINT_PATTERNS``: the gate and the
-runtime read the same list, so they agree). The file's string literals are
+(``arena_ls.lifecycle.checkpoint_lines.BUILTIN_CHECKPOINT_PATTERNS``: the
+gate and the runtime's event parser read the same tuple, so they agree). The file's string literals are
 rendered as the lines they would print (each ``{...}`` or ``%d`` becomes a
 number) and matched against those patterns; docstrings do not count.
 """
@@ -25,7 +25,7 @@ _SAMPLE = "123"
 
 def builtin_patterns() -> tuple[re.Pattern[str], ...]:
     """The supervisor's built-in checkpoint spellings (imported late: the runtime's module)."""
-    from arena_ls.lifecycle.events import BUILTIN_CHECKPOINT_PATTERNS
+    from arena_ls.lifecycle.checkpoint_lines import BUILTIN_CHECKPOINT_PATTERNS
 
     return BUILTIN_CHECKPOINT_PATTERNS
 

@@ -14,11 +14,10 @@ per epoch.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import Literal
-
-import attrs
 
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, Chain, LoopSite, ModuleFacts, Scope
 from arena_ls.gates.loop import is_retry_loop
@@ -45,7 +44,7 @@ _EPOCH_HOOKS = re.compile(r"^on_\w*epoch\w*$")
 _SMALL_BOUND = 10
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Cadence:
     """How often a call runs: every N steps, never, once per epoch, on errors only, or unknown."""
 
@@ -65,7 +64,7 @@ class Cadence:
         return f"every {self.steps} steps{where}"
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class _Term:
     divisor: ast.expr
     node: ast.expr

@@ -12,10 +12,9 @@ at line 1.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from typing import Literal
-
-import attrs
 
 from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
 from arena_ls.gates.names import call_name, last_identifier, receiver
@@ -30,7 +29,7 @@ _HF_ARGUMENT_CLASSES = frozenset({"SFTConfig", "DPOConfig", "GRPOConfig", "Rewar
                                   "ORPOConfig", "KTOConfig", "PPOConfig"})
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Framework:
     """A framework call that runs the training loop."""
 
@@ -58,7 +57,7 @@ class Framework:
         return None
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class TrainingLoop:
     """Where the training loop is, and where loop-level findings go."""
 

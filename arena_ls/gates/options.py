@@ -10,8 +10,7 @@ whose field or parameter names become options. Hugging Face's
 from __future__ import annotations
 
 import ast
-
-import attrs
+import dataclasses
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite, iter_statements
@@ -27,7 +26,7 @@ _DATACLASS_PACKAGES = frozenset({"transformers", "tyro", "simple_parsing", "json
 START_STEP_NAMES = frozenset({"start_step", "resume_step"})
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Insertion:
     """Where a new ``add_argument`` line goes, and how it is spelled."""
 

@@ -10,9 +10,8 @@ each entry found carries the conditions it is set under, for the message.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator
-
-import attrs
 
 from arena_ls.gates.facts import ModuleFacts, Scope, iter_statements
 from arena_ls.gates.names import dotted, receiver, string_value
@@ -20,7 +19,7 @@ from arena_ls.gates.names import dotted, receiver, string_value
 _MAX_DEPTH = 6
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Entry:
     """``key`` set to ``value`` at ``node``, under ``conditions`` (source text of ``if`` tests)."""
 

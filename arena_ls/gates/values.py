@@ -14,10 +14,9 @@ it could not resolve and why.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 from collections.abc import Callable
-
-import attrs
 
 from arena_ls.gates.facts import Assignment, ClassInfo, ModuleFacts, Scope
 from arena_ls.gates.names import call_name, keyword, last_identifier, string_value
@@ -25,7 +24,7 @@ from arena_ls.gates.names import call_name, keyword, last_identifier, string_val
 _MAX_DEPTH = 12
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class ArgOption:
     """One ``add_argument`` call with option strings (positionals are left out)."""
 
@@ -36,7 +35,7 @@ class ArgOption:
     action: str | None
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Value:
     """A resolved value; ``known`` is False when the analysis cannot tell.
 
@@ -276,7 +275,7 @@ class Resolver:
     def _from_assignment(self, assignment: Assignment) -> Value:
         value = self.resolve(assignment.value, assignment.scope, assignment.stmt.lineno)
         where = f"{assignment.target} at line {assignment.stmt.lineno}"
-        return _with_origin(value, where) if value.known else attrs.evolve(value, origin=where)
+        return _with_origin(value, where) if value.known else dataclasses.replace(value, origin=where)
 
     # attributes and items -------------------------------------------------------
 
@@ -329,7 +328,7 @@ class Resolver:
             implied = {"store_true": False, "store_false": True}.get(option.action or "")
             return Value(known=True, value=implied, origin=origin, node=None)
         value = self.resolve(default, self.facts.module)
-        return attrs.evolve(value, origin=origin)
+        return dataclasses.replace(value, origin=origin)
 
     def _subscript(self, expr: ast.expr, scope: Scope, line: int) -> Value:
         assert isinstance(expr, ast.Subscript)
@@ -384,7 +383,7 @@ class Resolver:
             number = inner.as_int()
             if inner.known and inner.value is None:
                 return inner
-            return attrs.evolve(inner, value=number, known=number is not None)
+            return dataclasses.replace(inner, value=number, known=number is not None)
         if name == "cpu_count":
             return Value(known=False, origin="os.cpu_count()", positive=True)
         if name in ("min", "max") and expr.args and not expr.keywords:
@@ -468,7 +467,7 @@ def _annotation(function: Scope, name: str) -> str:
 
 
 def _with_origin(value: Value, origin: str) -> Value:
-    return attrs.evolve(value, origin=value.origin or origin)
+    return dataclasses.replace(value, origin=value.origin or origin)
 
 
 def _describe(expr: ast.expr) -> str:

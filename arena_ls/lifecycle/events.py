@@ -25,37 +25,12 @@ from collections.abc import Iterator
 
 import attrs
 
+from arena_ls.lifecycle.checkpoint_lines import (
+    BUILTIN_CHECKPOINT_PATTERNS as BUILTIN_CHECKPOINT_PATTERNS,  # re-exported
+)
+
 ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
-
-BUILTIN_CHECKPOINT_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # "saved checkpoint step=500 path=checkpoints/x.pt" (the step first, then path=)
-    re.compile(
-        r"\bsav(?:ed|ing)\s+(?:the\s+|a\s+)?(?:model\s+)?checkpoint\b[^\n]*?"
-        r"\bstep\s*[:=#]?\s*(?P<step>\d+)[^\n]*?\bpath\s*[:=]\s*(?P<path>\S+)",
-        re.IGNORECASE,
-    ),
-    # "saved checkpoint to out/ckpt.pt at step 200", "Saving checkpoint ... (step=200)"
-    re.compile(
-        r"\bsav(?:ed|ing)\s+(?:the\s+|a\s+)?(?:model\s+)?checkpoint\b"
-        r"(?:\s+(?:to|at|in|as)\s+(?P<path>[^\s,;()]+))?[^\n]*?"
-        r"\bstep\s*[:=#]?\s*(?P<step>\d+)",
-        re.IGNORECASE,
-    ),
-    # "checkpoint saved: step=200 path=ckpt.pt", "Checkpoint written at step 200"
-    re.compile(
-        r"\bcheckpoint\s+(?:saved|written|stored)\b[^\n]*?\bstep\s*[:=#]?\s*(?P<step>\d+)",
-        re.IGNORECASE,
-    ),
-    # Hugging Face: "Saving model checkpoint to out/checkpoint-200"
-    re.compile(r"\bsaving\s+model\s+checkpoint\s+to\s+(?P<path>\S*?checkpoint-(?P<step>\d+)\S*)",
-               re.IGNORECASE),
-)
-"""Plain checkpoint lines recognised when the job has no ``checkpoint.pattern``.
-
-Each has a ``step`` group (and may have a ``path`` group). Kept here, beside
-the parser that uses them, and read by the trainer gate AR014.
-"""
 
 _DEFAULT_PROGRESS = [
     re.compile(
