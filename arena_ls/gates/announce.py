@@ -12,6 +12,7 @@ number) and matched against those patterns; docstrings do not count.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Iterator, Sequence
 
@@ -84,12 +85,15 @@ def _printed_texts(facts: ModuleFacts, lines: set[int] | None = None) -> Iterato
     ``lines``, only calls and assignments that span one of them are read.
     """
 
+    ordered = sorted(lines) if lines is not None else []
+
     def spans(node: ast.AST) -> bool:
         if lines is None:
             return True
         start = getattr(node, "lineno", 0)
         end = getattr(node, "end_lineno", None) or start
-        return any(line in lines for line in range(start, end + 1))
+        index = bisect.bisect_left(ordered, start)
+        return index < len(ordered) and ordered[index] <= end
 
     for site in facts.calls:
         call = site.node

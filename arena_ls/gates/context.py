@@ -129,8 +129,11 @@ def mentions_in_code(source: SourceText, facts: ModuleFacts, pattern: re.Pattern
 
 
 def _docstring_lines(facts: ModuleFacts) -> set[int]:
-    """1-based lines of the module's, classes' and functions' docstrings."""
+    """1-based lines of the module's, classes' and functions' docstrings (cached in the facts)."""
+    if facts.docstring_lines is not None:
+        return facts.docstring_lines
     lines: set[int] = set()
+    facts.docstring_lines = lines
     for scope in facts.scopes:
         body = getattr(scope.node, "body", [])
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and (

@@ -142,6 +142,8 @@ class ModuleFacts:
     loop_index: dict[int, LoopSite] = dataclasses.field(default_factory=dict)
     site_index: dict[int, CallSite] = dataclasses.field(default_factory=dict)
     assignment_index: dict[str, list[Assignment]] = dataclasses.field(default_factory=dict)
+    docstring_lines: set[int] | None = None
+    """1-based lines of docstrings (computed on first use by ``context``)."""
 
     def loop_site(self, node: ast.AST) -> LoopSite | None:
         return self.loop_index.get(id(node))
