@@ -4,9 +4,10 @@ A checkpoint is announced by an ``@arena {"event": "checkpoint", ...}`` line,
 by a line the job's ``checkpoint.pattern`` matches, or (for a job without one)
 by a line one of the supervisor's built-in checkpoint patterns matches
 (``arena_ls.lifecycle.checkpoint_lines.BUILTIN_CHECKPOINT_PATTERNS``: the
-gate and the runtime's event parser read the same tuple, so they agree). The file's string literals are
-rendered as the lines they would print (each ``{...}`` or ``%d`` becomes a
-number) and matched against those patterns; docstrings do not count.
+gate and the runtime's event parser read the same tuple, so they agree). The
+strings the file passes to calls or assigns are rendered as the lines they
+would print (each ``{...}`` or ``%d`` becomes a number) and matched against
+those patterns; docstrings and comments do not count.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ _SAMPLE = "123"
 
 
 def builtin_patterns() -> tuple[re.Pattern[str], ...]:
-    """The supervisor's built-in checkpoint spellings (imported late: the runtime's module)."""
+    """The supervisor's built-in checkpoint spellings (imported when a file needs them)."""
     from arena_ls.lifecycle.checkpoint_lines import BUILTIN_CHECKPOINT_PATTERNS
 
     return BUILTIN_CHECKPOINT_PATTERNS
