@@ -12,6 +12,13 @@ parses and analyses (the AST holds no cycles), so the baseline is given both
 as a plain ``ast.parse`` and with the collector paused; ``analysis_ms`` is
 what the rules add on top of the paused parse. ``cpu_ratio`` compares process
 CPU time instead of wall time, which a busy shared machine disturbs less.
+
+``check_empty_ms`` is the start-up of ``arena check`` itself: the ``arena``
+entry point (``python -m arena_ls.client.entry check empty.py``) run on an
+empty file in a fresh interpreter, with bytecode already compiled (as after
+any install), median of several runs; ``python_startup_ms`` is a bare
+``python -c pass`` measured the same way, and ``check_empty_cpu_ms`` the
+child's CPU time (user + system), which a busy machine disturbs less.
 """
 
 from __future__ import annotations
@@ -19,8 +26,12 @@ from __future__ import annotations
 import argparse
 import ast
 import gc
+import os
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +43,8 @@ from arena_ls.gates import lint_trainer
 TARGET_LINES = 10_000
 TARGET_RATIO = 3.0
 TARGET_MS = 100.0
+TARGET_CHECK_EMPTY_MS = 100.0
+_REPO = Path(__file__).resolve().parents[1]
 
 _HEADER = '''\
 """A generated trainer for the lint benchmark."""
@@ -277,6 +290,42 @@ def run(quick: bool = False) -> dict[str, float | int | bool]:
         "analysis_ms": round(lint_ms - parse_no_gc_ms, 2),
         "meets_ratio": ratio <= TARGET_RATIO,
         "meets_100ms": lint_ms < TARGET_MS,
+        **check_startup(3 if quick else 9),
+    }
+
+
+def _child_ms(argv: list[str], cwd: str, repeats: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU milliseconds of ``repeats`` runs of a child process (after one warm-up)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(_REPO)
+    subprocess.run(argv, cwd=cwd, env=env, capture_output=True, check=False)  # compiles .pyc
+    walls: list[float] = []
+    cpus: list[float] = []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=cwd, env=env, capture_output=True, check=False)
+        walls.append((time.perf_counter() - start) * 1000)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
+    return walls, cpus
+
+
+def check_startup(repeats: int) -> dict[str, float | bool]:
+    """``arena check empty.py`` in a fresh interpreter, next to a bare interpreter start."""
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, "empty.py").write_text("")
+        check, check_cpu = _child_ms(
+            [sys.executable, "-m", "arena_ls.client.entry", "check", "empty.py"], folder, repeats)
+        bare, bare_cpu = _child_ms([sys.executable, "-c", "pass"], folder, repeats)
+    check_ms = statistics.median(check)
+    return {
+        "check_empty_ms": round(check_ms, 1),
+        "check_empty_best_ms": round(min(check), 1),
+        "check_empty_cpu_ms": round(statistics.median(check_cpu), 1),
+        "python_startup_ms": round(statistics.median(bare), 1),
+        "python_startup_cpu_ms": round(statistics.median(bare_cpu), 1),
+        "meets_check_empty_100ms": check_ms < TARGET_CHECK_EMPTY_MS,
     }
 
 

@@ -2,7 +2,9 @@
 
 ``bench_lint.run`` measures ``lint_trainer`` on a generated 10,000-line
 trainer against ``ast.parse`` of it and returns medians of its own repeats;
-it is called several times here so that its ratio has a spread too. Each
+it is called several times here so that its ratio has a spread too. It also
+reports the start-up of ``arena check`` on an empty file (``check_empty_ms``,
+target under 100 ms) next to a bare interpreter start. Each
 call runs in a fresh interpreter: in this process, which has imported
 pygls and lsprotocol and holds every earlier result, the garbage collector
 runs over a far larger heap during ``ast.parse``, and the baseline would be
@@ -25,6 +27,8 @@ FIGURES = {
     "analysis_ms": "ms",
     "ratio_vs_parse_no_gc": "x",
     "cpu_ratio": "x",
+    "check_empty_cpu_ms": "ms",
+    "python_startup_ms": "ms",
 }
 
 
@@ -34,6 +38,8 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
     for _ in range(repeats):
         figures = _run_in_fresh_interpreter(quick)
         section.figure("lint/ast_parse", "x", "<= 3").add(float(figures["ratio"]))
+        if "check_empty_ms" in figures:  # `arena check` on an empty file: its start-up
+            section.figure("check_empty_ms", "ms", "< 100").add(float(figures["check_empty_ms"]))
         for key, unit in FIGURES.items():
             if key in figures:
                 section.figure(key, unit).add(float(figures[key]))

@@ -14,17 +14,17 @@ per epoch.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import Literal
 
-import attrs
-
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, Chain, LoopSite, ModuleFacts, Scope
+from arena_ls.gates.loop import is_retry_loop
 from arena_ls.gates.names import dotted
 from arena_ls.gates.reach import CallGraph, Path, Root
 from arena_ls.gates.sites import is_backward, is_optimizer_step
-from arena_ls.gates.values import Resolver
+from arena_ls.gates.values import Resolver, Value
 
 CadenceKind = Literal["every", "never", "unknown", "epoch", "handler"]
 
@@ -44,7 +44,7 @@ _EPOCH_HOOKS = re.compile(r"^on_\w*epoch\w*$")
 _SMALL_BOUND = 10
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Cadence:
     """How often a call runs: every N steps, never, once per epoch, on errors only, or unknown."""
 
@@ -54,6 +54,8 @@ class Cadence:
     origin: str = ""
     """Where N came from (empty for a literal); for "never", the whole explanation."""
     reason: str = ""
+    on_stop: bool = False
+    """The call runs only when the trainer is asked to stop (a stop-file poll, a stop flag)."""
 
     @property
     def every(self) -> str:
@@ -62,7 +64,7 @@ class Cadence:
         return f"every {self.steps} steps{where}"
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class _Term:
     divisor: ast.expr
     node: ast.expr
@@ -87,13 +89,17 @@ class CadenceAnalyzer:
             outer = root.node if index == 0 else site.scope.node
             for test in _early_exit_tests(outer, chain, site.node.lineno):
                 terms.extend(_Term(divisor, expr, site.scope)
-                             for divisor, expr in _modulo_terms(test, positive=False))
+                             for divisor, expr in _modulo_terms(test, positive=False)
+                             if not _is_rank_modulo(expr))
             for node, field in chain:
                 if isinstance(node, ast.ExceptHandler) and field == "body":
                     return Cadence(kind="handler", node=where)
                 if not isinstance(node, ast.If) or field not in ("body", "orelse"):
                     continue
-                found = list(_modulo_terms(node.test, positive=field == "body"))
+                # rank guards (``rank % ngpus == 0``) say which process saves, not how often
+                found = [(divisor, expr) for divisor, expr in
+                         _modulo_terms(node.test, positive=field == "body")
+                         if not _is_rank_modulo(expr)]
                 # a test with a modulo term is the cadence guard (its ``or last_step`` is fine)
                 terms.extend(_Term(divisor, expr, site.scope) for divisor, expr in found)
                 if not found and not self._is_neutral(node.test, site.scope):
@@ -101,7 +107,8 @@ class CadenceAnalyzer:
         epoch_level = self._epoch_level(root, path)
         if dynamic:
             return Cadence(kind="unknown", node=dynamic[0],
-                           reason=f"it runs only when `{_text(dynamic[0])}`")
+                           reason=f"it runs only when `{_text(dynamic[0])}`",
+                           on_stop=any(_is_stop_check(test) for test in dynamic))
         if terms:
             return self._from_terms(terms, epoch_level)
         if epoch_level:
@@ -113,7 +120,7 @@ class CadenceAnalyzer:
 
     def _from_terms(self, terms: list[_Term], epoch_level: bool) -> Cadence:
         resolved: list[tuple[int, _Term, str]] = []
-        unresolved: list[_Term] = []
+        unresolved: list[tuple[_Term, Value]] = []
         for term in terms:
             value = self.resolver.resolve(term.divisor, term.scope)
             number = value.as_int()
@@ -126,16 +133,18 @@ class CadenceAnalyzer:
                 return Cadence(kind="never", node=term.node,
                                origin=f"{subject}{where} is {shown}, so it never runs")
             if number is None:
-                unresolved.append(term)
+                unresolved.append((term, value))
             else:
                 resolved.append((number, term, origin))
         if resolved:
             steps, term, origin = max(resolved, key=lambda item: item[0])
             kind: CadenceKind = "epoch" if epoch_level else "every"
             return Cadence(kind=kind, node=term.node, steps=steps, origin=origin)
-        term = unresolved[0]
+        term, value = unresolved[0]
+        text = _text(term.divisor)
+        why = f" ({value.origin})" if value.origin and value.origin != text else ""
         return Cadence(kind="unknown", node=term.node,
-                       reason=f"the value of `{_text(term.divisor)}` cannot be resolved")
+                       reason=f"the value of `{text}` cannot be resolved{why}")
 
     # levels ----------------------------------------------------------------------
 
@@ -145,13 +154,15 @@ class CadenceAnalyzer:
             return bool(_EPOCH_HOOKS.match(root.name))
         innermost: LoopSite = root
         for node, field in path.links():
-            if isinstance(node, LOOP_TYPES) and field in ("body", "test"):
+            if isinstance(node, LOOP_TYPES) and field in ("body", "test") and (
+                    not is_retry_loop(node)):
                 inner = self.facts.loop_site(node)
                 if inner is not None:
                     innermost = inner
         on_path = {id(node) for node, _field in path.links()}
         return any(
-            id(loop.node) not in on_path and self._is_stepping(loop)
+            id(loop.node) not in on_path and not is_retry_loop(loop.node)
+            and self._is_stepping(loop)
             for loop in self.graph.nested_loops(innermost)
         )
 
@@ -191,9 +202,26 @@ class CadenceAnalyzer:
         if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and (
                 test.func.id in ("isinstance", "hasattr", "callable")):
             return True
-        if self._after_warmup(test, scope):
+        if self._after_warmup(test, scope) or self._set_once_check(test, scope):
             return True
         return all(self._is_config(node, scope) for node in _operands(test))
+
+    def _set_once_check(self, test: ast.expr, scope: Scope) -> bool:
+        """``saver is not None`` (or ``is None``) on a name assigned at most once: loop-invariant."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+            return False
+        left, right = test.left, test.comparators[0]
+        if not (isinstance(right, ast.Constant) and right.value is None):
+            return False
+        if isinstance(left, ast.Attribute):
+            names = dotted(left).split(".")
+            return bool(names[0]) and len(self.facts.attr_assigns.get(left.attr, [])) <= 1
+        if not isinstance(left, ast.Name):
+            return False
+        if left.id in scope.params():
+            return True  # a parameter does not change inside the function's loop
+        return len(self.facts.all_assignments(left.id)) <= 1
 
     def _always_true(self, expr: ast.expr, scope: Scope) -> bool:
         value = self.resolver.resolve(expr, scope)
@@ -294,6 +322,31 @@ def _is_counter_modulo(expr: ast.expr) -> bool:
     """``step % N`` on a counter; not ``"%d" % step`` string formatting."""
     return (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod)
             and not isinstance(expr.left, (ast.Constant, ast.JoinedStr)))
+
+
+_STOP = re.compile(r"stop|ARENA_STOP_FILE|interrupt|terminat|preempt", re.IGNORECASE)
+
+
+def _is_stop_check(test: ast.expr) -> bool:
+    """``os.path.exists(stop_file)``, ``if stop:``, ``if should_stop()``: the stop path."""
+    return bool(_STOP.search(ast.unparse(test)))
+
+
+_RANK_NAME = re.compile(r"rank|process_index|local_process|gpu_id|device_id|worker_id",
+                        re.IGNORECASE)
+
+
+def _is_rank_modulo(test: ast.expr) -> bool:
+    """``rank % ngpus_per_node == 0``: which process runs it, not how often."""
+    modulo = test
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        modulo = test.left if isinstance(test.left, ast.BinOp) else test.comparators[0]
+    if not (isinstance(modulo, ast.BinOp) and isinstance(modulo.op, ast.Mod)):
+        return False
+    left = modulo.left
+    name = left.id if isinstance(left, ast.Name) else (
+        left.attr if isinstance(left, ast.Attribute) else "")
+    return bool(name) and bool(_RANK_NAME.search(name))
 
 
 def _operands(test: ast.expr) -> Iterator[ast.expr]:

@@ -1,8 +1,9 @@
 """``arena check [PATH...] [--format text|json] [--fp32-only]``: the gates in a terminal.
 
 Lints the given ``.py`` files (a folder stands for the ``.py`` files under
-it) and prints ruff-style ``path:line:col: CODE message`` lines (1-based), or
-a JSON array with ``--format json``. Manifests (``.json``) are the
+it) and prints ``path:line:col: severity CODE message`` lines (1-based) and a
+summary line (``2 errors, 1 warning in 1 file``, or ``all clean: 3 files``),
+or a JSON array with ``--format json``. Manifests (``.json``) are the
 manifest linter's: when the caller passes ``manifest_linter`` it lints them
 and names their job scripts, which are then linted too; with no PATH it is
 given ``training/manifest.json``. Exit status: 1 when any finding is an
@@ -44,13 +45,16 @@ def main_check(argv: list[str], *, stdout: TextIO,
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-        results = _collect(args.paths, manifest_linter, fp32_only=True if args.fp32_only else None)
+        results, checked = _collect(args.paths, manifest_linter,
+                                    fp32_only=True if args.fp32_only else None)
     except UsageError as error:
         print(f"arena check: {error}", file=sys.stderr)
         return 2
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0
     _write(results, args.format, stdout)
+    if args.format == "text":
+        stdout.write(summary(results, checked) + "\n")
     return 1 if any(finding.severity == "error" for _path, finding in results) else 0
 
 
@@ -65,14 +69,34 @@ def _parser() -> _Parser:
     return parser
 
 
+def summary(results: list[tuple[Path, Finding]], checked: int) -> str:
+    """``2 errors, 1 warning in 1 file`` (the files with findings), or ``all clean: 3 files``."""
+    if not results:
+        return f"all clean: {_plural(checked, 'file')}"
+    counts = {"error": 0, "warning": 0, "information": 0}
+    for _path, finding in results:
+        counts[finding.severity] = counts.get(finding.severity, 0) + 1
+    parts = [_plural(counts["error"], "error"), _plural(counts["warning"], "warning")]
+    if counts["information"]:
+        parts.append(f"{counts['information']} information")
+    files = len({path.resolve() for path, _finding in results})
+    return f"{', '.join(parts)} in {_plural(files, 'file')}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _collect(paths: list[str], manifest_linter: ManifestLinter | None,
-             *, fp32_only: bool | None) -> list[tuple[Path, Finding]]:
+             *, fp32_only: bool | None) -> tuple[list[tuple[Path, Finding]], int]:
+    """The findings, and how many files were read (manifests and scripts)."""
     if not paths:
         if manifest_linter is None:
             raise UsageError("give at least one PATH")
         paths = [str(DEFAULT_MANIFEST)]
     results: list[tuple[Path, Finding]] = []
     scripts: list[Path] = []
+    manifests = 0
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -85,13 +109,15 @@ def _collect(paths: list[str], manifest_linter: ManifestLinter | None,
                       file=sys.stderr)
                 continue
             manifest_findings, named = manifest_linter(path)
+            manifests += 1
             results.extend(manifest_findings)
             scripts.extend(named)
         else:
             scripts.append(path)
-    for script in _unique(scripts):
+    unique = _unique(scripts)
+    for script in unique:
         results.extend((script, finding) for finding in _lint_file(script, fp32_only))
-    return results
+    return results, manifests + len(unique)
 
 
 def _python_files(folder: Path) -> list[Path]:
@@ -139,5 +165,5 @@ def _write(results: list[tuple[Path, Finding]], fmt: str, stdout: TextIO) -> Non
         stdout.write(json.dumps(items, indent=2) + "\n")
         return
     for path, finding in results:
-        stdout.write(f"{path}:{finding.line + 1}:{finding.col + 1}: {finding.code} "
-                     f"{finding.message}\n")
+        stdout.write(f"{path}:{finding.line + 1}:{finding.col + 1}: {finding.severity} "
+                     f"{finding.code} {finding.message}\n")

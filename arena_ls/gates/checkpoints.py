@@ -12,9 +12,8 @@ same-file function that returns the dict.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
-
-import attrs
 
 from arena_ls.gates.facts import CallSite, ModuleFacts, Scope
 from arena_ls.gates.names import argument, dotted, is_true, keyword, last_identifier, receiver
@@ -35,7 +34,7 @@ _MODULE_NAME = re.compile(r"model|net|module|encoder|decoder|transformer|gpt|llm
 _MAX_DEPTH = 6
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Contents:
     """What one saved object holds, as far as the file shows."""
 
@@ -57,7 +56,7 @@ class Contents:
         )
 
 
-@attrs.define
+@dataclasses.dataclass(slots=True)
 class _Keys:
     optimizer: bool = False
     step: bool = False
@@ -125,7 +124,7 @@ class SaveAnalyzer:
             return Contents(known=False, node=site.node)
         contents = self._object(saved, site.scope, path, len(path.sites) - 1, 0)
         if contents.whole_module or not isinstance(contents.node, ast.Dict | ast.Call):
-            return attrs.evolve(contents, node=site.node)  # report at the save itself
+            return dataclasses.replace(contents, node=site.node)  # report at the save itself
         return contents
 
     # saved objects ---------------------------------------------------------------
@@ -171,7 +170,7 @@ class SaveAnalyzer:
                 return self._object(returned[-1], function, path, index, depth + 1)
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cpu", "cuda"):
             inner = self._object(expr.func.value, scope, path, index, depth + 1)
-            return attrs.evolve(inner, node=expr)
+            return dataclasses.replace(inner, node=expr)
         if _MODULE_NAME.search(last_identifier(expr.func)) or (
                 isinstance(expr.func, ast.Name) and expr.func.id in self.facts.classes):
             return Contents(known=True, node=expr, whole_module=True)

@@ -11,19 +11,26 @@ from arena_ls.gates.checkpoints import SaveAnalyzer
 from arena_ls.gates.facts import CallSite, ModuleFacts, collect_facts
 from arena_ls.gates.loop import TrainingLoop, find_training_loop
 from arena_ls.gates.reach import CallGraph, Path, Predicate, Root
-from arena_ls.gates.source import SourceText, Span
+from arena_ls.gates.source import SourceText, Span, comment_start
 from arena_ls.gates.values import Resolver
 
 _HOOK = re.compile(r"^(training_step|on_\w+)$")
+_CUDA_MENTION = re.compile(r"cuda|gpu|nccl|device_map", re.IGNORECASE)
+_CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map")
+_GPU_CHOOSING_PACKAGES = frozenset({"lightning", "pytorch_lightning", "transformers", "trl",
+                                    "accelerate", "deepspeed", "composer", "ignite"})
 
 
 class TrainerContext:
     """A parsed trainer and the analyses the rules share."""
 
-    def __init__(self, source: SourceText, tree: ast.Module, *, fp32_only: bool | None) -> None:
+    def __init__(self, source: SourceText, tree: ast.Module, *, fp32_only: bool | None,
+                 checkpoint_patterns: tuple[str, ...] = ()) -> None:
         self.source = source
         self.tree = tree
         self.fp32_only = fp32_only
+        self.checkpoint_patterns = checkpoint_patterns
+        """The ``checkpoint.pattern`` of the jobs that run this trainer (AR014)."""
         self.facts: ModuleFacts = collect_facts(tree)
         self.graph = CallGraph(self.facts)
         self.resolver = Resolver(self.facts)
@@ -31,6 +38,23 @@ class TrainerContext:
     @cached_property
     def training(self) -> TrainingLoop:
         return find_training_loop(self.facts, self.graph, self.source)
+
+    @cached_property
+    def cuda_free(self) -> bool:
+        """The trainer never uses CUDA: AR001-AR003 and AR011 do not apply to it.
+
+        That is a file with a training loop that imports torch and never mentions CUDA (no ``cuda``
+        device or string, no ``.cuda()``, no ``torch.cuda``, no ``gpu`` device),
+        and hands no device choice to a library that picks the GPU itself
+        (Lightning, Hugging Face, Accelerate, DeepSpeed). A snippet without
+        imports is not judged CUDA-free: nothing shows where it runs.
+        """
+        imports = self.facts.imports
+        if "torch" not in imports or imports & _GPU_CHOOSING_PACKAGES:
+            return False
+        if self.training.kind != "loop":
+            return False  # no training loop here: nothing to exempt
+        return not mentions_in_code(self.source, self.facts, _CUDA_MENTION, _CUDA_LITERALS)
 
     @cached_property
     def saves(self) -> SaveAnalyzer:
@@ -68,6 +92,54 @@ class TrainerContext:
     def first_call(self, predicate: Predicate) -> CallSite | None:
         matches = [site for site in self.facts.calls if predicate(site)]
         return min(matches, key=_position) if matches else None
+
+
+def mentions_in_code(source: SourceText, facts: ModuleFacts, pattern: re.Pattern[str],
+                     literals: tuple[str, ...], skip_lines: range = range(0)) -> bool:
+    """Whether ``pattern`` occurs in the code: not in a comment, not in a docstring.
+
+    ``literals`` are lowercase strings every match contains: they are found
+    with ``str.find`` over the lowercased text, and only their lines are
+    matched against ``pattern`` (a regex scan of a big file costs more than
+    the rest of a rule). No walk over the tree. Matches on ``skip_lines``
+    (1-based) do not count.
+    """
+    text = source.text
+    lowered = text.lower()
+    positions: list[int] = []
+    for literal in literals:
+        at = lowered.find(literal)
+        while at >= 0:
+            positions.append(at)
+            at = lowered.find(literal, at + 1)
+    if not positions:
+        return False
+    docstring_lines = _docstring_lines(facts)
+    counted_to, line = 0, 1
+    for position in sorted(positions):
+        line += text.count("\n", counted_to, position)
+        counted_to = position
+        if line in docstring_lines or line in skip_lines:
+            continue
+        code = source.line(line - 1)
+        cut = comment_start(code) if "#" in code else -1
+        if pattern.search(code if cut < 0 else code[:cut]):
+            return True
+    return False
+
+
+def _docstring_lines(facts: ModuleFacts) -> set[int]:
+    """1-based lines of the module's, classes' and functions' docstrings (cached in the facts)."""
+    if facts.docstring_lines is not None:
+        return facts.docstring_lines
+    lines: set[int] = set()
+    facts.docstring_lines = lines
+    for scope in facts.scopes:
+        body = getattr(scope.node, "body", [])
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and (
+                isinstance(body[0].value.value, str)):
+            lines.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    return lines
 
 
 def _position(site: CallSite) -> tuple[int, int]:

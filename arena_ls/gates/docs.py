@@ -24,11 +24,57 @@ arena-ls reads every trainer script a job names (and any `train.py`) and
 reports these diagnostics with `source: "arena"`. A trainer with an
 error-severity finding cannot be started. Silence a finding on its line with
 `# arena: ignore[AR010]` (a comma list is allowed), or in the whole file with
-`# arena: ignore-file[AR011]` anywhere in it. From a terminal:
-`arena check train.py [--format json] [--fp32-only]`.
+`# arena: ignore-file[AR011]` anywhere in it. From a terminal,
+`arena check [PATH...] [--format json] [--fp32-only]` prints one
+`path:line:col: severity CODE message` line per finding and a summary
+(`2 errors, 1 warning in 1 file`, or `all clean: 3 files`); with no PATH it
+checks what the editor checks: the manifest's job scripts and every
+`train.py` in the workspace. It exits 1 when a finding is an error.
 
 | code | name | default severity | fires when |
 | --- | --- | --- | --- |
+"""
+
+
+_READING = """
+## How the gates read a trainer
+
+- **The training loop** is the outermost loop that reaches `.backward()`,
+  directly or through same-file functions: the loop over steps or epochs,
+  not a gradient-accumulation micro-step loop inside it.
+- **Retry loops are not step loops.** A loop whose body is a `try` that
+  leaves the loop with `break` on success (at the end of the `try`, in its
+  `else`, or right after it), or a bounded `for attempt in range(3)` around
+  a `try`, runs one step again; it does not count steps. Cadences, saves and
+  evaluations are read in the loop that counts steps, so the inline retry
+  that AR001 asks for never turns `if step % 50 == 0` into "once per epoch".
+  A loop beside the step loop (an epoch loop's body after the step loop)
+  runs once per epoch.
+- **Guards are classified before cadences.** `step % N == 0` (also
+  `(step + 1) % N`, `not step % N`, inside `and`/`or`, or as an early
+  `continue`) is a cadence of N steps. Guards that say which process runs
+  the code or whether it is set up hold for the whole run and are set
+  aside: rank and world-size checks (`rank % ngpus_per_node == 0`,
+  `is_main_process`, `local_rank in (-1, 0)`), `is not None` on a name that
+  is assigned once (`saver is not None`), `hasattr`/`isinstance`, config
+  flags and warm-up bounds (`step > 0`). A save made only when the trainer
+  is asked to stop (a stop-file poll, a stop flag) is not a cadence. Any
+  other condition (`val_loss < best`) makes the cadence unknown, and the
+  message says which condition.
+- **Values** for N and `num_workers` are followed through literals, module
+  constants, argparse defaults (and `set_defaults`), config attributes,
+  function parameters (what the same-file callers pass, else the default),
+  dataclass and attrs config objects (the constructor's keyword, else the
+  field's default), and `**kwargs` dicts built over several lines. A default
+  of 0 or None means "never". A value that still cannot be resolved is
+  named in the message, with the reason.
+- **Framework defaults** count as written: Lightning saves once per epoch
+  unless a `ModelCheckpoint` sets `every_n_train_steps`; Hugging Face's
+  Trainer saves every `save_steps` (500 by default) unless `save_strategy`
+  says otherwise; Accelerate's `save_state` is a save like `torch.save`.
+- **A trainer that never uses CUDA** (it imports torch and mentions no
+  `cuda` device, `.cuda()`, `torch.cuda` or GPU in its code) is exempt from
+  AR001-AR003 and AR011; AR002 says so once, as information.
 """
 
 
@@ -38,6 +84,7 @@ def render() -> str:
     for rule in RULES.values():
         parts.append(f"| [{rule.code}](#{rule.code.lower()}) | {rule.name} | {rule.severity} "
                      f"| {_table_text(rule)} |\n")
+    parts.append(_READING)
     for rule in RULES.values():
         parts.append("\n" + _section(rule))
     parts.append(_manifest_rules())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import logging
 import warnings
 
 from arena_ls.gates.context import TrainerContext
@@ -20,27 +19,35 @@ from arena_ls.gates.rules.base import Rule, Violation
 from arena_ls.gates.source import SourceText, decode_source
 from arena_ls.gates.suppression import parse_suppressions
 
-log = logging.getLogger(__name__)
+
+def _log_exception(message: str, *args: object) -> None:
+    """Log the current exception (``logging`` is imported only then: ``arena check`` starts faster)."""
+    import logging
+
+    logging.getLogger(__name__).exception(message, *args)
 
 
-def lint_trainer(source: str | bytes, *, fp32_only: bool | None = None) -> list[Finding]:
+def lint_trainer(source: str | bytes, *, fp32_only: bool | None = None,
+                 checkpoint_patterns: tuple[str, ...] = ()) -> list[Finding]:
     """Every gate finding for one trainer script, sorted by position.
 
     ``fp32_only`` is the device profile: True turns AR011 on, None (unknown)
-    and False leave it off.
+    and False leave it off. ``checkpoint_patterns`` are the ``checkpoint.pattern``
+    of the jobs that run the script: a line they match announces a checkpoint (AR014).
     """
     text = SourceText(decode_source(source))
     paused = gc.isenabled()
     if paused:
         gc.disable()  # a big file builds ~100k AST objects that cannot form cycles
     try:
-        return _lint(text, fp32_only)
+        return _lint(text, fp32_only, checkpoint_patterns)
     finally:
         if paused:
             gc.enable()
 
 
-def _lint(text: SourceText, fp32_only: bool | None) -> list[Finding]:
+def _lint(text: SourceText, fp32_only: bool | None,
+          checkpoint_patterns: tuple[str, ...]) -> list[Finding]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -49,9 +56,10 @@ def _lint(text: SourceText, fp32_only: bool | None) -> list[Finding]:
         return [syntax_error_finding(text, error)]
     suppressions = parse_suppressions(text)
     try:
-        ctx = TrainerContext(text, tree, fp32_only=fp32_only)
+        ctx = TrainerContext(text, tree, fp32_only=fp32_only,
+                             checkpoint_patterns=checkpoint_patterns)
     except Exception:  # a bug must not take the server down; the log says what happened
-        log.exception("could not analyse the trainer; no gate findings for it")
+        _log_exception("could not analyse the trainer; no gate findings for it")
         return []
     findings: list[Finding] = []
     for rule in RULES.values():
@@ -60,7 +68,7 @@ def _lint(text: SourceText, fp32_only: bool | None) -> list[Finding]:
         try:
             violations = list(rule.check(ctx))
         except Exception:
-            log.exception("rule %s failed; skipping it for this file", rule.code)
+            _log_exception("rule %s failed; skipping it for this file", rule.code)
             continue
         findings.extend(_finding(rule, violation) for violation in violations)
     kept = [finding for finding in findings if not suppressions.silences(finding)]

@@ -10,10 +10,9 @@ everything else is answered later from these records or from small subtrees.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Literal, cast
-
-import attrs
 
 from arena_ls.gates.names import call_name
 
@@ -30,7 +29,7 @@ _DTYPE_ATTRS = frozenset({"bfloat16", "float16", "half"})
 _SKIP = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
 
 
-@attrs.define(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class CallSite:
     """A call expression, the scope it runs in, and the statements around it."""
 
@@ -40,23 +39,23 @@ class CallSite:
     chain: Chain
 
 
-@attrs.define(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class LoopSite:
     node: LoopNode
     scope: Scope
     chain: Chain
-    calls: list[CallSite] = attrs.field(factory=list)
+    calls: list[CallSite] = dataclasses.field(default_factory=list)
     """Call sites run on every iteration (body, and a ``while`` test), in this scope only."""
 
 
-@attrs.define(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class TrySite:
     node: ast.Try
     scope: Scope
     chain: Chain
 
 
-@attrs.define(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class ExprSite:
     """An expression of interest (a dtype attribute) and where it is."""
 
@@ -65,7 +64,7 @@ class ExprSite:
     chain: Chain
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Assignment:
     """``target = value``, as written in one statement."""
 
@@ -75,7 +74,7 @@ class Assignment:
     scope: Scope
 
 
-@attrs.define(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class Scope:
     """The module, a function, or a class body."""
 
@@ -84,13 +83,13 @@ class Scope:
     name: str
     parent: Scope | None
     class_name: str | None = None
-    calls: list[CallSite] = attrs.field(factory=list)
-    loops: list[LoopSite] = attrs.field(factory=list)
-    assigns: dict[str, list[Assignment]] = attrs.field(factory=dict)
-    item_assigns: dict[str, list[Assignment]] = attrs.field(factory=dict)
+    calls: list[CallSite] = dataclasses.field(default_factory=list)
+    loops: list[LoopSite] = dataclasses.field(default_factory=list)
+    assigns: dict[str, list[Assignment]] = dataclasses.field(default_factory=dict)
+    item_assigns: dict[str, list[Assignment]] = dataclasses.field(default_factory=dict)
     """``name["key"] = value``, keyed by ``name``; ``Assignment.target`` is the key."""
-    functions: dict[str, Scope] = attrs.field(factory=dict)
-    returns: list[ast.Return] = attrs.field(factory=list)
+    functions: dict[str, Scope] = dataclasses.field(default_factory=dict)
+    returns: list[ast.Return] = dataclasses.field(default_factory=list)
 
     def params(self) -> dict[str, ast.expr | None]:
         """Parameter names and their defaults (None when there is no default)."""
@@ -113,36 +112,38 @@ class Scope:
         return [arg.arg for arg in (*node.args.posonlyargs, *node.args.args)]
 
 
-@attrs.define(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class ClassInfo:
     node: ast.ClassDef
     scope: Scope
     bases: list[str]
-    methods: dict[str, Scope] = attrs.field(factory=dict)
-    attributes: dict[str, list[ast.expr]] = attrs.field(factory=dict)
+    methods: dict[str, Scope] = dataclasses.field(default_factory=dict)
+    attributes: dict[str, list[ast.expr]] = dataclasses.field(default_factory=dict)
 
 
-@attrs.define(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class ModuleFacts:
     """What the walk found in one module."""
 
     tree: ast.Module
     module: Scope
-    scopes: list[Scope] = attrs.field(factory=list)
-    calls: list[CallSite] = attrs.field(factory=list)
-    loops: list[LoopSite] = attrs.field(factory=list)
-    tries: list[TrySite] = attrs.field(factory=list)
-    classes: dict[str, ClassInfo] = attrs.field(factory=dict)
-    attr_assigns: dict[str, list[Assignment]] = attrs.field(factory=dict)
+    scopes: list[Scope] = dataclasses.field(default_factory=list)
+    calls: list[CallSite] = dataclasses.field(default_factory=list)
+    loops: list[LoopSite] = dataclasses.field(default_factory=list)
+    tries: list[TrySite] = dataclasses.field(default_factory=list)
+    classes: dict[str, ClassInfo] = dataclasses.field(default_factory=dict)
+    attr_assigns: dict[str, list[Assignment]] = dataclasses.field(default_factory=dict)
     """``anything.attr = value`` keyed by ``attr``."""
-    dtype_refs: list[ExprSite] = attrs.field(factory=list)
-    imports: set[str] = attrs.field(factory=set)
+    dtype_refs: list[ExprSite] = dataclasses.field(default_factory=list)
+    imports: set[str] = dataclasses.field(default_factory=set)
     """Top-level packages imported anywhere (``torch``, ``lightning``...)."""
-    imported_names: dict[str, str] = attrs.field(factory=dict)
+    imported_names: dict[str, str] = dataclasses.field(default_factory=dict)
     """Local name to qualified name for ``from x import y [as z]``."""
-    loop_index: dict[int, LoopSite] = attrs.field(factory=dict)
-    site_index: dict[int, CallSite] = attrs.field(factory=dict)
-    assignment_index: dict[str, list[Assignment]] = attrs.field(factory=dict)
+    loop_index: dict[int, LoopSite] = dataclasses.field(default_factory=dict)
+    site_index: dict[int, CallSite] = dataclasses.field(default_factory=dict)
+    assignment_index: dict[str, list[Assignment]] = dataclasses.field(default_factory=dict)
+    docstring_lines: set[int] | None = None
+    """1-based lines of docstrings (computed on first use by ``context``)."""
 
     def loop_site(self, node: ast.AST) -> LoopSite | None:
         return self.loop_index.get(id(node))

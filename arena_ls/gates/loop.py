@@ -12,9 +12,9 @@ at line 1.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import re
 from typing import Literal
-
-import attrs
 
 from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
 from arena_ls.gates.names import call_name, last_identifier, receiver
@@ -29,7 +29,7 @@ _HF_ARGUMENT_CLASSES = frozenset({"SFTConfig", "DPOConfig", "GRPOConfig", "Rewar
                                   "ORPOConfig", "KTOConfig", "PPOConfig"})
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Framework:
     """A framework call that runs the training loop."""
 
@@ -57,7 +57,7 @@ class Framework:
         return None
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class TrainingLoop:
     """Where the training loop is, and where loop-level findings go."""
 
@@ -91,6 +91,8 @@ def _outermost_backward_loop(facts: ModuleFacts, graph: CallGraph) -> LoopSite |
     candidates = [loop for loop in facts.loops if graph.reaches(loop, "backward", is_backward)]
     if not candidates:
         return None
+    counting = [loop for loop in candidates if not is_retry_loop(loop.node)]
+    candidates = counting or candidates
     reached = {id(loop): graph.reached_scopes(loop.calls) for loop in candidates}
 
     def contains(outer: LoopSite, inner: LoopSite) -> bool:
@@ -105,6 +107,52 @@ def _outermost_backward_loop(facts: ModuleFacts, graph: CallGraph) -> LoopSite |
     ]
     pool = outermost or candidates
     return max(pool, key=lambda loop: (_size(loop.node), -loop.node.lineno))
+
+
+_RETRY_NAME = re.compile(r"attempt|retr|tries|trial|oom", re.IGNORECASE)
+_MAX_ANONYMOUS_ATTEMPTS = 10
+
+
+def is_retry_loop(node: ast.stmt) -> bool:
+    """A loop that runs one step again until it succeeds, not a loop that counts steps.
+
+    Its body holds a ``try`` that leaves the loop with ``break`` on success
+    (``break`` at the end of the ``try`` body, in its ``else``, or right after
+    it), or it is a bounded ``for attempt in range(n)`` around a ``try``. A
+    ``break`` under an ``if`` (``if step >= max_steps: break``) ends a step
+    loop and does not make it a retry.
+    """
+    if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        return False
+    body = node.body
+    tries = [(index, stmt) for index, stmt in enumerate(body) if isinstance(stmt, ast.Try)
+             or type(stmt).__name__ == "TryStar"]
+    if not tries:
+        return False
+    if isinstance(node, (ast.For, ast.AsyncFor)) and _bounded_attempts(node):
+        return True
+    for index, stmt in tries:
+        after = body[index + 1] if index + 1 < len(body) else None
+        try_node: ast.Try = stmt  # type: ignore[assignment]
+        if (try_node.body and isinstance(try_node.body[-1], ast.Break)) or any(
+                isinstance(item, ast.Break) for item in try_node.orelse) or isinstance(
+                after, ast.Break):
+            return True
+    return False
+
+
+def _bounded_attempts(node: ast.For | ast.AsyncFor) -> bool:
+    """``for attempt in range(3)`` (``retry``, ``tries``...; ``_`` only with a small literal)."""
+    target = node.target
+    iterator = node.iter
+    if not (isinstance(target, ast.Name) and isinstance(iterator, ast.Call)
+            and call_name(iterator) == "range" and len(iterator.args) == 1):
+        return False
+    if _RETRY_NAME.search(target.id):
+        return True
+    bound = iterator.args[0]
+    return (target.id.strip("_") == "" and isinstance(bound, ast.Constant)
+            and isinstance(bound.value, int) and bound.value <= _MAX_ANONYMOUS_ATTEMPTS)
 
 
 def _size(node: ast.stmt) -> int:

@@ -7,14 +7,13 @@ client's position encoding (UTF-16 by default).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
-
-import attrs
 
 Severity = Literal["error", "warning", "information"]
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class TextEdit:
     """Replace the text between two positions with ``new_text`` (an insert when they are equal)."""
 
@@ -25,7 +24,7 @@ class TextEdit:
     new_text: str
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Finding:
     """One diagnostic about a trainer script."""
 

@@ -14,10 +14,9 @@ helper) counts when it is applied to a function that reaches backward.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator
-
-import attrs
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, Scope, TrySite
@@ -30,13 +29,13 @@ _MESSAGE_CHECKS = frozenset({"find", "search", "match", "startswith", "endswith"
                              "count", "fullmatch", "__contains__"})
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class OomHandler:
     try_site: TrySite
     handler: ast.ExceptHandler
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class OomVerdict:
     """Whether the trainer retries the step on OOM, and the nearest miss if not."""
 

@@ -10,13 +10,12 @@ whose field or parameter names become options. Hugging Face's
 from __future__ import annotations
 
 import ast
-
-import attrs
+import dataclasses
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import dotted, receiver, string_value
+from arena_ls.gates.names import dotted, keyword, receiver, string_value
 from arena_ls.gates.source import Span, comment_start
 
 _OPTION_CALLS = frozenset({"add_argument", "option", "Option", "add_option"})
@@ -27,7 +26,7 @@ _DATACLASS_PACKAGES = frozenset({"transformers", "tyro", "simple_parsing", "json
 START_STEP_NAMES = frozenset({"start_step", "resume_step"})
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Insertion:
     """Where a new ``add_argument`` line goes, and how it is spelled."""
 
@@ -80,14 +79,50 @@ class CliOptions:
     def has_start_step(self) -> bool:
         return bool(self.names & START_STEP_NAMES)
 
+    def start_step_declaration(self) -> tuple[ast.Call, str] | None:
+        """The ``add_argument("--start-step", ...)`` call (argparse only) and its ``dest``."""
+        for site in self.ctx.facts.calls_named("add_argument", "add_option"):
+            flags = [string_value(arg) for arg in site.node.args]
+            names = {flag.lstrip("-").replace("-", "_") for flag in flags if flag}
+            if names & START_STEP_NAMES:
+                dest = string_value(keyword(site.node, "dest"))
+                return site.node, dest or next(iter(sorted(names & START_STEP_NAMES)))
+        return None
+
     def anchor(self) -> Span:
-        """The parser's constructor, else the first option, else line 1."""
+        """The main parser's constructor, else the first option, else line 1.
+
+        The main parser is the one with the most options: a small pre-parser
+        that only reads ``--config`` ahead of it is not where options go.
+        """
+        main = self._main_parser()
+        if main is not None:
+            return self.ctx.span(main)
         for name in ("ArgumentParser", "HfArgumentParser", "add_argument"):
             sites = self.ctx.facts.calls_named(name)
             if sites:
                 first = min(sites, key=lambda site: (site.node.lineno, site.node.col_offset))
                 return self.ctx.span(first.node)
         return self.ctx.source.line_span(0)
+
+    def _main_parser(self) -> ast.Call | None:
+        constructors: dict[str, ast.Call] = {}
+        for scope in self.ctx.facts.scopes:
+            for name, assignments in scope.assigns.items():
+                for assignment in assignments:
+                    value = assignment.value
+                    if isinstance(value, ast.Call) and dotted(value.func).split(".")[-1] in (
+                            "ArgumentParser", "HfArgumentParser"):
+                        constructors.setdefault(name, value)
+        if len(constructors) < 2:
+            return None
+        counts = {name: 0 for name in constructors}
+        for site in self.ctx.facts.calls_named("add_argument"):
+            owner = dotted(receiver(site.node))
+            if owner in counts:
+                counts[owner] += 1
+        best = max(counts, key=lambda name: (counts[name], -constructors[name].lineno))
+        return constructors[best]
 
     def insertion(self) -> Insertion | None:
         """Just after the last ``parser.add_argument(...)`` statement, at its indentation."""

@@ -12,9 +12,8 @@ file (nested and module functions, ``self.method()``, ``obj.method()`` where
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
-
-import attrs
 
 from arena_ls.gates.facts import CallSite, Chain, LoopSite, ModuleFacts, Scope
 
@@ -25,7 +24,7 @@ Predicate = Callable[[CallSite], bool]
 Root = LoopSite | Scope
 
 
-@attrs.frozen(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Path:
     """Call sites from a root to a target.
 

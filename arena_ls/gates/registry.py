@@ -18,6 +18,7 @@ from arena_ls.gates.rules import (
     ar010_dataloader_workers,
     ar011_mixed_precision,
     ar012_eval_cadence,
+    ar014_checkpoint_announce,
 )
 from arena_ls.gates.rules.base import Rule
 
@@ -35,6 +36,7 @@ _MODULES = (
     ar010_dataloader_workers,
     ar011_mixed_precision,
     ar012_eval_cadence,
+    ar014_checkpoint_announce,
 )
 
 RULES: MappingProxyType[str, Rule] = MappingProxyType(

@@ -9,9 +9,8 @@ breaks at form feeds and Unicode separators that Python does not count).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
-
-import attrs
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BOM = "\ufeff"
@@ -24,7 +23,7 @@ def decode_source(source: str | bytes) -> str:
     return source
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Span:
     """A 0-based range in character columns."""
 

@@ -9,9 +9,8 @@ continuation ends, as ruff does for ``noqa``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-
-import attrs
 
 from arena_ls.gates.model import Finding, TextEdit
 from arena_ls.gates.source import SourceText, comment_line, comment_start
@@ -23,11 +22,11 @@ _TRIPLE_DOUBLE = '"' * 3
 _TRIPLE_SINGLE = "'" * 3
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Suppressions:
     by_line: dict[int, frozenset[str]]
     file: frozenset[str]
-    lines: list[str] = attrs.field(factory=list, eq=False)
+    lines: list[str] = dataclasses.field(default_factory=list, compare=False)
 
     def file_ignores(self, code: str) -> bool:
         return code in self.file or ALL in self.file

@@ -2,26 +2,29 @@
 
 Cadences (``step % N``) and ``num_workers`` are written as literals, module
 constants (that a config file may override later), config attributes,
-``args.x`` from argparse (``--ckpt-every`` becomes ``args.ckpt_every``) or
-function defaults. ``Resolver.resolve`` follows those one step at a time and
-says where the value came from, or that it could not tell.
+``args.x`` from argparse (``--ckpt-every`` becomes ``args.ckpt_every``),
+function parameters (the arguments of the same-file calls of the function,
+else its default), and fields of same-file dataclass or attrs instances (the
+keyword given to the constructor, else the field's default, through nested
+config objects such as ``args.eval.interval``). ``Resolver.resolve`` follows
+those one step at a time and says where the value came from, or which name
+it could not resolve and why.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 from collections.abc import Callable
 
-import attrs
-
-from arena_ls.gates.facts import Assignment, ModuleFacts, Scope
+from arena_ls.gates.facts import Assignment, ClassInfo, ModuleFacts, Scope
 from arena_ls.gates.names import call_name, keyword, last_identifier, string_value
 
 _MAX_DEPTH = 12
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class ArgOption:
     """One ``add_argument`` call with option strings (positionals are left out)."""
 
@@ -32,7 +35,7 @@ class ArgOption:
     action: str | None
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Value:
     """A resolved value; ``known`` is False when the analysis cannot tell.
 
@@ -143,14 +146,117 @@ class Resolver:
                 return self._from_assignment(assignment)
             params = current.params()
             if name in params:
-                default = params[name]
-                if default is None:
-                    return Value(known=False, origin=f"parameter {name}")
-                value = self.resolve(default, current.parent or current)
-                where = f"the default of parameter {name} at line {default.lineno}"
-                return _with_origin(value, where)
+                return self._parameter(current, name, params[name])
             current = current.parent
         return Value(known=False, origin=name)
+
+    def _parameter(self, function: Scope, name: str, default: ast.expr | None) -> Value:
+        """A parameter: what the same-file calls pass for it, else its default."""
+        passed = self.call_arguments(function, name)
+        if passed:
+            values = [(self.resolve(arg, caller, arg.lineno), arg) for arg, caller in passed]
+            known = [(value, arg) for value, arg in values if value.known]
+            if len(known) == len(values) and len({repr(v.value) for v, _a in known}) == 1:
+                value, arg = known[0]
+                return _with_origin(value, f"parameter {name}, passed at line {arg.lineno}")
+            unknown = next(((value, arg) for value, arg in values if not value.known), None)
+            if unknown is not None:
+                value, arg = unknown
+                why = f" ({value.origin} is not known here)" if value.origin else ""
+                return Value(known=False, origin=f"parameter {name}, passed `{_describe(arg)}` "
+                             f"at line {arg.lineno}{why}")
+            lines = ", ".join(str(arg.lineno) for _value, arg in values)
+            return Value(known=False, origin=f"parameter {name}, given different values at "
+                         f"lines {lines}")
+        if default is None:
+            return Value(known=False, origin=f"parameter {name}, which has no default and no "
+                         "same-file caller")
+        value = self.resolve(default, function.parent or function)
+        where = f"the default of parameter {name} at line {default.lineno}"
+        return _with_origin(value, where)
+
+    def call_arguments(self, function: Scope, name: str) -> list[tuple[ast.expr, Scope]]:
+        """The argument each same-file call of ``function`` passes for parameter ``name``."""
+        if function.kind != "function":
+            return []
+        positional = function.positional_params()
+        method = bool(positional) and positional[0] in ("self", "cls")
+        found: list[tuple[ast.expr, Scope]] = []
+        for site in self.facts.calls:
+            if site.name != function.name or site.scope is function:
+                continue
+            call = site.node
+            if isinstance(call.func, ast.Name) == method:
+                continue  # a plain call of a method name, or a method call of a function name
+            arg = keyword(call, name)
+            if arg is None and name in positional:
+                index = positional.index(name) - (1 if method else 0)
+                if 0 <= index < len(call.args) and not any(
+                        isinstance(item, ast.Starred) for item in call.args[: index + 1]):
+                    arg = call.args[index]
+            if arg is not None:
+                found.append((arg, site.scope))
+        return found
+
+    def instance_of(self, expr: ast.expr, scope: Scope, line: int,
+                    depth: int = 0) -> tuple[ClassInfo, ast.Call | None] | None:
+        """The same-file class an expression is an instance of, and its constructor call."""
+        if depth > 6:
+            return None
+        if isinstance(expr, ast.Call):
+            name = call_name(expr)
+            info = self.facts.classes.get(name) if isinstance(expr.func, ast.Name) else None
+            if info is not None:
+                return info, expr
+            if name in ("field", "ib", "attrib", "Factory"):
+                factory = keyword(expr, "default_factory") or keyword(expr, "factory") or (
+                    expr.args[0] if name == "Factory" and expr.args else None)
+                if isinstance(factory, ast.Name) and factory.id in self.facts.classes:
+                    return self.facts.classes[factory.id], None
+                default = keyword(expr, "default")
+                if default is not None:
+                    return self.instance_of(default, scope, line, depth + 1)
+            return None
+        if isinstance(expr, ast.Name):
+            return self._instance_of_name(expr.id, scope, line, depth)
+        if isinstance(expr, ast.Attribute):
+            owner = self.instance_of(expr.value, scope, line, depth + 1)
+            if owner is None:
+                return None
+            info, call = owner
+            given = keyword(call, expr.attr) if call is not None else None
+            if given is not None:
+                return self.instance_of(given, scope, line, depth + 1)
+            defaults = info.attributes.get(expr.attr)
+            if defaults:
+                return self.instance_of(defaults[-1], info.scope, defaults[-1].lineno, depth + 1)
+        return None
+
+    def _instance_of_name(self, name: str, scope: Scope, line: int,
+                          depth: int) -> tuple[ClassInfo, ast.Call | None] | None:
+        current: Scope | None = scope
+        while current is not None:
+            assignment = self.assignment_before(current, name, line if current is scope else 0)
+            if assignment is not None:
+                return self.instance_of(assignment.value, assignment.scope,
+                                        assignment.stmt.lineno, depth + 1)
+            params = current.params()
+            if name in params:
+                for arg, caller in self.call_arguments(current, name):
+                    found = self.instance_of(arg, caller, arg.lineno, depth + 1)
+                    if found is not None:
+                        return found
+                default = params[name]
+                if default is not None:
+                    found = self.instance_of(default, current.parent or current, line, depth + 1)
+                    if found is not None:
+                        return found
+                annotation = _annotation(current, name)
+                if annotation in self.facts.classes:
+                    return self.facts.classes[annotation], None
+                return None
+            current = current.parent
+        return None
 
     def assignment_before(self, scope: Scope, name: str, line: int) -> Assignment | None:
         """The last assignment to ``name`` in ``scope`` before ``line`` (else the last one).
@@ -169,12 +275,17 @@ class Resolver:
     def _from_assignment(self, assignment: Assignment) -> Value:
         value = self.resolve(assignment.value, assignment.scope, assignment.stmt.lineno)
         where = f"{assignment.target} at line {assignment.stmt.lineno}"
-        return _with_origin(value, where) if value.known else attrs.evolve(value, origin=where)
+        return _with_origin(value, where) if value.known else dataclasses.replace(value, origin=where)
 
     # attributes and items -------------------------------------------------------
 
     def _attribute(self, expr: ast.expr, scope: Scope, line: int) -> Value:
         assert isinstance(expr, ast.Attribute)
+        owner = self.instance_of(expr.value, scope, line)
+        if owner is not None:
+            found = self._field(owner, expr.attr, scope, line)
+            if found is not None:
+                return found
         option = self.options.get(expr.attr)
         if option is not None:
             return self.option_default(option)
@@ -192,6 +303,22 @@ class Resolver:
             return known[-1]
         return Value(known=False, origin=_describe(expr))
 
+    def _field(self, owner: tuple[ClassInfo, ast.Call | None], attr: str, scope: Scope,
+               line: int) -> Value | None:
+        """A field of a same-file config instance: the constructor's keyword, else its default."""
+        info, call = owner
+        given = keyword(call, attr) if call is not None else None
+        if given is not None:
+            value = self.resolve(given, scope, line)
+            return _with_origin(value, f"{attr}= given to {info.node.name}(...) at line "
+                                f"{given.lineno}")
+        defaults = info.attributes.get(attr)
+        if defaults:
+            value = self.resolve(defaults[-1], info.scope)
+            return _with_origin(value, f"the default of {info.node.name}.{attr} at line "
+                                f"{defaults[-1].lineno}")
+        return None
+
     def option_default(self, option: ArgOption) -> Value:
         flag = next((f for f in option.flags if f.startswith("--")), option.flags[0])
         origin = f"the default of {flag} at line {option.call.lineno}"
@@ -201,14 +328,30 @@ class Resolver:
             implied = {"store_true": False, "store_false": True}.get(option.action or "")
             return Value(known=True, value=implied, origin=origin, node=None)
         value = self.resolve(default, self.facts.module)
-        return attrs.evolve(value, origin=origin)
+        return dataclasses.replace(value, origin=origin)
 
     def _subscript(self, expr: ast.expr, scope: Scope, line: int) -> Value:
         assert isinstance(expr, ast.Subscript)
         key = string_value(expr.slice)
         if key is None:
             return UNKNOWN
-        return self.item(expr.value, key, scope, line)
+        found = self.item(expr.value, key, scope, line)
+        if found.known or found.origin or not isinstance(expr.value, ast.Name):
+            return found
+        source = self._assignment_in_chain(scope, expr.value.id, line)
+        if source is None:
+            return Value(known=False, origin=f"{expr.value.id} is not assigned in this file")
+        return Value(known=False, origin=f"{expr.value.id} comes from `{_describe(source.value)}` "
+                     f"at line {source.stmt.lineno}, read at run time")
+
+    def _assignment_in_chain(self, scope: Scope, name: str, line: int) -> Assignment | None:
+        current: Scope | None = scope
+        while current is not None:
+            assignment = self.assignment_before(current, name, line if current is scope else 0)
+            if assignment is not None:
+                return assignment
+            current = current.parent
+        return None
 
     def item(self, container: ast.expr, key: str, scope: Scope, line: int) -> Value:
         """``container[key]`` where the container is a dict literal or built item by item."""
@@ -240,7 +383,7 @@ class Resolver:
             number = inner.as_int()
             if inner.known and inner.value is None:
                 return inner
-            return attrs.evolve(inner, value=number, known=number is not None)
+            return dataclasses.replace(inner, value=number, known=number is not None)
         if name == "cpu_count":
             return Value(known=False, origin="os.cpu_count()", positive=True)
         if name in ("min", "max") and expr.args and not expr.keywords:
@@ -262,7 +405,7 @@ class Resolver:
                 if found.known or len(expr.args) < 3:
                     return found
                 return self.resolve(expr.args[2], scope, line)
-        if name == "field":
+        if name in ("field", "ib", "attrib"):
             default = keyword(expr, "default")
             if default is not None:
                 return self.resolve(default, scope, line)
@@ -311,8 +454,20 @@ class Resolver:
         return UNKNOWN
 
 
+def _annotation(function: Scope, name: str) -> str:
+    """The class name a parameter is annotated with (``args: TrainArgs``), or ""."""
+    node = function.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return ""
+    for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+        if arg.arg == name and arg.annotation is not None:
+            return last_identifier(arg.annotation) if isinstance(
+                arg.annotation, (ast.Name, ast.Attribute)) else ""
+    return ""
+
+
 def _with_origin(value: Value, origin: str) -> Value:
-    return attrs.evolve(value, origin=value.origin or origin)
+    return dataclasses.replace(value, origin=value.origin or origin)
 
 
 def _describe(expr: ast.expr) -> str:

@@ -6,7 +6,12 @@ Three sources, in order of trust:
 2. the job's ``progress.pattern`` / ``checkpoint.pattern`` regular expressions;
 3. a default that understands common plain lines: ``step 120/2000 loss 2.31``,
    ``Step 120 | loss=2.31``, ``iter 120: loss 2.31`` and tqdm's
-   ``120/2000 [00:10<02:00, 3.20it/s, loss=2.31]``.
+   ``120/2000 [00:10<02:00, 3.20it/s, loss=2.31]``; and, for checkpoints when
+   the job has no ``checkpoint.pattern``, the built-in ``BUILTIN_CHECKPOINT_PATTERNS``
+   (``saved checkpoint to ckpt.pt at step 200``, ``Checkpoint saved: step=200``,
+   Hugging Face's ``Saving model checkpoint to out/checkpoint-200``). The
+   trainer gate AR014 accepts exactly these spellings, so the gate and the
+   supervisor agree on what counts as an announced checkpoint.
 
 The agent and the server both use this module, on complete lines only.
 """
@@ -19,6 +24,10 @@ import re
 from collections.abc import Iterator
 
 import attrs
+
+from arena_ls.lifecycle.checkpoint_lines import (
+    BUILTIN_CHECKPOINT_PATTERNS as BUILTIN_CHECKPOINT_PATTERNS,  # re-exported
+)
 
 ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
@@ -124,6 +133,9 @@ class EventParser:
     progress_pattern: re.Pattern[str] | None = None
     checkpoint_pattern: re.Pattern[str] | None = None
     use_defaults: bool = True
+    speaks_arena: bool = False
+    """Set once an ``@arena`` checkpoint line is seen: the built-in spellings are then
+    ignored, so a trainer that prints both (the reference does) is not counted twice."""
 
     @classmethod
     def for_patterns(cls, progress: str | None, checkpoint: str | None) -> EventParser:
@@ -136,11 +148,18 @@ class EventParser:
     def parse(self, text: str) -> Event | None:
         """The event a line announces, or None."""
         if text.startswith(ARENA_PREFIX):
-            return parse_arena_line(text)
+            event = parse_arena_line(text)
+            if isinstance(event, Checkpoint):
+                self.speaks_arena = True
+            return event
         if self.checkpoint_pattern is not None:
             match = self.checkpoint_pattern.search(text)
             if match:
                 return _from_match(match, checkpoint=True)
+        elif self.use_defaults and not self.speaks_arena and _mentions_checkpoint(text):
+            found = builtin_checkpoint(text)
+            if found is not None:
+                return found
         if self.progress_pattern is not None:
             match = self.progress_pattern.search(text)
             if match:
@@ -156,7 +175,9 @@ class EventParser:
             return True
         if _has_announcement(data):
             return True
-        return self.use_defaults and (b"/" in data or b"loss" in data.lower())
+        lowered = data.lower()
+        return self.use_defaults and (b"/" in data or b"loss" in lowered
+                                      or b"checkpoint" in lowered)
 
     def parse_chunk(self, data: bytes) -> Iterator[Event]:
         """Events in a chunk of complete lines (undecodable bytes replaced)."""
@@ -180,12 +201,16 @@ class EventParser:
         of plain lines then costs one ``memchr`` for ``@`` instead of
         decoding and matching every line.
         """
-        if self.checkpoint_pattern is not None or len(data) <= tail_bytes:
+        if (self.checkpoint_pattern is not None or len(data) <= tail_bytes
+                or (self.use_defaults and not self.speaks_arena
+                    and _may_have_builtin_checkpoint(data))):
             yield from self.parse_chunk(data)
             return
         tail_start = data.rfind(b"\n", 0, len(data) - tail_bytes) + 1
         for line in _announcement_lines(data, tail_start):
             event = parse_arena_line(line)
+            if isinstance(event, Checkpoint):
+                self.speaks_arena = True
             if event is not None:
                 yield event
         yield from self.parse_chunk(data[tail_start:])
@@ -205,6 +230,25 @@ def _announcement_lines(data: bytes, end: int) -> Iterator[str]:
             raw = data[at : line_end if line_end >= 0 else len(data)]
             yield raw.split(b"\r", 1)[0].decode("utf-8", "replace")
         at = data.find(b"@", at + 1, end)
+
+
+def _mentions_checkpoint(text: str) -> bool:
+    return "heckpoint" in text or "HECKPOINT" in text
+
+
+def _may_have_builtin_checkpoint(data: bytes) -> bool:
+    return b"heckpoint" in data or b"HECKPOINT" in data
+
+
+def builtin_checkpoint(text: str) -> Checkpoint | None:
+    """The checkpoint a plain line announces in one of the built-in spellings, or None."""
+    for pattern in BUILTIN_CHECKPOINT_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            event = _from_match(match, checkpoint=True)
+            if isinstance(event, Checkpoint):
+                return event
+    return None
 
 
 def _default_progress(text: str) -> Progress | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from arena_ls.diagnostics import Diag, Span
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from arena_ls.protocol.workspace import Workspace
 
 
-_CACHE: dict[tuple[str, int, int, bool | None], list[Diag]] = {}
+_CACHE: dict[tuple[str, int, int, bool | None, tuple[str, ...]], list[Diag]] = {}
 _CACHE_LIMIT = 64
 
 
@@ -31,7 +32,8 @@ def trainer_gate_errors(ws: Workspace, job: Job) -> list[Diag]:
         stat = script.stat()
     except OSError:
         return []
-    key = (str(script), stat.st_size, stat.st_mtime_ns, ws.health.fp32_only())
+    patterns = checkpoint_patterns(ws, str(script))
+    key = (str(script), stat.st_size, stat.st_mtime_ns, ws.health.fp32_only(), patterns)
     cached = _CACHE.get(key)
     if cached is None:
         cached = [d for d in lint_file(ws, str(script)) if d.is_error]
@@ -61,8 +63,25 @@ def lint_file(ws: Workspace, path: str, text: str | None = None) -> list[Diag]:
             path=path,
             data=_fix_data(f),
         )
-        for f in lint_trainer(source, fp32_only=fp32)
+        for f in lint_trainer(source, fp32_only=fp32,
+                              checkpoint_patterns=checkpoint_patterns(ws, path))
     ]
+
+
+def checkpoint_patterns(ws: Workspace, path: str) -> tuple[str, ...]:
+    """The ``checkpoint.pattern`` of every job whose script is ``path`` (for AR014)."""
+    try:
+        target = os.path.realpath(path)
+        jobs = ws.manifest().jobs.values()
+        found = []
+        for job in jobs:
+            script = job.resolved_script(ws.root)
+            if job.checkpoint_pattern and script is not None and (
+                    os.path.realpath(script) == target):
+                found.append(job.checkpoint_pattern)
+    except (OSError, ValueError):
+        return ()
+    return tuple(sorted(set(found)))
 
 
 def _fix_data(finding: Finding) -> dict[str, Any] | None:

@@ -38,6 +38,8 @@ def run_metrics(view: RunView) -> dict[str, Any]:
             if isinstance(event, Progress):
                 cache.points.append((event.step, event.loss, event.lr, at))
             elif isinstance(event, Checkpoint):
+                if cache.checkpoints and cache.checkpoints[-1][0] == event.step:
+                    cache.checkpoints.pop()  # announced twice (a plain line, then @arena)
                 cache.checkpoints.append((event.step, event.path, at))
         if len(cache.points) > MAX_POINTS:
             cache.points = downsample(cache.points)

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 loader = DataLoader(dataset, num_workers=4)
 for step, batch in enumerate(loader):
-    loss = model(batch)
+    loss = model(batch.cuda())  # a GPU trainer (a CPU-only one is exempt from AR001-AR003)
     loss.backward()
 '''
 

@@ -17,6 +17,7 @@ CONTRACT_SEVERITIES = {
     "AR001": "error", "AR002": "error", "AR003": "warning", "AR004": "error",
     "AR005": "error", "AR006": "error", "AR007": "error", "AR008": "error",
     "AR009": "warning", "AR010": "warning", "AR011": "warning", "AR012": "warning",
+    "AR014": "error",
 }
 
 
@@ -77,3 +78,27 @@ def test_check_mode_exit_codes(tmp_path: Path) -> None:
 def test_rule_doc_url() -> None:
     assert rule_doc_url("AR004") == (
         "https://github.com/arena-ls/arena-ls/blob/main/docs/rules.md#ar004")
+
+
+ALL_THE_ADVICE = Path(__file__).parent / "fixtures" / "clean" / "all_the_advice.py"
+ADVICE_IS_AN_ABSENCE = {"AR000", "AR011"}  # valid Python; no half precision
+
+
+def _added_lines(rule_code: str) -> set[str]:
+    """The lines a rule's "Write instead" adds to its "Example that fires"."""
+    doc = RULES[rule_code].doc
+    before = {line.strip() for line in doc.example.splitlines()}
+    return {line.strip() for line in doc.instead.splitlines()
+            if line.strip() and line.strip() not in before}
+
+
+@pytest.mark.parametrize("code", [code for code in RULES if code not in ADVICE_IS_AN_ABSENCE])
+def test_the_all_advice_trainer_follows_each_rules_write_instead(code: str) -> None:
+    trainer = {line.strip() for line in ALL_THE_ADVICE.read_text().splitlines()}
+    missing = _added_lines(code) - trainer
+    assert not missing, f"{ALL_THE_ADVICE.name} does not follow {code}'s advice: {missing}"
+
+
+def test_following_all_the_advice_at_once_is_clean() -> None:
+    assert lint_trainer(ALL_THE_ADVICE.read_bytes(), fp32_only=True) == []
+    assert lint_trainer(ALL_THE_ADVICE.read_bytes(), fp32_only=None) == []

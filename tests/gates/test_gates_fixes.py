@@ -22,6 +22,7 @@ parser.add_argument(
     default=1000,
 )  # how long
 args = parser.parse_args()
+first_step = getattr(args, "start_step", 0)  # used once the option exists (AR008)
 '''
 
 

@@ -7,6 +7,11 @@ directly or through a same-file function the loop calls. When the loop is
 inside a framework, a call anywhere in the file (a callback) counts. The
 finding is reported at the training loop's header.
 
+A trainer that never uses CUDA (it imports torch but mentions no `cuda`
+device, `.cuda()`, `torch.cuda` or GPU anywhere, and uses no library that
+picks the GPU itself) is exempt from AR001-AR003 and AR011; this rule then
+reports one information diagnostic saying so, which blocks nothing.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 PyTorch's caching allocator keeps freed blocks for reuse. With variable
@@ -50,8 +55,15 @@ NAME = "empty-cache"
 MESSAGE = "no torch.cuda.empty_cache() in the training loop"
 
 
+CUDA_FREE = ("this trainer never uses CUDA (no cuda device, no .cuda(), no torch.cuda), so "
+             "the GPU rules AR001-AR003 and AR011 do not apply to it")
+
+
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     training = ctx.training
+    if ctx.cuda_free:
+        yield Violation(span=training.anchor, message=CUDA_FREE, severity="information")
+        return
     anywhere = ctx.first_call(is_empty_cache)
     if training.kind == "loop":
         if ctx.paths("empty_cache", is_empty_cache):

@@ -9,9 +9,27 @@ or an argparse default). It is an error when the most frequent save runs
 less often than every 500 steps (`% 500` is fine). It is a warning when the
 cadence cannot be worked out (the save runs only under a condition such as
 `if val_loss < best:`, once per epoch, only in an exception handler, or
-behind an option whose default of 0 or None means "never"). For framework
-trainers it reads `every_n_train_steps` (Lightning's `ModelCheckpoint`) and
-`save_steps` (Hugging Face).
+behind an option whose default of 0 or None means "never"). N is followed
+through function parameters (what the same-file callers pass, else the
+default) and through config objects built from dataclasses or attrs classes
+(`cfg.checkpoint.every`: the keyword given to the constructor, else the
+field's default); when N still cannot be resolved, the message names it and
+says why (`cfg['every']` read from a JSON file at run time, a value returned
+by a function from elsewhere).
+
+Guards that say which process saves or whether saving is set up, not how
+often, are set aside before the cadence is read: rank and world-size checks
+(`if args.rank % ngpus_per_node == 0`, `is_main_process`, `local_rank in
+(-1, 0)`), `is not None` checks on names assigned once (`if saver is not
+None`), and `hasattr`/`isinstance` checks. Retry loops (a `try` that leaves
+its loop with `break` on success, or `for attempt in range(3)`) are not step
+loops: a save after one runs at the cadence of the loop that counts steps.
+
+Framework defaults: Lightning saves once per epoch when no `ModelCheckpoint`
+is given (a warning: the steps in an epoch are not known here); a
+`ModelCheckpoint` is read for `every_n_train_steps` (above 500 is an error)
+and `every_n_epochs` (a warning). Hugging Face's `save_strategy="epoch"` is
+a warning and `save_steps` above 500 an error (its default of 500 is fine).
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -54,7 +72,7 @@ from collections.abc import Iterator
 from arena_ls.gates.cadence import Cadence
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.loop import Framework
-from arena_ls.gates.names import keyword, string_value
+from arena_ls.gates.names import is_false, keyword, string_value
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 
 CODE = "AR005"
@@ -80,7 +98,8 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
                         message=f"{MESSAGE}: it saves {worst.every}")
         return
     order = {"never": 0, "unknown": 1, "epoch": 2, "handler": 3}
-    chosen = min(cadences, key=lambda cadence: order.get(cadence.kind, 9))
+    # a save made when the trainer is asked to stop is no cadence: report the others first
+    chosen = min(cadences, key=lambda cadence: (cadence.on_stop, order.get(cadence.kind, 9)))
     yield Violation(span=ctx.span(chosen.node), message=_warning(chosen), severity="warning")
 
 
@@ -98,14 +117,15 @@ def _warning(cadence: Cadence) -> str:
                 "steps)")
     if cadence.kind == "handler":
         return "checkpoint cadence unknown: the only save in the loop runs in an exception handler"
+    if cadence.on_stop:
+        return ("checkpoint cadence unknown: the only save in the loop runs when the trainer is "
+                f"asked to stop ({cadence.reason}); also save at most every {LIMIT} steps")
     return f"checkpoint cadence unknown: {cadence.reason}"
 
 
 def _framework(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]:
     if framework.kind == "lightning":
-        for site in ctx.facts.calls_named("ModelCheckpoint"):
-            value = keyword(site.node, "every_n_train_steps")
-            yield from _too_rare(ctx, value, "every_n_train_steps")
+        yield from _lightning(ctx, framework)
         return
     strategy = string_value(framework.setting("save_strategy"))
     if strategy is not None and strategy.lower() == "epoch":
@@ -115,6 +135,37 @@ def _framework(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]
                         message=_warning(Cadence(kind="epoch", node=node)))
         return
     yield from _too_rare(ctx, framework.setting("save_steps"), "save_steps")
+
+
+def _lightning(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]:
+    """Lightning saves once per epoch unless a ``ModelCheckpoint`` says otherwise."""
+    if is_false(framework.setting("enable_checkpointing")):
+        return  # AR004 reports that
+    callbacks = ctx.facts.calls_named("ModelCheckpoint")
+    if not callbacks:
+        yield Violation(span=ctx.span(framework.call.node), severity="warning",
+                        message="checkpoint cadence unknown: Lightning's default checkpoint is "
+                        "saved once per epoch, and the number of steps in an epoch is not known "
+                        f"here (add ModelCheckpoint(every_n_train_steps=N) with N <= {LIMIT})")
+        return
+    rare: list[Violation] = []
+    for site in callbacks:
+        steps = keyword(site.node, "every_n_train_steps")
+        if steps is not None and ctx.resolver.resolve(steps, ctx.facts.module).as_int():
+            found = list(_too_rare(ctx, steps, "every_n_train_steps"))
+            if not found:
+                return  # one callback saves often enough
+            rare.extend(found)
+    if rare:
+        yield rare[0]
+        return
+    site = callbacks[0]
+    epochs = keyword(site.node, "every_n_epochs")
+    where = f" (every_n_epochs={ast.unparse(epochs)})" if epochs is not None else ""
+    yield Violation(span=ctx.span(site.node), severity="warning",
+                    message="checkpoint cadence unknown: ModelCheckpoint saves once per epoch"
+                    f"{where}, and the number of steps in an epoch is not known here (give it "
+                    f"every_n_train_steps=N with N <= {LIMIT})")
 
 
 def _too_rare(ctx: TrainerContext, value: ast.expr | None, label: str) -> Iterator[Violation]:

@@ -3,10 +3,14 @@
 What it checks
 --------------
 That the trainer accepts `--start-step` (`--start_step`; `--resume-step`
-also counts), declared with argparse, click/typer, or as a dataclass field.
-The finding is reported at the `ArgumentParser(...)` call. Its quick fix
-adds `parser.add_argument("--start-step", type=int, default=0, ...)` after
-the last `add_argument` call.
+also counts), declared with argparse, click/typer, or as a dataclass field,
+and that it uses the value: an argparse `--start-step` whose `args.start_step`
+is never read (nor `getattr(args, "start_step")`, nor the whole namespace
+through `vars(args)`) fires too, at the `add_argument` call (not for
+framework trainers, which resume from the checkpoint itself). A missing option
+is reported at the `ArgumentParser(...)` call; its quick fix adds
+`parser.add_argument("--start-step", type=int, default=0, ...)` after the
+last `add_argument` call.
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -30,14 +34,17 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--resume", action="store_true")
 parser.add_argument("--start-step", type=int, default=0)
 args = parser.parse_args()
+step = args.start_step
 ```
 '''
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterator
 
-from arena_ls.gates.context import TrainerContext
+from arena_ls.gates.context import TrainerContext, mentions_in_code
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 
@@ -51,12 +58,31 @@ ARGUMENTS = '"--start-step", type=int, default=0, help="step of the checkpoint t
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
     if options.has_start_step():
+        declared = options.start_step_declaration()
+        if (declared is not None and ctx.training.framework is None
+                and not _value_used(ctx, *declared)):
+            call, dest = declared
+            yield Violation(span=ctx.span(call),
+                            message=f"--start-step is parsed but `{dest}` is never used: a "
+                            "relaunch with --start-step N would start from the beginning")
         return
     insertion = options.insertion()
     edits = (insertion.edit(ARGUMENTS),) if insertion is not None else ()
     yield Violation(span=options.anchor(),
                     message=MESSAGE + ": a relaunch cannot tell the trainer which step it "
                     "resumes from", edits=edits)
+
+
+def _value_used(ctx: TrainerContext, declaration: ast.Call, dest: str) -> bool:
+    """Whether the parsed value is read: ``args.dest``, ``dest``, ``"dest"``, ``vars(args)``.
+
+    Read from the text outside the declaration (not in comments or
+    docstrings), which needs no walk over the tree.
+    """
+    pattern = re.compile(rf"\b{re.escape(dest)}\b|\bvars\s*\(|\.__dict__\b")
+    declared = range(declaration.lineno, (declaration.end_lineno or declaration.lineno) + 1)
+    literals = (dest.lower(), "vars", "__dict__")
+    return mentions_in_code(ctx.source, ctx.facts, pattern, literals, declared)
 
 
 RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,

@@ -5,7 +5,9 @@ What it checks
 That the trainer can stop cleanly: the training loop polls the stop file
 (`os.path.exists(os.environ["ARENA_STOP_FILE"])`, `Path(stop_file).exists()`
 on a variable that names the stop file), or the file installs a SIGTERM or
-SIGINT handler (`signal.signal(signal.SIGTERM, handler)`). An
+SIGINT handler (`signal.signal(signal.SIGTERM, handler)`). On Windows
+SIGTERM cannot be delivered, so there the trainer needs the stop file or a
+`SIGBREAK` handler; the message says so. An
 `os.path.exists` on a data or output path is not a stop-file poll, and a
 handler set to `SIG_IGN`/`SIG_DFL` does not count. Lightning handles SIGTERM
 itself, so Lightning trainers pass. The finding is reported at the training
@@ -58,6 +60,8 @@ from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 CODE = "AR009"
 NAME = "cooperative-stop"
 MESSAGE = "no cooperative stop: neither a stop-file poll nor a SIGTERM/SIGINT handler"
+WINDOWS = ("; on Windows, where SIGTERM cannot be delivered, the trainer needs the stop file "
+           "(poll ARENA_STOP_FILE) or a SIGBREAK handler")
 _EXISTS = frozenset({"exists", "isfile", "is_file", "lexists"})
 _SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGBREAK"})
 _NOT_HANDLERS = frozenset({"SIG_DFL", "SIG_IGN", "default_int_handler"})
@@ -79,11 +83,11 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         if polls:
             yield Violation(span=training.anchor,
                             message=f"{MESSAGE} (the stop file is checked at line "
-                            f"{polls[0].node.lineno}, outside the training loop)")
+                            f"{polls[0].node.lineno}, outside the training loop){WINDOWS}")
             return
     elif polls:
         return
-    yield Violation(span=training.anchor, message=MESSAGE + training.note)
+    yield Violation(span=training.anchor, message=MESSAGE + training.note + WINDOWS)
 
 
 def _installs_handler(site: CallSite) -> bool:

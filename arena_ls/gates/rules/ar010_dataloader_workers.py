@@ -5,10 +5,15 @@ What it checks
 `torch.utils.data.DataLoader(...)` (and torchdata's `StatefulDataLoader`)
 calls whose `num_workers` is above 0: a literal, a constant, or an argparse
 default such as `--num-workers` with `default=4`; `os.cpu_count()` counts as
-above 0. It also reads Hugging Face's `dataloader_num_workers`. It leaves
-alone what it cannot see (`**loader_kwargs` built elsewhere), options that
-feed `datasets.map` (`preprocessing_num_workers`), and a project's own
-loader classes (`DistributedDataLoader`). The quick fix sets the literal to 0.
+above 0. It also reads Hugging Face's `dataloader_num_workers`, and
+`num_workers` passed through `**kwargs`: a dict built as a literal, with
+`dict(...)`, `{**a, **b}`, `kwargs.update({...})` or `kwargs["num_workers"] =
+...`, in this function or an enclosing one; a value set on any path counts,
+even under a condition (`if use_cuda: kwargs.update(...)`), and the message
+names the line and the condition. It leaves alone what it cannot see (a dict
+built in another file), options that feed `datasets.map`
+(`preprocessing_num_workers`), and a project's own loader classes
+(`DistributedDataLoader`). The quick fix sets the literal to 0.
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -41,6 +46,7 @@ from arena_ls.gates.facts import CallSite
 from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import argument, keyword_node
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.splats import splat_entries
 from arena_ls.gates.values import Value
 
 CODE = "AR010"
@@ -68,6 +74,7 @@ def _loader(ctx: TrainerContext, site: CallSite, name: str,
         value_expr = argument(site.node, position, name)
         where = value_expr
     if value_expr is None or where is None:
+        yield from _through_splats(ctx, site, name)
         return
     value = ctx.resolver.resolve(value_expr, site.scope)
     workers = value.as_int()
@@ -80,6 +87,24 @@ def _loader(ctx: TrainerContext, site: CallSite, name: str,
                     message=f"{MESSAGE} ({shown}{origin}): each worker is another "
                     "process holding a copy of the dataset",
                     edits=_fix(ctx, value))
+
+
+def _through_splats(ctx: TrainerContext, site: CallSite, name: str) -> Iterator[Violation]:
+    """``DataLoader(ds, **kwargs)``: a value for ``name`` set in ``kwargs`` on any path."""
+    for item in site.node.keywords:
+        if item.arg is not None:
+            continue
+        for entry in splat_entries(ctx.facts, item.value, site.scope, name):
+            value = ctx.resolver.resolve(entry.value, entry.scope, entry.value.lineno)
+            workers = value.as_int()
+            if not (value.positive or (workers is not None and workers > 0)):
+                continue
+            shown = f"{name}={workers}" if workers is not None else f"{name} from os.cpu_count()"
+            yield Violation(span=ctx.span(item),
+                            message=f"{MESSAGE} ({shown} through **{ast.unparse(item.value)}, "
+                            f"{entry.path}): each worker is another process holding a copy "
+                            "of the dataset", edits=_fix(ctx, value))
+            return
 
 
 def _fix(ctx: TrainerContext, value: Value) -> tuple[TextEdit, ...]:

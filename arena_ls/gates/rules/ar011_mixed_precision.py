@@ -8,11 +8,18 @@ a Pascal or older GPU): `autocast(...)`, `GradScaler(...)`, `.half()` and
 (`torch.backends.cuda.matmul.allow_tf32 = True`,
 `torch.set_float32_matmul_precision("high")`), and the framework spellings
 (`fp16=True`, `bf16=True`, `tf32=True`, `precision="16-mixed"`,
-`mixed_precision="bf16"`, `torch_dtype="float16"`). It does not fire on
+`mixed_precision="bf16"`, `torch_dtype="float16"`). It reports uses, not mentions: a comparison
+(`x.dtype == torch.float16`), `isinstance`, an entry of a dtype table that
+no lookup selects with the defaults, or the branch of `a if c else b` the
+defaults do not take are not uses. The defaults of options are respected:
+code that runs only under an option whose default is float32 or off (`if
+args.dtype == "float16":` with `default="float32"`, `if args.tensorcores:`
+with `store_true`, `autocast(enabled=args.amp)`) does not fire. Nor do
 `autocast(enabled=False)`, an autocast or dtype of float32, text in
 docstrings, half precision used only to export weights (after the training
-loop, or in a function that exports or saves), or precision chosen outside
-the file.
+loop, or in an export function: one named `export_*`, `write_*`, `save_*`...,
+or one that writes a file and has no backward in its reach), or precision
+chosen outside the file.
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -46,23 +53,24 @@ import re
 from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import Chain, Scope
+from arena_ls.gates.facts import Chain, Scope, iter_statements
 from arena_ls.gates.names import dotted, is_false, is_true, keyword, string_value
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.sites import is_backward
 
 CODE = "AR011"
 NAME = "mixed-precision"
 MESSAGE = "mixed precision while the device profile is FP32-only"
 _HALF_TEXT = re.compile(r"^(b?f(loat)?16|half|bf16|fp16|16|16-mixed|bf16-mixed|16-true"
                         r"|bf16-true|fp8|int8)$", re.IGNORECASE)
-_EXPORT_FUNCTION = re.compile(r"export|convert|save|dump|publish|push|upload|quantiz",
+_EXPORT_FUNCTION = re.compile(r"export|convert|save|dump|publish|push|upload|quantiz|^write_",
                               re.IGNORECASE)
 _FLAG_KEYWORDS = frozenset({"fp16", "bf16", "tf32", "half_precision_backend", "use_amp", "amp"})
 _TEXT_KEYWORDS = frozenset({"precision", "mixed_precision", "torch_dtype"})
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
-    if ctx.fp32_only is not True:
+    if ctx.fp32_only is not True or ctx.cuda_free:
         return
     seen: set[int] = set()
     for node, what in sorted(_sites(ctx), key=lambda item: (item[0].lineno,
@@ -75,6 +83,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
 
 def _sites(ctx: TrainerContext) -> Iterator[tuple[ast.expr | ast.stmt | ast.keyword, str]]:
     after = _after_training(ctx)
+    uses = _Uses(ctx)
     for site in ctx.facts.calls:
         found: list[tuple[ast.expr | ast.keyword, str]] = []
         reason = _call(ctx, site.node, site.name, site.scope)
@@ -84,25 +93,188 @@ def _sites(ctx: TrainerContext) -> Iterator[tuple[ast.expr | ast.stmt | ast.keyw
             reason = _keyword(ctx, item, site.scope)
             if reason:
                 found.append((item, reason))
-        if found and not _for_export(site.scope, site.chain, site.node, after):
+        if found and not _for_export(ctx, site.scope, site.node, after) and uses.active(
+                site.chain, site.scope):
             yield from found
     for ref in ctx.facts.dtype_refs:
         if isinstance(ref.node, ast.Attribute) and dotted(ref.node.value) == "torch" and not (
-                _for_export(ref.scope, ref.chain, ref.node, after)):
+                _for_export(ctx, ref.scope, ref.node, after)) and uses.is_use(ref.node) and (
+                uses.active(ref.chain, ref.scope)):
             yield ref.node, f"torch.{ref.node.attr}"
     for assignment in ctx.facts.attr_assigns.get("allow_tf32", []):
         value = ctx.resolver.resolve(assignment.value, assignment.scope)
-        if value.known and value.value is True:
+        if value.known and value.value is True and uses.active_at(assignment.stmt,
+                                                                  assignment.scope):
             yield assignment.stmt, "TF32 is switched on"
+
+
+class _Uses:
+    """Tells a use of half precision from a mention, and code the defaults never run.
+
+    A dtype in a comparison (``x.dtype == torch.float16``) or ``isinstance`` is
+    a mention; so is an entry of a dtype table (``{"float16": torch.float16}``)
+    that the lookups never select with the options' defaults, and the branch
+    of ``a if cond else b`` that the defaults do not take. Code under an ``if``
+    that is false with the defaults (``if args.dtype == "float16":`` with a
+    float32 default, ``if args.tensorcores:`` with ``store_true``) is not run.
+    """
+
+    def __init__(self, ctx: TrainerContext) -> None:
+        self.ctx = ctx
+        self._parents: dict[int, ast.AST] | None = None
+
+    def parents(self) -> dict[int, ast.AST]:
+        if self._parents is None:
+            self._parents = {id(child): node for node in ast.walk(self.ctx.tree)
+                             for child in ast.iter_child_nodes(node)}
+        return self._parents
+
+    def is_use(self, node: ast.AST) -> bool:
+        parents = self.parents()
+        child: ast.AST = node
+        parent = parents.get(id(child))
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Compare):
+                return False
+            if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and (
+                    parent.func.id in ("isinstance", "getattr", "hasattr")):
+                return False
+            if isinstance(parent, ast.IfExp) and child is not parent.test:
+                taken = self._truth(parent.test, self._scope_of(node))
+                if taken is not None and (child is parent.body) != taken:
+                    return False
+            if isinstance(parent, ast.Dict) and child in parent.values:
+                selected = self._selected_keys(parent)
+                key = parent.keys[parent.values.index(child)]
+                if selected is not None and string_value(key) not in selected:
+                    return False
+            child, parent = parent, parents.get(id(parent))
+        return True
+
+    def _scope_of(self, node: ast.AST) -> Scope:
+        line = getattr(node, "lineno", 0)
+        best = self.ctx.facts.module
+        for scope in self.ctx.facts.scopes:
+            start = getattr(scope.node, "lineno", 0)
+            end = getattr(scope.node, "end_lineno", 0) or start
+            if scope.kind == "function" and start <= line <= end and start >= getattr(
+                    best.node, "lineno", 0):
+                best = scope
+        return best
+
+    def _selected_keys(self, table: ast.Dict) -> set[str] | None:
+        """The keys the lookups of a dtype table select with the defaults (None: unknown)."""
+        parents = self.parents()
+        parent = parents.get(id(table))
+        lookups: list[tuple[ast.expr, Scope]] = []
+        if isinstance(parent, ast.Subscript) and parent.value is table:
+            lookups.append((parent.slice, self._scope_of(parent)))
+        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(
+                parent.targets[0], ast.Name):
+            name = parent.targets[0].id
+            for node in ast.walk(self.ctx.tree):
+                if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and (
+                        node.value.id == name):
+                    lookups.append((node.slice, self._scope_of(node)))
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                        node.func.attr == "get" and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == name and node.args):
+                    lookups.append((node.args[0], self._scope_of(node)))
+        if not lookups:
+            return None
+        keys: set[str] = set()
+        for key, scope in lookups:
+            value = self.ctx.resolver.resolve(key, scope, getattr(key, "lineno", 0))
+            if not value.known or not isinstance(value.value, str):
+                return None
+            keys.add(value.value)
+        return keys
+
+    def active(self, chain: Chain, scope: Scope) -> bool:
+        """False when an ``if`` around the code is false with the options' defaults."""
+        for node, field in chain:
+            if isinstance(node, ast.If) and field in ("body", "orelse"):
+                truth = self._truth(node.test, scope)
+                if truth is not None and truth != (field == "body"):
+                    return False
+        return True
+
+    def active_at(self, stmt: ast.stmt, scope: Scope) -> bool:
+        for node in iter_statements(getattr(scope.node, "body", [])):
+            if isinstance(node, ast.If) and node.lineno < stmt.lineno <= (
+                    node.end_lineno or node.lineno):
+                in_body = any(item is stmt for item in iter_statements(node.body))
+                truth = self._truth(node.test, scope)
+                if truth is not None and truth != in_body:
+                    return False
+        return True
+
+    def _truth(self, test: ast.expr, scope: Scope) -> bool | None:
+        """The value of a condition with the defaults, or None when it is not known."""
+        if isinstance(test, ast.BoolOp):
+            values = [self._truth(value, scope) for value in test.values]
+            if isinstance(test.op, ast.And):
+                if False in values:
+                    return False
+                return True if all(value is True for value in values) else None
+            if True in values:
+                return True
+            return False if all(value is False for value in values) else None
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self._truth(test.operand, scope)
+            return None if inner is None else not inner
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left = self._value(test.left, scope)
+            right = self._value(test.comparators[0], scope)
+            if left is _UNKNOWN or right is _UNKNOWN:
+                return None
+            op = test.ops[0]
+            try:
+                if isinstance(op, ast.Eq):
+                    return bool(left == right)
+                if isinstance(op, ast.NotEq):
+                    return bool(left != right)
+                if isinstance(op, ast.In):
+                    return bool(left in right)  # type: ignore[operator]
+                if isinstance(op, ast.NotIn):
+                    return bool(left not in right)  # type: ignore[operator]
+            except TypeError:
+                return None
+            return None
+        if isinstance(test, (ast.Name, ast.Attribute)):
+            value = self.ctx.resolver.resolve(test, scope, test.lineno)
+            return bool(value.value) if value.known else None
+        return None
+
+    def _value(self, expr: ast.expr, scope: Scope) -> object:
+        if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+            items = [self._value(item, scope) for item in expr.elts]
+            return _UNKNOWN if _UNKNOWN in items else tuple(items)
+        if isinstance(expr, ast.Attribute) and dotted(expr.value) == "torch":
+            return f"torch.{expr.attr}"
+        value = self.ctx.resolver.resolve(expr, scope, getattr(expr, "lineno", 0))
+        return value.value if value.known else _UNKNOWN
+
+
+_UNKNOWN = object()
 
 
 def _call(ctx: TrainerContext, call: ast.Call, name: str, scope: Scope) -> str:
     if name == "autocast":
-        if is_false(keyword(call, "enabled")):
+        enabled = keyword(call, "enabled")
+        if is_false(enabled):
             return ""
+        if enabled is not None:
+            switch = ctx.resolver.resolve(enabled, scope)
+            if switch.known and not switch.value:
+                return ""  # an option that is off by default
         dtype = keyword(call, "dtype")
         if dtype is not None and dotted(dtype).endswith("float32"):
             return ""
+        if dtype is not None:
+            chosen = ctx.resolver.resolve(dtype, scope)
+            if chosen.known and isinstance(chosen.value, str) and "32" in chosen.value:
+                return ""
         return "autocast"
     if name == "GradScaler":
         enabled = keyword(call, "enabled")
@@ -144,12 +316,17 @@ def _after_training(ctx: TrainerContext) -> tuple[Scope, int] | None:
     return loop.scope, loop.node.end_lineno or loop.node.lineno
 
 
-def _for_export(scope: Scope, chain: Chain, node: ast.AST,
+def _for_export(ctx: TrainerContext, scope: Scope, node: ast.AST,
                 after: tuple[Scope, int] | None) -> bool:
-    """Half precision used to export weights: after the loop, or in an export function."""
+    """Half precision used to export weights: after the loop, or in an export function.
+
+    An export function is named so (``export_*``, ``write_*``, ``save_*``...) or
+    does what one does: it writes to a file and no backward is in its reach.
+    """
     current: Scope | None = scope
     while current is not None:
-        if current.kind == "function" and _EXPORT_FUNCTION.search(current.name):
+        if current.kind == "function" and (_EXPORT_FUNCTION.search(current.name)
+                                           or _writes_without_training(ctx, current)):
             return True
         current = current.parent
     if after is not None:
@@ -157,6 +334,20 @@ def _for_export(scope: Scope, chain: Chain, node: ast.AST,
         if scope is loop_scope and getattr(node, "lineno", 0) > end:
             return True
     return False
+
+
+_WRITES = frozenset({"write", "tofile", "save", "save_file", "dump", "writelines",
+                     "write_bytes", "write_text", "save_pretrained"})
+
+
+def _writes_without_training(ctx: TrainerContext, function: Scope) -> bool:
+    """A function that writes a file (``f.write``, ``tofile``, ``torch.save``) and reaches no
+    backward: exporting, not training."""
+    if not any(site.name in _WRITES for site in function.calls):
+        return False
+    if ctx.training.loop is not None and ctx.training.loop.scope is function:
+        return False
+    return not ctx.graph.reaches(function, "backward", is_backward)
 
 
 RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="warning", fix_title=None,

@@ -28,10 +28,9 @@ docstring has a fixed shape, the one ``docs/rules.md`` is generated from::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
-
-import attrs
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.model import Severity, TextEdit
@@ -45,7 +44,7 @@ SECTIONS = (
 )
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Violation:
     """One place a rule fires, before suppression comments are applied."""
 
@@ -59,7 +58,7 @@ class Violation:
 Check = Callable[[TrainerContext], Iterable[Violation]]
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class RuleDoc:
     summary: str
     sections: dict[str, str]
@@ -73,7 +72,7 @@ class RuleDoc:
         return _code_block(self.sections["Write instead"])
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Rule:
     code: str
     name: str
