@@ -1,0 +1,196 @@
+/**
+ * The language client as this extension needs it:
+ *
+ * - `$/progress` of runs goes to the run item in the status bar (kept current
+ *   by each report) instead of a second, uncancellable status-bar entry of
+ *   the library's own; a run is stopped with `■ Stop`.
+ * - The `Arena` channel gets the server's stderr and the library's lines at
+ *   their own level, without a second timestamp; the last stderr lines are
+ *   kept to say why a server died on start.
+ * - While the server is starting, the library's own error toasts are kept
+ *   back: the extension shows one message that names the cause.
+ */
+import * as vscode from "vscode";
+import { LanguageClient, WorkDoneProgress, WorkDoneProgressCreateRequest } from "vscode-languageclient/node";
+import type {
+  ClientCapabilities,
+  DynamicFeature,
+  FeatureState,
+  LanguageClientOptions,
+  ProgressToken,
+  ServerOptions,
+  StaticFeature,
+  WorkDoneProgressBegin,
+  WorkDoneProgressEnd,
+  WorkDoneProgressReport,
+} from "vscode-languageclient/node";
+import { ClientLineClassifier, LineSplitter, StderrClassifier, StderrTail } from "./core/serverLog";
+import type { LogEntry } from "./core/serverLog";
+
+export type ProgressValue = WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd;
+export type ProgressSink = (token: ProgressToken, value: ProgressValue) => void;
+
+function write(log: vscode.LogOutputChannel, entry: LogEntry): void {
+  log[entry.level](entry.text);
+}
+
+/**
+ * The `outputChannel` handed to the language client. `append` carries the
+ * server's stderr (in chunks); `appendLine` the library's own lines.
+ */
+export class LeveledChannel implements vscode.OutputChannel {
+  readonly name: string;
+  readonly stderrTail = new StderrTail();
+  private readonly stderr = new StderrClassifier();
+  private readonly splitter = new LineSplitter();
+  private readonly clientLines = new ClientLineClassifier();
+
+  constructor(private readonly log: vscode.LogOutputChannel) {
+    this.name = log.name;
+  }
+
+  append(value: string): void {
+    for (const line of this.splitter.push(value)) {
+      this.stderrTail.add(line);
+      write(this.log, this.stderr.classify(line));
+    }
+  }
+
+  appendLine(value: string): void {
+    for (const line of value.split(/\r?\n/)) {
+      if (line.trim() !== "") {
+        write(this.log, this.clientLines.classify(line));
+      }
+    }
+  }
+
+  /** Writes a partial last stderr line (a server that died mid-line). */
+  flushStderr(): void {
+    for (const line of this.splitter.flush()) {
+      this.stderrTail.add(line);
+      write(this.log, this.stderr.classify(line));
+    }
+  }
+
+  replace(value: string): void {
+    this.log.replace(value);
+  }
+
+  clear(): void {
+    this.log.clear();
+  }
+
+  show(columnOrPreserve?: vscode.ViewColumn | boolean, preserveFocus?: boolean): void {
+    if (typeof columnOrPreserve === "boolean") {
+      this.log.show(columnOrPreserve);
+    } else {
+      this.log.show(preserveFocus);
+    }
+  }
+
+  hide(): void {
+    this.log.hide();
+  }
+
+  dispose(): void {
+    // The channel belongs to the extension, not to one client.
+  }
+}
+
+/** The LSP trace, at info level so that `arena.trace.server` shows it without changing the channel's level. */
+export class TraceChannel extends LeveledChannel {
+  constructor(private readonly traceLog: vscode.LogOutputChannel) {
+    super(traceLog);
+  }
+
+  override append(value: string): void {
+    this.traceLog.info(value.replace(/^\[(?:LSP|Trace)\s*- [^\]]*\] ?/, "").trimEnd());
+  }
+
+  override appendLine(value: string): void {
+    this.append(value);
+  }
+}
+
+/** Takes over `window/workDoneProgress/create`: each run's progress goes to the sink. */
+class RunProgressFeature implements StaticFeature {
+  private readonly subscriptions = new Map<ProgressToken, vscode.Disposable>();
+
+  constructor(
+    private readonly client: LanguageClient,
+    private readonly sink: ProgressSink,
+  ) {}
+
+  getState(): FeatureState {
+    return { kind: "static" };
+  }
+
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    capabilities.window = { ...(capabilities.window ?? {}), workDoneProgress: true };
+  }
+
+  initialize(): void {
+    this.client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
+      const subscription = this.client.onProgress(WorkDoneProgress.type, token, (value: ProgressValue) => {
+        this.sink(token, value);
+        if (value.kind === "end") {
+          this.subscriptions.get(token)?.dispose();
+          this.subscriptions.delete(token);
+        }
+      });
+      this.subscriptions.set(token, subscription);
+    });
+  }
+
+  clear(): void {
+    for (const subscription of this.subscriptions.values()) {
+      subscription.dispose();
+    }
+    this.subscriptions.clear();
+  }
+}
+
+function isLibraryProgressFeature(feature: StaticFeature | DynamicFeature<unknown>): boolean {
+  const state = feature.getState();
+  return state.kind === "window" && state.id === WorkDoneProgressCreateRequest.method;
+}
+
+export class ArenaClient extends LanguageClient {
+  /** True until the server answered `initialize`: the extension reports a failed start itself. */
+  private starting = true;
+
+  constructor(
+    serverOptions: ServerOptions,
+    clientOptions: LanguageClientOptions,
+    readonly channel: LeveledChannel,
+    progress: ProgressSink,
+  ) {
+    super("arena", "Arena", serverOptions, clientOptions);
+    this.registerFeature(new RunProgressFeature(this, progress));
+  }
+
+  /** Leaves out the library's progress feature, which would draw each run a second time. */
+  override registerFeature(feature: StaticFeature | DynamicFeature<unknown>): void {
+    if (!isLibraryProgressFeature(feature)) {
+      super.registerFeature(feature);
+    }
+  }
+
+  isStarting(): boolean {
+    return this.starting;
+  }
+
+  override async start(): Promise<void> {
+    this.starting = true;
+    this.channel.stderrTail.clear();
+    try {
+      await super.start();
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  override error(message: string, data?: unknown, showNotification?: boolean | "force"): void {
+    super.error(message, data, this.starting ? false : showNotification);
+  }
+}
