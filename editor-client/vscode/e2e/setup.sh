@@ -14,6 +14,7 @@ set -euo pipefail
 
 CODE_SERVER_VERSION="4.100.3"
 SELENIUM_VERSION="4.*"
+PYTEST_VERSION="8.*"
 CACHE="${ARENA_E2E_CACHE:-$HOME/.cache/arena-ls-e2e}"
 PYTHON="${ARENA_E2E_PYTHON:-python3}"
 DEBIAN_PACKAGES=(libkrb5-dev libxkbfile-dev libsecret-1-dev ripgrep chromium chromium-driver)
@@ -71,11 +72,14 @@ install_code_server() {
 
 install_selenium() {
     local venv="$CACHE/venv"
-    [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import selenium" 2>/dev/null && return 0
-    echo "e2e setup: a venv with selenium"
+    [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import selenium, pytest" 2>/dev/null && return 0
+    echo "e2e setup: a venv with selenium and pytest"
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q "selenium==$SELENIUM_VERSION"
+    # pip's notes about local index folders are noise here; its errors still show.
+    "$venv/bin/python" -m pip install -q "selenium==$SELENIUM_VERSION" "pytest==$PYTEST_VERSION" 2>&1 |
+        { grep -v "^WARNING: Location" || true; }
+    "$venv/bin/python" -c "import selenium, pytest"
 }
 
 install_debian_packages
