@@ -27,6 +27,7 @@ export ARENA_E2E_SERVER_PYTHON="${ARENA_E2E_SERVER_PYTHON:-$repo/.venv/bin/pytho
 export ARENA_E2E_REPO="$repo"
 export ARENA_E2E_SCREENSHOTS="${ARENA_E2E_SCREENSHOTS:-$here/screenshots}"
 export SE_OFFLINE=true
+rm -rf "$ARENA_E2E_SCREENSHOTS"
 
 status=0
 "$cache/venv/bin/python" -m pytest -c "$here/pytest.ini" --rootdir "$here" -v "$here" "$@" || status=$?

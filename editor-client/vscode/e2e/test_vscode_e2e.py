@@ -357,6 +357,18 @@ class Workbench:
             d.is_displayed() for d in self.driver.find_elements(By.CSS_SELECTOR, ".monaco-dialog-box")))
         return text
 
+    def editor_text(self, pattern: str, timeout: float = UI_TIMEOUT) -> str:
+        """Waits for the visible editor's text to match ``pattern``."""
+        regex = re.compile(pattern)
+
+        def text() -> str | None:
+            for editor in self.driver.find_elements(By.CSS_SELECTOR, ".editor-instance .monaco-editor .view-lines"):
+                if editor.is_displayed() and regex.search(editor.text):
+                    return str(editor.text)
+            return None
+
+        return wait_for(f"an editor showing {pattern!r}", text, timeout)
+
     def notifications(self) -> list[str]:
         return [toast.text for toast in self.driver.find_elements(By.CSS_SELECTOR, ".notification-toast")
                 if toast.is_displayed()]
@@ -431,19 +443,21 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     run_job(bench, "▶ Quick LM", "quick")
     bench.status_item(r"^✓ quick-lm succeeded 30/30", RUN_TIMEOUT)
     bench.status_item(r"^▶ Run$")
+
+    # Reading the status with nothing running keeps the last run in view; the status document stays open.
+    bench.command("Arena: Show Status")
+    bench.editor_text(r"Active run: none")
+    bench.status_item(r"^✓ quick-lm succeeded 30/30")
+
     run_job(bench, "▶ Quick LM", "quick")
     bench.answer_dialog(r"Quick LM has finished: its checkpoint is at step 30 of 30", "Start fresh")
-    bench.status_item(r"^⟳ quick-lm")
+    # The open status document follows the run: live, then done.
+    bench.editor_text(r"Active run: ⟳ quick-lm", RUN_TIMEOUT)
     bench.status_item(r"^✓ quick-lm succeeded 30/30", RUN_TIMEOUT)
+    bench.editor_text(r"Active run: none", RUN_TIMEOUT)
     runs = sorted((server.workspace / ".aide" / "training" / "runs").glob("quick-lm-*/spec.json"))
     assert len(runs) == 2, runs
     assert "--resume" not in json.loads(runs[-1].read_text())["argv"], "the second run resumed"
-
-    # The last run stays in view when the status is read again with nothing running.
-    bench.command("Arena: Show Status")
-    wait_for("the status document", lambda: "Active run: none" in bench.driver.find_element(
-        By.CSS_SELECTOR, ".monaco-workbench").text)
-    bench.status_item(r"^✓ quick-lm succeeded 30/30")
 
     # The Arena channel: the server's lines at their level, with one timestamp each.
     log = server.arena_log()

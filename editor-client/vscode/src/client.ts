@@ -158,6 +158,8 @@ function isLibraryProgressFeature(feature: StaticFeature | DynamicFeature<unknow
 export class ArenaClient extends LanguageClient {
   /** True until the server answered `initialize`: the extension reports a failed start itself. */
   private starting = true;
+  private exitSeen: (() => void) | undefined;
+  private readonly exited = new Promise<void>((resolve) => (this.exitSeen = resolve));
 
   constructor(
     serverOptions: ServerOptions,
@@ -191,6 +193,20 @@ export class ArenaClient extends LanguageClient {
   }
 
   override error(message: string, data?: unknown, showNotification?: boolean | "force"): void {
+    if (/^Server process exited with (code|signal) /.test(message)) {
+      this.exitSeen?.();
+    }
     super.error(message, data, this.starting ? false : showNotification);
+  }
+
+  /**
+   * Resolves once the server process has exited (or after `timeoutMs`), and
+   * a moment later, so that the last of its stderr has been read.
+   */
+  async serverExited(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+    await new Promise<void>((resolve) => setTimeout(resolve, 100));
   }
 }

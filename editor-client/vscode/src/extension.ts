@@ -132,7 +132,12 @@ async function startClient(): Promise<void> {
   client = next;
   try {
     await next.start();
+    if (!next.isRunning()) {
+      // vscode-languageclient 9 resolves start() when the server closed the connection while starting.
+      throw new Error("the server exited while starting");
+    }
   } catch (error) {
+    await next.serverExited(3000);
     reportStartFailure(interpreter, error);
     return;
   }
