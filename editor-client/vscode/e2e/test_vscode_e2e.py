@@ -16,6 +16,7 @@ nothing sleeps hoping that something happened.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -64,13 +65,24 @@ for step in range(args.steps):
 
 E2E_JOBS: list[dict[str, Any]] = [
     {
-        # Its first checkpoint (step 500) is far past the seconds the test lets it run: stopping it asks first.
+        # First checkpoint at step 500, far past the seconds the test lets it run: a stop asks first.
         "id": "slow-lm",
         "name": "Slow LM (needs approval)",
         "kind": "train",
         "command": "{python}",
-        "args": ["training/train.py", "--steps", "20000", "--ckpt-every", "500",
-                 "--eval-every", "500", "--log-every", "5", "--ckpt-dir", "checkpoints/slow-lm"],
+        "args": [
+            "training/train.py",
+            "--steps",
+            "20000",
+            "--ckpt-every",
+            "500",
+            "--eval-every",
+            "500",
+            "--log-every",
+            "5",
+            "--ckpt-dir",
+            "checkpoints/slow-lm",
+        ],
         "script": "training/train.py",
         "cwd": ".",
         "env": {"OMP_NUM_THREADS": "1"},
@@ -84,8 +96,19 @@ E2E_JOBS: list[dict[str, Any]] = [
         "name": "Quick LM",
         "kind": "train",
         "command": "{python}",
-        "args": ["training/train.py", "--steps", "30", "--ckpt-every", "10", "--eval-every", "30",
-                 "--log-every", "2", "--ckpt-dir", "checkpoints/quick-lm"],
+        "args": [
+            "training/train.py",
+            "--steps",
+            "30",
+            "--ckpt-every",
+            "10",
+            "--eval-every",
+            "30",
+            "--log-every",
+            "2",
+            "--ckpt-dir",
+            "checkpoints/quick-lm",
+        ],
         "script": "training/train.py",
         "cwd": ".",
         "env": {"OMP_NUM_THREADS": "1"},
@@ -121,8 +144,10 @@ def wait_for(what: str, condition: Callable[[], T | None], timeout: float = UI_T
         except (StaleElementReferenceException, WebDriverException) as error:
             last_error = error
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
-                                 + (f" (last error: {last_error})" if last_error else ""))
+            raise AssertionError(
+                f"timed out after {timeout:.0f}s waiting for {what}"
+                + (f" (last error: {last_error})" if last_error else "")
+            )
         time.sleep(0.2)  # the poll interval, not a wait for an event
 
 
@@ -187,27 +212,60 @@ class CodeServer:
         self.config.write_text(f"bind-addr: 127.0.0.1:{self.port}\nauth: none\ncert: false\n")
 
     def _base_args(self) -> list[str]:
-        return [CODE_SERVER, "--config", str(self.config), "--user-data-dir", str(self.user_data),
-                "--extensions-dir", str(self.extensions)]
+        return [
+            CODE_SERVER,
+            "--config",
+            str(self.config),
+            "--user-data-dir",
+            str(self.user_data),
+            "--extensions-dir",
+            str(self.extensions),
+        ]
 
     def start(self) -> WebDriver:
         env = {**os.environ, "SE_OFFLINE": "true"}
-        subprocess.run([*self._base_args(), "--install-extension", str(VSIX)], check=True,
-                       capture_output=True, timeout=STARTUP_TIMEOUT, env=env)
+        subprocess.run(
+            [*self._base_args(), "--install-extension", str(VSIX)],
+            check=True,
+            capture_output=True,
+            timeout=STARTUP_TIMEOUT,
+            env=env,
+        )
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [*self._base_args(), "--bind-addr", f"127.0.0.1:{self.port}", "--auth", "none",
-             "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
-             "--disable-getting-started-override", str(self.workspace)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+            [
+                *self._base_args(),
+                "--bind-addr",
+                f"127.0.0.1:{self.port}",
+                "--auth",
+                "none",
+                "--disable-telemetry",
+                "--disable-update-check",
+                "--disable-workspace-trust",
+                "--disable-getting-started-override",
+                str(self.workspace),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
         )
         wait_for("code-server to answer /healthz", self._healthy, STARTUP_TIMEOUT)
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
-        for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1600,1000", "--no-first-run", "--disable-extensions"):
+        for argument in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1600,1000",
+            "--no-first-run",
+            "--disable-extensions",
+        ):
             options.add_argument(argument)
-        self.driver = webdriver.Chrome(options=options, service=Service(executable_path="/usr/bin/chromedriver"))
+        self.driver = webdriver.Chrome(
+            options=options, service=Service(executable_path="/usr/bin/chromedriver")
+        )
         self.driver.get(f"http://127.0.0.1:{self.port}/?folder={self.workspace}")
         return self.driver
 
@@ -222,8 +280,10 @@ class CodeServer:
 
     def arena_log(self) -> str:
         """The `Arena` output channel, as code-server writes it to disk."""
-        return "\n".join(path.read_text(errors="replace")
-                         for path in sorted(self.user_data.glob("logs/**/arena-ls.arena-ls/*.log")))
+        return "\n".join(
+            path.read_text(errors="replace")
+            for path in sorted(self.user_data.glob("logs/**/arena-ls.arena-ls/*.log"))
+        )
 
     def save_evidence(self, name: str) -> Path:
         folder = SCREENSHOTS / name
@@ -241,10 +301,8 @@ class CodeServer:
 
     def stop(self) -> None:
         if self.driver is not None:
-            try:
+            with contextlib.suppress(WebDriverException):
                 self.driver.quit()
-            except WebDriverException:
-                pass
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
@@ -265,10 +323,8 @@ def kill_processes_in(folder: Path) -> None:
         except OSError:
             continue
         if cwd == folder or folder in cwd.parents:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(int(proc.name), signal.SIGKILL)
-            except OSError:
-                pass
 
 
 # -- the workbench, as a user sees it -------------------------------------------------------
@@ -280,7 +336,8 @@ class Workbench:
 
     def status_texts(self) -> list[str]:
         texts: list[str] = self.driver.execute_script(
-            "return Array.from(document.querySelectorAll('#workbench\\\\.parts\\\\.statusbar .statusbar-item'))"
+            "return Array.from(document.querySelectorAll("
+            "'#workbench\\\\.parts\\\\.statusbar .statusbar-item'))"
             ".map(e => e.innerText.trim()).filter(t => t)"
         )
         return texts
@@ -295,7 +352,9 @@ class Workbench:
 
     def click_status_item(self, text: str) -> None:
         def find() -> WebElement | None:
-            for item in self.driver.find_elements(By.CSS_SELECTOR, "#workbench\\.parts\\.statusbar .statusbar-item"):
+            for item in self.driver.find_elements(
+                By.CSS_SELECTOR, "#workbench\\.parts\\.statusbar .statusbar-item"
+            ):
                 if item.is_displayed() and item.text.strip() == text:
                     return item
             return None
@@ -305,13 +364,22 @@ class Workbench:
     def quick_input(self) -> WebElement:
         return wait_for(
             "the quick input box",
-            lambda: next((e for e in self.driver.find_elements(By.CSS_SELECTOR, ".quick-input-widget input.input")
-                          if e.is_displayed()), None),
+            lambda: next(
+                (
+                    e
+                    for e in self.driver.find_elements(By.CSS_SELECTOR, ".quick-input-widget input.input")
+                    if e.is_displayed()
+                ),
+                None,
+            ),
         )
 
     def quick_rows(self) -> list[WebElement]:
-        return [row for row in self.driver.find_elements(By.CSS_SELECTOR, ".quick-input-widget .monaco-list-row")
-                if row.is_displayed()]
+        return [
+            row
+            for row in self.driver.find_elements(By.CSS_SELECTOR, ".quick-input-widget .monaco-list-row")
+            if row.is_displayed()
+        ]
 
     def choose(self, label: str, typed: str | None = None) -> None:
         """Types a filter into the open quick input and clicks the row whose label starts with ``label``."""
@@ -338,23 +406,37 @@ class Workbench:
     def dialog(self, timeout: float = UI_TIMEOUT) -> WebElement:
         return wait_for(
             "a modal dialog",
-            lambda: next((d for d in self.driver.find_elements(By.CSS_SELECTOR, ".monaco-dialog-box")
-                          if d.is_displayed()), None),
+            lambda: next(
+                (
+                    d
+                    for d in self.driver.find_elements(By.CSS_SELECTOR, ".monaco-dialog-box")
+                    if d.is_displayed()
+                ),
+                None,
+            ),
             timeout,
         )
 
     def answer_dialog(self, pattern: str, button: str) -> str:
         """Waits for the modal whose text matches ``pattern`` and presses ``button``; returns its text."""
         regex = re.compile(pattern, re.S)
-        box = wait_for(f"a dialog matching {pattern!r}",
-                       lambda: next((d for d in [self.dialog()] if regex.search(d.text)), None))
+        box = wait_for(
+            f"a dialog matching {pattern!r}",
+            lambda: next((d for d in [self.dialog()] if regex.search(d.text)), None),
+        )
         text: str = box.text
         buttons = box.find_elements(By.CSS_SELECTOR, ".dialog-buttons .monaco-button")
         chosen = next((b for b in buttons if b.text.strip() == button), None)
         assert chosen is not None, f"no button {button!r} in the dialog: {[b.text for b in buttons]}"
         chosen.click()
-        wait_for("the dialog to close", lambda: not any(
-            d.is_displayed() for d in self.driver.find_elements(By.CSS_SELECTOR, ".monaco-dialog-box")))
+        wait_for(
+            "the dialog to close",
+            lambda: (
+                not any(
+                    d.is_displayed() for d in self.driver.find_elements(By.CSS_SELECTOR, ".monaco-dialog-box")
+                )
+            ),
+        )
         return text
 
     def editor_text(self, pattern: str, timeout: float = UI_TIMEOUT) -> str:
@@ -362,7 +444,9 @@ class Workbench:
         regex = re.compile(pattern)
 
         def text() -> str | None:
-            for editor in self.driver.find_elements(By.CSS_SELECTOR, ".editor-instance .monaco-editor .view-lines"):
+            for editor in self.driver.find_elements(
+                By.CSS_SELECTOR, ".editor-instance .monaco-editor .view-lines"
+            ):
                 if editor.is_displayed() and regex.search(editor.text):
                     return str(editor.text)
             return None
@@ -370,8 +454,11 @@ class Workbench:
         return wait_for(f"an editor showing {pattern!r}", text, timeout)
 
     def notifications(self) -> list[str]:
-        return [toast.text for toast in self.driver.find_elements(By.CSS_SELECTOR, ".notification-toast")
-                if toast.is_displayed()]
+        return [
+            toast.text
+            for toast in self.driver.find_elements(By.CSS_SELECTOR, ".notification-toast")
+            if toast.is_displayed()
+        ]
 
 
 def run_job(bench: Workbench, label: str, typed: str) -> None:
@@ -415,8 +502,14 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     bench.command("Problems: Focus on Problems View")
     problems = wait_for(
         "arena diagnostics in the Problems panel",
-        lambda: next((p.text for p in bench.driver.find_elements(By.CSS_SELECTOR, ".markers-panel")
-                      if re.search(r"AR0\d\d", p.text)), None),
+        lambda: next(
+            (
+                p.text
+                for p in bench.driver.find_elements(By.CSS_SELECTOR, ".markers-panel")
+                if re.search(r"AR0\d\d", p.text)
+            ),
+            None,
+        ),
     )
     assert "arena" in problems
 
@@ -425,9 +518,11 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     reasons = bench.answer_dialog(r"Broken trainer cannot run", "Cancel")
     assert len(re.findall(r"• AR\d{3}", reasons)) >= 2, reasons
 
-    # Stop tiny-lm with the Stop item (its answer may or may not need a confirmation: it may have a checkpoint).
+    # Stop tiny-lm with the Stop item (confirming if asked: it may or may not have a checkpoint by now).
     bench.click_status_item("■ Stop")
-    wait_for("tiny-lm to stop, confirming if asked", lambda: _stopped_or_confirm(bench, "tiny-lm"), RUN_TIMEOUT)
+    wait_for(
+        "tiny-lm to stop, confirming if asked", lambda: _stopped_or_confirm(bench, "tiny-lm"), RUN_TIMEOUT
+    )
     bench.status_item(r"^▶ Run$")
 
     # A job that needs approval, then a stop that would lose work: both dialogs answered.
@@ -481,9 +576,11 @@ def test_a_python_without_arena_ls_gets_one_message_naming_the_cause_and_the_set
     session: tuple[CodeServer, Workbench],
 ) -> None:
     server, bench = session
-    toast = wait_for("the start failure message",
-                     lambda: next((t for t in bench.notifications() if "did not start" in t), None),
-                     STARTUP_TIMEOUT)
+    toast = wait_for(
+        "the start failure message",
+        lambda: next((t for t in bench.notifications() if "did not start" in t), None),
+        STARTUP_TIMEOUT,
+    )
     assert "No module named arena_ls" in toast, toast
     assert "arena.interpreter" in toast, toast
     # The library's own toasts are held back while the server starts: one message for one failure.
