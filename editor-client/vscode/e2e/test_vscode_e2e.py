@@ -554,6 +554,19 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     assert len(runs) == 2, runs
     assert "--resume" not in json.loads(runs[-1].read_text())["argv"], "the second run resumed"
 
+    # An intentional restart: the last run stays in view, and a clean exit is not an error.
+    bench.command("Arena: Restart Server")
+    wait_for(
+        "the restarted server's clean exit in the Arena log",
+        lambda: (
+            server.arena_log().count("Starting the server:") == 2
+            and "[info] Server process exited with code 0" in server.arena_log()
+        ),
+    )
+    bench.status_item(r"^▶ Run$")
+    bench.status_item(r"^✓ quick-lm succeeded 30/30")
+    assert "[error] Server process exited with code 0" not in server.arena_log()
+
     # The Arena channel: the server's lines at their level, with one timestamp each.
     log = server.arena_log()
     assert re.search(r"\[info\] arena_ls", log), log[-2000:]

@@ -195,6 +195,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   commands = new Commands(log);
   context.subscriptions.push(log, commands);
   commands.register(context);
+  context.subscriptions.push(vscode.commands.registerCommand("arena.restartServer", () => restart("asked for")));
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (needsRestart((key) => event.affectsConfiguration(key, workspaceResource()))) {
