@@ -156,8 +156,8 @@ function isLibraryProgressFeature(feature: StaticFeature | DynamicFeature<unknow
 }
 
 export class ArenaClient extends LanguageClient {
-  /** True until the server answered `initialize`: the extension reports a failed start itself. */
-  private starting = true;
+  /** True while `startReportingFailureItself` waits for the server. */
+  private starting = false;
   private exitSeen: (() => void) | undefined;
   private readonly exited = new Promise<void>((resolve) => (this.exitSeen = resolve));
 
@@ -182,11 +182,16 @@ export class ArenaClient extends LanguageClient {
     return this.starting;
   }
 
-  override async start(): Promise<void> {
+  /**
+   * Starts the server with the library's error toasts held back: the caller
+   * reports a failure itself, once. (Restarts the library makes after a
+   * crash use `start()` and keep its usual messages.)
+   */
+  async startReportingFailureItself(): Promise<void> {
     this.starting = true;
     this.channel.stderrTail.clear();
     try {
-      await super.start();
+      await this.start();
     } finally {
       this.starting = false;
     }

@@ -131,7 +131,7 @@ async function startClient(): Promise<void> {
   commands.attach(next);
   client = next;
   try {
-    await next.start();
+    await next.startReportingFailureItself();
     if (!next.isRunning()) {
       // vscode-languageclient 9 resolves start() when the server closed the connection while starting.
       throw new Error("the server exited while starting");
