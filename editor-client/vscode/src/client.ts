@@ -24,52 +24,47 @@ import type {
   WorkDoneProgressEnd,
   WorkDoneProgressReport,
 } from "vscode-languageclient/node";
-import { ClientLineClassifier, LineSplitter, StderrClassifier, StderrTail } from "./core/serverLog";
-import type { LogEntry } from "./core/serverLog";
+import { ServerLogRouter } from "./core/serverLog";
+import type { StderrTail } from "./core/serverLog";
 
 export type ProgressValue = WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd;
 export type ProgressSink = (token: ProgressToken, value: ProgressValue) => void;
 
-function write(log: vscode.LogOutputChannel, entry: LogEntry): void {
-  log[entry.level](entry.text);
-}
-
 /**
  * The `outputChannel` handed to the language client. `append` carries the
- * server's stderr (in chunks); `appendLine` the library's own lines.
+ * server's stderr (in chunks); `appendLine` the library's own lines. Both
+ * go through `ServerLogRouter` (tested without the editor).
  */
 export class LeveledChannel implements vscode.OutputChannel {
   readonly name: string;
-  readonly stderrTail = new StderrTail();
-  private readonly stderr = new StderrClassifier();
-  private readonly splitter = new LineSplitter();
-  private readonly clientLines = new ClientLineClassifier();
+  private readonly router: ServerLogRouter;
 
   constructor(private readonly log: vscode.LogOutputChannel) {
     this.name = log.name;
+    this.router = new ServerLogRouter({
+      trace: (text) => log.trace(text),
+      debug: (text) => log.debug(text),
+      info: (text) => log.info(text),
+      warn: (text) => log.warn(text),
+      error: (text) => log.error(text),
+    });
+  }
+
+  get stderrTail(): StderrTail {
+    return this.router.tail;
   }
 
   append(value: string): void {
-    for (const line of this.splitter.push(value)) {
-      this.stderrTail.add(line);
-      write(this.log, this.stderr.classify(line));
-    }
+    this.router.stderr(value);
   }
 
   appendLine(value: string): void {
-    for (const line of value.split(/\r?\n/)) {
-      if (line.trim() !== "") {
-        write(this.log, this.clientLines.classify(line));
-      }
-    }
+    this.router.clientLines(value);
   }
 
   /** Writes a partial last stderr line (a server that died mid-line). */
   flushStderr(): void {
-    for (const line of this.splitter.flush()) {
-      this.stderrTail.add(line);
-      write(this.log, this.stderr.classify(line));
-    }
+    this.router.flushStderr();
   }
 
   replace(value: string): void {

@@ -147,3 +147,46 @@ export function startFailureMessage(interpreter: readonly string[], stderr: read
     "Install arena-ls into that Python, or set arena.interpreter to one that has it."
   );
 }
+
+/** Where classified lines go: a `LogOutputChannel` in the editor, a recorder in tests. */
+export type LevelSink = Record<Level, (text: string) => void>;
+
+/**
+ * The `Arena` channel's input: the server's stderr in chunks (`stderr`),
+ * the language client's own lines (`clientLines`). Each line goes to the
+ * sink at its level; the last stderr lines are kept in `tail`.
+ */
+export class ServerLogRouter {
+  readonly tail = new StderrTail();
+  private readonly stderrLevels = new StderrClassifier();
+  private readonly splitter = new LineSplitter();
+  private readonly clientLevels = new ClientLineClassifier();
+
+  constructor(private readonly sink: LevelSink) {}
+
+  stderr(chunk: string): void {
+    this.writeStderr(this.splitter.push(chunk));
+  }
+
+  /** Writes a partial last stderr line (a server that died mid-line). */
+  flushStderr(): void {
+    this.writeStderr(this.splitter.flush());
+  }
+
+  clientLines(text: string): void {
+    for (const line of text.split(/\r?\n/)) {
+      if (line.trim() !== "") {
+        const entry = this.clientLevels.classify(line);
+        this.sink[entry.level](entry.text);
+      }
+    }
+  }
+
+  private writeStderr(lines: string[]): void {
+    for (const line of lines) {
+      this.tail.add(line);
+      const entry = this.stderrLevels.classify(line);
+      this.sink[entry.level](entry.text);
+    }
+  }
+}

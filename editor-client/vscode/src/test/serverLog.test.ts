@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ClientLineClassifier, LineSplitter, StderrClassifier, StderrTail, causeLine, startFailureMessage } from "../core/serverLog";
+import { ClientLineClassifier, LineSplitter, ServerLogRouter, StderrClassifier, StderrTail, causeLine, startFailureMessage } from "../core/serverLog";
+import type { LevelSink } from "../core/serverLog";
 
 describe("StderrClassifier", () => {
   it("maps the server's log levels and strips its timestamp and level", () => {
@@ -76,5 +77,32 @@ describe("the message when the server dies on start", () => {
     assert.equal(causeLine([]), undefined);
     const spawn = Object.assign(new Error("spawn /nope/python ENOENT"), { code: "ENOENT" });
     assert.match(startFailureMessage(["/nope/python"], [], spawn), /did not start: \/nope\/python was not found \(interpreter: \/nope\/python\)\. .*arena\.interpreter/);
+  });
+});
+
+describe("ServerLogRouter", () => {
+  function recorder(): { sink: LevelSink; written: string[] } {
+    const written: string[] = [];
+    const at = (level: string) => (text: string) => written.push(`[${level}] ${text}`);
+    return { sink: { trace: at("trace"), debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") }, written };
+  }
+
+  it("writes stderr chunks as whole lines at their level, with one timestamp (the channel's)", () => {
+    const { sink, written } = recorder();
+    const router = new ServerLogRouter(sink);
+    router.stderr("2026-11-30 12:00:00,123 INFO arena_ls.protocol.server: listening\n2026-11-30 12:00:01,0");
+    router.stderr("00 WARNING arena_ls.health: RAM low\n/usr/bin/python3: No module");
+    router.flushStderr();
+    assert.deepEqual(written, ["[info] arena_ls.protocol.server: listening", "[warn] arena_ls.health: RAM low", "[warn] /usr/bin/python3: No module"]);
+    assert.deepEqual(router.tail.all().slice(-1), ["/usr/bin/python3: No module"]);
+  });
+
+  it("writes the client's lines at their level, a clean exit as info", () => {
+    const { sink, written } = recorder();
+    const router = new ServerLogRouter(sink);
+    router.clientLines("[Error - 1:00:00 PM] Server process exited with code 0.");
+    router.clientLines("[Error - 1:00:00 PM] Request failed.\n  Message: boom");
+    assert.deepEqual(written, ["[info] Server process exited with code 0.", "[error] Request failed.", "[error]   Message: boom"]);
+    assert.deepEqual(router.tail.all(), []);
   });
 });
