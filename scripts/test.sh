@@ -36,3 +36,8 @@ echo "== benchmarks (quick mode)"
 
 echo "== pytest"
 "$VENV_BIN/python" -m pytest -p no:cacheprovider "$@"
+
+if [ -f editor-client/vscode/e2e/run.sh ] && command -v npm >/dev/null 2>&1; then
+    echo "== VS Code extension in a real VS Code (code-server + headless Chromium; install cached in ~/.cache/arena-ls-e2e)"
+    bash editor-client/vscode/e2e/run.sh
+fi

@@ -3,13 +3,16 @@
  * Decisions (what to ask, what to retry, what to show) come from `core/`.
  */
 import * as vscode from "vscode";
-import type { LanguageClient } from "vscode-languageclient/node";
-import { statusReport } from "./core/format";
+import type { LanguageClient, ProgressToken } from "vscode-languageclient/node";
+import type { ProgressValue } from "./client";
+import { blockedDialog, statusReport } from "./core/format";
 import { LogRouter } from "./core/logRouter";
 import { Methods, isLive } from "./core/protocol";
-import type { LogNotification, LogsResult, RunInfo, StatusResult } from "./core/protocol";
+import type { JobInfo, LogNotification, LogsResult, RunInfo, StartParams, StatusResult } from "./core/protocol";
 import { asRpcError, decide } from "./core/refusals";
 import type { Operation } from "./core/refusals";
+import { resumeOffer, startParamsFor } from "./core/resume";
+import { applyProgressMessage, runIdOfToken, runToShow } from "./core/runProgress";
 import { JobChannels, StatusBar, StatusDocument, pickJob } from "./ui";
 
 /** At most this many `arena/logs` pages are read for one `Show Logs`. */
@@ -24,6 +27,7 @@ export class Commands implements vscode.Disposable {
   private readonly clientSubscriptions: vscode.Disposable[] = [];
   private shownRun: RunInfo | undefined;
   private logQueue: Promise<void> = Promise.resolve();
+  private documentRefresh: "idle" | "busy" | "again" = "idle";
 
   constructor(private readonly log: vscode.LogOutputChannel) {}
 
@@ -53,21 +57,32 @@ export class Commands implements vscode.Disposable {
     for (const subscription of this.clientSubscriptions.splice(0)) {
       subscription.dispose();
     }
-    this.statusBar.hideAll();
+    // The last run stays in view while the server restarts; Run and Stop need a server.
+    this.statusBar.hideActions();
   }
 
-  /** Reads `arena/status`, learns its runs and shows the active one. */
+  /** Reads `arena/status`, learns its runs and shows the active one, else the latest. */
   async refresh(): Promise<StatusResult | undefined> {
     const status = await this.request<StatusResult>(Methods.status, {});
     for (const run of status.runs ?? []) {
       this.router.remember(run);
     }
-    this.shownRun = status.active ?? undefined;
-    if (this.shownRun) {
-      this.router.remember(this.shownRun);
+    if (status.active) {
+      this.router.remember(status.active);
     }
+    this.shownRun = runToShow(status);
     this.statusBar.show(this.shownRun);
     return status;
+  }
+
+  /** A `$/progress` value of a run: the run item takes the report's step, loss and ETA at once. */
+  onProgress(token: ProgressToken, value: ProgressValue): void {
+    const runId = runIdOfToken(token) ?? this.shownRun?.runId;
+    if (value.kind === "end" || !isLive(this.shownRun) || this.shownRun.runId !== runId) {
+      return;
+    }
+    this.shownRun = applyProgressMessage(this.shownRun, value.message);
+    this.statusBar.show(this.shownRun);
   }
 
   private async request<T>(method: string, params: object): Promise<T> {
@@ -83,19 +98,71 @@ export class Commands implements vscode.Disposable {
       this.shownRun = run;
       this.statusBar.show(run);
     }
+    this.refreshOpenDocument();
+  }
+
+  /** Keeps an open status document current: one `arena/status` at a time, one more if runs changed meanwhile. */
+  private refreshOpenDocument(): void {
+    if (!this.statusDocument.isOpen()) {
+      return;
+    }
+    if (this.documentRefresh !== "idle") {
+      this.documentRefresh = "again";
+      return;
+    }
+    this.documentRefresh = "busy";
+    void this.request<StatusResult>(Methods.status, {})
+      .then((status) => this.statusDocument.update(statusReport(status)))
+      .catch((error: unknown) => this.log.warn(`Updating the status document: ${String(error)}`))
+      .finally(() => {
+        const again = this.documentRefresh === "again";
+        this.documentRefresh = "idle";
+        if (again) {
+          this.refreshOpenDocument();
+        }
+      });
   }
 
   private async runJob(jobId?: unknown): Promise<void> {
     await this.guard(async () => {
-      let id = typeof jobId === "string" ? jobId : undefined;
-      if (id === undefined) {
-        const status = await this.refresh();
-        id = await pickJob(status?.jobs ?? []);
+      const status = await this.refresh();
+      const jobs = status?.jobs ?? [];
+      const job = typeof jobId === "string" ? (jobs.find((item) => item.id === jobId) ?? { id: jobId, runnable: true }) : await pickJob(jobs);
+      if (job === undefined) {
+        return;
       }
-      if (id !== undefined) {
-        await this.perform({ kind: "start", params: { id } });
+      if (!job.runnable) {
+        await this.explainBlocked(job);
+        return;
+      }
+      const params = await this.askResume(job, status?.runs ?? []);
+      if (params) {
+        await this.perform({ kind: "start", params });
       }
     });
+  }
+
+  /** A job with a checkpoint: resume from it, or start fresh (a finished job would otherwise train nothing). */
+  private async askResume(job: JobInfo, runs: readonly RunInfo[]): Promise<StartParams | undefined> {
+    const offer = resumeOffer(job, runs);
+    if (!offer) {
+      return startParamsFor(job.id, undefined, undefined);
+    }
+    const answer = await vscode.window.showInformationMessage(offer.prompt, { modal: true }, ...offer.labels);
+    return startParamsFor(job.id, offer, answer);
+  }
+
+  /** Every reason a picked job cannot run, whole, one a line; and the file of the first, one click away. */
+  private async explainBlocked(job: JobInfo): Promise<void> {
+    const dialog = blockedDialog(job);
+    const located = (job.blockedBy ?? []).find((item) => typeof item.uri === "string" && item.uri !== "");
+    const open = located ? "Open the File" : undefined;
+    const answer = await vscode.window.showWarningMessage(dialog.message, { modal: true, detail: dialog.detail }, ...(open ? [open] : []));
+    if (answer !== undefined && answer === open && located?.uri) {
+      const start = located.range?.start;
+      const selection = start ? new vscode.Range(start.line, start.character, start.line, start.character) : undefined;
+      await vscode.window.showTextDocument(vscode.Uri.parse(located.uri), selection ? { selection } : {});
+    }
   }
 
   private async stopJob(): Promise<void> {

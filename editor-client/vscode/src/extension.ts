@@ -5,9 +5,11 @@
  * without the editor lives in `core/`.
  */
 import * as vscode from "vscode";
-import { LanguageClient, TransportKind } from "vscode-languageclient/node";
-import type { LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
+import { CloseAction, ErrorAction, TransportKind } from "vscode-languageclient/node";
+import type { ErrorHandler, LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
+import { ArenaClient, LeveledChannel, TraceChannel } from "./client";
 import { Commands } from "./commands";
+import { startFailureMessage } from "./core/serverLog";
 import { asArgv, buildServerCommand, manifestPattern, needsRestart, objectReader, resolveInterpreter, serverSettings } from "./core/settings";
 
 const PYTHON_EXTENSION_ID = "ms-python.python";
@@ -21,8 +23,10 @@ interface PythonExtensionApi {
   };
 }
 
-let client: LanguageClient | undefined;
+let client: ArenaClient | undefined;
 let log: vscode.LogOutputChannel;
+let channel: LeveledChannel;
+let traceChannel: TraceChannel;
 let commands: Commands;
 let lifecycle: Promise<void> = Promise.resolve();
 
@@ -52,14 +56,37 @@ async function pythonExtensionInterpreter(resource: vscode.Uri | undefined): Pro
   return environment?.executable.uri?.fsPath;
 }
 
-async function serverOptions(config: vscode.WorkspaceConfiguration): Promise<ServerOptions> {
-  const resource = workspaceResource();
+/**
+ * The interpreter: the `arena.interpreter` setting, else the Python
+ * extension's active environment, else `python3` (plain `py` on Windows).
+ */
+async function interpreterFor(config: vscode.WorkspaceConfiguration): Promise<string[]> {
   const setting = config.get<unknown>("interpreter");
-  const fromExtension = hasValue(setting) ? undefined : await pythonExtensionInterpreter(resource);
-  const interpreter = resolveInterpreter({ setting, pythonExtension: fromExtension, platform: process.platform });
+  const fromExtension = hasValue(setting) ? undefined : await pythonExtensionInterpreter(workspaceResource());
+  return resolveInterpreter({ setting, pythonExtension: fromExtension, platform: process.platform });
+}
+
+function serverOptions(interpreter: string[], config: vscode.WorkspaceConfiguration): ServerOptions {
   const { command, args } = buildServerCommand(interpreter, config.get<unknown>("serverArgs"));
   log.info(`Starting the server: ${[command, ...args].join(" ")}`);
-  return { command, args, transport: TransportKind.stdio, options: { cwd: resource?.fsPath } };
+  return { command, args, transport: TransportKind.stdio, options: { cwd: workspaceResource()?.fsPath } };
+}
+
+/**
+ * A server that dies while starting is reported once, by `startClient`;
+ * once it runs, a crash gets the library's usual handling (a few restarts).
+ */
+function errorHandler(): ErrorHandler {
+  let fallback: ErrorHandler | undefined;
+  const usual = (): ErrorHandler => (fallback ??= client?.createDefaultErrorHandler() ?? {
+    error: () => ({ action: ErrorAction.Shutdown }),
+    closed: () => ({ action: CloseAction.DoNotRestart }),
+  });
+  return {
+    error: (error, message, count) =>
+      client?.isStarting() ? { action: ErrorAction.Shutdown, handled: true } : usual().error(error, message, count),
+    closed: () => (client?.isStarting() ? { action: CloseAction.DoNotRestart, handled: true } : usual().closed()),
+  };
 }
 
 function hasValue(setting: unknown): boolean {
@@ -72,9 +99,12 @@ function clientOptions(config: vscode.WorkspaceConfiguration): LanguageClientOpt
       { scheme: "file", language: "python" },
       { scheme: "file", pattern: manifestPattern(config.get<unknown>("manifest")) },
     ],
-    outputChannel: log,
-    traceOutputChannel: log,
+    outputChannel: channel,
+    traceOutputChannel: traceChannel,
     initializationOptions: serverSettings((key) => config.get<unknown>(key)),
+    errorHandler: errorHandler(),
+    // A failed initialize is reported once, by startClient.
+    initializationFailedHandler: () => false,
     middleware: {
       workspace: {
         // The server asks for section `arena`; answer with its settings only, shaped as it reads them.
@@ -94,18 +124,45 @@ function clientOptions(config: vscode.WorkspaceConfiguration): LanguageClientOpt
 
 async function startClient(): Promise<void> {
   const config = vscode.workspace.getConfiguration("arena", workspaceResource());
-  const next = new LanguageClient("arena", "Arena", await serverOptions(config), clientOptions(config));
+  const interpreter = await interpreterFor(config);
+  const next = new ArenaClient(serverOptions(interpreter, config), clientOptions(config), channel, (token, value) =>
+    commands.onProgress(token, value),
+  );
   commands.attach(next);
   client = next;
   try {
-    await next.start();
-    await commands.refresh();
+    await next.startReportingFailureItself();
+    if (!next.isRunning()) {
+      // vscode-languageclient 9 resolves start() when the server closed the connection while starting.
+      throw new Error("the server exited while starting");
+    }
   } catch (error) {
-    log.error(`The arena-ls server did not start: ${String(error)}`);
-    void vscode.window.showErrorMessage(
-      "Arena: the arena-ls server did not start. Is arena-ls installed in the interpreter (setting arena.interpreter)?",
-    );
+    await next.serverExited(3000);
+    reportStartFailure(interpreter, error);
+    return;
   }
+  await commands.refresh().catch((error: unknown) => log.warn(`Reading the status: ${String(error)}`));
+}
+
+/** One message for a server that did not start: the cause from its stderr, and the setting to change. */
+function reportStartFailure(interpreter: string[], error: unknown): void {
+  channel.flushStderr();
+  const stderr = channel.stderrTail.all();
+  log.error(`The arena-ls server did not start: ${String(error)}`);
+  if (stderr.length > 0) {
+    log.error(`Its last lines on stderr:\n${stderr.join("\n")}`);
+  }
+  const openSettings = "Open Settings";
+  const showLog = "Show Log";
+  void vscode.window
+    .showErrorMessage(startFailureMessage(interpreter, stderr, error), openSettings, showLog)
+    .then((answer) => {
+      if (answer === openSettings) {
+        void vscode.commands.executeCommand("workbench.action.openSettings", "arena.interpreter");
+      } else if (answer === showLog) {
+        log.show(true);
+      }
+    });
 }
 
 async function stopClient(): Promise<void> {
@@ -133,9 +190,12 @@ function restart(why: string): Promise<void> {
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   log = vscode.window.createOutputChannel("Arena", { log: true });
+  channel = new LeveledChannel(log);
+  traceChannel = new TraceChannel(log);
   commands = new Commands(log);
   context.subscriptions.push(log, commands);
   commands.register(context);
+  context.subscriptions.push(vscode.commands.registerCommand("arena.restartServer", () => restart("asked for")));
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (needsRestart((key) => event.affectsConfiguration(key, workspaceResource()))) {

@@ -49,10 +49,10 @@ export class StatusBar implements vscode.Disposable {
     }
   }
 
-  hideAll(): void {
+  /** Hides Run and Stop (no server to send them to); the run's item stays. */
+  hideActions(): void {
     this.run.hide();
     this.stop.hide();
-    this.state.hide();
   }
 
   dispose(): void {
@@ -68,9 +68,10 @@ interface JobItem extends vscode.QuickPickItem {
 
 /**
  * A picker of jobs. Blocked jobs are listed under their own separator with
- * the reasons, and accepting one does not close the picker or run anything.
+ * a short summary of why; picking one answers it (the caller shows every
+ * reason, whether or not a filter was typed).
  */
-export function pickJob(jobs: readonly JobInfo[]): Promise<string | undefined> {
+export function pickJob(jobs: readonly JobInfo[]): Promise<JobInfo | undefined> {
   const picks = jobPicks(jobs);
   const items: JobItem[] = [];
   for (const pick of picks) {
@@ -83,19 +84,15 @@ export function pickJob(jobs: readonly JobInfo[]): Promise<string | undefined> {
   quickPick.items = items;
   quickPick.placeholder = picks.some((pick) => pick.runnable) ? "Run which job?" : "No job can run now";
   quickPick.matchOnDescription = true;
+  quickPick.matchOnDetail = true;
   return new Promise((resolve) => {
-    let chosen: string | undefined;
+    let chosen: JobInfo | undefined;
     quickPick.onDidAccept(() => {
       const pick = quickPick.selectedItems[0]?.pick;
       if (pick === undefined) {
         return;
       }
-      if (!pick.runnable) {
-        quickPick.placeholder = `${pick.jobId} cannot run: ${pick.detail ?? "blocked"}`;
-        quickPick.selectedItems = [];
-        return;
-      }
-      chosen = pick.jobId;
+      chosen = jobs.find((job) => job.id === pick.jobId);
       quickPick.hide();
     });
     quickPick.onDidHide(() => {
@@ -119,10 +116,22 @@ export class StatusDocument implements vscode.TextDocumentContentProvider {
   }
 
   async show(text: string): Promise<void> {
-    this.text = text;
-    this.changed.fire(StatusDocument.uri);
+    this.update(text);
     const document = await vscode.workspace.openTextDocument(StatusDocument.uri);
     await vscode.window.showTextDocument(document, { preview: true, preserveFocus: false });
+  }
+
+  /** New text for the document; an open editor of it redraws. */
+  update(text: string): void {
+    if (text !== this.text) {
+      this.text = text;
+      this.changed.fire(StatusDocument.uri);
+    }
+  }
+
+  isOpen(): boolean {
+    const uri = StatusDocument.uri.toString();
+    return vscode.workspace.textDocuments.some((document) => document.uri.toString() === uri && !document.isClosed);
   }
 }
 

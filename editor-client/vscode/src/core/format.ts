@@ -134,14 +134,59 @@ export function blockedList(job: JobInfo): string[] {
   return [job.status === "disabled" ? "disabled in the manifest" : "not runnable"];
 }
 
-export function blockedReasons(job: JobInfo): string {
-  return blockedList(job).join("; ");
+/**
+ * A job's kind as shown. The server lists a job whose manifest entry is
+ * invalid with `kind: null, status: null` and its errors: that is not a `task`.
+ */
+export function kindLabel(job: JobInfo): string {
+  if (typeof job.kind === "string" && job.kind !== "") {
+    return job.kind;
+  }
+  return !job.runnable && (job.status === null || job.status === undefined) ? "invalid manifest entry" : "task";
+}
+
+/** The codes of the blocking diagnostics, in order, each once. */
+function blockingCodes(job: JobInfo): string[] {
+  const codes = (job.blockedBy ?? []).map((item) => item.code).filter((code): code is string => typeof code === "string" && code !== "");
+  return [...new Set(codes)];
+}
+
+/**
+ * The picker's second line of a blocked job, short enough to fit: the only
+ * reason when there is one, else how many and their codes; the whole list is
+ * one Enter away (`blockedDialog`). It does not repeat "blocked": the
+ * separator above says so.
+ */
+export function blockedSummary(job: JobInfo): string {
+  const reasons = blockedList(job);
+  if (reasons.length === 1) {
+    return `${reasons[0]} · Enter: details`;
+  }
+  const codes = blockingCodes(job);
+  const named = codes.length > 0 ? `: ${codes.join(", ")}` : "";
+  return `${reasons.length} reasons${named} · Enter: all of them`;
+}
+
+export interface BlockedDialog {
+  message: string;
+  /** Every reason on its own line, whole. */
+  detail: string;
+}
+
+/** The modal shown when a blocked job is picked: why it cannot run, every reason in full. */
+export function blockedDialog(job: JobInfo): BlockedDialog {
+  const reasons = blockedList(job);
+  const count = reasons.length === 1 ? "1 reason" : `${reasons.length} reasons`;
+  return {
+    message: `${job.name ?? job.id} cannot run (${count})`,
+    detail: reasons.map((reason) => `• ${reason}`).join("\n"),
+  };
 }
 
 /** The picker's entries: runnable jobs first, then the blocked ones with their reasons. */
 export function jobPicks(jobs: readonly JobInfo[]): JobPick[] {
   const pick = (job: JobInfo): JobPick => {
-    const description = [job.id, job.kind ?? "task"];
+    const description = [job.id, kindLabel(job)];
     if (job.status === "approval-required") {
       description.push("needs approval");
     }
@@ -152,7 +197,7 @@ export function jobPicks(jobs: readonly JobInfo[]): JobPick[] {
       runnable: job.runnable,
     };
     if (!job.runnable) {
-      entry.detail = `Blocked: ${blockedReasons(job)}`;
+      entry.detail = blockedSummary(job);
     }
     return entry;
   };
@@ -210,9 +255,9 @@ export function statusReport(status: StatusResult): string {
   }
   for (const job of jobs) {
     if (job.runnable) {
-      lines.push(`  ▶ ${job.id} (${job.kind ?? "task"}) ${job.status ?? "ready"}`);
+      lines.push(`  ▶ ${job.id} (${kindLabel(job)}) ${job.status ?? "ready"}`);
     } else {
-      lines.push(`  ⊘ ${job.id} (${job.kind ?? "task"}) blocked:`, ...blockedList(job).map((reason) => `      ${reason}`));
+      lines.push(`  ⊘ ${job.id} (${kindLabel(job)}) blocked:`, ...blockedList(job).map((reason) => `      ${reason}`));
     }
   }
   const recent = (status.runs ?? []).slice(-5);

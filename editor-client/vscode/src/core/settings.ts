@@ -57,7 +57,9 @@ export interface InterpreterSources {
 
 /**
  * The interpreter that runs the server: the setting, else the Python
- * extension's active environment, else `python3` (`py -3` on Windows).
+ * extension's active environment, else `python3` (plain `py` on Windows: the
+ * launcher runs the active virtual environment's Python when `VIRTUAL_ENV` is
+ * set, which `py -3` would not).
  */
 export function resolveInterpreter(sources: InterpreterSources): string[] {
   const fromSetting = asArgv(sources.setting);
@@ -68,7 +70,7 @@ export function resolveInterpreter(sources: InterpreterSources): string[] {
   if (fromExtension.length > 0) {
     return fromExtension;
   }
-  return sources.platform === "win32" ? ["py", "-3"] : ["python3"];
+  return sources.platform === "win32" ? ["py"] : ["python3"];
 }
 
 /** `<interpreter...> -m arena_ls <serverArgs...>`, split for a process spawn. */

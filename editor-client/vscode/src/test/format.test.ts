@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
-  blockedReasons,
+  blockedDialog,
+  blockedList,
+  kindLabel,
   formatEta,
   formatLogLine,
   formatLoss,
@@ -109,15 +111,53 @@ describe("jobPicks", () => {
         jobId: "broken",
         label: "⊘ Broken",
         description: "broken · train",
-        detail: "Blocked: AR004: no checkpoint save in the training loop",
+        detail: "AR004: no checkpoint save in the training loop · Enter: details",
         runnable: false,
       },
-      { jobId: "off", label: "⊘ off", description: "off · task", detail: "Blocked: disabled in the manifest", runnable: false },
+      { jobId: "off", label: "⊘ off", description: "off · task", detail: "disabled in the manifest · Enter: details", runnable: false },
     ]);
   });
 
   it("explains a block with no diagnostics", () => {
-    assert.equal(blockedReasons({ id: "x", runnable: false, status: "ready" }), "not runnable");
+    assert.deepEqual(blockedList({ id: "x", runnable: false, status: "ready" }), ["not runnable"]);
+  });
+
+  const fiveReasons: JobInfo = {
+    id: "gated",
+    name: "Gated",
+    kind: "train",
+    status: "ready",
+    runnable: false,
+    blockedBy: ["AR004", "AR007", "AR008", "AR009", "AR106"].map((code) => ({
+      code,
+      message: `${code} is a rule whose message is long enough that five of them never fit on one line of a picker`,
+    })),
+  };
+
+  it("names every blocking code in a short second line that does not say Blocked again", () => {
+    const [entry] = jobPicks([fiveReasons]);
+    assert.equal(entry.detail, "5 reasons: AR004, AR007, AR008, AR009, AR106 · Enter: all of them");
+    assert.ok((entry.detail ?? "").length < 80, entry.detail);
+    assert.doesNotMatch(entry.detail ?? "", /blocked/i);
+  });
+
+  it("shows every reason whole, one a line, when a blocked job is picked", () => {
+    const dialog = blockedDialog(fiveReasons);
+    assert.equal(dialog.message, "Gated cannot run (5 reasons)");
+    const lines = dialog.detail.split("\n");
+    assert.equal(lines.length, 5);
+    for (const item of fiveReasons.blockedBy ?? []) {
+      assert.ok(lines.includes(`• ${item.code}: ${item.message}`), item.code ?? "");
+    }
+  });
+
+  it("labels a job with an invalid manifest entry as such, not as a task", () => {
+    const invalid: JobInfo = { id: "dup", kind: null, status: null, runnable: false, blockedBy: [{ code: "AR101", message: "duplicate id" }] };
+    assert.equal(kindLabel(invalid), "invalid manifest entry");
+    assert.equal(jobPicks([invalid])[0].description, "dup · invalid manifest entry");
+    assert.match(statusReport({ jobs: [invalid] }), /⊘ dup \(invalid manifest entry\) blocked:/);
+    assert.equal(kindLabel({ id: "t", runnable: true }), "task");
+    assert.equal(kindLabel({ id: "off", runnable: false, status: "disabled" }), "task");
   });
 });
 

@@ -28,9 +28,9 @@ describe("resolveInterpreter", () => {
     ]);
   });
 
-  it("falls back to python3, or py -3 on Windows", () => {
+  it("falls back to python3, or plain py on Windows (which honours an active VIRTUAL_ENV)", () => {
     assert.deepEqual(resolveInterpreter({ setting: undefined, platform: "linux" }), ["python3"]);
-    assert.deepEqual(resolveInterpreter({ setting: [""], platform: "win32" }), ["py", "-3"]);
+    assert.deepEqual(resolveInterpreter({ setting: [""], platform: "win32" }), ["py"]);
     assert.deepEqual(resolveInterpreter({ setting: 42, pythonExtension: "", platform: "darwin" }), ["python3"]);
   });
 });
