@@ -15,6 +15,7 @@ from arena_ls.diagnostics import Diag
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import job_infos
 from arena_ls.protocol.metrics import run_metrics
 
@@ -40,6 +41,7 @@ class Workspace:
             preflight=self.preflight,
         )
         self.health = self._make_health()
+        self.insights = InsightService(self)
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -47,11 +49,13 @@ class Workspace:
         """Adopt the runs already in the state folder and follow them."""
         self.supervisor.scan()
         self.supervisor.ensure_polling()
+        self.insights.start()
         for view in list(self.supervisor.views.values()):
             if not view.is_final:
                 self.supervisor.notify_if_changed(view)
 
     async def close(self) -> None:
+        await self.insights.close()
         await self.supervisor.close()
         closer = getattr(self.health, "close", None)
         if callable(closer):
@@ -94,13 +98,20 @@ class Workspace:
     async def start_job(self, request: StartRequest) -> dict[str, Any]:
         result = await self.supervisor.start(request)
         self.active_changed()
-        return result
+        return self._with_insights(result)
 
     async def stop_run(self, request: StopRequest) -> dict[str, Any]:
-        return await self.supervisor.stop(request)
+        return self._with_insights(await self.supervisor.stop(request))
+
+    def _with_insights(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A ``RunInfo`` answered by the supervisor gains its ``insights`` (contract 6.3)."""
+        view = self.supervisor.views.get(result.get("runId") or "")
+        if view is not None:
+            result.setdefault("insights", self.insights.wire(view))
+        return result
 
     def run_info(self, view: RunView) -> dict[str, Any]:
-        return view.to_wire(self.health.run_extras(view))
+        return view.to_wire({**self.health.run_extras(view), "insights": self.insights.wire(view)})
 
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()

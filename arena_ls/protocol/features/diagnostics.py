@@ -16,6 +16,7 @@ from lsprotocol import types
 
 from arena_ls.diagnostics import Diag, Related, Span
 from arena_ls.manifest import ManifestResult, load_manifest_text
+from arena_ls.protocol.livediag import live_run_diagnostics
 from arena_ls.uris import path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ class DiagnosticsFeature:
     def publish_trainer(self, path: Path) -> list[Diag]:
         text = self.text(path)
         diags = _lint_file(self.server.ws, str(path), text) if text is not None else []
+        diags = [*live_run_diagnostics(self.server.ws, path), *diags]
         self.send(path_to_uri(path), diags)
         return diags
 
