@@ -16,6 +16,7 @@ PREFLIGHT_FAILED = (1005, "preflight-failed")
 INVALID_MANIFEST = (1006, "invalid-manifest")
 NO_CHECKPOINT = (1007, "no-checkpoint")
 DISABLED = (1008, "disabled")
+PROBE_REQUIRED = (1010, "probe-required")
 
 
 class ArenaError(Exception):

@@ -18,6 +18,7 @@ from arena_ls.manifest import Job, ManifestResult
 from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import job_infos
 from arena_ls.protocol.metrics import run_metrics
+from arena_ls.protocol.probe import ProbeService
 
 if TYPE_CHECKING:
     from arena_ls.protocol.server import ArenaServer
@@ -42,6 +43,7 @@ class Workspace:
         )
         self.health = self._make_health()
         self.insights = InsightService(self)
+        self.probes = ProbeService(self)
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -56,6 +58,7 @@ class Workspace:
 
     async def close(self) -> None:
         await self.insights.close()
+        await self.probes.close()
         await self.supervisor.close()
         closer = getattr(self.health, "close", None)
         if callable(closer):
@@ -96,6 +99,12 @@ class Workspace:
     # -- requests --------------------------------------------------------------------------
 
     async def start_job(self, request: StartRequest) -> dict[str, Any]:
+        if request.probe:
+            result = await self.probes.start(request)
+            self.active_changed()
+            return self._with_insights(result)
+        if not request.dry_run:
+            self.probes.require(request.id)
         result = await self.supervisor.start(request)
         self.active_changed()
         return self._with_insights(result)
