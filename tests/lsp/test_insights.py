@@ -7,8 +7,11 @@ GPU utilisation, memory and temperature come from the fake hardware.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from tests.helpers.fake_hardware import write_fake_hardware
 from tests.helpers.lsp import (
     REPO,
     RESUME,
+    WAIT,
     ArenaClient,
     make_workspace,
     start_server,
@@ -61,6 +65,15 @@ async def insights_of(client: ArenaClient, run_id: str) -> dict[str, dict[str, A
     return {i["kind"]: i for i in run["insights"]}
 
 
+async def poll_until(condition: Callable[[], Awaitable[bool]], what: str, timeout: float = WAIT) -> None:
+    """Await ``condition`` every 50 ms until it holds, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
 async def wait_insights(client: ArenaClient, run_id: str, check: Any, what: str) -> dict[str, Any]:
     """Poll ``arena/status`` until ``check(insights by kind)`` holds."""
     latest: dict[str, Any] = {}
@@ -70,11 +83,8 @@ async def wait_insights(client: ArenaClient, run_id: str, check: Any, what: str)
         latest = await insights_of(client, run_id)
         return bool(check(latest))
 
-    for _ in range(3000):
-        if await poll():
-            return latest
-        await wait_for(lambda: True)
-    raise AssertionError(f"never saw {what}: {latest}")
+    await poll_until(poll, f"{what} (last seen: {latest})")
+    return latest
 
 
 def changed_kinds(client: ArenaClient, run_id: str) -> set[str]:
@@ -202,12 +212,7 @@ async def test_the_reference_trainers_normal_run_shows_no_insight(tmp_path: Path
             status = await client.call("arena/status", {})
             return any(r["runId"] == run["runId"] and r["status"] == "succeeded" for r in status["runs"])
 
-        for _ in range(6000):
-            if await finished():
-                break
-            await wait_for(lambda: True)
-        else:
-            raise AssertionError("the reference run never finished")
+        await poll_until(finished, "the reference run to finish", timeout=300)
         assert seen == set() and changed_kinds(client, run["runId"]) == set()
         metrics = await client.call("arena/metrics", {"runId": run["runId"]})
         with_health = {p["step"] for p in metrics["points"] if p["gradNorm"] is not None}

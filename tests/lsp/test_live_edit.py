@@ -13,6 +13,7 @@ from lsprotocol import types
 
 from tests.helpers.lsp import REPO, RESUME, ArenaClient, make_workspace, start_server, stop_server, wait_for
 from tests.lsp.test_gates_in_the_editor import change_doc, codes, open_doc
+from tests.lsp.test_insights import poll_until
 
 INSIGHT_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "insight_trainer.py"
 
@@ -49,12 +50,7 @@ async def test_editing_a_live_trainer_shows_ar013_until_the_run_ends(tmp_path: P
             active = status["active"] or {}
             return any(i["kind"] == "edited-during-run" for i in active.get("insights", []))
 
-        for _ in range(3000):
-            if await edited():
-                break
-            await wait_for(lambda: True)
-        else:
-            raise AssertionError("edited-during-run never appeared")
+        await poll_until(edited, "the edited-during-run insight")
         assert live_note(client, uri) is not None and "AR013" in codes(client, uri)
         await client.call("arena/stop", {"id": "lm"})
         await wait_for(lambda: live_note(client, uri) is None, what="AR013 to go after the run ended")

@@ -22,10 +22,9 @@ from tests.helpers.lsp import (
     make_workspace,
     start_server,
     stop_server,
-    wait_for,
     write_manifest,
 )
-from tests.lsp.test_insights import INSIGHT_TRAINER
+from tests.lsp.test_insights import INSIGHT_TRAINER, poll_until
 
 NO_GPU = {"gpus": [], "gpuError": "NVIDIA driver not found (test)"}
 
@@ -40,7 +39,7 @@ def probe_job(hardware: Path, megabytes: int, **probe: Any) -> dict[str, Any]:
         "status": "ready",
         "resume": RESUME,
         "probe": {
-            "args": ["insight_trainer.py", "--steps", "60", "--interval", "0.03",
+            "args": ["insight_trainer.py", "--steps", "30", "--interval", "0.03",
                      "--fake-gpu", str(hardware), str(megabytes)],
             **probe,
         },
@@ -78,11 +77,8 @@ async def probe_verdict(client: ArenaClient) -> dict[str, Any]:
         verdict = await job_probe(client) or {}
         return bool(verdict) and verdict != before
 
-    for _ in range(3000):
-        if await recorded():
-            return verdict
-        await wait_for(lambda: True)
-    raise AssertionError("the probe never recorded a verdict")
+    await poll_until(recorded, "the probe's verdict")
+    return verdict
 
 
 async def test_a_required_probe_refuses_rejects_a_spill_and_accepts_a_fit(tmp_path: Path) -> None:
@@ -145,8 +141,4 @@ async def wait_idle(client: ArenaClient) -> None:
         status = await client.call("arena/status", {})
         return status["active"] is None
 
-    for _ in range(3000):
-        if await idle():
-            return
-        await wait_for(lambda: True)
-    raise AssertionError("a run stayed active")
+    await poll_until(idle, "no active run")
