@@ -41,6 +41,9 @@ async def test_editing_a_live_trainer_shows_ar013_until_the_run_ends(tmp_path: P
         note = await wait_for(lambda: live_note(client, uri), what="AR013 after the start")
         assert note.severity == types.DiagnosticSeverity.Information and note.range.start.line == 0
         assert "next launch" in note.message and run["runId"] in note.message
+        assert note.code_description is not None and note.code_description.href.endswith(
+            "insights.md#ar013-edited-during-run"
+        )
         change_doc(client, uri, text + "\n# an edit\n", 2)
         trainer.write_text(text + "\n# an edit\n")
         os.utime(trainer, None)
