@@ -84,6 +84,9 @@ class Observations:
         self.step = step
         if self.first_progress_at is None:
             self.first_progress_at = at
+            if not self.checkpoints or (self.launched_at and self.checkpoints[-1].at < self.launched_at):
+                # A launch resumed from a checkpoint of an earlier run starts near its first step.
+                self.launch_step = max(self.launch_step, step - 1)
         if loss is not None and loss == loss and abs(loss) != float("inf"):
             self.losses.append(LossPoint(step, loss, at))
 

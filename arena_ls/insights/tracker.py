@@ -65,9 +65,12 @@ class RunTracker:
                 self.obs.add_checkpoint(event.step, at)
         self.obs.health.extend(health_in_chunk(data, at))
 
+    def is_new_sample(self, health: Health) -> bool:
+        return health.at != self.last_sample
+
     def add_health_sample(self, health: Health, pids: set[int]) -> None:
         """The GPU as the run's own processes see it, once per health sample."""
-        if health.at == self.last_sample:
+        if not self.is_new_sample(health):
             return
         self.last_sample = health.at
         self.obs.gpu.append(gpu_sample(health, pids))

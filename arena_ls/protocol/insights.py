@@ -81,7 +81,7 @@ class InsightService:
             tracker = tracker or self._tracker(view)
             tracker.read_new()
             state = view.state
-            if state is not None and state.pid:
+            if state is not None and state.pid and tracker.is_new_sample(health):
                 tracker.add_health_sample(health, process_tree_pids([state.pid]))
             tracker.note_trainer_file()
             tracker.evaluate(settings, now)

@@ -345,3 +345,36 @@ def test_insight_settings_parse_with_defaults_and_problems() -> None:
 @pytest.mark.parametrize("kind", list(INSIGHTS))
 def test_every_rule_is_quiet_on_no_observations(kind: str) -> None:
     assert INSIGHTS[kind].check(Observations(), DEFAULTS, 0.0) is None
+
+
+def test_a_launch_resumed_from_an_earlier_run_counts_its_cadence_from_its_first_step() -> None:
+    obs = Observations(launched_at=0.0)
+    obs.add_progress(510, 1.0, 1.0)  # resumed from step 500 of an earlier run
+    obs.add_checkpoint(600, 2.0)
+    obs.add_progress(780, 1.0, 3.0)
+    assert checkpoint_overdue.check(obs, DEFAULTS, now=3.0) is None
+    obs.add_progress(790, 1.0, 4.0)
+    message = checkpoint_overdue.check(obs, DEFAULTS, now=4.0)
+    assert message is not None and "every 91" in message
+
+
+def test_a_gpu_sample_is_that_of_the_runs_own_processes() -> None:
+    from datetime import datetime, timezone
+
+    from arena_ls.health.model import CpuInfo, Gpu, GpuProcess, Health, RamInfo
+    from arena_ls.insights.tracker import gpu_sample
+
+    def gpu(index: int, util: int, temp: int, procs: tuple[GpuProcess, ...]) -> Gpu:
+        return Gpu(index, "g", util, 0, 6144, temp, (6, 1), procs, slowdown_temperature=85)
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    health = Health(at, RamInfo(1, 1, 0.0), CpuInfo(0.0, 1), None, (
+        gpu(0, 90, 70, (GpuProcess(10, 1000), GpuProcess(99, 4000))),
+        gpu(1, 40, 80, (GpuProcess(11, 500),)),
+        gpu(2, 5, 95, (GpuProcess(98, 100),)),
+    ), None)  # fmt: skip
+    sample = gpu_sample(health, {10, 11})
+    assert (sample.memory_mb, sample.utilization, sample.temperature) == (1500, 90.0, 80)
+    assert sample.slowdown_temperature == 85 and sample.at == at.timestamp()
+    off = gpu_sample(health, {12345})
+    assert (off.memory_mb, off.utilization, off.temperature) == (None, None, None)
