@@ -22,7 +22,9 @@ from arena_ls.settings import InsightSettings
 
 ARENA_STREAM = 2
 MAX_RECORDS_PER_READ = 20_000
-"""Bounds one read, so that a flood's backlog is caught up over several ticks."""
+MAX_BYTES_PER_READ = 16 << 20
+FULL_PARSE_BYTES = 256 << 10
+"""Bound one read, so that a flood's backlog is caught up over several ticks."""
 
 
 class RunTracker:
@@ -45,20 +47,24 @@ class RunTracker:
         self.engine = InsightEngine()
         self.last_sample: object = None
 
-    def read_new(self, limit: int = MAX_RECORDS_PER_READ) -> None:
-        """Feed the records written since the last call (at most ``limit``)."""
+    def read_new(self, limit: int = MAX_RECORDS_PER_READ, max_bytes: int = MAX_BYTES_PER_READ) -> None:
+        """Feed the records written since the last call (at most ``limit`` records, about ``max_bytes``)."""
+        read = 0
         for count, (index, stream, _, data, at) in enumerate(iter_records(self.run_dir, self.next_record)):
             self.next_record = index + 1
+            read += len(data)
             if stream == ARENA_STREAM:
                 if data.startswith(b"starting "):
                     self.obs.relaunched(at)
             else:
                 self._scan(data, at)
-            if count + 1 >= limit:
+            if count + 1 >= limit or read >= max_bytes:
                 return
 
     def _scan(self, data: bytes, at: float) -> None:
-        for event in self.parser.parse_chunk(data):
+        # A flood's chunk (over 256 KiB): every announcement, but progress only from its
+        # last 256 KiB, as the agent does; ordinary chunks are parsed line by line.
+        for event in self.parser.parse_flood(data, tail_bytes=FULL_PARSE_BYTES):
             if isinstance(event, Progress):
                 self.obs.add_progress(event.step, event.loss, at)
             elif isinstance(event, Checkpoint):
