@@ -23,6 +23,7 @@ from tests.helpers.lsp import (
     RESUME,
     WAIT,
     ArenaClient,
+    kill_server,
     make_workspace,
     start_server,
     stop_server,
@@ -219,3 +220,25 @@ async def test_the_reference_trainers_normal_run_shows_no_insight(tmp_path: Path
         assert with_health == set(range(5, 61, 5))
     finally:
         await stop_server(client)
+
+
+async def test_a_new_server_rebuilds_the_insights_from_the_runs_log(tmp_path: Path) -> None:
+    """Observations come from the run folder: a server started after a kill -9 sees the same history."""
+    root = workspace(
+        tmp_path, "--steps", "600", "--ckpt-every", "5", "--ckpt-pause", "11", "100000", "--interval", "0.05"
+    )  # ends by itself in about 30 s, even if the test fails between the two servers
+    client = await client_for(root, FAST)
+    second: ArenaClient | None = None
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        await wait_insights(client, run["runId"], lambda i: "checkpoint-overdue" in i, "checkpoint-overdue")
+        await kill_server(client)
+        second = await client_for(root, FAST)
+        found = await wait_insights(
+            second, run["runId"], lambda i: "checkpoint-overdue" in i, "checkpoint-overdue after a restart"
+        )
+        assert "step 10" in found["checkpoint-overdue"]["message"]
+    finally:
+        survivor = second or client
+        if not survivor.stopped:
+            await finish(survivor)
