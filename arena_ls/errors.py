@@ -17,6 +17,7 @@ INVALID_MANIFEST = (1006, "invalid-manifest")
 NO_CHECKPOINT = (1007, "no-checkpoint")
 DISABLED = (1008, "disabled")
 LAUNCH_FAILED = (1009, "launch-failed")
+PROBE_REQUIRED = (1010, "probe-required")
 
 
 class ArenaError(Exception):

@@ -31,6 +31,52 @@ class PreflightSettings:
 
 
 @attrs.frozen
+class InsightSettings:
+    """Thresholds of the run insights (``docs/insights.md`` explains each one)."""
+
+    enabled: bool = True
+    """False: no insight is computed (``RunInfo.insights`` stays empty)."""
+    loss_spike_window: int = 20
+    """Progress points before a loss whose median and MAD are its baseline."""
+    loss_spike_mads: float = 8.0
+    """A spike is a loss more than this many robust spreads (1.4826 x MAD) above the median."""
+    loss_spike_min_jump: float = 0.25
+    """...and at least this fraction above the median (a flat loss has a tiny MAD)."""
+    loss_spike_hold_seconds: float = 30.0
+    """A spike stays shown at least this long, and until 5 later points are back in range."""
+    grad_window: int = 10
+    """Health lines averaged by ``grad-health``."""
+    grad_warmup_steps: int = 200
+    """Health lines before this step are not judged: early training clips by nature."""
+    grad_clip_fraction: float = 0.05
+    """``grad-health`` when the mean clip fraction over the window reaches this."""
+    grad_param_ratio: float = 0.1
+    """``grad-health`` when the median gradient/parameter norm ratio reaches this."""
+    gpu_bubble_utilization: float = 50.0
+    """GPU utilisation (percent) under which a sample counts as idle."""
+    gpu_bubble_window_seconds: float = 300.0
+    """Samples of this long a window are judged together."""
+    gpu_bubble_fraction: float = 0.8
+    """``gpu-bubble`` when at least this fraction of the window's samples are idle."""
+    gpu_bubble_warmup_seconds: float = 120.0
+    """Seconds of computing (since the launch's first progress) before ``gpu-bubble`` may fire."""
+    checkpoint_overdue_factor: float = 2.0
+    """``checkpoint-overdue`` after this many times the observed checkpoint interval."""
+    thermal_max_celsius: int | None = None
+    """None: the GPU's own slowdown temperature (NVML); a number overrides it."""
+
+
+@attrs.frozen
+class ProbeSettings:
+    """The VRAM probe (``arena/start {probe: true}``)."""
+
+    allow_without_gpu: bool = False
+    """True: on a machine without a readable GPU a probe that ran to the end passes (CPU-only machines)."""
+    sample_seconds: float = 0.25
+    """How often the probe reads the GPU memory of its processes."""
+
+
+@attrs.frozen
 class Settings:
     """Everything the server can be configured with."""
 
@@ -47,13 +93,20 @@ class Settings:
     """At most this many ``arena/log`` notifications a second."""
     watchdog_stall_seconds: float = 600.0
     """A running trainer silent for this long is reported stalled."""
+    insights: InsightSettings = attrs.field(factory=InsightSettings)
+    probe: ProbeSettings = attrs.field(factory=ProbeSettings)
+
+
+_SECTIONS = ("preflight", "device", "logs", "watchdog", "insights", "probe")
+_NESTED = ("preflight", "insights", "probe")
+"""Sections held in their own settings object (``settings.preflight``...)."""
 
 
 def _flatten(options: Mapping[str, Any]) -> dict[str, Any]:
     """Accept both nested (``{"preflight": {"minFreeRamMb": 1}}``) and dotted keys."""
     flat: dict[str, Any] = {}
     for key, value in options.items():
-        if isinstance(value, Mapping) and key in ("preflight", "device", "logs", "watchdog"):
+        if isinstance(value, Mapping) and key in _SECTIONS:
             for sub, subvalue in value.items():
                 flat[f"{key}.{sub}"] = subvalue
         else:
@@ -97,6 +150,28 @@ def _check_optional_bool(value: Any) -> bool | None:
     return None if value is None else _check_bool(value)
 
 
+def _check_fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError("must be a number from 0 to 1")
+    return float(value)
+
+
+def _check_percent(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        raise ValueError("must be a number from 0 to 100")
+    return float(value)
+
+
+def _check_count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise ValueError("must be an integer of at least 2")
+    return value
+
+
+def _check_optional_int(value: Any) -> int | None:
+    return None if value is None else _check_int(value)
+
+
 def _check_contention(value: Any) -> GpuContention:
     if value not in ("error", "warn", "off"):
         raise ValueError('must be "error", "warn" or "off"')
@@ -115,6 +190,23 @@ _FIELDS: dict[str, tuple[str, Any]] = {
     "device.fp32Only": ("device_fp32_only", _check_optional_bool),
     "logs.notifyHz": ("logs_notify_hz", _check_positive),
     "watchdog.stallSeconds": ("watchdog_stall_seconds", _check_positive),
+    "insights.enabled": ("insights.enabled", _check_bool),
+    "insights.lossSpikeWindow": ("insights.loss_spike_window", _check_count),
+    "insights.lossSpikeMads": ("insights.loss_spike_mads", _check_positive),
+    "insights.lossSpikeMinJump": ("insights.loss_spike_min_jump", _check_positive),
+    "insights.lossSpikeHoldSeconds": ("insights.loss_spike_hold_seconds", _check_positive),
+    "insights.gradWindow": ("insights.grad_window", _check_count),
+    "insights.gradWarmupSteps": ("insights.grad_warmup_steps", _check_int),
+    "insights.gradClipFraction": ("insights.grad_clip_fraction", _check_fraction),
+    "insights.gradParamRatio": ("insights.grad_param_ratio", _check_positive),
+    "insights.gpuBubbleUtilization": ("insights.gpu_bubble_utilization", _check_percent),
+    "insights.gpuBubbleWindowSeconds": ("insights.gpu_bubble_window_seconds", _check_positive),
+    "insights.gpuBubbleFraction": ("insights.gpu_bubble_fraction", _check_fraction),
+    "insights.gpuBubbleWarmupSeconds": ("insights.gpu_bubble_warmup_seconds", _check_positive),
+    "insights.checkpointOverdueFactor": ("insights.checkpoint_overdue_factor", _check_positive),
+    "insights.thermalMaxCelsius": ("insights.thermal_max_celsius", _check_optional_int),
+    "probe.allowWithoutGpu": ("probe.allow_without_gpu", _check_bool),
+    "probe.sampleSeconds": ("probe.sample_seconds", _check_positive),
 }
 
 
@@ -132,7 +224,7 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
     if isinstance(options.get("arena"), Mapping):
         options = options["arena"]
     top: dict[str, Any] = {}
-    pre: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     for key, value in _flatten(options).items():
         if key not in _FIELDS:
@@ -143,10 +235,11 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
         except ValueError as error:
             problems.append(f"arena.{key} {error}; using the default")
             continue
-        if target.startswith("preflight."):
-            pre[target.split(".", 1)[1]] = checked
+        section, _, name = target.partition(".")
+        if name and section in _NESTED:
+            nested.setdefault(section, {})[name] = checked
         else:
             top[target] = checked
-    if pre:
-        top["preflight"] = attrs.evolve(settings.preflight, **pre)
+    for section, values in nested.items():
+        top[section] = attrs.evolve(getattr(settings, section), **values)
     return attrs.evolve(settings, **top), problems

@@ -105,6 +105,9 @@ def _add_start(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     start.add_argument("job", metavar="JOB")
     start.add_argument("--approve", action="store_true", help="approve a job that needs approval")
     start.add_argument("--follow", "-f", action="store_true", help="follow the run until it ends")
+    start.add_argument(
+        "--probe", action="store_true", help="run the job's VRAM probe (its probe.args) instead"
+    )
     resume = start.add_mutually_exclusive_group()
     resume.add_argument(
         "--fresh", action="store_true", help="do not resume from the last checkpoint"

@@ -35,6 +35,8 @@ PAGE_LIMIT = 1000
 
 def start_params(args: argparse.Namespace) -> dict[str, Any]:
     params: dict[str, Any] = {"id": args.job, "approved": bool(args.approve)}
+    if getattr(args, "probe", False):
+        params["probe"] = True
     if args.fresh:
         params["resume"] = False
     if args.start_step is not None:

@@ -16,10 +16,11 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 INVALID_PARAMS = -32602
-REFUSAL_CODES = range(1001, 1009)
+REFUSAL_CODES = range(1001, 1011)
 
 HINTS = {
     "approval-required": "pass --approve",
+    "probe-required": "run `arena start JOB --probe` first",
     "already-running": "see it with `arena status`, stop it with `arena stop`",
     "gates-failed": "see `arena check`",
     "invalid-manifest": "see `arena check`",

@@ -35,7 +35,7 @@ def _yes_no(value: Any) -> str:
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     table = Table(title="Jobs", title_justify="left")
-    for column in ("id", "name", "kind", "status", "runnable", "blocked by"):
+    for column in ("id", "name", "kind", "status", "runnable", "blocked by", "probe"):
         table.add_column(column)
     for job in jobs:
         codes = sorted(
@@ -48,9 +48,10 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
             str(job.get("status")),
             _yes_no(job.get("runnable")),
             ", ".join(codes) or "-",
+            probe_text(job.get("probe")),
         )
     if not jobs:
-        table.add_row("-", "no jobs in the manifest", "", "", "", "")
+        table.add_row("-", "no jobs in the manifest", "", "", "", "", "")
     return table
 
 
@@ -75,7 +76,28 @@ def active_table(active: dict[str, Any] | None) -> Table:
         ("started", str(active.get("startedAt"))),
     ):
         table.add_row(name, value)
+    for insight in active.get("insights") or []:
+        table.add_row("insight", insight_text(insight))
     return table
+
+
+def insight_text(insight: Any) -> str:
+    """``warning loss-spike (since ...): what to do`` for one of ``RunInfo.insights``."""
+    if not isinstance(insight, dict):
+        return str(insight)
+    return (
+        f"{insight.get('severity')} {insight.get('kind')} (since {insight.get('since')}): "
+        f"{insight.get('message')}"
+    )
+
+
+def probe_text(probe: Any) -> str:
+    """``JobInfo.probe`` in a word or two: passed/failed and the peak."""
+    if not isinstance(probe, dict):
+        return "-"
+    peak = probe.get("peakVramMb")
+    verdict = "passed" if probe.get("ok") else "failed"
+    return f"{verdict} ({peak} MB)" if peak is not None else verdict
 
 
 def checkpoint_text(checkpoint: Any) -> str:

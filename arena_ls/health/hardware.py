@@ -271,8 +271,18 @@ def _read_gpu(nvml: Any, index: int) -> tuple[Gpu, str | None]:
         ),
         compute_capability=_optional(nvml, lambda: _capability(handle, nvml)),
         processes=processes,
+        slowdown_temperature=_optional(nvml, lambda: _slowdown_temperature(nvml, handle)),
     )
     return gpu, note
+
+
+def _slowdown_temperature(nvml: Any, handle: Any) -> int | None:
+    """The temperature at which the GPU starts cutting its clocks (the thermal insight's limit)."""
+    threshold = getattr(nvml, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", None)
+    reader = getattr(nvml, "nvmlDeviceGetTemperatureThreshold", None)
+    if threshold is None or reader is None:
+        return None
+    return int(reader(handle, threshold))
 
 
 def _capability(handle: Any, nvml: Any) -> tuple[int, int]:

@@ -70,6 +70,8 @@ class Gpu:
     compute_capability: tuple[int, int] | None
     """CUDA compute capability (major, minor), e.g. (8, 6) for Ampere."""
     processes: tuple[GpuProcess, ...] = ()
+    slowdown_temperature: int | None = None
+    """Where the GPU starts throttling (NVML_TEMPERATURE_THRESHOLD_SLOWDOWN); None when unknown."""
 
 
 @attrs.frozen

@@ -87,6 +87,8 @@ class StartRequest:
     resume: bool | str = "auto"
     start_step: int | None = None
     dry_run: bool = False
+    probe: bool = False
+    """Run the job's VRAM probe instead (``arena_ls.protocol.probe``)."""
 
 
 @attrs.define

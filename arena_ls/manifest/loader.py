@@ -41,6 +41,7 @@ KNOWN_JOB = {
     "restart",
     "progress",
     "checkpoint",
+    "probe",
 }
 KNOWN_SUB = {
     "resume": {"args"},
@@ -48,6 +49,7 @@ KNOWN_SUB = {
     "restart": {"maxRestarts", "backoffSeconds"},
     "progress": {"pattern"},
     "checkpoint": {"pattern"},
+    "probe": {"args", "maxVramMb", "required"},
 }
 
 
@@ -371,9 +373,28 @@ class _JobReader:
                 "checkpoint", "pattern", _is_regex, "a valid regular expression", None
             ),
             span=self.loader.span(self.pointer),
+            **self.probe_fields(),
         )
         self.check_job(job, env)
         return job if command else None
+
+    def probe_fields(self) -> dict[str, Any]:
+        """The job's ``probe`` object (contract 6.3); unknown keys are reported once."""
+        args = self.sub("probe", "args", _is_str_list, "a list of strings", None)
+        block = self.raw.get("probe")
+        block = block if isinstance(block, dict) else {}
+        limit, required = block.get("maxVramMb", 5120), block.get("required", False)
+        if not (_is_count(limit) and limit > 0):
+            self.report("AR102", "`probe.maxVramMb` must be a positive integer", "probe/maxVramMb")
+            limit = 5120
+        if not isinstance(required, bool):
+            self.report("AR102", "`probe.required` must be true or false", "probe/required")
+            required = False
+        return {
+            "probe_args": tuple(args) if args is not None else None,
+            "probe_max_vram_mb": int(limit),
+            "probe_required": required,
+        }
 
     def check_job(self, job: Job, env: dict[str, str]) -> None:
         if "PYTHONPATH" in env:

@@ -37,6 +37,12 @@ class Job:
     backoff_seconds: float = 5.0
     progress_pattern: str | None = None
     checkpoint_pattern: str | None = None
+    probe_args: tuple[str, ...] | None = None
+    """``probe.args``: the job's args for a short probe run; None: the probe runs the job's own args."""
+    probe_max_vram_mb: int = 5120
+    """``probe.maxVramMb``: the probe fails, and the vram-spill insight fires, above this."""
+    probe_required: bool = False
+    """``probe.required``: refuse to start (1010) until a probe of the current trainer passed."""
     span: Span = attrs.field(factory=lambda: Span(0, 0, 0, 0))
     """Where the job's object starts in the manifest (for code lenses)."""
 

@@ -25,6 +25,7 @@ def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
                     "status": None,
                     "runnable": False,
                     "blockedBy": blocked,
+                    "probe": None,
                 }
             )
             continue
@@ -37,6 +38,7 @@ def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
                 "status": job.status,
                 "runnable": job.status != "disabled" and not blocked,
                 "blockedBy": blocked,
+                "probe": ws.probes.info(job),
             }
         )
     return infos

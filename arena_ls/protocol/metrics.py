@@ -1,8 +1,10 @@
-"""``arena/metrics``: a run's loss and lr history and its checkpoints, from its log.
+"""``arena/metrics``: a run's loss, lr and gradient-health history and its checkpoints, from its log.
 
 Read from disk (so it survives server restarts), incrementally (each call
 scans only records it has not seen), and bounded: past ``MAX_POINTS`` the
 history is halved, keeping the first, last, lowest and highest losses.
+A health line (``@arena {"event": "health", ...}``) gives ``gradNorm`` and
+``clipFraction`` to the progress point it follows (null on points without one).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from arena_ls.insights.parse import health_in_chunk
 from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.events import Checkpoint, Progress
 from arena_ls.lifecycle.runview import RunView
@@ -19,12 +22,17 @@ from arena_ls.timeutil import iso_utc
 
 MAX_POINTS = 10_000
 
+Point = tuple[int, float | None, float | None, float, float | None, float | None]
+"""(step, loss, lr, at, gradNorm, clipFraction)."""
+
 
 @attrs.define
 class MetricsCache:
     next_record: int = 0
-    points: list[tuple[int, float | None, float | None, float]] = attrs.field(factory=list)
+    points: list[Point] = attrs.field(factory=list)
     checkpoints: list[tuple[int, str, float]] = attrs.field(factory=list)
+    by_step: dict[int, int] = attrs.field(factory=dict)
+    """Index in ``points`` of the last point of each step (health lines name their step)."""
 
 
 def run_metrics(view: RunView) -> dict[str, Any]:
@@ -36,30 +44,50 @@ def run_metrics(view: RunView) -> dict[str, Any]:
             continue
         for event in view.parser.parse_chunk(data):
             if isinstance(event, Progress):
-                cache.points.append((event.step, event.loss, event.lr, at))
+                cache.by_step[event.step] = len(cache.points)
+                cache.points.append((event.step, event.loss, event.lr, at, None, None))
             elif isinstance(event, Checkpoint):
                 if cache.checkpoints and cache.checkpoints[-1][0] == event.step:
                     cache.checkpoints.pop()  # announced twice (a plain line, then @arena)
                 cache.checkpoints.append((event.step, event.path, at))
+        for health in health_in_chunk(data, at):
+            _attach_health(cache, health.step, health.grad_norm, health.clip_fraction)
         if len(cache.points) > MAX_POINTS:
             cache.points = downsample(cache.points)
+            cache.by_step = {point[0]: i for i, point in enumerate(cache.points)}
     return {
         "runId": view.run_id,
         "points": [
-            {"step": s, "loss": _finite(loss), "lr": lr, "at": iso_utc(at)}
-            for s, loss, lr, at in cache.points
+            {
+                "step": s,
+                "loss": _finite(loss),
+                "lr": lr,
+                "at": iso_utc(at),
+                "gradNorm": grad_norm,
+                "clipFraction": clip_fraction,
+            }
+            for s, loss, lr, at, grad_norm, clip_fraction in cache.points
         ],
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in cache.checkpoints],
     }
 
 
-def downsample(
-    points: list[tuple[int, float | None, float | None, float]],
-) -> list[tuple[int, float | None, float | None, float]]:
+def _attach_health(
+    cache: MetricsCache, step: int | None, grad_norm: float | None, clip_fraction: float | None
+) -> None:
+    """Give the health values to the point of ``step``, or without a step to the last point."""
+    index = cache.by_step.get(step) if step is not None else len(cache.points) - 1
+    if index is None or not 0 <= index < len(cache.points):
+        return
+    s, loss, lr, at, _, _ = cache.points[index]
+    cache.points[index] = (s, loss, lr, at, grad_norm, clip_fraction)
+
+
+def downsample(points: list[Point]) -> list[Point]:
     """Every other point, plus the first, the last and the extreme losses."""
     keep = set(range(0, len(points), 2)) | {len(points) - 1}
     finite = [
-        (loss, i) for i, (_, loss, _, _) in enumerate(points) if loss is not None and math.isfinite(loss)
+        (point[1], i) for i, point in enumerate(points) if point[1] is not None and math.isfinite(point[1])
     ]
     if finite:
         keep |= {min(finite)[1], max(finite)[1]}

@@ -87,6 +87,7 @@ def parse_start(raw: Any) -> StartRequest:
         resume=field(params, "resume", _is_resume, 'true, false or "auto"', "auto"),
         start_step=field(params, "startStep", _is_count, f"an integer from 0 to {MAX_INT}"),
         dry_run=field(params, "dryRun", _is_bool, "a boolean", False),
+        probe=field(params, "probe", _is_bool, "a boolean", False),
     )
 
 

@@ -15,8 +15,10 @@ from arena_ls.diagnostics import Diag
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import job_infos
 from arena_ls.protocol.metrics import run_metrics
+from arena_ls.protocol.probe import ProbeService
 
 if TYPE_CHECKING:
     from arena_ls.protocol.server import ArenaServer
@@ -40,6 +42,8 @@ class Workspace:
             preflight=self.preflight,
         )
         self.health = self._make_health()
+        self.insights = InsightService(self)
+        self.probes = ProbeService(self)
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -47,11 +51,14 @@ class Workspace:
         """Adopt the runs already in the state folder and follow them."""
         self.supervisor.scan()
         self.supervisor.ensure_polling()
+        self.insights.start()
         for view in list(self.supervisor.views.values()):
             if not view.is_final:
                 self.supervisor.notify_if_changed(view)
 
     async def close(self) -> None:
+        await self.insights.close()
+        await self.probes.close()
         await self.supervisor.close()
         closer = getattr(self.health, "close", None)
         if callable(closer):
@@ -92,15 +99,28 @@ class Workspace:
     # -- requests --------------------------------------------------------------------------
 
     async def start_job(self, request: StartRequest) -> dict[str, Any]:
+        if request.probe:
+            result = await self.probes.start(request)
+            self.active_changed()
+            return self._with_insights(result)
+        if not request.dry_run:
+            self.probes.require(request.id)
         result = await self.supervisor.start(request)
         self.active_changed()
-        return result
+        return self._with_insights(result)
 
     async def stop_run(self, request: StopRequest) -> dict[str, Any]:
-        return await self.supervisor.stop(request)
+        return self._with_insights(await self.supervisor.stop(request))
+
+    def _with_insights(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A ``RunInfo`` answered by the supervisor gains its ``insights`` (contract 6.3)."""
+        view = self.supervisor.views.get(result.get("runId") or "")
+        if view is not None:
+            result.setdefault("insights", self.insights.wire(view))
+        return result
 
     def run_info(self, view: RunView) -> dict[str, Any]:
-        return view.to_wire(self.health.run_extras(view))
+        return view.to_wire({**self.health.run_extras(view), "insights": self.insights.wire(view)})
 
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()

@@ -16,7 +16,7 @@ The JSON has the contract's ``Health`` shape, every key optional::
      "battery": {"percent": 57, "pluggedIn": false},
      "gpus": [{"index": 0, "name": "NVIDIA GeForce GTX 1080", "utilization": 3,
                "memoryUsedMb": 3200, "memoryTotalMb": 8192, "temperature": 41,
-               "computeCapability": "6.1",
+               "computeCapability": "6.1", "slowdownTemperature": 87,
                "processes": [{"pid": 4242, "usedMemoryMb": 3120}]}],
      "gpuError": null,
      "diskFreeMb": 500000}
@@ -190,6 +190,7 @@ def _gpu_from_dict(data: Mapping[str, Any], position: int) -> Gpu:
         temperature=data.get("temperature", 40),
         compute_capability=_capability_from(data.get("computeCapability", "8.6")),
         processes=processes,
+        slowdown_temperature=data.get("slowdownTemperature"),
     )
 
 

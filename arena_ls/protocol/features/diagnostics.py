@@ -16,6 +16,8 @@ from lsprotocol import types
 
 from arena_ls.diagnostics import Diag, Related, Span
 from arena_ls.manifest import ManifestResult, load_manifest_text
+from arena_ls.protocol.livediag import CODE as LIVE_CODE
+from arena_ls.protocol.livediag import live_run_diagnostics
 from arena_ls.uris import path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
@@ -61,8 +63,10 @@ def _range(span: Span) -> types.Range:
 
 
 def _rule_doc_url(code: str) -> str:
-    from arena_ls.gates import rule_doc_url  # the gates load on first use, not at start-up
+    from arena_ls.gates import DOCS_URL, rule_doc_url  # the gates load on first use, not at start-up
 
+    if code == LIVE_CODE:
+        return DOCS_URL.replace("rules.md", "insights.md") + "#ar013-edited-during-run"
     return rule_doc_url(code)
 
 
@@ -143,6 +147,7 @@ class DiagnosticsFeature:
     def publish_trainer(self, path: Path) -> list[Diag]:
         text = self.text(path)
         diags = _lint_file(self.server.ws, str(path), text) if text is not None else []
+        diags = [*live_run_diagnostics(self.server.ws, path), *diags]
         self.send(path_to_uri(path), diags)
         return diags
 

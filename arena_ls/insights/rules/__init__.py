@@ -1,0 +1,1 @@
+"""One module per insight kind; ``arena_ls.insights.registry`` lists them."""

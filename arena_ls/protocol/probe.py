@@ -1,0 +1,252 @@
+"""The VRAM probe: a short run of a job that measures the peak GPU memory of its processes.
+
+``arena/start {id, probe: true}`` runs the job with its ``probe.args`` (the
+job's own args when it has none) as a run of job ``<id>.probe`` (so that its
+checkpoints never become the job's resume point), with no relaunch. While it
+runs, the GPU memory of its own processes is read through the injected
+hardware interface every ``probe.sampleSeconds``. When it ends, the verdict
+``{ok, peakVramMb, at, message}`` is recorded in ``<stateDir>/probes/<id>.json``
+under a hash of the trainer's content at the probe's launch, and shown as
+``JobInfo.probe`` while the trainer is unchanged. A job with
+``probe.required`` is refused (1010 ``probe-required``) until a probe of its
+current trainer passed.
+
+A probe passes when the run ended by itself with exit 0 and its peak stayed
+within ``probe.maxVramMb``. Without a readable GPU the probe cannot measure,
+says so, and fails, unless the setting ``probe.allowWithoutGpu`` waives that
+(CPU-only machines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from arena_ls.errors import (
+    APPROVAL_REQUIRED,
+    DISABLED,
+    GATES_FAILED,
+    PREFLIGHT_FAILED,
+    PROBE_REQUIRED,
+    ArenaError,
+)
+from arena_ls.health import process_tree_pids
+from arena_ls.lifecycle.rundir import write_json_atomic
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.states import RunStatus
+from arena_ls.manifest import Job
+from arena_ls.protocol.insights import PROBE_SUFFIX
+from arena_ls.timeutil import iso_utc
+
+if TYPE_CHECKING:
+    from arena_ls.lifecycle.supervisor import StartRequest
+    from arena_ls.protocol.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+KEEP_RESULTS = 20
+"""Verdicts kept per job (one per trainer version)."""
+
+
+@attrs.define
+class Peak:
+    """What the samples of one probe found."""
+
+    peak_mb: int | None = None
+    gpu_error: str | None = None
+    samples: int = 0
+
+    def add(self, used_mb: int | None, error: str | None) -> None:
+        self.samples += 1
+        if used_mb is not None:
+            self.peak_mb = max(self.peak_mb or 0, used_mb)
+        elif error:
+            self.gpu_error = error
+
+
+def verdict(
+    *, status: str, failure: str | None, peak: Peak, limit_mb: int, allow_without_gpu: bool
+) -> tuple[bool, str]:
+    """(ok, message) of a finished probe."""
+    if status != RunStatus.SUCCEEDED.value:
+        why = f" ({failure})" if failure else ""
+        return False, f"the probe run ended {status}{why}: fix that and probe again"
+    if peak.peak_mb is None:
+        reason = peak.gpu_error or "no GPU"
+        if allow_without_gpu:
+            return True, f"no GPU could be read ({reason}); waived by the setting probe.allowWithoutGpu"
+        return False, (
+            f"no GPU could be read ({reason}): the probe cannot measure VRAM; on a CPU-only "
+            "machine set probe.allowWithoutGpu to waive it"
+        )
+    if peak.peak_mb > limit_mb:
+        return False, (
+            f"peak {peak.peak_mb} MB is above the {limit_mb} MB limit (probe.maxVramMb): the long run "
+            "would spill to shared memory and run about 3x slower; use a smaller micro-batch"
+        )
+    if peak.peak_mb == 0:
+        return True, "the probe's processes held no GPU memory (did it run on the CPU?)"
+    return True, f"peak {peak.peak_mb} MB, within the {limit_mb} MB limit"
+
+
+class ProbeService:
+    """Runs probes and keeps their verdicts."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    # -- verdicts on disk -----------------------------------------------------------------
+
+    def _path(self, job: Job) -> Path:
+        return self.ws.supervisor.folder.root / "probes" / f"{job.id}.json"
+
+    def trainer_hash(self, job: Job) -> str:
+        """A hash of what the probe judges: the trainer's content (and the probe's limit)."""
+        digest = hashlib.sha256(f"{job.probe_max_vram_mb}\0".encode())
+        script = job.resolved_script(self.ws.root)
+        try:
+            digest.update(script.read_bytes() if script is not None else b"")
+        except OSError:
+            digest.update(b"unreadable")
+        return digest.hexdigest()
+
+    def _read(self, job: Job) -> dict[str, Any]:
+        try:
+            data = json.loads(self._path(job).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def info(self, job: Job) -> dict[str, Any] | None:
+        """``JobInfo.probe``: the verdict for the trainer as it is now, or None."""
+        result = self._read(job).get(self.trainer_hash(job))
+        return result if isinstance(result, dict) else None
+
+    def _record(self, job: Job, digest: str, result: dict[str, Any]) -> None:
+        results = self._read(job)
+        results.pop(digest, None)
+        results[digest] = result
+        kept = dict(list(results.items())[-KEEP_RESULTS:])
+        path = self._path(job)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, kept)
+
+    # -- the gate on starts ---------------------------------------------------------------
+
+    def require(self, job_id: str) -> None:
+        """Refuse (1010) a job with ``probe.required`` whose current trainer has no passing probe."""
+        job, _ = self.ws.supervisor.resolve_job(job_id)
+        if not job.probe_required or job.status == "disabled":
+            return
+        probe = self.info(job)
+        if probe is not None and probe.get("ok") is True:
+            return
+        why = (
+            "no probe of its current trainer"
+            if probe is None
+            else f"its last probe failed: {probe.get('message')}"
+        )
+        raise ArenaError(
+            PROBE_REQUIRED,
+            f"job {job.id!r} needs a passing VRAM probe first ({why}); run arena/start with probe: true",
+            probe=probe,
+        )
+
+    # -- running one ----------------------------------------------------------------------
+
+    async def start(self, request: StartRequest) -> dict[str, Any]:
+        """Start the probe run of a job; its verdict is recorded when it ends."""
+        supervisor = self.ws.supervisor
+        job, _ = supervisor.resolve_job(request.id)
+        if job.status == "disabled":
+            raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
+        if job.status == "approval-required" and request.approved is not True:
+            raise ArenaError(
+                APPROVAL_REQUIRED, f"job {job.id!r} needs approval: probe it with approved: true"
+            )
+        supervisor._refuse_if_active()
+        self._refuse_unsafe(job)
+        digest = self.trainer_hash(job)
+        probe_job = attrs.evolve(
+            job,
+            id=job.id + PROBE_SUFFIX,
+            name=f"{job.display_name} (probe)",
+            args=job.probe_args if job.probe_args is not None else job.args,
+            max_restarts=0,
+        )
+        view = supervisor._launch(probe_job, None)
+        info = await supervisor._await_started(view)
+        task = asyncio.get_running_loop().create_task(self._watch(view, job, digest))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return info
+
+    def _refuse_unsafe(self, job: Job) -> None:
+        """The same gates and pre-flight checks as a start (1004, 1005)."""
+        supervisor = self.ws.supervisor
+        gate_errors = supervisor.gate_checker(job) if supervisor.gate_checker and job.kind == "train" else []
+        if gate_errors:
+            first = gate_errors[0]
+            raise ArenaError(
+                GATES_FAILED,
+                f"{job.script} fails {len(gate_errors)} gate(s): {first.code} {first.message}",
+                diagnostics=[d.to_wire() for d in gate_errors],
+            )
+        checks, _ = supervisor._preflight(job, gate_errors)
+        failed = [c for c in checks if not c.get("ok")]
+        if failed:
+            names = ", ".join(f"{c['name']}: {c['message']}" for c in failed)
+            raise ArenaError(PREFLIGHT_FAILED, f"pre-flight failed: {names}", checks=checks)
+
+    async def _watch(self, view: RunView, job: Job, digest: str) -> None:
+        peak = Peak()
+        settings = self.ws.server.settings.probe
+        hardware = self.ws.health.hardware
+        try:
+            while not view.is_final:
+                pid = view.state.pid if view.state is not None else None
+                if pid:
+                    reading = await asyncio.to_thread(hardware.gpus)
+                    pids = process_tree_pids([pid])
+                    peak.add(
+                        _used_by(reading, pids), reading.error or (None if reading.gpus else "no GPU found")
+                    )
+                await asyncio.sleep(settings.sample_seconds)
+                view.refresh_state()
+            failure = view.state.failure if view.state is not None else None
+            ok, message = verdict(
+                status=view.status.value,
+                failure=f"{failure.kind}: {failure.evidence}" if failure else None,
+                peak=peak,
+                limit_mb=job.probe_max_vram_mb,
+                allow_without_gpu=settings.allow_without_gpu,
+            )
+            result = {"ok": ok, "peakVramMb": peak.peak_mb, "at": iso_utc(time.time()), "message": message}
+            self._record(job, digest, result)
+            log.info("probe of %s: %s", job.id, message)
+            self.ws.server.lifecycle(view, f"probe {'passed' if ok else 'failed'}: {message}")
+            self.ws.active_changed()
+        except Exception:
+            log.exception("watching the probe of %s failed", job.id)
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _used_by(reading: Any, pids: set[int]) -> int | None:
+    """MB of GPU memory ``pids`` hold across every GPU; None when no GPU could be read."""
+    if not reading.gpus:
+        return None
+    return sum(p.used_memory_mb or 0 for gpu in reading.gpus for p in gpu.processes if p.pid in pids)

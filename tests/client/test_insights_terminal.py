@@ -1,0 +1,51 @@
+"""``arena status`` shows insights and probe verdicts; ``arena start --probe``; 1010 as one line."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+
+from arena_ls.client.cli import build_parser
+from arena_ls.client.commands import start_params
+from arena_ls.client.errors import from_rpc_error
+from arena_ls.client.lspclient import JsonRpcError
+from arena_ls.client.tables import print_status
+
+
+def status_with(active: dict[str, Any], jobs: list[dict[str, Any]]) -> str:
+    status = {"active": active, "runs": [active], "jobs": jobs, "health": {}, "deviceProfile": None}
+    out = io.StringIO()
+    print_status(Console(file=out, width=220, color_system=None), status)
+    return out.getvalue()
+
+
+def test_status_shows_the_active_runs_insights_and_each_jobs_probe() -> None:
+    spike = {
+        "kind": "loss-spike", "severity": "warning", "since": "2026-11-30T20:00:00.000Z",
+        "message": "loss spiked to 9.1 at step 40 (recent median 2.01): lower the learning rate",
+    }  # fmt: skip
+    active = {"runId": "lm-1", "jobId": "lm", "status": "running", "insights": [spike]}
+    jobs = [
+        {"id": "lm", "name": "LM", "kind": "train", "status": "ready", "runnable": True, "blockedBy": [],
+         "probe": {"ok": False, "peakVramMb": 6000, "at": "2026-11-30T19:00:00Z", "message": "above"}},
+        {"id": "other", "name": "Other", "kind": "task", "status": "ready", "runnable": True,
+         "blockedBy": [], "probe": None},
+    ]  # fmt: skip
+    text = status_with(active, jobs)
+    assert "warning loss-spike (since 2026-11-30T20:00:00.000Z): loss spiked to 9.1 at step 40" in text
+    assert "failed (6000 MB)" in text
+
+
+def test_start_probe_sends_probe_true() -> None:
+    args = build_parser().parse_args(["start", "lm", "--probe"])
+    assert start_params(args) == {"id": "lm", "approved": False, "probe": True}
+    assert "probe" not in start_params(build_parser().parse_args(["start", "lm"]))
+
+
+def test_probe_required_is_a_refusal_with_a_hint() -> None:
+    error = JsonRpcError(1010, "job 'lm' needs a passing VRAM probe first", {"reason": "probe-required"})
+    cli = from_rpc_error(error)
+    assert cli.message.startswith("refused (probe-required): job 'lm' needs a passing VRAM probe")
+    assert cli.message.endswith("run `arena start JOB --probe` first")
