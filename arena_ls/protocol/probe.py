@@ -173,7 +173,7 @@ class ProbeService:
             raise ArenaError(
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: probe it with approved: true"
             )
-        supervisor._refuse_if_active()
+        await supervisor._refuse_if_active()
         self._refuse_unsafe(job)
         digest = self.trainer_hash(job)
         probe_job = attrs.evolve(
@@ -183,7 +183,7 @@ class ProbeService:
             args=job.probe_args if job.probe_args is not None else job.args,
             max_restarts=0,
         )
-        view = supervisor._launch(probe_job, None)
+        view = await supervisor._launch(probe_job, None)
         info = await supervisor._await_started(view)
         task = asyncio.get_running_loop().create_task(self._watch(view, job, digest))
         self.tasks.add(task)

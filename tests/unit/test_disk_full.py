@@ -115,7 +115,7 @@ def test_an_agent_that_cannot_record_its_run_starts_nothing(
 ) -> None:
     agent = _agent(tmp_path, [sys.executable, "-c", "import time; time.sleep(60)"])
     monkeypatch.setattr(RunDir, "write_state", lambda self, state: (_ for _ in ()).throw(ENOSPC))
-    monkeypatch.setattr(agent_module, "FINAL_STATE_PATIENCE", 0.0)
+    monkeypatch.setattr(agent_module, "FINAL_WRITE_TIMEOUT", 0.0)
     assert agent.run() == LAUNCH_FAILED_EXIT
     assert agent.process is None, "no trainer was started"
     assert RunLock(agent.folder).holder() is None, "the lock is free again"
