@@ -22,6 +22,7 @@ from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
+    CheckpointRecord,
     CorruptState,
     Failure,
     RunDir,
@@ -247,7 +248,7 @@ class RunView:
             if state.failure
             else None,
             "restarts": state.restarts,
-            "step": progress.step if progress.step is not None else state.step,
+            "step": _latest_step(progress.step if progress.step is not None else state.step, checkpoint),
             "totalSteps": progress.total if progress.total is not None else state.total_steps,
             "loss": _finite(progress.loss if progress.loss is not None else state.loss),
             "stepsPerSecond": _round(progress.steps_per_second) if live else None,
@@ -258,6 +259,7 @@ class RunView:
             else None,
             "logPath": str(self.run_dir.log_path),
             "jobName": self.spec.job_name,
+            "resumedFromStep": self.spec.resumed_from_step,
             "argv": state.argv or self.spec.argv,
             "gpuMemoryMb": None,
             "gpuUtilization": None,
@@ -265,6 +267,14 @@ class RunView:
         if extra:
             info.update(extra)
         return info
+
+
+def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int | None:
+    """The step reached: progress is announced every few steps, a checkpoint names the step it
+    saved, so the checkpoint's step counts when it is the later one."""
+    if checkpoint is None:
+        return step
+    return checkpoint.step if step is None else max(step, checkpoint.step)
 
 
 def _claim(run_dir: RunDir, what: str) -> bool:

@@ -193,15 +193,41 @@ def test_stop_kill_and_stop_when_idle(workspace: Path) -> None:
 
 # -- Ctrl-C while following ----------------------------------------------------------------
 
+LONG_WINDOW = {"ARENA_STOP_WINDOW_SECONDS": "600"}
+"""The second Ctrl-C is sent after the first one's note is seen: no race with the window."""
+DETACHING = r"^arena: detaching in \S+ s; run \S+ keeps going\. Press Ctrl-C again to stop it"
+
 
 @POSIX_ONLY
-def test_ctrl_c_while_following_stops_the_run_cooperatively(workspace: Path) -> None:
+def test_one_ctrl_c_detaches_from_a_started_run_and_leaves_it_going(workspace: Path) -> None:
     arena = ArenaProcess(workspace, "start", "slow", "--follow")
     try:
         run_id = arena.run_id()
         arena.wait_for_line(r"^\[progress\] step \d+")
         arena.process.send_signal(signal.SIGINT)
-        arena.wait_for_line(r"^arena: asking the trainer of run \S+ to checkpoint and stop")
+        arena.wait_for_line(DETACHING)
+        assert arena.wait() == 130
+    finally:
+        arena.close()
+    detached = (
+        rf"^arena: detached; run {run_id} keeps going\. Re-attach with: arena logs -f slow · "
+        r"stop it with: arena stop slow$"
+    )
+    assert re.search(detached, arena.stdout, re.MULTILINE), arena.stdout[-2000:]
+    active = status_json(workspace)["active"]
+    assert (active["runId"], active["status"], active["stoppedBy"]) == (run_id, "running", None)
+
+
+@POSIX_ONLY
+def test_ctrl_c_twice_stops_the_run_cooperatively(workspace: Path) -> None:
+    arena = ArenaProcess(workspace, "start", "slow", "--follow", env=LONG_WINDOW)
+    try:
+        run_id = arena.run_id()
+        arena.wait_for_line(r"^\[progress\] step \d+")
+        arena.process.send_signal(signal.SIGINT)
+        arena.wait_for_line(r"^arena: detaching in 600 s")
+        arena.process.send_signal(signal.SIGINT)
+        arena.wait_for_line(r"^arena: stopping: asked the trainer of run \S+ to checkpoint and stop")
         assert arena.wait() == 0, arena.stderr
     finally:
         arena.close()
@@ -209,27 +235,51 @@ def test_ctrl_c_while_following_stops_the_run_cooperatively(workspace: Path) -> 
     assert (final["status"], final["stoppedBy"], final["exitCode"]) == ("stopped", "file", 0)
     assert arena.out[-1].startswith(f"run {run_id} stopped (by file)")
     assert "stopping cooperatively" in arena.stdout
+    assert "detached" not in arena.stdout
 
 
 @POSIX_ONLY
-def test_a_second_ctrl_c_detaches_and_leaves_the_run_going(workspace: Path) -> None:
-    arena = ArenaProcess(workspace, "start", "deaf", "--follow")
+def test_ctrl_c_after_the_stop_request_detaches_and_the_stop_stands(workspace: Path) -> None:
+    arena = ArenaProcess(workspace, "start", "deaf", "--follow", env=LONG_WINDOW)
     try:
         run_id = arena.run_id()
         arena.wait_for_line(r"^\[progress\] step \d+")
+        arena.process.send_signal(signal.SIGINT)
+        arena.wait_for_line(r"^arena: detaching in")
         arena.process.send_signal(signal.SIGINT)
         arena.wait_for_line(r"^\[arena\] created the stop file")
         arena.process.send_signal(signal.SIGINT)
         assert arena.wait() == 130
     finally:
         arena.close()
-    detached = rf"detached; run {run_id} keeps going\. Re-attach with: arena logs -f deaf"
+    detached = (
+        rf"detached; run {run_id} is stopping \(it checkpoints and exits\)\. "
+        r"See it with: arena logs -f deaf"
+    )
     assert re.search(detached, arena.stdout)
     active = status_json(workspace)["active"]
-    assert active["runId"] == run_id and active["status"] in ("running", "stopping")
+    assert active["runId"] == run_id and active["status"] == "stopping"
     killed = run_arena(workspace, "stop", "--kill", "--confirm")
     assert killed.returncode == 0, killed.stderr
     assert run_of(workspace, run_id)["stoppedBy"] == "kill"
+
+
+@POSIX_ONLY
+def test_ctrl_c_in_logs_follow_only_detaches(workspace: Path) -> None:
+    started = run_arena(workspace, "start", "train-slow")
+    assert started.returncode == 0, started.stderr
+    run_id = started_run_id(started.stdout)
+    arena = ArenaProcess(workspace, "logs", "train-slow", "-f", env=LONG_WINDOW)
+    try:
+        arena.wait_for_line(r"^\[progress\] step \d+")
+        arena.process.send_signal(signal.SIGINT)
+        assert arena.wait() == 130
+    finally:
+        arena.close()
+    assert re.search(rf"^arena: detached; run {run_id} keeps going\.", arena.stdout, re.MULTILINE)
+    assert "stopping" not in arena.stdout
+    active = status_json(workspace)["active"]
+    assert (active["runId"], active["status"], active["stoppedBy"]) == (run_id, "running", None)
 
 
 # -- logs ----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.client.commands import checkpoint_paths, pick_run
+from arena_ls.client.commands import checkpoint_paths, finished_all_steps, pick_run, resume_text
 from arena_ls.client.errors import CliError, from_rpc_error
 from arena_ls.client.follow import Follower
 from arena_ls.client.lspclient import JsonRpcError, Notification, encode_message, read_message
@@ -32,8 +32,8 @@ def test_refusals_become_one_line_with_the_reason_and_a_hint() -> None:
     error = JsonRpcError(1002, message, {"reason": "approval-required"})
     cli = from_rpc_error(error)
     assert cli.exit_code == 1
-    assert cli.message.startswith("refused (approval-required): job 'x' needs approval: ")
-    assert cli.message.endswith("pass --approve")
+    assert cli.message == "refused (approval-required): job 'x' needs approval; pass --approve"
+    assert "approved" not in cli.message, "protocol words stay out of the CLI's text"
 
 
 def test_no_checkpoint_says_the_minutes_lost() -> None:
@@ -71,6 +71,40 @@ def test_progress_text_from_run_info_and_from_reports() -> None:
     assert state.completed() == (200.0, 2000.0)
     state.apply_info({"status": "running", "step": 210, "totalSteps": 2000, "stalled": True})
     assert state.text() == "step 210/2000 · loss 2.31 · 3.2 it/s · ETA 9m 48s · stalled"
+
+
+def test_the_bar_is_empty_before_the_first_step_and_the_end_says_the_end() -> None:
+    state = ProgressState("Tiny LM")
+    assert state.completed() == (0.0, 1.0), "an empty bar, not rich's full-width pulse"
+    state.apply_report({"kind": "begin", "title": "Tiny LM", "message": "starting"})
+    assert state.completed() == (0.0, 1.0)
+    state.apply_info({"status": "running", "step": None, "totalSteps": None})
+    assert state.text() == "starting"
+    state.apply_info({"status": "succeeded", "step": None, "totalSteps": None})
+    assert state.text() == "no step reported"
+    assert state.completed() == (0.0, 1.0)
+
+
+def test_start_says_whether_it_resumes() -> None:
+    resumed = {"jobId": "lm", "resumedFromStep": 169}
+    assert resume_text(resumed) == (
+        "resuming from the checkpoint at step 169 (`arena start lm --fresh` starts over)"
+    )
+    assert resume_text({"jobId": "lm", "resumedFromStep": None}) == "starting from step 0"
+    assert resume_text({"jobId": "lm"}, fresh=True) == "starting from step 0 (--fresh)"
+
+
+def test_the_demo_starts_over_only_after_a_run_that_finished_every_step() -> None:
+    def status(*runs: dict[str, Any]) -> dict[str, Any]:
+        return {"runs": [{"jobId": "tiny-lm", **r} for r in runs]}
+
+    done = {"runId": "a", "status": "succeeded", "step": 600, "totalSteps": 600}
+    assert finished_all_steps(status(done), "tiny-lm") == {"jobId": "tiny-lm", **done}
+    stopped = {"runId": "b", "status": "stopped", "step": 169, "totalSteps": 600}
+    assert finished_all_steps(status(done, stopped), "tiny-lm") is None
+    short = {"runId": "c", "status": "succeeded", "step": 20, "totalSteps": None}
+    assert finished_all_steps(status(short), "tiny-lm") is None
+    assert finished_all_steps(status(done), "other") is None
 
 
 @pytest.mark.parametrize(
