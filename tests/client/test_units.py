@@ -286,3 +286,14 @@ def test_status_tables_show_gpus_their_processes_and_the_device_profile() -> Non
     assert "4242: 10900 MB (ours)" in text
     assert "80% (on battery)" in text and "fp32-only" in text
     assert "no jobs in the manifest" in text and "no runs yet" in text
+
+
+def test_the_step_reached_counts_a_later_checkpoint() -> None:
+    from arena_ls.lifecycle.rundir import CheckpointRecord
+    from arena_ls.lifecycle.runview import _latest_step
+
+    saved = CheckpointRecord(step=169, path="ckpt-169.pt", at=0.0)
+    assert _latest_step(160, saved) == 169, "progress every 10 steps, a checkpoint at 169"
+    assert _latest_step(175, saved) == 175
+    assert _latest_step(None, saved) == 169
+    assert _latest_step(12, None) == 12
