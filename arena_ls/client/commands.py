@@ -282,13 +282,30 @@ def print_checkpoints(
 
 
 async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
-    from arena_ls.client.plot import require_matplotlib, write_loss_png
+    from arena_ls.client.plot import require_matplotlib, resume_chain, stitch, write_curve_png
 
     require_matplotlib()
     async with connect(options) as session:
-        run = pick_run(await session.request("arena/status", {}), job=args.job)
-        metrics = await session.request("arena/metrics", {"runId": run["runId"]})
-    out = Path(args.out) if args.out else Path(f"{run['runId']}-loss.png")
-    write_loss_png(metrics, f"{run.get('jobId')} · run {run['runId']}", out)
+        status = await session.request("arena/status", {})
+        job_id = str(pick_run(status, job=args.job).get("jobId"))
+        runs = [r for r in status.get("runs") or [] if isinstance(r, dict) and r.get("jobId") == job_id]
+        chain = resume_chain(sorted(runs, key=lambda r: str(r.get("startedAt") or "")))
+        pairs = [
+            (run, await session.request("arena/metrics", {"runId": run["runId"]})) for run in chain
+        ]
+    curve = stitch(pairs)
+    out = Path(args.out) if args.out else Path(f"{job_id}-loss.png")
+    count = len(chain)
+    title = f"{job_id} · {count} run{'s' if count != 1 else ''} · {chain[-1]['runId']}"
+    if curve.empty:
+        raise CliError(f"job {job_id} has no loss points to plot yet")
+    write_curve_png(curve, title, out)
+    resumed = len([r for r in curve.resumes if not r.relaunch])
     write_plain(options.console, f"wrote {out.resolve()}")
+    write_plain(
+        options.console,
+        f"{count} run{'s' if count != 1 else ''} of {job_id} stitched by step "
+        f"({resumed} resume{'s' if resumed != 1 else ''}, {len(curve.checkpoints)} checkpoints, "
+        f"{len(curve.evals)} eval points)",
+    )
     return EXIT_OK

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from arena_ls.lifecycle.capture import iter_records
-from arena_ls.lifecycle.events import Checkpoint, Progress
+from arena_ls.lifecycle.events import Checkpoint, Eval, Progress
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.timeutil import iso_utc
 
@@ -25,6 +25,7 @@ class MetricsCache:
     next_record: int = 0
     points: list[tuple[int, float | None, float | None, float]] = attrs.field(factory=list)
     checkpoints: list[tuple[int, str, float]] = attrs.field(factory=list)
+    evals: list[tuple[int, float | None, float]] = attrs.field(factory=list)
 
 
 def run_metrics(view: RunView) -> dict[str, Any]:
@@ -39,6 +40,8 @@ def run_metrics(view: RunView) -> dict[str, Any]:
                 cache.points.append((event.step, event.loss, event.lr, at))
             elif isinstance(event, Checkpoint):
                 cache.checkpoints.append((event.step, event.path, at))
+            elif isinstance(event, Eval):
+                cache.evals.append((event.step, event.loss, at))
         if len(cache.points) > MAX_POINTS:
             cache.points = downsample(cache.points)
     return {
@@ -48,6 +51,7 @@ def run_metrics(view: RunView) -> dict[str, Any]:
             for s, loss, lr, at in cache.points
         ],
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in cache.checkpoints],
+        "evals": [{"step": s, "loss": _finite(loss), "at": iso_utc(at)} for s, loss, at in cache.evals],
     }
 
 

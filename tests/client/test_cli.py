@@ -419,7 +419,30 @@ def test_plot_writes_a_png(workspace: Path, tmp_path: Path) -> None:
     done = run_arena(workspace, "plot", "quick", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert done.stdout.strip() == f"wrote {out.resolve()}"
+    assert done.stdout.splitlines()[0] == f"wrote {out.resolve()}"
+
+
+def test_plot_stitches_the_job_across_its_resumed_runs(workspace: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="arena plot needs the extra `plot` (matplotlib)")
+    resumed_from = 0
+    for _ in range(2):
+        started = run_arena(workspace, "start", "ckpt-train")
+        assert started.returncode == 0, started.stderr
+        run_id = started_run_id(started.stdout)
+
+        def saved_past_resume(run_id: str = run_id, after: int = resumed_from) -> bool:
+            checkpoint = run_of(workspace, run_id)["lastCheckpoint"]
+            return checkpoint is not None and checkpoint["step"] > after
+
+        wait_until(saved_past_resume, "a checkpoint past the resume point")
+        assert run_arena(workspace, "stop", "ckpt-train").returncode == 0
+        resumed_from = run_of(workspace, run_id)["lastCheckpoint"]["step"]
+    out = tmp_path / "curve.png"
+    done = run_arena(workspace, "plot", "ckpt-train", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = done.stdout.splitlines()[1]
+    assert re.match(r"2 runs of ckpt-train stitched by step \(1 resume, \d+ checkpoints", summary)
 
 
 def test_plot_of_a_job_without_runs_is_one_line(workspace: Path) -> None:
