@@ -28,6 +28,7 @@ from arena_ls.client.session import Options, connect
 from arena_ls.client.tables import print_status
 
 DEMO_JOB = "tiny-lm"
+INTERRUPT_HINT = "Ctrl-C: detach (the run goes on) · Ctrl-C twice: stop it (checkpoint and exit)"
 PAGE_LIMIT = 1000
 
 
@@ -51,6 +52,7 @@ async def cmd_start(options: Options, args: argparse.Namespace) -> int:
         if not args.follow:
             write_plain(options.console, f"follow it with: arena logs -f {info.get('jobId')}")
             return EXIT_OK
+        write_plain(options.console, INTERRUPT_HINT)
         result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
         return result.exit_code
 
@@ -226,6 +228,7 @@ async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
             params["resume"] = False
         info = await session.request("arena/start", params)
         announce_start(options, info, fresh=bool(args.fresh))
+        write_plain(options.console, INTERRUPT_HINT)
         result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
         if result.detached:
             return EXIT_INTERRUPTED

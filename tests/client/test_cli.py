@@ -305,6 +305,8 @@ def test_one_ctrl_c_detaches_from_a_started_run_and_leaves_it_going(workspace: P
     assert re.search(detached, arena.stdout, re.MULTILINE), arena.stdout[-2000:]
     active = status_json(workspace)["active"]
     assert (active["runId"], active["status"], active["stoppedBy"]) == (run_id, "running", None)
+    hint = "Ctrl-C: detach (the run goes on) · Ctrl-C twice: stop it (checkpoint and exit)"
+    assert arena.out[2] == hint, arena.out[:4]
 
 
 @POSIX_ONLY
