@@ -111,7 +111,12 @@ def _add_start(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     start = sub.add_parser("start", parents=[common], help="start a job from the manifest")
     start.add_argument("job", metavar="JOB")
     start.add_argument("--approve", action="store_true", help="approve a job that needs approval")
-    start.add_argument("--follow", "-f", action="store_true", help="follow the run until it ends")
+    start.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="follow the run until it ends (Ctrl-C detaches; Ctrl-C twice stops the run)",
+    )
     resume = start.add_mutually_exclusive_group()
     resume.add_argument(
         "--fresh", action="store_true", help="do not resume from the last checkpoint"
@@ -139,7 +144,10 @@ def _add_logs(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     )
     logs.add_argument("job", nargs="?", metavar="JOB")
     logs.add_argument(
-        "-f", "--follow", action="store_true", help="then follow it live until it ends"
+        "-f",
+        "--follow",
+        action="store_true",
+        help="then follow it live until it ends (Ctrl-C detaches, never stops the run)",
     )
     logs.add_argument("--run", metavar="RUN_ID", help="a particular run")
 
