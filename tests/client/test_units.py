@@ -11,7 +11,7 @@ import pytest
 
 from arena_ls.client.commands import checkpoint_paths, finished_all_steps, pick_run, resume_text
 from arena_ls.client.errors import CliError, from_rpc_error
-from arena_ls.client.follow import Follower
+from arena_ls.client.follow import Follower, OnInterrupt
 from arena_ls.client.lspclient import JsonRpcError, Notification, encode_message, read_message
 from arena_ls.client.render import PlainFollowView, ProgressState, fmt_duration, plain_line
 from arena_ls.client.session import find_root
@@ -199,6 +199,8 @@ class ScriptedSession:
             page = self.log[start : start + 2]
             done = start >= len(self.log)
             return {"runId": "r", "lines": page, "cursor": str(start + len(page)), "done": done}
+        if method == "arena/stop":
+            return {"status": "stopping"}
         raise AssertionError(method)
 
 
@@ -297,3 +299,42 @@ def test_the_step_reached_counts_a_later_checkpoint() -> None:
     assert _latest_step(175, saved) == 175
     assert _latest_step(None, saved) == 169
     assert _latest_step(12, None) == 12
+
+
+async def test_ctrl_c_detaches_after_the_window_and_twice_within_it_stops() -> None:
+    now = [100.0]
+    session = ScriptedSession([], [run("r", "j", "running")])
+    view = RecordingView()
+    follower = Follower(
+        session,  # type: ignore[arg-type]
+        view,
+        run("r", "j", "running"),
+        "Job j",
+        clock=lambda: now[0],
+        on_interrupt=OnInterrupt.DETACH_OR_STOP,
+        window=2.0,
+    )
+    assert follower._interrupt() is False and follower.detach_at == 102.0
+    assert view.notes[-1].startswith("detaching in 2 s; run r keeps going. Press Ctrl-C again")
+    assert not [m for m, _ in session.requests if m == "arena/stop"], "one Ctrl-C stops nothing"
+    now[0] = 101.5
+    assert follower._interrupt() is False and follower.detach_at is None
+    assert follower.stop_task is not None
+    await follower.stop_task
+    assert ("arena/stop", {"runId": "r", "confirm": True, "wait": False}) in session.requests
+    assert follower._interrupt() is True, "after the stop request, Ctrl-C detaches at once"
+    result = await follower._detach()
+    assert result.detached and "is stopping" in view.notes[-1]
+
+
+async def test_ctrl_c_while_re_attached_only_detaches() -> None:
+    session = ScriptedSession([], [run("r", "j", "running")])
+    view = RecordingView()
+    follower = Follower(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
+    assert follower._interrupt() is True
+    result = await follower._detach()
+    assert result.detached and result.exit_code == 130
+    assert view.notes == [
+        "detached; run r keeps going. Re-attach with: arena logs -f j · stop it with: arena stop j"
+    ]
+    assert not [m for m, _ in session.requests if m == "arena/stop"]
