@@ -12,7 +12,8 @@ walks through the rules one by one.
 What the supervisor (the arena job agent) and this script agree on:
 
 * stdout lines ``@arena {"event": "progress", ...}`` and
-  ``@arena {"event": "checkpoint", ...}`` announce progress and every save;
+  ``@arena {"event": "checkpoint", ...}`` announce progress and every save,
+  ``@arena {"event": "eval", "step": N, "loss": X}`` each held-out loss;
 * the file named by ``ARENA_STOP_FILE`` appearing, or SIGTERM/SIGINT, asks for a
   cooperative stop: save a checkpoint, announce it, exit 0;
 * after a crash the agent relaunches with ``--resume --start-step <step of the
@@ -631,6 +632,7 @@ def train(args: argparse.Namespace) -> int:
                 f"eval step={step} val_loss={val_loss:.4f} best={min(val_loss, best_val):.4f}",
                 flush=True,
             )
+            announce({"event": "eval", "step": step, "loss": round(val_loss, 6)})
             if val_loss < best_val:
                 best_val = val_loss
                 save_checkpoint(ckpt_dir / CKPT_BEST, model, optimizer, step, best_val, corpus.vocab)

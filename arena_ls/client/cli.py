@@ -68,9 +68,12 @@ def _common() -> Parser:
 
 
 def build_parser() -> Parser:
-    common = _common()
-    parser = Parser(prog="arena", description=DESCRIPTION, epilog=EPILOG, parents=[common])
+    # Two copies of the common options: argparse shares a parent's actions, so the
+    # top level's defaults would otherwise be the subcommand's too, and a value
+    # given before the subcommand would be overwritten by that default.
+    parser = Parser(prog="arena", description=DESCRIPTION, epilog=EPILOG, parents=[_common()])
     parser.set_defaults(root=None, verbose=False)
+    common = _common()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     _add_check(sub, common)
@@ -80,7 +83,11 @@ def build_parser() -> Parser:
     status.add_argument("--json", action="store_true", help="the raw arena/status result as JSON")
     _add_logs(sub, common)
     demo = sub.add_parser("demo", parents=[common], help="train tiny-lm and show its checkpoints")
-    demo.add_argument("--fresh", action="store_true", help="start over instead of resuming")
+    demo.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over instead of resuming (a run that finished all its steps starts over anyway)",
+    )
     plot = sub.add_parser("plot", parents=[common], help="a run's loss curve as a PNG")
     plot.add_argument("job", nargs="?", metavar="JOB")
     plot.add_argument("--out", metavar="FILE", help="the PNG to write (default: RUN_ID-loss.png)")
@@ -104,7 +111,12 @@ def _add_start(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     start = sub.add_parser("start", parents=[common], help="start a job from the manifest")
     start.add_argument("job", metavar="JOB")
     start.add_argument("--approve", action="store_true", help="approve a job that needs approval")
-    start.add_argument("--follow", "-f", action="store_true", help="follow the run until it ends")
+    start.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="follow the run until it ends (Ctrl-C detaches; Ctrl-C twice stops the run)",
+    )
     start.add_argument(
         "--probe", action="store_true", help="run the job's VRAM probe (its probe.args) instead"
     )
@@ -135,7 +147,10 @@ def _add_logs(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     )
     logs.add_argument("job", nargs="?", metavar="JOB")
     logs.add_argument(
-        "-f", "--follow", action="store_true", help="then follow it live until it ends"
+        "-f",
+        "--follow",
+        action="store_true",
+        help="then follow it live until it ends (Ctrl-C detaches, never stops the run)",
     )
     logs.add_argument("--run", metavar="RUN_ID", help="a particular run")
 

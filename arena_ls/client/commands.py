@@ -14,19 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
-from arena_ls.client.follow import FollowResult, follow_run
+from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
 from arena_ls.client.lspclient import JsonRpcError, LspSession
 from arena_ls.client.render import (
     OK_STATUSES,
     make_follow_view,
     print_line,
     run_summary,
+    write_line,
     write_plain,
 )
 from arena_ls.client.session import Options, connect
 from arena_ls.client.tables import print_status
 
 DEMO_JOB = "tiny-lm"
+INTERRUPT_HINT = "Ctrl-C: detach (the run goes on) · Ctrl-C twice: stop it (checkpoint and exit)"
 PAGE_LIMIT = 1000
 
 
@@ -48,27 +50,44 @@ def start_params(args: argparse.Namespace) -> dict[str, Any]:
 async def cmd_start(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         info = await session.request("arena/start", start_params(args))
-        announce_start(options, info)
+        announce_start(options, info, fresh=bool(args.fresh))
         if not args.follow:
             write_plain(options.console, f"follow it with: arena logs -f {info.get('jobId')}")
             return EXIT_OK
-        result = await follow_and_report(session, options, info)
+        write_plain(options.console, INTERRUPT_HINT)
+        result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
         return result.exit_code
 
 
-def announce_start(options: Options, info: dict[str, Any]) -> None:
+def announce_start(options: Options, info: dict[str, Any], *, fresh: bool = False) -> None:
     write_plain(
         options.console,
         f"started run {info.get('runId')} of job {info.get('jobId')} "
         f"(pid {info.get('pid')}, agent pid {info.get('agentPid')})",
     )
+    write_plain(options.console, resume_text(info, fresh=fresh))
+
+
+def resume_text(info: dict[str, Any], *, fresh: bool = False) -> str:
+    """Whether the run resumes, and from which step (``resumedFromStep`` of its RunInfo)."""
+    step = info.get("resumedFromStep")
+    if isinstance(step, int):
+        return (
+            f"resuming from the checkpoint at step {step} "
+            f"(`arena start {info.get('jobId')} --fresh` starts over)"
+        )
+    return "starting from step 0 (--fresh)" if fresh else "starting from step 0"
 
 
 async def follow_and_report(
-    session: LspSession, options: Options, info: dict[str, Any]
+    session: LspSession,
+    options: Options,
+    info: dict[str, Any],
+    on_interrupt: OnInterrupt = OnInterrupt.DETACH,
 ) -> FollowResult:
     title = await job_name(session, str(info.get("jobId")))
-    result = await follow_run(session, make_follow_view(options.console, title), info, title)
+    view = make_follow_view(options.console, title)
+    result = await follow_run(session, view, info, title, on_interrupt)
     if not result.detached:
         report_end(options, result.info)
     return result
@@ -125,8 +144,7 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         status = await session.request("arena/status", {})
     if args.json:
-        sys.stdout.write(json.dumps(status, indent=2) + "\n")
-        sys.stdout.flush()
+        write_line(sys.stdout, json.dumps(status, indent=2))
     else:
         print_status(options.console, status)
     return EXIT_OK
@@ -184,14 +202,36 @@ async def cmd_logs(options: Options, args: argparse.Namespace) -> int:
 # -- demo ----------------------------------------------------------------------------------
 
 
+def finished_all_steps(status: dict[str, Any], job_id: str) -> dict[str, Any] | None:
+    """The job's latest run when it succeeded having reached its last step, else None."""
+    runs = [r for r in status.get("runs") or [] if isinstance(r, dict) and r.get("jobId") == job_id]
+    if not runs:
+        return None
+    last = runs[-1]
+    step, total = last.get("step"), last.get("totalSteps")
+    done = isinstance(step, int) and isinstance(total, int) and total > 0 and step >= total
+    return last if done and last.get("status") == "succeeded" else None
+
+
 async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         params: dict[str, Any] = {"id": DEMO_JOB, "approved": True}
-        if args.fresh:
+        fresh = bool(args.fresh)
+        if not fresh:
+            finished = finished_all_steps(await session.request("arena/status", {}), DEMO_JOB)
+            if finished is not None:
+                fresh = True
+                write_plain(
+                    options.console,
+                    f"{DEMO_JOB} already trained all {finished.get('totalSteps')} steps "
+                    f"(run {finished.get('runId')}): training it again from step 0",
+                )
+        if fresh:
             params["resume"] = False
         info = await session.request("arena/start", params)
-        announce_start(options, info)
-        result = await follow_and_report(session, options, info)
+        announce_start(options, info, fresh=bool(args.fresh))
+        write_plain(options.console, INTERRUPT_HINT)
+        result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
         if result.detached:
             return EXIT_INTERRUPTED
         metrics = await session.request("arena/metrics", {"runId": info["runId"]})
@@ -247,13 +287,30 @@ def print_checkpoints(
 
 
 async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
-    from arena_ls.client.plot import require_matplotlib, write_loss_png
+    from arena_ls.client.plot import require_matplotlib, resume_chain, stitch, write_curve_png
 
     require_matplotlib()
     async with connect(options) as session:
-        run = pick_run(await session.request("arena/status", {}), job=args.job)
-        metrics = await session.request("arena/metrics", {"runId": run["runId"]})
-    out = Path(args.out) if args.out else Path(f"{run['runId']}-loss.png")
-    write_loss_png(metrics, f"{run.get('jobId')} · run {run['runId']}", out)
+        status = await session.request("arena/status", {})
+        job_id = str(pick_run(status, job=args.job).get("jobId"))
+        runs = [r for r in status.get("runs") or [] if isinstance(r, dict) and r.get("jobId") == job_id]
+        chain = resume_chain(sorted(runs, key=lambda r: str(r.get("startedAt") or "")))
+        pairs = [
+            (run, await session.request("arena/metrics", {"runId": run["runId"]})) for run in chain
+        ]
+    curve = stitch(pairs)
+    out = Path(args.out) if args.out else Path(f"{job_id}-loss.png")
+    count = len(chain)
+    title = f"{job_id} · {count} run{'s' if count != 1 else ''} · {chain[-1]['runId']}"
+    if curve.empty:
+        raise CliError(f"job {job_id} has no loss points to plot yet")
+    write_curve_png(curve, title, out)
+    resumed = len([r for r in curve.resumes if not r.relaunch])
     write_plain(options.console, f"wrote {out.resolve()}")
+    write_plain(
+        options.console,
+        f"{count} run{'s' if count != 1 else ''} of {job_id} stitched by step "
+        f"({resumed} resume{'s' if resumed != 1 else ''}, {len(curve.checkpoints)} checkpoints, "
+        f"{len(curve.evals)} eval points)",
+    )
     return EXIT_OK

@@ -57,13 +57,22 @@ def refusal_detail(reason: str, error: JsonRpcError) -> str:
     data: dict[str, Any] = error.data if isinstance(error.data, dict) else {}
     if reason == "no-checkpoint":
         return no_checkpoint_detail(error.message, data)
-    parts = [one_line(error.message)]
+    parts = [cli_words(reason, error.message)]
     extra = _extra(reason, data)
     if extra:
         parts.append(extra)
     if reason in HINTS:
         parts.append(HINTS[reason])
     return "; ".join(parts)
+
+
+def cli_words(reason: str, message: str) -> str:
+    """The server's message without its protocol instructions (``start it with approved:
+    true``): the hint that follows says what to type instead."""
+    text = one_line(message)
+    if reason == "approval-required":
+        return text.split(":", 1)[0]
+    return text
 
 
 def no_checkpoint_detail(message: str, data: dict[str, Any]) -> str:

@@ -5,16 +5,24 @@ counts up from 0, so a gap (or the rate bound's summary line) is filled by
 paging ``arena/logs`` from a cursor: each line is printed once, in order, and
 none is lost. The run's numbers come from ``arena/statusChanged`` and
 ``arena/status`` (polled once a second) and from the server's ``$/progress``
-reports. The first Ctrl-C asks the trainer to checkpoint and stop (a
-cooperative ``arena/stop`` with ``confirm: true``) and keeps following; the
-second detaches and leaves the run going.
+reports.
+
+Ctrl-C never stops a run by itself. Following a run you started
+(``arena start --follow``, ``arena demo``), one Ctrl-C detaches after a short
+window and leaves the run going; a second Ctrl-C inside that window asks the
+trainer to checkpoint and stop instead (a cooperative ``arena/stop`` with
+``confirm: true``: the user asked for it twice) and keeps following until it
+ends, and a Ctrl-C after that detaches at once (the stop request stands).
+Re-attached with ``arena logs -f``, Ctrl-C only detaches.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import math
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +41,27 @@ TICK = 0.25
 PAGE_LIMIT = 1000
 DRAIN_TIMEOUT = 15.0
 STOP_SETTLE_TIMEOUT = 10.0
+STOP_WINDOW_SECONDS = 2.0
+"""After a first Ctrl-C, a second one within this many seconds stops the run instead of detaching."""
+STOP_WINDOW_ENV = "ARENA_STOP_WINDOW_SECONDS"
+
+
+def stop_window() -> float:
+    """The Ctrl-C window (``ARENA_STOP_WINDOW_SECONDS`` overrides the default)."""
+    try:
+        value = float(os.environ.get(STOP_WINDOW_ENV, STOP_WINDOW_SECONDS))
+    except ValueError:
+        return STOP_WINDOW_SECONDS
+    return value if 0 < value < math.inf else STOP_WINDOW_SECONDS
+
+
+class OnInterrupt(enum.Enum):
+    """What Ctrl-C does while following."""
+
+    DETACH = "detach"
+    """Re-attached (``arena logs -f``): Ctrl-C detaches at once; nothing is ever stopped."""
+    DETACH_OR_STOP = "detach-or-stop"
+    """Started here: one Ctrl-C detaches after the window; a second within it stops the run."""
 
 
 @attrs.frozen
@@ -80,6 +109,8 @@ class Follower:
         info: dict[str, Any],
         title: str,
         clock: Callable[[], float] = time.monotonic,
+        on_interrupt: OnInterrupt = OnInterrupt.DETACH,
+        window: float = STOP_WINDOW_SECONDS,
     ) -> None:
         self.session = session
         self.view = view
@@ -91,7 +122,10 @@ class Follower:
         self.cursor: str | None = None
         self.next_seq = 0
         self.tokens: set[str] = set()
-        self.interrupts = 0
+        self.on_interrupt = on_interrupt
+        self.window = window
+        self.detach_at: float | None = None
+        """Set by a first Ctrl-C: when to detach unless a second one stops the run."""
         self.last_poll = -math.inf
         self.stop_task: asyncio.Task[None] | None = None
 
@@ -114,10 +148,11 @@ class Follower:
             event = await self._next_event()
             if event is not None and event.method == INTERRUPT:
                 if self._interrupt():
-                    await self._settle_stop()
-                    return FollowResult(self.info, detached=True)
+                    return await self._detach()
             elif event is not None:
                 await self.handle(event)
+            if self.detach_at is not None and self.clock() >= self.detach_at:
+                return await self._detach()
             if self.clock() - self.last_poll >= POLL_INTERVAL:
                 await self.poll()
             self.view.progress(self.state)
@@ -218,20 +253,38 @@ class Follower:
     # -- Ctrl-C ---------------------------------------------------------------------------
 
     def _interrupt(self) -> bool:
-        """First Ctrl-C: a cooperative stop. Second: detach (True)."""
-        self.interrupts += 1
-        if self.interrupts > 1:
-            self.view.note(
-                f"detached; run {self.run_id} keeps going. "
-                f"Re-attach with: arena logs -f {self.info.get('jobId', '')}".rstrip()
-            )
+        """Ctrl-C: True to detach now; otherwise the window opens or the stop is asked for."""
+        if self.on_interrupt is OnInterrupt.DETACH or self.stop_task is not None:
             return True
+        if self.detach_at is None:
+            self.detach_at = self.clock() + self.window
+            self.view.note(
+                f"detaching in {self.window:g} s; run {self.run_id} keeps going. "
+                "Press Ctrl-C again to stop it instead (it checkpoints and exits)"
+            )
+            return False
+        self.detach_at = None
         self.view.note(
-            f"asking the trainer of run {self.run_id} to checkpoint and stop; "
-            "following until it ends (Ctrl-C again to detach and leave it running)"
+            f"stopping: asked the trainer of run {self.run_id} to checkpoint and stop; "
+            "following until it ends (Ctrl-C to detach; the stop request stands)"
         )
         self.stop_task = asyncio.get_running_loop().create_task(self._request_stop())
         return False
+
+    async def _detach(self) -> FollowResult:
+        await self._settle_stop()
+        job = str(self.info.get("jobId") or "")
+        if self.stop_task is not None:
+            self.view.note(
+                f"detached; run {self.run_id} is stopping (it checkpoints and exits). "
+                f"See it with: arena logs -f {job}".rstrip()
+            )
+        else:
+            self.view.note(
+                f"detached; run {self.run_id} keeps going. Re-attach with: arena logs -f {job} · "
+                f"stop it with: arena stop {job}".rstrip()
+            )
+        return FollowResult(self.info, detached=True)
 
     async def _request_stop(self) -> None:
         try:
@@ -251,10 +304,17 @@ class Follower:
 
 
 async def follow_run(
-    session: LspSession, view: FollowView, info: dict[str, Any], title: str
+    session: LspSession,
+    view: FollowView,
+    info: dict[str, Any],
+    title: str,
+    on_interrupt: OnInterrupt = OnInterrupt.DETACH,
 ) -> FollowResult:
     """Follow a run; an error the server answers becomes a ``CliError``."""
+    follower = Follower(
+        session, view, info, title, on_interrupt=on_interrupt, window=stop_window()
+    )
     try:
-        return await Follower(session, view, info, title).run()
+        return await follower.run()
     except JsonRpcError as error:
         raise from_rpc_error(error) from error

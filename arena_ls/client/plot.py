@@ -1,11 +1,27 @@
-"""``arena plot``: a run's loss curve as a PNG (needs the optional extra ``plot``: matplotlib)."""
+"""``arena plot``: a job's whole curve across its resumed runs, as a PNG.
+
+A training job often runs as several runs: stopped, then resumed from its
+last checkpoint (``resumedFromStep``), and inside a run the agent may relaunch
+a crashed trainer from its checkpoint. The curve is stitched by step: when
+the steps go back (a resume or a relaunch), what came after that step is work
+that was lost and is replaced by the new run's. The chain starts at the job's
+latest fresh run (one that did not resume): a fresh start is a new curve.
+
+Drawn: the training loss, the held-out loss where the trainer announces one
+(``@arena {"event": "eval", ...}``), the learning rate on a second axis, each
+checkpoint (dotted) and each resume (solid, labelled). Needs the optional
+extra ``plot`` (matplotlib).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from arena_ls.client.errors import CliError
 
@@ -17,49 +33,119 @@ def require_matplotlib() -> None:
         raise CliError("arena plot needs matplotlib: pip install 'arena-ls[plot]'")
 
 
-def loss_points(metrics: dict[str, Any]) -> list[tuple[int, float]]:
-    points = []
-    for point in metrics.get("points") or []:
-        if not isinstance(point, dict):
+@attrs.frozen
+class Resume:
+    """Where the curve went back to a checkpoint: a new run, or a relaunch inside one."""
+
+    step: int
+    run_id: str
+    relaunch: bool = False
+
+
+@attrs.define
+class JobCurve:
+    """A job's curve stitched across runs; every list sorted by step."""
+
+    run_ids: list[str] = attrs.field(factory=list)
+    loss: list[tuple[int, float]] = attrs.field(factory=list)
+    lr: list[tuple[int, float]] = attrs.field(factory=list)
+    evals: list[tuple[int, float]] = attrs.field(factory=list)
+    checkpoints: list[int] = attrs.field(factory=list)
+    resumes: list[Resume] = attrs.field(factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.loss or self.evals)
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _step(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def resume_chain(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's runs from its latest fresh start on, oldest first (``runs`` in start order)."""
+    start = 0
+    for index, run in enumerate(runs):
+        if _step(run.get("resumedFromStep")) is None:
+            start = index
+    return list(runs[start:])
+
+
+def _cut(series: list[tuple[int, float]], step: int) -> None:
+    """Drop the points at ``step`` and after: a resume from before them lost that work."""
+    while series and series[-1][0] >= step:
+        series.pop()
+
+
+def _append(series: list[tuple[int, float]], step: int, value: float | None) -> None:
+    """Add a point; one at this step or later (from before a relaunch) is replaced."""
+    _cut(series, step)
+    if value is not None:
+        series.append((step, value))
+
+
+def stitch(runs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> JobCurve:
+    """Stitch ``(RunInfo, arena/metrics result)`` pairs, oldest first, into one curve."""
+    curve = JobCurve()
+    checkpoints: set[int] = set()
+    for position, (info, metrics) in enumerate(runs):
+        run_id = str(info.get("runId") or metrics.get("runId") or "?")
+        curve.run_ids.append(run_id)
+        resumed_from = _step(info.get("resumedFromStep"))
+        if resumed_from is not None:
+            for series in (curve.loss, curve.lr, curve.evals):
+                _cut(series, resumed_from + 1)
+            if position > 0:
+                curve.resumes.append(Resume(resumed_from, run_id))
+        _add_points(curve, run_id, metrics.get("points") or [], new_run=position > 0)
+        for point in metrics.get("evals") or []:
+            step = _step(point.get("step")) if isinstance(point, dict) else None
+            if step is not None:
+                _append(curve.evals, step, _finite(point.get("loss")))
+        for checkpoint in metrics.get("checkpoints") or []:
+            step = _step(checkpoint.get("step")) if isinstance(checkpoint, dict) else None
+            if step is not None:
+                checkpoints.add(step)
+    curve.checkpoints = sorted(checkpoints)
+    return curve
+
+
+def _add_points(curve: JobCurve, run_id: str, points: list[Any], *, new_run: bool) -> None:
+    """A run's points; steps going back mark a resume (first point of a later run whose
+    RunInfo did not say) or a relaunch of the trainer inside the run."""
+    last_step: int | None = curve.loss[-1][0] if curve.loss else None
+    for point in points:
+        step = _step(point.get("step")) if isinstance(point, dict) else None
+        if step is None:
             continue
-        step, loss = point.get("step"), point.get("loss")
-        if isinstance(step, int) and isinstance(loss, (int, float)) and math.isfinite(loss):
-            points.append((step, float(loss)))
-    return points
+        if last_step is not None and step <= last_step:
+            curve.resumes.append(Resume(step - 1, run_id, relaunch=not new_run))
+        new_run = False
+        _append(curve.loss, step, _finite(point.get("loss")))
+        _append(curve.lr, step, _finite(point.get("lr")))
+        last_step = step
 
 
-def checkpoint_steps(metrics: dict[str, Any]) -> list[int]:
-    steps = {c.get("step") for c in metrics.get("checkpoints") or [] if isinstance(c, dict)}
-    return sorted(s for s in steps if isinstance(s, int))
-
-
-def write_loss_png(metrics: dict[str, Any], title: str, out: Path) -> None:
-    """Plot loss against step, with the checkpoints as dotted lines, into ``out``."""
-    points = loss_points(metrics)
-    if not points:
-        raise CliError(f"run {metrics.get('runId')} has no loss points to plot yet")
+def write_curve_png(curve: JobCurve, title: str, out: Path) -> None:
+    """Loss (and held-out loss) against step, the learning rate on a second axis,
+    checkpoints dotted and resumes solid, into ``out``."""
+    if curve.empty:
+        raise CliError("no loss points to plot yet")
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(figsize=(8, 4.5), dpi=100)
+    figure, axes = pyplot.subplots(figsize=(9, 4.8), dpi=100)
     try:
-        axes.plot([s for s, _ in points], [loss for _, loss in points], linewidth=1.5, label="loss")
-        checkpoints = checkpoint_steps(metrics)
-        for index, step in enumerate(checkpoints[-MAX_CHECKPOINT_MARKS:]):
-            axes.axvline(
-                step,
-                color="gray",
-                linestyle=":",
-                linewidth=0.8,
-                label="checkpoint" if index == 0 else None,
-            )
-        axes.set_xlabel("step")
-        axes.set_ylabel("loss")
+        _draw(curve, axes)
         axes.set_title(title)
-        axes.grid(True, alpha=0.3)
-        axes.legend()
         figure.tight_layout()
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -68,3 +154,33 @@ def write_loss_png(metrics: dict[str, Any], title: str, out: Path) -> None:
             raise CliError(f"cannot write {out}: {error.strerror or error}") from error
     finally:
         pyplot.close(figure)
+
+
+def _draw(curve: JobCurve, axes: Any) -> None:
+    if curve.loss:
+        axes.plot(*zip(*curve.loss, strict=True), linewidth=1.4, color="C0", label="loss")
+    if curve.evals:
+        axes.plot(*zip(*curve.evals, strict=True), "o-", markersize=3, color="C1", label="eval loss")
+    for index, step in enumerate(curve.checkpoints[-MAX_CHECKPOINT_MARKS:]):
+        label = "checkpoint" if index == 0 else None
+        axes.axvline(step, color="gray", linestyle=":", linewidth=0.8, label=label)
+    for index, resume in enumerate(curve.resumes):
+        label = "resume" if index == 0 else None
+        axes.axvline(resume.step, color="C3", linewidth=1.2, label=label)
+        text = "relaunch" if resume.relaunch else f"resume {resume.run_id}"
+        axes.annotate(
+            text, (resume.step, 1.0), xycoords=("data", "axes fraction"),
+            rotation=90, va="top", ha="right", fontsize=7, color="C3", xytext=(0, -4),
+            textcoords="offset points",
+        )  # fmt: skip
+    axes.set_xlabel("step")
+    axes.set_ylabel("loss")
+    axes.grid(True, alpha=0.3)
+    handles, labels = axes.get_legend_handles_labels()
+    if curve.lr:
+        lr_axes = axes.twinx()
+        lr_axes.plot(*zip(*curve.lr, strict=True), "--", linewidth=1.0, color="C2", label="learning rate")
+        lr_axes.set_ylabel("learning rate")
+        lr_handles, lr_labels = lr_axes.get_legend_handles_labels()
+        handles, labels = handles + lr_handles, labels + lr_labels
+    axes.legend(handles, labels, loc="upper right", fontsize=8)

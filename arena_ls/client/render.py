@@ -122,10 +122,11 @@ class ProgressState:
 
     def text(self) -> str:
         """``step 41/300 · loss 0.0732 · 19.8 it/s · ETA 13s``."""
-        if self.message and (self.prefer_message or self.step is None):
+        final = self.status in FINAL_STATUSES
+        if self.message and not final and (self.prefer_message or self.step is None):
             return self.message
         if self.step is None:
-            return self.status
+            return "no step reported" if final else self.status
         parts = [f"step {fmt_step(self.step, self.total)}"]
         if self.loss is not None:
             parts.append(f"loss {fmt_loss(self.loss)}")
@@ -138,14 +139,19 @@ class ProgressState:
         return " · ".join(parts)
 
     def completed(self) -> tuple[float, float | None]:
-        """(completed, total) for the bar; a percentage when steps are not known."""
+        """(completed, total) for the bar; a percentage when steps are not known.
+
+        Before any number the bar is empty (a total of None would draw rich's
+        full-width pulse, which reads as a full bar)."""
         if self.prefer_message and self.percentage is not None and self.total:
             return self.percentage * self.total / 100, float(self.total)
         if self.step is not None and self.total:
             return float(self.step), float(self.total)
         if self.percentage is not None:
             return self.percentage, 100.0
-        return 0.0, None
+        if self.step is not None and self.status not in FINAL_STATUSES:
+            return 0.0, None  # steps but no total: rich's pulse says "working"
+        return 0.0, 1.0
 
 
 # -- log lines -----------------------------------------------------------------------------
@@ -216,7 +222,7 @@ class LiveFollowView:
             console=console,
             refresh_per_second=8,
         )
-        self.task: TaskID = self.bar.add_task(title, total=None, stats="starting")
+        self.task: TaskID = self.bar.add_task(title, total=1, completed=0, stats="starting")
 
     def open(self) -> None:
         self.bar.start()
@@ -260,8 +266,7 @@ class PlainFollowView:
         pass
 
     def _write(self, text: str) -> None:
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        write_line(self.stream, text)
 
     def line(self, line: dict[str, Any]) -> None:
         self._write(plain_line(line))
@@ -301,5 +306,29 @@ def write_plain(console: Console, text: str) -> None:
     if console.is_terminal:
         console.print(Text(text), soft_wrap=True)
         return
-    console.file.write(text + "\n")
-    console.file.flush()
+    write_line(console.file, text)
+
+
+def write_line(stream: IO[str], text: str) -> None:
+    """One line, flushed; a reader that went away (``arena stop | head -1``) is not an error:
+    the rest of the output is dropped and the command still does its work."""
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        discard_stdout(stream)
+
+
+def discard_stdout(stream: IO[str] | None = None) -> None:
+    """Point the stream's file descriptor at the null device, so that later writes, and
+    the interpreter's final flush, cannot raise ``BrokenPipeError`` again."""
+    stream = stream or sys.stdout
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)

@@ -21,6 +21,7 @@ import psutil
 
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.model import Gpu, GpuProcess, GpuReading
+from arena_ls.lifecycle.rundir import make_state_folder
 from arena_ls.settings import PreflightSettings
 
 JobKind = Literal["train", "task"]
@@ -191,7 +192,7 @@ def check_disk(
 def check_state_dir(state_dir: Path) -> Check:
     """Create the state folder if needed and write, then remove, a file in it."""
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_state_folder(state_dir)
         handle, probe = tempfile.mkstemp(prefix=".preflight-", dir=state_dir)
         try:
             os.write(handle, b"ok")

@@ -62,7 +62,15 @@ class Checkpoint:
     path: str
 
 
-Event = Progress | Checkpoint
+@attrs.frozen
+class Eval:
+    """An evaluation announcement: the held-out loss at a step (``arena plot`` draws it)."""
+
+    step: int
+    loss: float | None = None
+
+
+Event = Progress | Checkpoint | Eval
 
 
 def _number(value: object) -> float | None:
@@ -108,6 +116,8 @@ def parse_arena_line(text: str) -> Event | None:
         )
     if kind == "checkpoint" and isinstance(payload.get("path"), str):
         return Checkpoint(step=step, path=payload["path"])
+    if kind == "eval":
+        return Eval(step=step, loss=_number(payload.get("loss")))
     return None
 
 

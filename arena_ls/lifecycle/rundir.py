@@ -2,6 +2,7 @@
 
 ```
 .aide/training/
+  .gitignore               "*": written when the server creates the folder (git ignores it all)
   active.lock              the one active run of the workspace (see runlock.py)
   jobs/<jobId>.json        the last checkpoint recorded for a job, across runs
   runs/<runId>/
@@ -280,6 +281,24 @@ MAX_STEP = 10**12
 Report = Callable[[str], None]
 
 
+STATE_GITIGNORE = (
+    "# Written by arena-ls when it created this state folder: its runs, logs and locks\n"
+    "# are not sources, so git ignores all of it. Delete this file to have git see them.\n"
+    "*\n"
+)
+
+
+def make_state_folder(root: Path) -> None:
+    """Create the state folder; when this call creates it, also a ``.gitignore`` of ``*``
+    in it, so it never shows in the workspace's ``git status``. A folder that already
+    existed (a ``stateDir`` the user chose, the workspace itself) is left as it is."""
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    if created:
+        with contextlib.suppress(OSError):
+            (root / ".gitignore").write_text(STATE_GITIGNORE, encoding="utf-8")
+
+
 @attrs.define
 class StateFolder:
     """The workspace's state folder.
@@ -312,6 +331,7 @@ class StateFolder:
 
     def ensure(self) -> None:
         """Create the folder; a ``runs`` or ``jobs`` that is not a folder is moved aside."""
+        make_state_folder(self.root)
         for sub in (self.runs_dir, self.root / "jobs"):
             try:
                 sub.mkdir(parents=True, exist_ok=True)

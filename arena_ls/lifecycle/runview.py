@@ -24,6 +24,7 @@ from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
+    CheckpointRecord,
     CorruptState,
     Failure,
     RunDir,
@@ -340,7 +341,7 @@ class RunView:
             "stoppedBy": state.stopped_by,
             "failure": self._failure_wire(state),
             "restarts": state.restarts,
-            "step": progress.step if progress.step is not None else state.step,
+            "step": _latest_step(progress.step if progress.step is not None else state.step, checkpoint),
             "totalSteps": progress.total if progress.total is not None else state.total_steps,
             "loss": _finite(progress.loss if progress.loss is not None else state.loss),
             "stepsPerSecond": _round(progress.steps_per_second) if live else None,
@@ -351,6 +352,7 @@ class RunView:
             else None,
             "logPath": str(self.run_dir.log_path),
             "jobName": self.spec.job_name,
+            "resumedFromStep": self.spec.resumed_from_step,
             "argv": state.argv or self.spec.argv,
             "gpuMemoryMb": None,
             "gpuUtilization": None,
@@ -364,6 +366,14 @@ def _name_file(error: str, run_dir: RunDir) -> str:
     """Evidence that names the file relative to the run folder (``state.json: ...``)."""
     prefix = f"{run_dir.path}{os.sep}"
     return error[len(prefix) :] if error.startswith(prefix) else error
+
+
+def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int | None:
+    """The step reached: progress is announced every few steps, a checkpoint names the step it
+    saved, so the checkpoint's step counts when it is the later one."""
+    if checkpoint is None:
+        return step
+    return checkpoint.step if step is None else max(step, checkpoint.step)
 
 
 def _claim(run_dir: RunDir, what: str) -> bool:

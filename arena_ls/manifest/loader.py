@@ -66,6 +66,9 @@ class ManifestResult:
     """Each job's own diagnostics (errors make it not runnable)."""
     fatal: bool
     """True when the manifest does not load at all."""
+    entry_lines: tuple[tuple[str, int], ...] = ()
+    """``(id, line)`` of each job object that has a string id, in file order (a duplicate id
+    appears once per entry): where an editor shows that entry's code lens."""
 
     @property
     def errors(self) -> list[Diag]:
@@ -220,7 +223,14 @@ class _Loader:
         per_job = {job_id: tuple(diags) for job_id, diags in self.per_job.items()}
         if fatal:
             jobs = {}
-        return ManifestResult(self.path, jobs, tuple(ids), tuple(self.diags), per_job, fatal)
+        entry_lines = tuple(
+            (raw["id"], self.span(f"/jobs/{index}").line)
+            for index, raw in enumerate(raw_jobs)
+            if isinstance(raw, dict) and isinstance(raw.get("id"), str)
+        )
+        return ManifestResult(
+            self.path, jobs, tuple(ids), tuple(self.diags), per_job, fatal, entry_lines
+        )
 
     def load_jobs(self, raw_jobs: list[Any]) -> tuple[dict[str, Job], list[str]]:
         jobs: dict[str, Job] = {}

@@ -22,18 +22,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+DESCRIPTION = (
+    "arena-ls: the language server that runs, watches and stops training jobs. "
+    "Editors start it on stdio; it binds TCP on loopback only."
+)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="arena-ls", description=__doc__)
+    parser = argparse.ArgumentParser(prog="arena-ls", description=DESCRIPTION)
     parser.add_argument("--stdio", action="store_true", help="serve JSON-RPC over stdio (default)")
     parser.add_argument("--tcp", action="store_true", help="serve TCP on loopback")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address for --tcp")
-    parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument("--port", type=int, default=2087, help="port for --tcp (default 2087)")
     parser.add_argument(
         "--token-file",
         help="with --tcp: the file holding the token clients must send "
         "(default: a fresh one written to <stateDir>/tcp-token)",
     )
-    parser.add_argument("--log-level", default=os.environ.get("ARENA_LS_LOG", "INFO"))
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("ARENA_LS_LOG", "INFO"),
+        help="log level on stderr (default: $ARENA_LS_LOG, else INFO)",
+    )
     args = parser.parse_args(argv)
     if args.tcp and not _is_loopback(args.host):
         parser.error(f"--host {args.host}: arena-ls binds to loopback only (127.0.0.1, ::1, localhost)")

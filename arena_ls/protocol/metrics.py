@@ -16,7 +16,7 @@ import attrs
 
 from arena_ls.insights.parse import health_in_chunk
 from arena_ls.lifecycle.capture import iter_records
-from arena_ls.lifecycle.events import Checkpoint, Progress
+from arena_ls.lifecycle.events import Checkpoint, Eval, Progress
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.timeutil import iso_utc
 
@@ -33,6 +33,7 @@ class MetricsCache:
     checkpoints: list[tuple[int, str, float]] = attrs.field(factory=list)
     by_step: dict[int, int] = attrs.field(factory=dict)
     """Index in ``points`` of the last point of each step (health lines name their step)."""
+    evals: list[tuple[int, float | None, float]] = attrs.field(factory=list)
 
 
 def run_metrics(view: RunView) -> dict[str, Any]:
@@ -50,6 +51,8 @@ def run_metrics(view: RunView) -> dict[str, Any]:
                 if cache.checkpoints and cache.checkpoints[-1][0] == event.step:
                     cache.checkpoints.pop()  # announced twice (a plain line, then @arena)
                 cache.checkpoints.append((event.step, event.path, at))
+            elif isinstance(event, Eval):
+                cache.evals.append((event.step, event.loss, at))
         for health in health_in_chunk(data, at):
             _attach_health(cache, health.step, health.grad_norm, health.clip_fraction)
         if len(cache.points) > MAX_POINTS:
@@ -69,6 +72,7 @@ def run_metrics(view: RunView) -> dict[str, Any]:
             for s, loss, lr, at, grad_norm, clip_fraction in cache.points
         ],
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in cache.checkpoints],
+        "evals": [{"step": s, "loss": _finite(loss), "at": iso_utc(at)} for s, loss, at in cache.evals],
     }
 
 

@@ -28,6 +28,7 @@ def jobs() -> list[dict[str, Any]]:
         job("needs-ok", "--steps", "3", status="approval-required"),
         job("off", "--steps", "3", status="disabled"),
         job("train-slow", "--steps", "100000", "--interval", "0.05", kind="train"),
+        job("ckpt-train", "--steps", "100000", "--interval", "0.05", "--ckpt-every", "5", kind="train"),
         job("exit3", "--steps", "2", "--exit-code", "3"),
     ]
 

@@ -70,13 +70,13 @@ def one_line(text: str) -> str:
 class ArenaProcess:
     """A running ``arena`` whose stdout and stderr lines are collected as they come."""
 
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [*ARENA, *args, "--root", str(root)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=arena_env(),
+            env={**arena_env(), **(env or {})},
             cwd=root,
         )
         self.out: list[str] = []

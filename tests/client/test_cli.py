@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.client.support import (
+    ARENA,
+    WAIT,
     ArenaProcess,
+    arena_env,
     one_line,
     run_arena,
     run_of,
@@ -73,6 +79,89 @@ def test_start_without_follow_returns_and_the_run_goes_on(workspace: Path) -> No
     assert run_id, done.stdout
     assert "arena logs -f slow" in done.stdout
     assert run_of(workspace, run_id.group(1))["status"] == "running"
+
+
+def test_start_says_whether_it_resumes_and_from_which_step(workspace: Path) -> None:
+    first = run_arena(workspace, "start", "ckpt-train")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[1] == "starting from step 0"
+    run_id = started_run_id(first.stdout)
+    wait_until(lambda: run_of(workspace, run_id)["lastCheckpoint"] is not None, "a checkpoint")
+    stopped = run_arena(workspace, "stop", "ckpt-train")
+    assert stopped.returncode == 0, stopped.stderr
+    final = run_of(workspace, run_id)
+    saved = final["lastCheckpoint"]["step"]
+    assert final["step"] >= saved, "the step never lags the checkpoint"
+    assert final["resumedFromStep"] is None
+
+    resumed = run_arena(workspace, "start", "ckpt-train")
+    assert resumed.returncode == 0, resumed.stderr
+    expected = f"resuming from the checkpoint at step {saved} (`arena start ckpt-train --fresh` starts over)"
+    assert resumed.stdout.splitlines()[1] == expected
+    assert run_of(workspace, started_run_id(resumed.stdout))["resumedFromStep"] == saved
+    assert run_arena(workspace, "stop", "ckpt-train", "--kill").returncode == 0
+
+    fresh = run_arena(workspace, "start", "ckpt-train", "--fresh")
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.splitlines()[1] == "starting from step 0 (--fresh)"
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll ``condition`` (each poll is a whole ``arena`` command) until it holds, or fail."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+
+
+# -- options, pipes, help, git ------------------------------------------------------------
+
+
+def test_options_before_the_subcommand_are_kept(workspace: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [*ARENA, "--root", str(workspace), "-v", "status", "--json"],
+        capture_output=True, text=True, env=arena_env(), cwd=elsewhere, timeout=WAIT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert {j["id"] for j in json.loads(done.stdout)["jobs"]} >= {"quick", "slow"}
+    assert " INFO arena_ls" in done.stderr, "-v before the subcommand shows the server's log"
+
+
+def test_a_reader_that_leaves_early_breaks_nothing(workspace: Path) -> None:
+    assert run_arena(workspace, "start", "slow").returncode == 0
+    process = subprocess.Popen(
+        [*ARENA, "stop", "--confirm", "--root", str(workspace)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=arena_env(), cwd=workspace,
+    )  # fmt: skip
+    assert process.stdout is not None
+    process.stdout.close()  # like `| head -0`: every write to stdout breaks the pipe
+    _, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0, err
+    assert b"BrokenPipeError" not in err and b"Traceback" not in err and err == b""
+    assert status_json(workspace)["runs"][-1]["status"] == "stopped"
+
+
+def test_the_servers_help_is_plain_text() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "arena_ls", "--help"],
+        capture_output=True, text=True, timeout=WAIT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert "``" not in done.stdout and "arena-ls: the language server" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_state_folder_stays_out_of_git_status(workspace: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True, timeout=WAIT)
+    assert start_follow(workspace, "quick").returncode == 0
+    state = workspace / ".aide" / "training"
+    assert (state / ".gitignore").read_text().splitlines()[-1] == "*"
+    listed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True, text=True, cwd=workspace, timeout=WAIT, check=True,
+    ).stdout  # fmt: skip
+    assert "fake_trainer.py" in listed and ".aide" not in listed, listed
 
 
 # -- status --------------------------------------------------------------------------------
@@ -193,15 +282,43 @@ def test_stop_kill_and_stop_when_idle(workspace: Path) -> None:
 
 # -- Ctrl-C while following ----------------------------------------------------------------
 
+LONG_WINDOW = {"ARENA_STOP_WINDOW_SECONDS": "600"}
+"""The second Ctrl-C is sent after the first one's note is seen: no race with the window."""
+DETACHING = r"^arena: detaching in \S+ s; run \S+ keeps going\. Press Ctrl-C again to stop it"
+
 
 @POSIX_ONLY
-def test_ctrl_c_while_following_stops_the_run_cooperatively(workspace: Path) -> None:
+def test_one_ctrl_c_detaches_from_a_started_run_and_leaves_it_going(workspace: Path) -> None:
     arena = ArenaProcess(workspace, "start", "slow", "--follow")
     try:
         run_id = arena.run_id()
         arena.wait_for_line(r"^\[progress\] step \d+")
         arena.process.send_signal(signal.SIGINT)
-        arena.wait_for_line(r"^arena: asking the trainer of run \S+ to checkpoint and stop")
+        arena.wait_for_line(DETACHING)
+        assert arena.wait() == 130
+    finally:
+        arena.close()
+    detached = (
+        rf"^arena: detached; run {run_id} keeps going\. Re-attach with: arena logs -f slow · "
+        r"stop it with: arena stop slow$"
+    )
+    assert re.search(detached, arena.stdout, re.MULTILINE), arena.stdout[-2000:]
+    active = status_json(workspace)["active"]
+    assert (active["runId"], active["status"], active["stoppedBy"]) == (run_id, "running", None)
+    hint = "Ctrl-C: detach (the run goes on) · Ctrl-C twice: stop it (checkpoint and exit)"
+    assert arena.out[2] == hint, arena.out[:4]
+
+
+@POSIX_ONLY
+def test_ctrl_c_twice_stops_the_run_cooperatively(workspace: Path) -> None:
+    arena = ArenaProcess(workspace, "start", "slow", "--follow", env=LONG_WINDOW)
+    try:
+        run_id = arena.run_id()
+        arena.wait_for_line(r"^\[progress\] step \d+")
+        arena.process.send_signal(signal.SIGINT)
+        arena.wait_for_line(r"^arena: detaching in 600 s")
+        arena.process.send_signal(signal.SIGINT)
+        arena.wait_for_line(r"^arena: stopping: asked the trainer of run \S+ to checkpoint and stop")
         assert arena.wait() == 0, arena.stderr
     finally:
         arena.close()
@@ -209,27 +326,51 @@ def test_ctrl_c_while_following_stops_the_run_cooperatively(workspace: Path) -> 
     assert (final["status"], final["stoppedBy"], final["exitCode"]) == ("stopped", "file", 0)
     assert arena.out[-1].startswith(f"run {run_id} stopped (by file)")
     assert "stopping cooperatively" in arena.stdout
+    assert "detached" not in arena.stdout
 
 
 @POSIX_ONLY
-def test_a_second_ctrl_c_detaches_and_leaves_the_run_going(workspace: Path) -> None:
-    arena = ArenaProcess(workspace, "start", "deaf", "--follow")
+def test_ctrl_c_after_the_stop_request_detaches_and_the_stop_stands(workspace: Path) -> None:
+    arena = ArenaProcess(workspace, "start", "deaf", "--follow", env=LONG_WINDOW)
     try:
         run_id = arena.run_id()
         arena.wait_for_line(r"^\[progress\] step \d+")
+        arena.process.send_signal(signal.SIGINT)
+        arena.wait_for_line(r"^arena: detaching in")
         arena.process.send_signal(signal.SIGINT)
         arena.wait_for_line(r"^\[arena\] created the stop file")
         arena.process.send_signal(signal.SIGINT)
         assert arena.wait() == 130
     finally:
         arena.close()
-    detached = rf"detached; run {run_id} keeps going\. Re-attach with: arena logs -f deaf"
+    detached = (
+        rf"detached; run {run_id} is stopping \(it checkpoints and exits\)\. "
+        r"See it with: arena logs -f deaf"
+    )
     assert re.search(detached, arena.stdout)
     active = status_json(workspace)["active"]
-    assert active["runId"] == run_id and active["status"] in ("running", "stopping")
+    assert active["runId"] == run_id and active["status"] == "stopping"
     killed = run_arena(workspace, "stop", "--kill", "--confirm")
     assert killed.returncode == 0, killed.stderr
     assert run_of(workspace, run_id)["stoppedBy"] == "kill"
+
+
+@POSIX_ONLY
+def test_ctrl_c_in_logs_follow_only_detaches(workspace: Path) -> None:
+    started = run_arena(workspace, "start", "train-slow")
+    assert started.returncode == 0, started.stderr
+    run_id = started_run_id(started.stdout)
+    arena = ArenaProcess(workspace, "logs", "train-slow", "-f", env=LONG_WINDOW)
+    try:
+        arena.wait_for_line(r"^\[progress\] step \d+")
+        arena.process.send_signal(signal.SIGINT)
+        assert arena.wait() == 130
+    finally:
+        arena.close()
+    assert re.search(rf"^arena: detached; run {run_id} keeps going\.", arena.stdout, re.MULTILINE)
+    assert "stopping" not in arena.stdout
+    active = status_json(workspace)["active"]
+    assert (active["runId"], active["status"], active["stoppedBy"]) == (run_id, "running", None)
 
 
 # -- logs ----------------------------------------------------------------------------------
@@ -280,7 +421,30 @@ def test_plot_writes_a_png(workspace: Path, tmp_path: Path) -> None:
     done = run_arena(workspace, "plot", "quick", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert done.stdout.strip() == f"wrote {out.resolve()}"
+    assert done.stdout.splitlines()[0] == f"wrote {out.resolve()}"
+
+
+def test_plot_stitches_the_job_across_its_resumed_runs(workspace: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="arena plot needs the extra `plot` (matplotlib)")
+    resumed_from = 0
+    for _ in range(2):
+        started = run_arena(workspace, "start", "ckpt-train")
+        assert started.returncode == 0, started.stderr
+        run_id = started_run_id(started.stdout)
+
+        def saved_past_resume(run_id: str = run_id, after: int = resumed_from) -> bool:
+            checkpoint = run_of(workspace, run_id)["lastCheckpoint"]
+            return checkpoint is not None and checkpoint["step"] > after
+
+        wait_until(saved_past_resume, "a checkpoint past the resume point")
+        assert run_arena(workspace, "stop", "ckpt-train").returncode == 0
+        resumed_from = run_of(workspace, run_id)["lastCheckpoint"]["step"]
+    out = tmp_path / "curve.png"
+    done = run_arena(workspace, "plot", "ckpt-train", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = done.stdout.splitlines()[1]
+    assert re.match(r"2 runs of ckpt-train stitched by step \(1 resume, \d+ checkpoints", summary)
 
 
 def test_plot_of_a_job_without_runs_is_one_line(workspace: Path) -> None:
@@ -304,6 +468,23 @@ def test_demo_follows_tiny_lm_and_shows_its_checkpoints(tmp_path: Path) -> None:
         done.stdout.splitlines()[-1]
         == f"latest checkpoint: {root.resolve() / 'ckpt-20.pt'} (step 20)"
     )
+
+
+def test_a_second_demo_trains_again_after_a_finished_run(tmp_path: Path) -> None:
+    tiny = job("tiny-lm", "--steps", "10", "--ckpt-every", "5", "--numbered", kind="train")
+    root = make_workspace(tmp_path / "ws", [tiny])
+    try:
+        first = run_arena(root, "demo")
+        second = run_arena(root, "demo")
+    finally:
+        stop_every_run(root)
+    assert first.returncode == 0, first.stderr
+    assert "starting from step 0" in first.stdout.splitlines()
+    assert second.returncode == 0, second.stderr
+    lines = second.stdout.splitlines()
+    assert re.match(r"tiny-lm already trained all 10 steps \(run tiny-lm-\S+\): training it again", lines[0])
+    assert numbered(second.stdout) == list(range(1, 11)), "the second demo trains every step again"
+    assert re.search(r"run tiny-lm-\S+ succeeded · exit code 0 · step 10/10", second.stdout)
 
 
 def test_demo_without_tiny_lm_is_refused(workspace: Path) -> None:

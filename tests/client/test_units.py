@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from arena_ls.client.commands import checkpoint_paths, pick_run
+from arena_ls.client.commands import checkpoint_paths, finished_all_steps, pick_run, resume_text
 from arena_ls.client.errors import CliError, from_rpc_error
-from arena_ls.client.follow import Follower
+from arena_ls.client.follow import Follower, OnInterrupt
 from arena_ls.client.lspclient import JsonRpcError, Notification, encode_message, read_message
 from arena_ls.client.render import PlainFollowView, ProgressState, fmt_duration, plain_line
 from arena_ls.client.session import find_root
@@ -32,8 +32,8 @@ def test_refusals_become_one_line_with_the_reason_and_a_hint() -> None:
     error = JsonRpcError(1002, message, {"reason": "approval-required"})
     cli = from_rpc_error(error)
     assert cli.exit_code == 1
-    assert cli.message.startswith("refused (approval-required): job 'x' needs approval: ")
-    assert cli.message.endswith("pass --approve")
+    assert cli.message == "refused (approval-required): job 'x' needs approval; pass --approve"
+    assert "approved" not in cli.message, "protocol words stay out of the CLI's text"
 
 
 def test_no_checkpoint_says_the_minutes_lost() -> None:
@@ -71,6 +71,40 @@ def test_progress_text_from_run_info_and_from_reports() -> None:
     assert state.completed() == (200.0, 2000.0)
     state.apply_info({"status": "running", "step": 210, "totalSteps": 2000, "stalled": True})
     assert state.text() == "step 210/2000 · loss 2.31 · 3.2 it/s · ETA 9m 48s · stalled"
+
+
+def test_the_bar_is_empty_before_the_first_step_and_the_end_says_the_end() -> None:
+    state = ProgressState("Tiny LM")
+    assert state.completed() == (0.0, 1.0), "an empty bar, not rich's full-width pulse"
+    state.apply_report({"kind": "begin", "title": "Tiny LM", "message": "starting"})
+    assert state.completed() == (0.0, 1.0)
+    state.apply_info({"status": "running", "step": None, "totalSteps": None})
+    assert state.text() == "starting"
+    state.apply_info({"status": "succeeded", "step": None, "totalSteps": None})
+    assert state.text() == "no step reported"
+    assert state.completed() == (0.0, 1.0)
+
+
+def test_start_says_whether_it_resumes() -> None:
+    resumed = {"jobId": "lm", "resumedFromStep": 169}
+    assert resume_text(resumed) == (
+        "resuming from the checkpoint at step 169 (`arena start lm --fresh` starts over)"
+    )
+    assert resume_text({"jobId": "lm", "resumedFromStep": None}) == "starting from step 0"
+    assert resume_text({"jobId": "lm"}, fresh=True) == "starting from step 0 (--fresh)"
+
+
+def test_the_demo_starts_over_only_after_a_run_that_finished_every_step() -> None:
+    def status(*runs: dict[str, Any]) -> dict[str, Any]:
+        return {"runs": [{"jobId": "tiny-lm", **r} for r in runs]}
+
+    done = {"runId": "a", "status": "succeeded", "step": 600, "totalSteps": 600}
+    assert finished_all_steps(status(done), "tiny-lm") == {"jobId": "tiny-lm", **done}
+    stopped = {"runId": "b", "status": "stopped", "step": 169, "totalSteps": 600}
+    assert finished_all_steps(status(done, stopped), "tiny-lm") is None
+    short = {"runId": "c", "status": "succeeded", "step": 20, "totalSteps": None}
+    assert finished_all_steps(status(short), "tiny-lm") is None
+    assert finished_all_steps(status(done), "other") is None
 
 
 @pytest.mark.parametrize(
@@ -165,6 +199,8 @@ class ScriptedSession:
             page = self.log[start : start + 2]
             done = start >= len(self.log)
             return {"runId": "r", "lines": page, "cursor": str(start + len(page)), "done": done}
+        if method == "arena/stop":
+            return {"status": "stopping"}
         raise AssertionError(method)
 
 
@@ -252,3 +288,53 @@ def test_status_tables_show_gpus_their_processes_and_the_device_profile() -> Non
     assert "4242: 10900 MB (ours)" in text
     assert "80% (on battery)" in text and "fp32-only" in text
     assert "no jobs in the manifest" in text and "no runs yet" in text
+
+
+def test_the_step_reached_counts_a_later_checkpoint() -> None:
+    from arena_ls.lifecycle.rundir import CheckpointRecord
+    from arena_ls.lifecycle.runview import _latest_step
+
+    saved = CheckpointRecord(step=169, path="ckpt-169.pt", at=0.0)
+    assert _latest_step(160, saved) == 169, "progress every 10 steps, a checkpoint at 169"
+    assert _latest_step(175, saved) == 175
+    assert _latest_step(None, saved) == 169
+    assert _latest_step(12, None) == 12
+
+
+async def test_ctrl_c_detaches_after_the_window_and_twice_within_it_stops() -> None:
+    now = [100.0]
+    session = ScriptedSession([], [run("r", "j", "running")])
+    view = RecordingView()
+    follower = Follower(
+        session,  # type: ignore[arg-type]
+        view,
+        run("r", "j", "running"),
+        "Job j",
+        clock=lambda: now[0],
+        on_interrupt=OnInterrupt.DETACH_OR_STOP,
+        window=2.0,
+    )
+    assert follower._interrupt() is False and follower.detach_at == 102.0
+    assert view.notes[-1].startswith("detaching in 2 s; run r keeps going. Press Ctrl-C again")
+    assert not [m for m, _ in session.requests if m == "arena/stop"], "one Ctrl-C stops nothing"
+    now[0] = 101.5
+    assert follower._interrupt() is False and follower.detach_at is None
+    assert follower.stop_task is not None
+    await follower.stop_task
+    assert ("arena/stop", {"runId": "r", "confirm": True, "wait": False}) in session.requests
+    assert follower._interrupt() is True, "after the stop request, Ctrl-C detaches at once"
+    result = await follower._detach()
+    assert result.detached and "is stopping" in view.notes[-1]
+
+
+async def test_ctrl_c_while_re_attached_only_detaches() -> None:
+    session = ScriptedSession([], [run("r", "j", "running")])
+    view = RecordingView()
+    follower = Follower(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
+    assert follower._interrupt() is True
+    result = await follower._detach()
+    assert result.detached and result.exit_code == 130
+    assert view.notes == [
+        "detached; run r keeps going. Re-attach with: arena logs -f j · stop it with: arena stop j"
+    ]
+    assert not [m for m, _ in session.requests if m == "arena/stop"]

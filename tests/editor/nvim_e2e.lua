@@ -34,7 +34,7 @@ end
 --- Loads the plugin, records what the user would see, and answers prompts the
 --- way a user would: the picker picks config.ready_job, vim.ui.input answers
 --- from config.answers in turn (then "y").
-local function prepare()
+local function load_plugin()
   vim.cmd("filetype on") -- -u NONE leaves it off; every real configuration has it
   vim.opt.runtimepath:prepend(config.plugin_dir)
   vim.cmd("runtime plugin/arena.lua")
@@ -87,6 +87,11 @@ local function prepare()
   -- Opening the manifest starts the server for this workspace.
   vim.cmd("edit " .. vim.fn.fnameescape(config.workspace .. "/training/manifest.json"))
   check("root detected", arena.find_root(vim.api.nvim_buf_get_name(0)) == config.workspace, arena.find_root(vim.api.nvim_buf_get_name(0)))
+  return arena
+end
+
+local function prepare()
+  local arena = load_plugin()
   wait_for("server initialized", 60000, function()
     local id = arena.state.clients[config.workspace]
     local client = id and vim.lsp.get_client_by_id(id)
@@ -248,7 +253,30 @@ local function confirm_stop_session(arena)
   results.stopped_run = arena.state.runs[run_id]
 end
 
+--- The server cannot start (config.cmd names a module that is not there): the user is
+--- told why, from the server's own stderr, not just its exit code.
+local function dies_on_start_session()
+  load_plugin()
+  local exit_message = nil
+  wait_for("the exit is reported", 60000, function()
+    for _, notification in ipairs(results.notifications) do
+      if notification.message:find("arena-ls exited with code", 1, true) then
+        exit_message = notification.message
+        return true
+      end
+    end
+    return false
+  end)
+  results.exit_message = exit_message
+end
+
 local function session()
+  if config.scenario == "dies-on-start" then
+    dies_on_start_session()
+    results.finished = true
+    save()
+    return
+  end
   local arena = prepare()
   if config.scenario == "confirm-stop" then
     confirm_stop_session(arena)

@@ -57,6 +57,14 @@ local function session()
   )
   expect("ETA in hours", arena.format_eta(3900), "1h05m")
   expect("ETA in seconds", arena.format_eta(44.6), "45s")
+  expect("a logged stderr chunk decoded", arena.unquote('"a\\nb\\"c\\\\d\\065"'), 'a\nb"c\\dA')
+  expect("single-quoted chunk decoded", arena.unquote("'say \"hi\"\\t!'"), 'say "hi"\t!')
+  expect(
+    "exit message with the server's last stderr lines",
+    arena.exit_message(1, 0, { "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'arena_ls'" }),
+    "arena-ls exited with code 1 (signal 0). Its last lines on stderr:\n  Traceback (most recent call last):\n  ModuleNotFoundError: No module named 'arena_ls'"
+  )
+  expect("exit message without stderr", arena.exit_message(1, 0, {}), "arena-ls exited with code 1 (signal 0); see :LspLog")
 
   expect("log line from stderr", arena.format_log_line({ seq = 1, stream = "stderr", text = "oops" }), "[stderr] oops")
   expect("log line from the supervisor", arena.format_log_line({ seq = 2, stream = "arena", text = "restarting" }), "[arena] restarting")

@@ -302,3 +302,21 @@ def test_nvim_stop_without_checkpoint_asks_before_losing_work(tmp_path: Path) ->
     assert results["prompts"] == [prompt, prompt]
     assert results["stopped_run"]["status"] == "stopped"
     assert results["stopped_run"]["stoppedBy"] == "file"
+
+
+MISSING_MODULE = "arena_ls_is_not_installed_here"
+
+
+@pytest.mark.timeout(120)
+def test_nvim_shows_why_the_server_died_on_start(tmp_path: Path) -> None:
+    """A server that cannot start: the notification carries its last stderr lines."""
+    workspace = (tmp_path / "ws").resolve()
+    _make_workspace(workspace)
+    results = _run_session(
+        tmp_path,
+        workspace,
+        {"scenario": "dies-on-start", "cmd": [sys.executable, "-m", MISSING_MODULE]},
+    )
+    message = results["exit_message"]
+    assert message.startswith("Arena: arena-ls exited with code 1"), message
+    assert f"No module named {MISSING_MODULE}" in message, message

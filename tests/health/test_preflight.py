@@ -266,6 +266,15 @@ def test_state_dir_is_created_and_left_clean(tmp_path: Path) -> None:
 
     assert check.ok
     assert state.is_dir()
+    assert [p.name for p in state.iterdir()] == [".gitignore"], "only git's ignore file is left"
+    assert (state / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_an_existing_state_dir_gets_no_gitignore(tmp_path: Path) -> None:
+    state = tmp_path / "mine"
+    state.mkdir()
+
+    assert check_state_dir(state).ok
     assert list(state.iterdir()) == []
 
 

@@ -122,7 +122,8 @@ async def test_failing_trainer_diagnostics_clear_when_fixed(client: ArenaClient,
     error = await client.call_error("arena/start", {"id": "lm"})
     assert (error.code, error.data["reason"]) == (1004, "gates-failed")
     assert {d["code"] for d in error.data["diagnostics"]} >= {"AR007", "AR008"}
-    assert any(t.startswith("⛔ Blocked: 2 gate failures") for t in await lens_titles(client, manifest_uri))
+    blocked = [t for t in await lens_titles(client, manifest_uri) if t.startswith("⛔ Blocked: AR00")]
+    assert len(blocked) == 1 and blocked[0].endswith("(+1 more)"), blocked
     shown = await client.call(
         "workspace/executeCommand", types.ExecuteCommandParams("arena.showBlocked", [{"id": "lm"}])
     )
@@ -140,6 +141,40 @@ async def test_failing_trainer_diagnostics_clear_when_fixed(client: ArenaClient,
     dry = await client.call("arena/start", {"id": "lm", "dryRun": True})
     assert dry["gates"] == []
     assert any(t.startswith("▶ Run LM") for t in await lens_titles(client, manifest_uri))
+
+
+async def test_every_job_gets_a_lens_naming_what_blocks_it(client: ArenaClient, workspace: Path) -> None:
+    (workspace / "train.py").write_text(GOOD)
+    write_manifest(
+        workspace,
+        [
+            train_job(),
+            train_job(id="twin", name="Twin A"),
+            train_job(id="twin", name="Twin B"),
+            train_job(id="bare", command="python"),
+            train_job(id="no-resume", resume=None),
+            train_job(id="ghost", args=["gone.py"], script="gone.py"),
+        ],
+    )
+    manifest = workspace / "training" / "manifest.json"
+    manifest_uri = manifest.as_uri()
+    open_doc(client, manifest, manifest.read_text())
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=manifest_uri))
+    )
+    titles = [lens.command.title for lens in lenses or [] if lens.command]
+    assert len(titles) == 6, titles
+    assert titles[0] == "▶ Run LM"
+    assert titles[1].startswith("⛔ Blocked: AR103 two jobs share the id `twin`") and titles[2] == titles[1]
+    assert titles[3].startswith("⛔ Blocked: AR104 ")
+    assert titles[4].startswith("⛔ Blocked: AR106 ")
+    assert titles[5].startswith("⛔ Blocked: AR107 `script` 'gone.py' does not exist")
+    lines = [lens.range.start.line for lens in lenses or []]
+    assert lines == sorted(set(lines)), "each entry's lens on its own line"
+    shown = await client.call(
+        "workspace/executeCommand", types.ExecuteCommandParams("arena.showBlocked", [{"id": "bare"}])
+    )
+    assert [d["code"] for d in shown["blockedBy"]] == ["AR104"]
 
 
 async def test_quick_fixes_make_the_rule_stop_firing(client: ArenaClient, workspace: Path) -> None:

@@ -151,6 +151,19 @@ async def test_job_patterns_and_metrics_survive_a_restart(tmp_path: Path) -> Non
         await stop_server(again)
 
 
+async def test_metrics_carry_the_announced_eval_losses(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [job("evals", "--steps", "20", "--eval-every", "10")])
+    client = await start_server(root)
+    try:
+        info = await client.call("arena/start", {"id": "evals"})
+        await wait_status(client, info["runId"], "succeeded")
+        metrics = await client.call("arena/metrics", {"runId": info["runId"]})
+    finally:
+        await stop_server(client)
+    assert [(e["step"], e["loss"]) for e in metrics["evals"]] == [(10, 0.4), (20, 0.2)]
+    assert [p["step"] for p in metrics["points"]] == list(range(1, 21)), "evals are not progress"
+
+
 # -- the reference trainer ---------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""Code lenses on each manifest job: ▶ Run, ⛔ Blocked (N gate failures), ■ Stop.
+"""Code lenses on every manifest job: ▶ Run, ■ Stop, or ⛔ Blocked naming the first reason
+(a trainer gate or the entry's own manifest error: duplicate id, bare ``python``, ...).
 
 Lenses are refreshed (``workspace/codeLens/refresh``) when a job's
 runnability or the active run changes, for clients that support it.
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from arena_ls.errors import InvalidParams
+from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import params as P
 from arena_ls.protocol.jobs import job_infos
 from arena_ls.uris import uri_to_path
@@ -29,37 +31,69 @@ def _lens(line: int, title: str, command: str, argument: dict[str, Any]) -> type
     )
 
 
+BLOCKED_REASON_CHARS = 80
+"""The first reason is cut here so a lens stays one readable line."""
+
+
+def blocked_title(blocked_by: list[dict[str, Any]], fallback: str) -> str:
+    """``⛔ Blocked: AR103 two jobs share the id `lm` (+1 more)``: the first reason, named."""
+    if not blocked_by:
+        return f"⛔ Blocked: {fallback}"
+    first = blocked_by[0]
+    reason = " ".join(f"{first.get('code', '')} {first.get('message', '')}".split())
+    if len(reason) > BLOCKED_REASON_CHARS:
+        reason = reason[: BLOCKED_REASON_CHARS - 1].rstrip() + "…"
+    more = f" (+{len(blocked_by) - 1} more)" if len(blocked_by) > 1 else ""
+    return f"⛔ Blocked: {reason}{more}"
+
+
+def _manifest_error_reasons(manifest: ManifestResult) -> list[dict[str, Any]]:
+    return [d.to_wire() for d in manifest.errors]
+
+
+def _entries(manifest: ManifestResult) -> list[tuple[str, int]]:
+    """Every job entry with an id and its line (both entries of a duplicated id)."""
+    if manifest.entry_lines:
+        return list(manifest.entry_lines)
+    return [(job.id, job.span.line) for job in manifest.jobs.values()]
+
+
+def job_lens(
+    ls: ArenaServer, manifest: ManifestResult, job_id: str, line: int, info: dict[str, Any]
+) -> types.CodeLens:
+    """The one lens of a job entry: stop it, run it, or say what blocks it."""
+    active = ls.ws.supervisor.active_view()
+    job = manifest.jobs.get(job_id)
+    argument = {"id": job_id}
+    if job is None:
+        reasons = info.get("blockedBy") or []
+        if not reasons and manifest.fatal:
+            reasons = _manifest_error_reasons(manifest)
+        title = blocked_title(reasons, "the manifest entry has errors")
+        return _lens(line, title, "arena.showBlocked", argument)
+    if active is not None and active.spec.job_id == job.id:
+        title = f"■ Stop {job.display_name} ({active.status.value})"
+        return _lens(line, title, "arena.stop", argument)
+    if info.get("runnable") and job.status == "approval-required":
+        # Clicking a lens that says "approve" is the explicit approval.
+        title = f"▶ Approve and run {job.display_name}"
+        return _lens(line, title, "arena.start", {"id": job.id, "approved": True})
+    if info.get("runnable"):
+        return _lens(line, f"▶ Run {job.display_name}", "arena.start", argument)
+    if job.status == "disabled":
+        return _lens(line, "⛔ Disabled", "arena.showBlocked", argument)
+    title = blocked_title(info.get("blockedBy") or [], "gate failures")
+    return _lens(line, title, "arena.showBlocked", argument)
+
+
 def manifest_lenses(ls: ArenaServer) -> list[types.CodeLens]:
-    ws = ls.ws
-    manifest = ws.manifest()
-    if manifest.fatal:
-        return []
-    active = ws.supervisor.active_view()
-    infos = {info["id"]: info for info in job_infos(ws, manifest)}
-    lenses: list[types.CodeLens] = []
-    for job in manifest.jobs.values():
-        line = job.span.line
-        info = infos.get(job.id, {})
-        if active is not None and active.spec.job_id == job.id:
-            lenses.append(
-                _lens(
-                    line, f"■ Stop {job.display_name} ({active.status.value})", "arena.stop", {"id": job.id}
-                )
-            )
-        elif info.get("runnable") and job.status == "approval-required":
-            # Clicking a lens that says "approve" is the explicit approval.
-            title = f"▶ Approve and run {job.display_name}"
-            lenses.append(_lens(line, title, "arena.start", {"id": job.id, "approved": True}))
-        elif info.get("runnable"):
-            lenses.append(_lens(line, f"▶ Run {job.display_name}", "arena.start", {"id": job.id}))
-        elif job.status == "disabled":
-            lenses.append(_lens(line, "⛔ Disabled", "arena.showBlocked", {"id": job.id}))
-        else:
-            count = len(info.get("blockedBy", []))
-            lenses.append(
-                _lens(line, f"⛔ Blocked: {count} gate failures", "arena.showBlocked", {"id": job.id})
-            )
-    return lenses
+    """One lens per job entry of the manifest, runnable or not (a blocked one names why)."""
+    manifest = ls.ws.manifest()
+    infos = {info["id"]: info for info in job_infos(ls.ws, manifest)}
+    return [
+        job_lens(ls, manifest, job_id, line, infos.get(job_id, {}))
+        for job_id, line in _entries(manifest)
+    ]
 
 
 async def _refresh_quietly(server: ArenaServer) -> None:
