@@ -18,8 +18,9 @@ import re
 from collections.abc import Iterator, Sequence
 
 from arena_ls.gates.facts import ModuleFacts
+from arena_ls.gates.patterns import lazy
 
-_PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGrsa]|\{[^{}]*\}")
+_PLACEHOLDER = lazy(r"%(?:\([^)]*\))?[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGrsa]|\{[^{}]*\}")
 _PRINTERS = frozenset({"print", "info", "warning", "debug", "log", "write", "echo", "secho",
                        "set_description", "set_postfix_str"})
 _SAMPLE = "123"
@@ -64,7 +65,7 @@ def _arena_announcement(texts: list[str]) -> bool:
     return has_prefix and names_event
 
 
-_MENTION = re.compile(r"@arena|checkpoint", re.IGNORECASE)
+_MENTION = lazy(r"@arena|checkpoint", re.IGNORECASE)
 
 
 def _lines_mentioning(text: str) -> set[int]:

@@ -22,13 +22,14 @@ from typing import Literal
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, Chain, LoopSite, ModuleFacts, Scope
 from arena_ls.gates.loop import is_retry_loop
 from arena_ls.gates.names import dotted
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph, Path, Root
 from arena_ls.gates.sites import is_backward, is_optimizer_step
 from arena_ls.gates.values import Resolver, Value
 
 CadenceKind = Literal["every", "never", "unknown", "epoch", "handler"]
 
-_NEUTRAL_NAME = re.compile(
+_NEUTRAL_NAME = lazy(
     r"rank|master|main_process|is_main|global_zero|world_process_zero|sync_gradients"
     r"|local_main|is_distributed|ddp|accelerator|device|cuda|is_available|output_dir|save_dir"
     r"|out_dir|checkpoint_dir|ckpt_dir|push_to_hub|wandb|tensorboard",
@@ -37,10 +38,10 @@ _NEUTRAL_NAME = re.compile(
 _CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp",
                            "flags", "FLAGS", "params", "training_args", "train_args", "options",
                            "settings", "hps"})
-_STEP_HOOKS = re.compile(r"^(training_step|on_(train_)?batch_(start|end)|on_step_(begin|end)"
+_STEP_HOOKS = lazy(r"^(training_step|on_(train_)?batch_(start|end)|on_step_(begin|end)"
                          r"|on_before_optimizer_step|on_after_backward|on_before_backward"
                          r"|on_optimizer_step)$")
-_EPOCH_HOOKS = re.compile(r"^on_\w*epoch\w*$")
+_EPOCH_HOOKS = lazy(r"^on_\w*epoch\w*$")
 _SMALL_BOUND = 10
 
 
@@ -324,7 +325,7 @@ def _is_counter_modulo(expr: ast.expr) -> bool:
             and not isinstance(expr.left, (ast.Constant, ast.JoinedStr)))
 
 
-_STOP = re.compile(r"stop|ARENA_STOP_FILE|interrupt|terminat|preempt", re.IGNORECASE)
+_STOP = lazy(r"stop|ARENA_STOP_FILE|interrupt|terminat|preempt", re.IGNORECASE)
 
 
 def _is_stop_check(test: ast.expr) -> bool:
@@ -332,7 +333,7 @@ def _is_stop_check(test: ast.expr) -> bool:
     return bool(_STOP.search(ast.unparse(test)))
 
 
-_RANK_NAME = re.compile(r"rank|process_index|local_process|gpu_id|device_id|worker_id",
+_RANK_NAME = lazy(r"rank|process_index|local_process|gpu_id|device_id|worker_id",
                         re.IGNORECASE)
 
 

@@ -17,19 +17,20 @@ import re
 
 from arena_ls.gates.facts import CallSite, ModuleFacts, Scope
 from arena_ls.gates.names import argument, dotted, is_true, keyword, last_identifier, receiver
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph, Path
 from arena_ls.gates.sites import is_save_call
 
-_STEP_KEY = re.compile(
+_STEP_KEY = lazy(
     r"step|^(iter_num|iteration|iterations|iter|iters|it|n_iter|num_updates|updates|update"
     r"|global_iter|tokens_seen|samples_seen)$",
     re.IGNORECASE,
 )
-_EPOCH_KEY = re.compile(r"^(epoch|epochs|cur_epoch|current_epoch|epoch_num|epoch_idx)$",
+_EPOCH_KEY = lazy(r"^(epoch|epochs|cur_epoch|current_epoch|epoch_num|epoch_idx)$",
                         re.IGNORECASE)
-_BATCH_KEY = re.compile(r"^(batch|batch_idx|batch_index|batch_num|batch_no|batch_i|batch_id"
+_BATCH_KEY = lazy(r"^(batch|batch_idx|batch_index|batch_num|batch_no|batch_i|batch_id"
                         r"|batches_seen|batch_step)$", re.IGNORECASE)
-_MODULE_NAME = re.compile(r"model|net|module|encoder|decoder|transformer|gpt|llm",
+_MODULE_NAME = lazy(r"model|net|module|encoder|decoder|transformer|gpt|llm",
                           re.IGNORECASE)
 _MAX_DEPTH = 6
 

@@ -10,12 +10,13 @@ from arena_ls.gates.cadence import Cadence, CadenceAnalyzer
 from arena_ls.gates.checkpoints import SaveAnalyzer
 from arena_ls.gates.facts import CallSite, ModuleFacts, collect_facts
 from arena_ls.gates.loop import TrainingLoop, find_training_loop
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph, Path, Predicate, Root
 from arena_ls.gates.source import SourceText, Span, comment_start
 from arena_ls.gates.values import Resolver
 
-_HOOK = re.compile(r"^(training_step|on_\w+)$")
-_CUDA_MENTION = re.compile(r"cuda|gpu|nccl|device_map", re.IGNORECASE)
+_HOOK = lazy(r"^(training_step|on_\w+)$")
+_CUDA_MENTION = lazy(r"cuda|gpu|nccl|device_map", re.IGNORECASE)
 _CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map")
 _GPU_CHOOSING_PACKAGES = frozenset({"lightning", "pytorch_lightning", "transformers", "trl",
                                     "accelerate", "deepspeed", "composer", "ignite"})

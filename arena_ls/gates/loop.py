@@ -18,6 +18,7 @@ from typing import Literal
 
 from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
 from arena_ls.gates.names import call_name, last_identifier, receiver
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph
 from arena_ls.gates.sites import is_backward
 from arena_ls.gates.source import SourceText, Span
@@ -109,7 +110,7 @@ def _outermost_backward_loop(facts: ModuleFacts, graph: CallGraph) -> LoopSite |
     return max(pool, key=lambda loop: (_size(loop.node), -loop.node.lineno))
 
 
-_RETRY_NAME = re.compile(r"attempt|retr|tries|trial|oom", re.IGNORECASE)
+_RETRY_NAME = lazy(r"attempt|retr|tries|trial|oom", re.IGNORECASE)
 _MAX_ANONYMOUS_ATTEMPTS = 10
 
 

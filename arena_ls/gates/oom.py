@@ -21,10 +21,11 @@ from collections.abc import Iterator
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, Scope, TrySite
 from arena_ls.gates.names import call_name, dotted, string_value
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.sites import is_backward, is_oom_type
 
 _BROAD = frozenset({"RuntimeError", "Exception", "BaseException"})
-_ATTEMPT = re.compile(r"attempt|retr|tries|trial", re.IGNORECASE)
+_ATTEMPT = lazy(r"attempt|retr|tries|trial", re.IGNORECASE)
 _MESSAGE_CHECKS = frozenset({"find", "search", "match", "startswith", "endswith", "index",
                              "count", "fullmatch", "__contains__"})
 

@@ -7,15 +7,16 @@ import re
 
 from arena_ls.gates.facts import CallSite
 from arena_ls.gates.names import dotted, last_identifier, receiver
+from arena_ls.gates.patterns import lazy
 
 SAVE_NAMES = frozenset({"save", "save_state", "save_checkpoint", "save_file"})
-_EVAL_NAME = re.compile(
+_EVAL_NAME = lazy(
     r"^(evaluate|evaluation|validate|validation|run_validation|run_eval|run_evaluation|do_eval"
     r"|estimate_loss|eval_\w+|evaluate_\w+|validate_\w+|\w+_eval|\w+_evaluate|\w+_validation"
     r"|\w+_validate)$"
 )
-_PREDICATE_NAME = re.compile(r"^(should|is|can|need|needs|time_to|when|has)_")
-_EVAL_ITERABLE = re.compile(r"val|eval|test|dev|holdout", re.IGNORECASE)
+_PREDICATE_NAME = lazy(r"^(should|is|can|need|needs|time_to|when|has)_")
+_EVAL_ITERABLE = lazy(r"val|eval|test|dev|holdout", re.IGNORECASE)
 
 
 def is_backward(site: CallSite) -> bool:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+from arena_ls.gates.patterns import lazy
+
+_LINE_BREAK = lazy(r"\r\n|\r|\n")
 _BOM = "\ufeff"
 
 

@@ -13,9 +13,10 @@ import dataclasses
 import re
 
 from arena_ls.gates.model import Finding, TextEdit
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.source import SourceText, comment_line, comment_start
 
-_DIRECTIVE = re.compile(r"#\s*arena:\s*ignore(?P<file>-file)?(?:\[(?P<codes>[^\]]*)\])?",
+_DIRECTIVE = lazy(r"#\s*arena:\s*ignore(?P<file>-file)?(?:\[(?P<codes>[^\]]*)\])?",
                         re.IGNORECASE)
 ALL = "*"
 _TRIPLE_DOUBLE = '"' * 3

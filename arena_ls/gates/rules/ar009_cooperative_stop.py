@@ -55,6 +55,7 @@ from collections.abc import Iterator
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite
 from arena_ls.gates.names import argument, dotted, receiver, string_value
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 
 CODE = "AR009"
@@ -65,7 +66,7 @@ WINDOWS = ("; on Windows, where SIGTERM cannot be delivered, the trainer needs t
 _EXISTS = frozenset({"exists", "isfile", "is_file", "lexists"})
 _SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGBREAK"})
 _NOT_HANDLERS = frozenset({"SIG_DFL", "SIG_IGN", "default_int_handler"})
-_STOP_TEXT = re.compile(r"ARENA_STOP_FILE|stop_?file|(?<![A-Za-z0-9])stop(?![A-Za-z0-9])",
+_STOP_TEXT = lazy(r"ARENA_STOP_FILE|stop_?file|(?<![A-Za-z0-9])stop(?![A-Za-z0-9])",
                         re.IGNORECASE)
 
 

@@ -55,15 +55,16 @@ from collections.abc import Iterator
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import Chain, Scope, iter_statements
 from arena_ls.gates.names import dotted, is_false, is_true, keyword, string_value
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 from arena_ls.gates.sites import is_backward
 
 CODE = "AR011"
 NAME = "mixed-precision"
 MESSAGE = "mixed precision while the device profile is FP32-only"
-_HALF_TEXT = re.compile(r"^(b?f(loat)?16|half|bf16|fp16|16|16-mixed|bf16-mixed|16-true"
+_HALF_TEXT = lazy(r"^(b?f(loat)?16|half|bf16|fp16|16|16-mixed|bf16-mixed|16-true"
                         r"|bf16-true|fp8|int8)$", re.IGNORECASE)
-_EXPORT_FUNCTION = re.compile(r"export|convert|save|dump|publish|push|upload|quantiz|^write_",
+_EXPORT_FUNCTION = lazy(r"export|convert|save|dump|publish|push|upload|quantiz|^write_",
                               re.IGNORECASE)
 _FLAG_KEYWORDS = frozenset({"fp16", "bf16", "tf32", "half_precision_backend", "use_amp", "amp"})
 _TEXT_KEYWORDS = frozenset({"precision", "mixed_precision", "torch_dtype"})

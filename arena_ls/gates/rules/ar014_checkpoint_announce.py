@@ -64,6 +64,7 @@ from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import argument, call_name, string_value
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import Path
 from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 
@@ -72,7 +73,7 @@ NAME = "checkpoint-announce"
 MESSAGE = "checkpoints are saved but the step saved is never announced"
 FIX_TITLE = "Announce each checkpoint with an @arena line"
 _NOT_A_PATH = frozenset({"open", "BytesIO", "NamedTemporaryFile", "TemporaryFile"})
-_STEP_NAME = re.compile(r"step|^(iter_num|iteration|it|global_iter|num_updates|updates)$",
+_STEP_NAME = lazy(r"step|^(iter_num|iteration|it|global_iter|num_updates|updates)$",
                         re.IGNORECASE)
 
 

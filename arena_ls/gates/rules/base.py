@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.model import Severity, TextEdit
+from arena_ls.gates.patterns import lazy
 from arena_ls.gates.source import Span
 
 SECTIONS = (
@@ -114,7 +115,7 @@ def parse_doc(docstring: str | None) -> RuleDoc:
     return RuleDoc(summary=summary, sections=sections)
 
 
-_FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)
+_FENCE = lazy(r"```python\n(.*?)```", re.DOTALL)
 
 
 def _code_block(section: str) -> str:
