@@ -70,6 +70,8 @@ FINAL_WRITE_TIMEOUT = 30.0
 """How long the agent, its trainer gone, keeps retrying its final state before it exits anyway."""
 LAUNCH_FAILED_EXIT = 3
 """The agent's exit code when the run cannot be recorded at all (the server answers 1009)."""
+FIRST_WRITE_PATIENCE = 20.0
+"""How long the first state write retries sharing violations before the run counts as unrecordable."""
 
 
 def resume_argv(spec: RunSpec, step: int | None) -> list[str]:
@@ -188,8 +190,8 @@ class Agent:
         not started: its trainer is killed and the agent exits with
         ``LAUNCH_FAILED_EXIT``, which the server answers with 1009.
         """
-        try:
-            self.run_dir.write_state(self.state)
+        try:  # a file held open (Windows) is not a state folder that cannot be written: wait for it
+            platform.retry_sharing(lambda: self.run_dir.write_state(self.state), FIRST_WRITE_PATIENCE)
         except OSError as error:
             return self._abandon(error)
         restarts_left = self.spec.max_restarts

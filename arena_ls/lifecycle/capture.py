@@ -361,6 +361,12 @@ class OutputReader:
 
     def _check_positions(self, cursor: Cursor, count: int) -> None:
         with open(self._idx_path, "rb") as idx:
+            if cursor.record < count and _damaged_at(idx, cursor.record):
+                # Where a read of a damaged log stops: valid if it is where the intact part ends
+                # (``read`` then reports the damage again, and the lines before it stay readable).
+                if cursor.offset != _end_of(idx, cursor.record - 1) or cursor.open_lines:
+                    raise InvalidCursor(f"its offset is not where record {cursor.record} starts in the log")
+                return
             if cursor.record < count:
                 _, _, _, first_seq, offset, _ = _record_at(idx, cursor.record)
                 last_seq = (
@@ -484,6 +490,24 @@ def _check_position(record: int, at_offset: int, offset: int, first_seq: int, se
         raise DamagedLog(f"output.idx record {record} says offset {at_offset}, but the log is at {offset}")
     if first_seq > seq:  # a gap: lines numbered past any the index has given (behind is a skip)
         raise DamagedLog(f"output.idx record {record} numbers its first line {first_seq}, expected {seq}")
+
+
+def _end_of(idx: BinaryIO, index: int) -> int:
+    """The log offset where record ``index`` ends (0 before the first record)."""
+    if index < 0:
+        return 0
+    _, _, length, _, start, _ = _record_at(idx, index)
+    return start + length
+
+
+def _damaged_at(idx: BinaryIO, index: int) -> bool:
+    """Is record ``index`` one no writer makes, or not contiguous with the record before it?"""
+    stream, flags, length, _, start, _ = _record_at(idx, index)
+    try:
+        check_record(index, stream, flags, length)
+    except DamagedLog:
+        return True
+    return start != _end_of(idx, index - 1)
 
 
 def _record_at(idx: BinaryIO, index: int) -> tuple[int, int, int, int, int, float]:
