@@ -33,13 +33,8 @@ POSIX_ONLY: dict[str, str] = {
     "tests/trainer/test_reference_trainer.py::test_sigterm_is_a_cooperative_stop": (
         "SIGTERM to one process has no Windows equivalent (arena stops Windows trainers by the stop file)"
     ),
-    "tests/client/test_cli.py::test_ctrl_c_while_following_stops_the_run_cooperatively": (
-        "sends SIGINT to the client process (Windows has console events only)"
-    ),
-    "tests/client/test_cli.py::test_a_second_ctrl_c_detaches_and_leaves_the_run_going": (
-        "sends SIGINT to the client process (Windows has console events only)"
-    ),
 }
+"""The SIGINT tests of tests/client/test_cli.py carry their own skip (``POSIX_ONLY`` there)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -190,8 +190,8 @@ class Agent:
         not started: its trainer is killed and the agent exits with
         ``LAUNCH_FAILED_EXIT``, which the server answers with 1009.
         """
-        try:  # a file held open (Windows) is not a state folder that cannot be written: wait for it
-            platform.retry_sharing(lambda: self.run_dir.write_state(self.state), FIRST_WRITE_PATIENCE)
+        try:
+            self._write_first_state()
         except OSError as error:
             return self._abandon(error)
         restarts_left = self.spec.max_restarts
@@ -223,6 +223,17 @@ class Agent:
                 log.error("the final state could not be written")
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
+
+    def _write_first_state(self) -> None:
+        """Record the run before anything else; a file held open (Windows) is waited out, not fatal."""
+        try:
+            self.run_dir.write_state(self.state)
+        except OSError as error:
+            if not platform.is_sharing_violation(error):
+                raise
+            self.say(f"warning: could not record the run's state ({error}); retrying")
+            platform.retry_sharing(lambda: self.run_dir.write_state(self.state), FIRST_WRITE_PATIENCE)
+            self.say("the run's state is recorded again")
 
     def _abandon(self, error: OSError) -> int:
         """The run cannot be recorded: stop the early trainer, say why on stderr, free the lock."""

@@ -186,13 +186,15 @@ class Supervisor:
         if damage is not None:
             view.mark_damaged(damage)
             view.placeholder = True
-        self.views[spec.run_id] = view
         try:
             view.refresh_state()
+            if view.busy:  # its state is held open (Windows): adopted at a later scan, never skipped
+                return None
             view.start_live_at_tail()
         except Exception as error:  # one run's files never break the others
             log.exception("reading run %s failed", run_dir.run_id)
             view.mark_damaged(f"its files cannot be read: {error}")
+        self.views[spec.run_id] = view
         self._report_damage(view)
         if view.check_lost(self.folder):
             log.warning("run %s was lost", spec.run_id)

@@ -197,9 +197,10 @@ async def test_the_reference_trainers_normal_run_shows_no_insight(tmp_path: Path
     root = tmp_path / "ws"
     (root / "training").mkdir(parents=True)
     shutil.copy(REPO / "training" / "train.py", root / "training" / "train.py")
+    shutil.copytree(REPO / "training" / "data", root / "training" / "data")  # paths stay inside (AR110)
     args = ["training/train.py", "--steps", "60", "--batch-size", "4", "--log-every", "5",
             "--ckpt-every", "20", "--eval-every", "20", "--sample-chars", "0", "--device", "cpu",
-            "--data", str(REPO / "training" / "data" / "corpus.txt")]  # fmt: skip
+            "--data", "training/data/corpus.txt"]  # fmt: skip
     job = {"id": "tiny", "kind": "train", "command": "{python}", "args": args, "status": "ready",
            "resume": RESUME, "env": {"OMP_NUM_THREADS": "1"}}  # fmt: skip
     (root / "training" / "manifest.json").write_text(__import__("json").dumps({"version": 1, "jobs": [job]}))
