@@ -226,24 +226,41 @@ local function confirm_stop_session(arena)
   end, function()
     return arena.statusline()
   end)
+  local client = vim.lsp.get_client_by_id(arena.state.clients[config.workspace])
+  local latest, pending = nil, false
+  local function ask_status()
+    latest, pending = nil, true
+    local function on_status(_, result)
+      latest, pending = result, false
+    end
+    if vim.fn.has("nvim-0.11") == 1 then
+      client:request("arena/status", vim.empty_dict(), on_status)
+    else
+      client.request("arena/status", vim.empty_dict(), on_status)
+    end
+  end
+  -- The trainer starts before its agent has loaded: on a loaded machine progress can show
+  -- while the run is still "starting". Wait for "running", so the check below is exact.
+  wait_for("the run is running", 60000, function()
+    if pending then
+      return false
+    end
+    if latest ~= nil and latest.active ~= nil and latest.active.status == "running" then
+      return true
+    end
+    ask_status()
+    return false
+  end)
   vim.cmd("ArenaStop")
   wait_for("stop asked for confirmation", 30000, function()
     return #results.prompts >= 1
   end)
   -- The answer was "n": the refused stop changed nothing; the server still has the run active.
-  local status = nil
-  local client = vim.lsp.get_client_by_id(arena.state.clients[config.workspace])
-  local function on_status(_, result)
-    status = result
-  end
-  if vim.fn.has("nvim-0.11") == 1 then
-    client:request("arena/status", vim.empty_dict(), on_status)
-  else
-    client.request("arena/status", vim.empty_dict(), on_status)
-  end
+  ask_status()
   wait_for("status after the declined stop", 30000, function()
-    return status ~= nil
+    return latest ~= nil
   end)
+  local status = latest
   check("declined stop leaves the run running", status.active ~= nil and status.active.runId == run_id and status.active.status == "running", vim.json.encode(status.active or {}))
   vim.cmd("ArenaStop")
   wait_for("stop asked again", 30000, function()
