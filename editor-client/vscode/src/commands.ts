@@ -7,7 +7,7 @@ import type { LanguageClient, ProgressToken } from "vscode-languageclient/node";
 import type { ProgressValue } from "./client";
 import { blockedDialog, statusReport } from "./core/format";
 import { LogRouter } from "./core/logRouter";
-import { probeCandidates, verdictMessage, waitForVerdict } from "./core/probe";
+import { probeCandidates, probedJobOf, verdictMessage, waitForVerdict } from "./core/probe";
 import { Methods, isLive } from "./core/protocol";
 import type { JobInfo, LogNotification, LogsResult, ProbeVerdict, RunInfo, StartParams, StatusResult } from "./core/protocol";
 import { asRpcError, decide } from "./core/refusals";
@@ -43,6 +43,8 @@ export class Commands implements vscode.Disposable {
   private readonly probes = new Map<string, ProbeVerdict | null>();
   /** Probe runs (by run id) whose verdict is still to be shown. */
   private readonly pendingProbes = new Map<string, PendingProbe>();
+  /** Probe runs seen ended (a probe start's answer may come after a short probe's end). */
+  private readonly endedProbes = new Set<string>();
 
   constructor(private readonly log: vscode.LogOutputChannel) {}
 
@@ -112,6 +114,15 @@ export class Commands implements vscode.Disposable {
   }
 
   private onRun(run: RunInfo): void {
+    const runId = run.runId;
+    if (probedJobOf(run.jobId) !== undefined) {
+      if (isLive(run) && this.endedProbes.has(runId)) {
+        return; // an older report of a probe already seen ended
+      }
+      if (!isLive(run)) {
+        this.endedProbes.add(runId);
+      }
+    }
     this.router.remember(run);
     if (!isLive(this.shownRun) || this.shownRun.runId === run.runId || isLive(run)) {
       this.shownRun = run;
@@ -261,8 +272,12 @@ export class Commands implements vscode.Disposable {
         );
         if ("runId" in result) {
           if (attempt.kind === "start" && attempt.params.probe === true) {
-            const before = this.probes.get(attempt.params.id) ?? null;
-            this.pendingProbes.set(result.runId, { jobId: attempt.params.id, before });
+            const pending = { jobId: attempt.params.id, before: this.probes.get(attempt.params.id) ?? null };
+            if (this.endedProbes.has(result.runId)) {
+              void this.guard(() => this.showVerdict(pending)); // it ended before this answer came
+            } else {
+              this.pendingProbes.set(result.runId, pending);
+            }
           }
           this.onRun(result);
         } else {
