@@ -22,10 +22,12 @@ from tests.helpers.lsp import (
     make_workspace,
     start_server,
     stop_server,
+    wait_for,
     write_manifest,
 )
 from tests.lsp.test_insights import INSIGHT_TRAINER, poll_until
 
+FINAL = ("succeeded", "crashed", "stopped", "lost")
 NO_GPU = {"gpus": [], "gpuError": "NVIDIA driver not found (test)"}
 
 
@@ -78,6 +80,9 @@ async def probe_verdict(client: ArenaClient) -> dict[str, Any]:
         return bool(verdict) and verdict != before
 
     await poll_until(recorded, "the probe's verdict")
+    # The editors learn that the probe ended from arena/statusChanged, then read the verdict.
+    ended = await wait_for(lambda: [s for s in client.status_of(run["runId"]) if s in FINAL], what="its end")
+    assert ended[0] == "succeeded", client.status_of(run["runId"])
     return verdict
 
 
