@@ -72,6 +72,10 @@ async def probe_verdict(client: ArenaClient) -> dict[str, Any]:
     before = await job_probe(client)
     run = await client.call("arena/start", {"id": "lm", "probe": True})
     assert run["jobId"] == "lm.probe" and run["status"] in ("starting", "running", "succeeded")
+    # The editors learn that the probe ended from arena/statusChanged alone (no arena/status
+    # meanwhile, which would announce it too), then read the verdict.
+    ended = await wait_for(lambda: [s for s in client.status_of(run["runId"]) if s in FINAL], what="its end")
+    assert ended[0] == "succeeded", client.status_of(run["runId"])
     verdict: dict[str, Any] = {}
 
     async def recorded() -> bool:
@@ -80,9 +84,6 @@ async def probe_verdict(client: ArenaClient) -> dict[str, Any]:
         return bool(verdict) and verdict != before
 
     await poll_until(recorded, "the probe's verdict")
-    # The editors learn that the probe ended from arena/statusChanged, then read the verdict.
-    ended = await wait_for(lambda: [s for s in client.status_of(run["runId"]) if s in FINAL], what="its end")
-    assert ended[0] == "succeeded", client.status_of(run["runId"])
     return verdict
 
 
