@@ -56,7 +56,8 @@ off. Each insight that holds is listed in the run's `RunInfo.insights` as
 `arena/statusChanged`); `since` is when it was first seen, and it is removed
 when its condition stops holding (an ended run has none). The first time a
 kind appears in a run, a `window/showMessage` warning carries its message.
-`arena status` lists them under the active run.
+`arena status` lists them under the active run; the editors show them too
+(see [In the editors](#in-the-editors)).
 
 The server computes them once a second from what it already reads of a run:
 its captured output (progress, health and checkpoint lines, read from the run
@@ -112,11 +113,12 @@ _PROBE = """\
 ## The VRAM probe
 
 A job may declare `"probe": {"args": [...], "maxVramMb": 5120, "required": false}`
-in the manifest. `arena/start {id, probe: true}` (`arena start JOB --probe`)
-runs the job with `probe.args` (its own args when there are none; for example a
-few dozen steps) as a run of job `<id>.probe`, so that the probe's checkpoints
-never become the job's resume point, with no relaunch. It goes through the same
-approval, gate and pre-flight checks as a start. While it runs, the GPU memory
+in the manifest. `arena/start {id, probe: true}` (`arena start JOB --probe`,
+*Arena: Probe Job* in VS Code, `:ArenaProbe JOB` in Neovim) runs the job with
+`probe.args` (its own args when there are none; for example a few dozen steps)
+as a run of job `<id>.probe`, so that the probe's checkpoints never become the
+job's resume point, with no relaunch. It goes through the same approval, gate
+and pre-flight checks as a start. While it runs, the GPU memory
 of its own processes is read through NVML every `probe.sampleSeconds`; when it
 ends, the verdict `{ok, peakVramMb, at, message}` is kept in
 `<stateDir>/probes/<id>.json` under a hash of the trainer's content (and the
@@ -130,6 +132,37 @@ unless `arena.probe.allowWithoutGpu` waives it (CPU-only machines). A job with
 its current trainer passed (`error.data.probe` is the last verdict or null).
 The verdict is recorded by the server that started the probe; a server closed
 while its probe runs records none (probe again).
+
+## In the editors
+
+Both editor clients (`editor-client/`, details in its README) read
+`RunInfo.insights` from `arena/status` and `arena/statusChanged`, and
+`JobInfo.probe` from `arena/status`:
+
+- **VS Code.** The run's status-bar item ends with an icon and the kind of
+  the first `warning` insight (else the first `info`) and how many more hold:
+  `⟳ tiny-lm 900/2000 (45%) · loss 2.31 · ETA 3m · $(warning) loss-spike +1`,
+  or `$(info) edited-during-run` when only an information holds; it turns
+  yellow while a warning holds on a live run. Its tooltip and *Arena: Show
+  Status* give every insight's message, one line each:
+  `⚠ loss-spike (since 20:14:21 UTC): <message>`. *Arena: Probe Job*
+  (`arena.probeJob`) offers the `train` jobs with their last verdict
+  (`probe passed (3000 MB)`, `probe failed (6000 MB)`, `not probed yet`); the
+  *Run Job* picker and the status document show `JobInfo.probe` next to the
+  job. When the probe's run ends, a message gives the verdict
+  (`Arena: tiny-lm probe failed (6000 MB): <message>`, a warning when it
+  failed). Refusal `1010` asks *tiny-lm needs a passing VRAM probe before it
+  runs (its last probe failed: …). Run the probe now?* with **Run Probe**.
+- **Neovim.** `require('arena').statusline()` ends with `⚠ loss-spike +1`
+  (`ℹ edited-during-run` for an information only); `:ArenaStatus` lists each
+  insight's line under the active run and `JobInfo.probe` next to each job,
+  as does the `:ArenaRun` picker. `:ArenaProbe JOB` (completing `train` jobs)
+  runs the probe and `vim.notify`s its verdict; `1010` asks the same question
+  as a `[y/N]` prompt, and yes runs the probe.
+
+The probe never starts the job after it: once its verdict passed, run the job
+again. The clients learn the verdict by reading `arena/status` after the
+probe's run ends (the server records it just after), every 0.25 s for up to 10 s.
 
 ## AR013 edited-during-run
 

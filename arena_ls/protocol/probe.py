@@ -222,6 +222,9 @@ class ProbeService:
                     )
                 await asyncio.sleep(settings.sample_seconds)
                 view.refresh_state()
+                # Whoever re-reads the state announces its change: the supervisor's poll skips a
+                # final run whose lines are all read, so the end would otherwise go unannounced.
+                self.ws.supervisor.notify_if_changed(view)
             failure = view.state.failure if view.state is not None else None
             ok, message = verdict(
                 status=view.status.value,

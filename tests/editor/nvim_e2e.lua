@@ -270,6 +270,61 @@ local function confirm_stop_session(arena)
   results.stopped_run = arena.state.runs[run_id]
 end
 
+--- Notifications whose message contains `needle`.
+local function notifications_with(needle)
+  local found = {}
+  for _, notification in ipairs(results.notifications) do
+    if notification.message:find(needle, 1, true) then
+      table.insert(found, notification.message)
+    end
+  end
+  return found
+end
+
+--- :ArenaProbe runs the job's probe (a run of `<id>.probe`) and shows its verdict; a start of
+--- a job whose probe is required and has not passed (1010) asks to probe, and "y" probes.
+--- The probe's trainer lists itself on the fake GPU with config.probe_mb MB (over the limit).
+local function probe_session(arena)
+  local job = config.probe_job
+  local verdict = job .. " probe failed (" .. config.probe_mb .. " MB)"
+  vim.cmd("ArenaProbe " .. job)
+  wait_for("the probe's verdict is shown", 90000, function()
+    return #notifications_with(verdict) >= 1
+  end, function()
+    return vim.json.encode({ notifications = results.notifications, run = arena.state.run or {} })
+  end)
+  local probe_runs = {}
+  for _, run in pairs(arena.state.runs) do
+    if run.jobId == job .. ".probe" then
+      table.insert(probe_runs, run)
+    end
+  end
+  results.probe_runs = probe_runs
+  results.verdicts = notifications_with(verdict)
+
+  -- The start is refused with 1010; the prompt says why, and "y" runs the probe again.
+  vim.cmd("ArenaRun " .. job)
+  wait_for("1010 asks to run the probe", 30000, function()
+    return #results.prompts >= 1
+  end, function()
+    return vim.json.encode(results.notifications)
+  end)
+  wait_for("the second probe's verdict is shown", 90000, function()
+    return #notifications_with(verdict) >= 2
+  end, function()
+    return vim.json.encode({ notifications = results.notifications, run = arena.state.run or {} })
+  end)
+  results.verdicts = notifications_with(verdict)
+
+  vim.cmd("ArenaStatus")
+  wait_for("status window open", 30000, function()
+    local win = arena.state.status_win
+    return win ~= nil and vim.api.nvim_win_is_valid(win)
+  end)
+  results.status_window = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(arena.state.status_win), 0, -1, false)
+  vim.api.nvim_win_close(arena.state.status_win, true)
+end
+
 --- The server cannot start (config.cmd names a module that is not there): the user is
 --- told why, from the server's own stderr, not just its exit code.
 local function dies_on_start_session()
@@ -297,6 +352,8 @@ local function session()
   local arena = prepare()
   if config.scenario == "confirm-stop" then
     confirm_stop_session(arena)
+  elseif config.scenario == "probe" then
+    probe_session(arena)
   else
     main_session(arena)
   end

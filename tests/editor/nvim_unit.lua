@@ -16,7 +16,7 @@ end
 local function session()
   vim.opt.runtimepath:prepend(os.getenv("ARENA_PLUGIN_DIR"))
   vim.cmd("runtime plugin/arena.lua")
-  for _, command in ipairs({ "ArenaRun", "ArenaStop", "ArenaStatus", "ArenaLogs" }) do
+  for _, command in ipairs({ "ArenaRun", "ArenaStop", "ArenaStatus", "ArenaLogs", "ArenaProbe" }) do
     expect("command " .. command .. " exists", vim.fn.exists(":" .. command), 2)
   end
   local arena = require("arena")
@@ -55,6 +55,62 @@ local function session()
     arena.format_run({ runId = "r", jobId = "x", status = "running", loss = 0 / 0, stalled = true }),
     "⟳ x loss nan stalled"
   )
+  -- Run insights (contract section 6.3): the statusline names the first warning and counts the rest.
+  local spike = {
+    kind = "loss-spike",
+    severity = "warning",
+    message = "the loss jumped to 9.1 (median 2.3): lower the learning rate",
+    since = "2026-11-30T20:14:21.461Z",
+  }
+  local edited = { kind = "edited-during-run", severity = "info", message = "train.py changed after launch", since = vim.NIL }
+  local overdue = { kind = "checkpoint-overdue", severity = "warning", message = "no checkpoint for 400 steps" }
+  local with_insights = vim.tbl_extend("force", running, { insights = { edited, spike, overdue } })
+  expect("statusline with insights", arena.format_run(with_insights), "⟳ tiny-lm 45% loss 2.31 ETA 3m ⚠ loss-spike +2")
+  expect(
+    "statusline with one warning insight",
+    arena.format_run(vim.tbl_extend("force", running, { insights = { spike } })),
+    "⟳ tiny-lm 45% loss 2.31 ETA 3m ⚠ loss-spike"
+  )
+  expect(
+    "statusline with an information only",
+    arena.format_run(vim.tbl_extend("force", running, { insights = { edited } })),
+    "⟳ tiny-lm 45% loss 2.31 ETA 3m ℹ edited-during-run"
+  )
+  expect("statusline with insights = {} or vim.NIL", arena.format_run(vim.tbl_extend("force", running, { insights = vim.NIL })), "⟳ tiny-lm 45% loss 2.31 ETA 3m")
+  arena.state.run = with_insights
+  expect("statusline() shows the shown run's insights", arena.statusline(), "⟳ tiny-lm 45% loss 2.31 ETA 3m ⚠ loss-spike +2")
+  arena.state.run = running
+  expect(
+    "insight lines say what to do",
+    table.concat(arena.insight_lines(with_insights), "\n"),
+    "ℹ edited-during-run: train.py changed after launch\n"
+      .. "⚠ loss-spike (since 20:14:21 UTC): the loss jumped to 9.1 (median 2.3): lower the learning rate\n"
+      .. "⚠ checkpoint-overdue: no checkpoint for 400 steps"
+  )
+
+  -- The VRAM probe: JobInfo.probe in a few words, its verdict, and the 1010 question.
+  local failed = { ok = false, peakVramMb = 6000, at = "2026-11-30T20:10:00Z", message = "peak 6000 MB is above the 5120 MB limit" }
+  expect("probe passed", arena.probe_text({ ok = true, peakVramMb = 3000, at = "x" }), "probe passed (3000 MB)")
+  expect("probe failed", arena.probe_text(failed), "probe failed (6000 MB)")
+  expect("probe failed without a GPU", arena.probe_text({ ok = false, peakVramMb = vim.NIL, message = "no GPU" }), "probe failed")
+  expect("never probed", arena.probe_text(vim.NIL), nil)
+  expect("probe verdict message", arena.verdict_message("lm", failed), "lm probe failed (6000 MB): peak 6000 MB is above the 5120 MB limit")
+  expect(
+    "1010 asks to run the probe, saying why",
+    arena.probe_prompt("lm", { code = 1010, message = "needs a probe", data = { reason = "probe-required", probe = failed } }),
+    "lm needs a passing VRAM probe before it runs (its last probe failed: peak 6000 MB is above the 5120 MB limit). Run the probe now? [y/N] "
+  )
+  expect(
+    "1010 without any probe yet",
+    arena.probe_prompt("lm", { code = 1010, message = "needs a probe", data = { probe = vim.NIL } }),
+    "lm needs a passing VRAM probe before it runs (no probe of its current trainer). Run the probe now? [y/N] "
+  )
+  expect(
+    "refusal reason of 1010 from its code",
+    arena.refusal_message("probe lm", { code = 1010, message = "needs a probe" }),
+    "cannot probe lm (probe-required): needs a probe"
+  )
+
   expect("ETA in hours", arena.format_eta(3900), "1h05m")
   expect("ETA in seconds", arena.format_eta(44.6), "45s")
   expect("a logged stderr chunk decoded", arena.unquote('"a\\nb\\"c\\\\d\\065"'), 'a\nb"c\\dA')
@@ -110,6 +166,7 @@ local function session()
     jobs = {
       { id = "tiny-lm", kind = "train", status = "ready", runnable = true, blockedBy = {} },
       { id = "broken", kind = "train", status = "ready", runnable = false, blockedBy = { { code = "AR004", message = "no save" } } },
+      { id = "lm", kind = "train", status = "ready", runnable = true, blockedBy = {}, probe = failed },
     },
     health = {
       ram = { totalMb = 16000, availableMb = 12000, percent = 25 },
@@ -120,6 +177,14 @@ local function session()
   local text = table.concat(lines, "\n")
   expect("status: active run", lines[1], "Active run: ⟳ tiny-lm 45% loss 2.31 ETA 3m")
   expect("status: blocked job", text:find("  ⊘ broken (train) blocked:\n      AR004: no save\n", 1, true) ~= nil, true)
+  expect("status: a job's probe", text:find("  ▶ lm (train) ready · probe failed (6000 MB)\n", 1, true) ~= nil, true)
+  expect("status: a job never probed", text:find("  ▶ tiny-lm (train) ready\n", 1, true) ~= nil, true)
+  local insight_status = table.concat(arena.status_lines({ active = with_insights, jobs = {} }), "\n")
+  expect(
+    "status: the active run's insights",
+    insight_status:find("\n  run r1, step 900/2000, no checkpoint yet\n  ℹ edited-during-run: train.py changed after launch\n  ⚠ loss-spike (since", 1, true) ~= nil,
+    true
+  )
   expect("status: RAM", text:find("  RAM: 11.7 GB free of 15.6 GB (25% used)", 1, true) ~= nil, true)
   expect("status: no battery", text:find("  Battery: none", 1, true) ~= nil, true)
   expect("status: GPU", text:find("  GPU 0: H200, 97% busy, 2.0 GB / 140.4 GB, 41°C", 1, true) ~= nil, true)

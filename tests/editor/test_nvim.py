@@ -24,6 +24,8 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.helpers.fake_hardware import write_fake_hardware
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PLUGIN_DIR = REPO / "editor-client" / "nvim"
@@ -161,8 +163,15 @@ def test_nvim_plugin_loads_and_formats(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
 
 
-def _run_session(tmp_path: Path, workspace: Path, scenario: dict[str, Any]) -> dict[str, Any]:
+def _run_session(
+    tmp_path: Path,
+    workspace: Path,
+    scenario: dict[str, Any],
+    server_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Runs nvim_e2e.lua in a headless Neovim; returns its results once every check passed.
+
+    ``server_env`` is added to Neovim's environment, which the server inherits.
 
     Whatever happens, no fixture trainer of this workspace outlives the test.
     """
@@ -178,7 +187,7 @@ def _run_session(tmp_path: Path, workspace: Path, scenario: dict[str, Any]) -> d
         **scenario,
     }
     config_path.write_text(json.dumps(config), encoding="utf-8")
-    env = dict(os.environ)
+    env = dict(os.environ, **(server_env or {}))
     env["ARENA_E2E_CONFIG"] = str(config_path)
     for variable in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         env[variable] = str(tmp_path / "xdg" / variable.lower())
@@ -302,6 +311,71 @@ def test_nvim_stop_without_checkpoint_asks_before_losing_work(tmp_path: Path) ->
     assert results["prompts"] == [prompt, prompt]
     assert results["stopped_run"]["status"] == "stopped"
     assert results["stopped_run"]["stoppedBy"] == "file"
+
+
+PROBE_JOB = "lm"
+PROBE_MB = 6000
+INSIGHT_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "insight_trainer.py"
+
+
+def _make_probe_workspace(root: Path, hardware: Path) -> None:
+    """A train job whose VRAM probe is required; the probe's trainer lists itself on the
+    fake GPU (``--fake-gpu``) with more memory than the default limit (5120 MB)."""
+    training = root / "training"
+    training.mkdir(parents=True)
+    shutil.copy(INSIGHT_TRAINER, training / "insight_trainer.py")
+    trainer = "training/insight_trainer.py"
+    probe_args = [trainer, "--steps", "30", "--interval", "0.03", "--fake-gpu", str(hardware), str(PROBE_MB)]
+    manifest = {
+        "version": 1,
+        "jobs": [
+            {
+                "id": PROBE_JOB,
+                "kind": "train",
+                "command": "{python}",
+                "args": [trainer, "--ckpt-every", "5"],
+                "script": trainer,
+                "status": "ready",
+                "resume": {"args": ["--resume", "--start-step", "{step}"]},
+                "probe": {"args": probe_args, "required": True},
+            }
+        ],
+    }
+    (training / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+
+
+@pytest.mark.timeout(NVIM_TIMEOUT_S + 60)
+def test_nvim_probe_command_and_probe_required(tmp_path: Path) -> None:
+    """:ArenaProbe sends arena/start {probe: true} and shows the verdict; 1010 offers the probe."""
+    workspace = (tmp_path / "ws").resolve()
+    hardware = tmp_path / "hardware.json"
+    write_fake_hardware(hardware, {"gpus": [], "gpuError": None})
+    _make_probe_workspace(workspace, hardware)
+    settings = {**_settings(), "probe": {"sampleSeconds": 0.05}}
+    results = _run_session(
+        tmp_path,
+        workspace,
+        {
+            "scenario": "probe",
+            "probe_job": PROBE_JOB,
+            "probe_mb": PROBE_MB,
+            "settings": settings,
+            "cmd": [sys.executable, "-m", "tests.helpers.fake_server"],
+            "answers": ["y"],
+        },
+        server_env={"ARENA_FAKE_HARDWARE": str(hardware), "PYTHONPATH": str(REPO)},
+    )
+
+    probe_runs = results["probe_runs"]
+    assert probe_runs and all(run["jobId"] == f"{PROBE_JOB}.probe" for run in probe_runs), probe_runs
+    verdict = f"Arena: {PROBE_JOB} probe failed ({PROBE_MB} MB): peak {PROBE_MB} MB is above the 5120 MB"
+    assert len(results["verdicts"]) == 2 and all(v.startswith(verdict) for v in results["verdicts"]), results
+    assert results["prompts"] == [
+        f"{PROBE_JOB} needs a passing VRAM probe before it runs (its last probe failed: "
+        f"{results['verdicts'][0].split(': ', 2)[2]}). Run the probe now? [y/N] "
+    ]
+    window = "\n".join(results["status_window"])
+    assert f"▶ {PROBE_JOB} (train) ready · probe failed ({PROBE_MB} MB)" in window, window
 
 
 MISSING_MODULE = "arena_ls_is_not_installed_here"

@@ -22,10 +22,12 @@ from tests.helpers.lsp import (
     make_workspace,
     start_server,
     stop_server,
+    wait_for,
     write_manifest,
 )
 from tests.lsp.test_insights import INSIGHT_TRAINER, poll_until
 
+FINAL = ("succeeded", "crashed", "stopped", "lost")
 NO_GPU = {"gpus": [], "gpuError": "NVIDIA driver not found (test)"}
 
 
@@ -70,6 +72,10 @@ async def probe_verdict(client: ArenaClient) -> dict[str, Any]:
     before = await job_probe(client)
     run = await client.call("arena/start", {"id": "lm", "probe": True})
     assert run["jobId"] == "lm.probe" and run["status"] in ("starting", "running", "succeeded")
+    # The editors learn that the probe ended from arena/statusChanged alone (no arena/status
+    # meanwhile, which would announce it too), then read the verdict.
+    ended = await wait_for(lambda: [s for s in client.status_of(run["runId"]) if s in FINAL], what="its end")
+    assert ended[0] == "succeeded", client.status_of(run["runId"])
     verdict: dict[str, Any] = {}
 
     async def recorded() -> bool:

@@ -23,6 +23,16 @@ end, {
   end,
 })
 
+vim.api.nvim_create_user_command("ArenaProbe", function(opts)
+  arena().probe(opts.args, false)
+end, {
+  nargs = 1,
+  desc = "Run a train job's VRAM probe (its manifest probe.args); the verdict is shown when it ends",
+  complete = function(prefix)
+    return arena().complete_probe_jobs(prefix)
+  end,
+})
+
 vim.api.nvim_create_user_command("ArenaStop", function(opts)
   arena().stop({ kill = opts.bang })
 end, { nargs = 0, bang = true, desc = "Stop the active run (! kills it)" })

@@ -1,5 +1,5 @@
 /**
- * The four commands, the server's notifications, and the refusal dialogs.
+ * The commands, the server's notifications, and the refusal dialogs.
  * Decisions (what to ask, what to retry, what to show) come from `core/`.
  */
 import * as vscode from "vscode";
@@ -7,8 +7,9 @@ import type { LanguageClient, ProgressToken } from "vscode-languageclient/node";
 import type { ProgressValue } from "./client";
 import { blockedDialog, statusReport } from "./core/format";
 import { LogRouter } from "./core/logRouter";
+import { probeCandidates, probedJobOf, verdictMessage, waitForVerdict } from "./core/probe";
 import { Methods, isLive } from "./core/protocol";
-import type { JobInfo, LogNotification, LogsResult, RunInfo, StartParams, StatusResult } from "./core/protocol";
+import type { JobInfo, LogNotification, LogsResult, ProbeVerdict, RunInfo, StartParams, StatusResult } from "./core/protocol";
 import { asRpcError, decide } from "./core/refusals";
 import type { Operation } from "./core/refusals";
 import { resumeOffer, startParamsFor } from "./core/resume";
@@ -17,6 +18,16 @@ import { JobChannels, StatusBar, StatusDocument, pickJob } from "./ui";
 
 /** At most this many `arena/logs` pages are read for one `Show Logs`. */
 const MAX_LOG_PAGES = 200;
+/** After a probe run ends, `arena/status` is read this often (ms), this many times, for its verdict. */
+const VERDICT_POLL_MS = 250;
+const VERDICT_POLLS = 40;
+
+/** A probe run being followed until its verdict is shown. */
+interface PendingProbe {
+  jobId: string;
+  /** `JobInfo.probe` before the probe started: the verdict shown must differ from it. */
+  before: ProbeVerdict | null;
+}
 
 export class Commands implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -28,6 +39,12 @@ export class Commands implements vscode.Disposable {
   private shownRun: RunInfo | undefined;
   private logQueue: Promise<void> = Promise.resolve();
   private documentRefresh: "idle" | "busy" | "again" = "idle";
+  /** `JobInfo.probe` of each job, from the latest `arena/status`. */
+  private readonly probes = new Map<string, ProbeVerdict | null>();
+  /** Probe runs (by run id) whose verdict is still to be shown. */
+  private readonly pendingProbes = new Map<string, PendingProbe>();
+  /** Probe runs seen ended (a probe start's answer may come after a short probe's end). */
+  private readonly endedProbes = new Set<string>();
 
   constructor(private readonly log: vscode.LogOutputChannel) {}
 
@@ -35,6 +52,7 @@ export class Commands implements vscode.Disposable {
     context.subscriptions.push(
       vscode.commands.registerCommand("arena.runJob", (jobId?: unknown) => this.runJob(jobId)),
       vscode.commands.registerCommand("arena.stopJob", () => this.stopJob()),
+      vscode.commands.registerCommand("arena.probeJob", (jobId?: unknown) => this.probeJob(jobId)),
       vscode.commands.registerCommand("arena.showStatus", () => this.showStatus()),
       vscode.commands.registerCommand("arena.showLogs", () => this.showLogs()),
       vscode.workspace.registerTextDocumentContentProvider(StatusDocument.scheme, this.statusDocument),
@@ -70,6 +88,9 @@ export class Commands implements vscode.Disposable {
     if (status.active) {
       this.router.remember(status.active);
     }
+    for (const job of status.jobs ?? []) {
+      this.probes.set(job.id, job.probe ?? null);
+    }
     this.shownRun = runToShow(status);
     this.statusBar.show(this.shownRun);
     return status;
@@ -93,12 +114,49 @@ export class Commands implements vscode.Disposable {
   }
 
   private onRun(run: RunInfo): void {
+    const runId = run.runId;
+    if (probedJobOf(run.jobId) !== undefined) {
+      if (isLive(run) && this.endedProbes.has(runId)) {
+        return; // an older report of a probe already seen ended
+      }
+      if (!isLive(run)) {
+        this.endedProbes.add(runId);
+      }
+    }
     this.router.remember(run);
     if (!isLive(this.shownRun) || this.shownRun.runId === run.runId || isLive(run)) {
       this.shownRun = run;
       this.statusBar.show(run);
     }
+    this.followProbe(run);
     this.refreshOpenDocument();
+  }
+
+  /** A followed probe run that ended: wait for its verdict and show it. */
+  private followProbe(run: RunInfo): void {
+    const runId = run.runId;
+    const pending = this.pendingProbes.get(runId);
+    if (pending === undefined || isLive(run)) {
+      return;
+    }
+    this.pendingProbes.delete(runId);
+    void this.guard(() => this.showVerdict(pending));
+  }
+
+  private async showVerdict(pending: PendingProbe): Promise<void> {
+    const read = async (): Promise<ProbeVerdict | null | undefined> =>
+      (await this.refresh())?.jobs?.find((job) => job.id === pending.jobId)?.probe;
+    const verdict = await waitForVerdict(read, pending.before, { attempts: VERDICT_POLLS, delayMs: VERDICT_POLL_MS });
+    if (verdict === undefined) {
+      void vscode.window.showWarningMessage(`Arena: the probe of ${pending.jobId} ended without a verdict; see the Arena output.`);
+      return;
+    }
+    const message = verdictMessage(pending.jobId, verdict);
+    if (message.level === "info") {
+      void vscode.window.showInformationMessage(message.text);
+    } else {
+      void vscode.window.showWarningMessage(message.text);
+    }
   }
 
   /** Keeps an open status document current: one `arena/status` at a time, one more if runs changed meanwhile. */
@@ -139,6 +197,29 @@ export class Commands implements vscode.Disposable {
       if (params) {
         await this.perform({ kind: "start", params });
       }
+    });
+  }
+
+  /** `Arena: Probe Job`: a short run of a train job that measures its peak VRAM (`arena/start {id, probe: true}`). */
+  private async probeJob(jobId?: unknown): Promise<void> {
+    await this.guard(async () => {
+      const status = await this.refresh();
+      const jobs = status?.jobs ?? [];
+      const candidates = probeCandidates(jobs);
+      if (typeof jobId !== "string" && candidates.length === 0) {
+        void vscode.window.showInformationMessage("Arena: the manifest lists no train job to probe.");
+        return;
+      }
+      const job =
+        typeof jobId === "string" ? (jobs.find((item) => item.id === jobId) ?? { id: jobId, runnable: true }) : await pickJob(candidates, "probe");
+      if (job === undefined) {
+        return;
+      }
+      if (!job.runnable) {
+        await this.explainBlocked(job);
+        return;
+      }
+      await this.perform({ kind: "start", params: { id: job.id, probe: true } });
     });
   }
 
@@ -183,13 +264,21 @@ export class Commands implements vscode.Disposable {
       const attempt: Operation = current;
       current = undefined;
       const method = attempt.kind === "start" ? Methods.start : Methods.stop;
-      const title = attempt.kind === "start" ? `Starting ${attempt.params.id}…` : `Stopping ${attempt.jobLabel ?? "the run"}…`;
+      const title = this.progressTitle(attempt);
       try {
         const result = await vscode.window.withProgress(
           { location: vscode.ProgressLocation.Notification, title },
           () => this.request<RunInfo | { status: "idle" }>(method, attempt.params),
         );
         if ("runId" in result) {
+          if (attempt.kind === "start" && attempt.params.probe === true) {
+            const pending = { jobId: attempt.params.id, before: this.probes.get(attempt.params.id) ?? null };
+            if (this.endedProbes.has(result.runId)) {
+              void this.guard(() => this.showVerdict(pending)); // it ended before this answer came
+            } else {
+              this.pendingProbes.set(result.runId, pending);
+            }
+          }
           this.onRun(result);
         } else {
           void vscode.window.showInformationMessage("Arena: nothing is running.");
@@ -208,6 +297,13 @@ export class Commands implements vscode.Disposable {
         current = answer === decision.confirmLabel ? decision.retry : undefined;
       }
     }
+  }
+
+  private progressTitle(operation: Operation): string {
+    if (operation.kind === "stop") {
+      return `Stopping ${operation.jobLabel ?? "the run"}…`;
+    }
+    return operation.params.probe === true ? `Starting the probe of ${operation.params.id}…` : `Starting ${operation.params.id}…`;
   }
 
   private async showStatus(): Promise<void> {

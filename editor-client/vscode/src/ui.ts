@@ -4,8 +4,9 @@
  * `core/format`, which is tested without the editor.
  */
 import * as vscode from "vscode";
-import { RUN_ITEM_TEXT, STOP_ITEM_TEXT, jobPicks, logChannelName, runStatusText, runTooltip } from "./core/format";
+import { RUN_ITEM_TEXT, STOP_ITEM_TEXT, jobPicks, logChannelName, runItemText, runTooltip } from "./core/format";
 import type { JobPick } from "./core/format";
+import { hasWarningInsight } from "./core/insights";
 import { isLive } from "./core/protocol";
 import type { JobInfo, RunInfo } from "./core/protocol";
 
@@ -27,7 +28,11 @@ export class StatusBar implements vscode.Disposable {
     this.state.command = "arena.showStatus";
   }
 
-  /** Shows `▶ Run` while nothing runs, `■ Stop` while a run is live, and the last run's state. */
+  /**
+   * Shows `▶ Run` while nothing runs, `■ Stop` while a run is live, and the
+   * last run's state with its insights (the leading one's icon and kind; all
+   * of their messages in the tooltip).
+   */
   show(run: RunInfo | undefined): void {
     if (isLive(run)) {
       this.run.hide();
@@ -37,12 +42,9 @@ export class StatusBar implements vscode.Disposable {
       this.run.show();
     }
     if (run) {
-      this.state.text = runStatusText(run);
+      this.state.text = runItemText(run);
       this.state.tooltip = runTooltip(run);
-      this.state.backgroundColor =
-        run.status === "crashed" || run.status === "lost" || run.stalled === true
-          ? new vscode.ThemeColor("statusBarItem.errorBackground")
-          : undefined;
+      this.state.backgroundColor = stateBackground(run);
       this.state.show();
     } else {
       this.state.hide();
@@ -62,17 +64,25 @@ export class StatusBar implements vscode.Disposable {
   }
 }
 
+/** Red for a run that failed or stalled, yellow while a warning insight holds. */
+function stateBackground(run: RunInfo): vscode.ThemeColor | undefined {
+  if (run.status === "crashed" || run.status === "lost" || run.stalled === true) {
+    return new vscode.ThemeColor("statusBarItem.errorBackground");
+  }
+  return isLive(run) && hasWarningInsight(run) ? new vscode.ThemeColor("statusBarItem.warningBackground") : undefined;
+}
+
 interface JobItem extends vscode.QuickPickItem {
   pick?: JobPick;
 }
 
 /**
- * A picker of jobs. Blocked jobs are listed under their own separator with
- * a short summary of why; picking one answers it (the caller shows every
- * reason, whether or not a filter was typed).
+ * A picker of jobs (to run, or to probe). Blocked jobs are listed under
+ * their own separator with a short summary of why; picking one answers it
+ * (the caller shows every reason, whether or not a filter was typed).
  */
-export function pickJob(jobs: readonly JobInfo[]): Promise<JobInfo | undefined> {
-  const picks = jobPicks(jobs);
+export function pickJob(jobs: readonly JobInfo[], purpose: "run" | "probe" = "run"): Promise<JobInfo | undefined> {
+  const picks = jobPicks(jobs, purpose);
   const items: JobItem[] = [];
   for (const pick of picks) {
     if (!pick.runnable && !items.some((item) => item.kind === vscode.QuickPickItemKind.Separator)) {
@@ -82,7 +92,7 @@ export function pickJob(jobs: readonly JobInfo[]): Promise<JobInfo | undefined> 
   }
   const quickPick = vscode.window.createQuickPick<JobItem>();
   quickPick.items = items;
-  quickPick.placeholder = picks.some((pick) => pick.runnable) ? "Run which job?" : "No job can run now";
+  quickPick.placeholder = placeholder(picks, purpose);
   quickPick.matchOnDescription = true;
   quickPick.matchOnDetail = true;
   return new Promise((resolve) => {
@@ -101,6 +111,16 @@ export function pickJob(jobs: readonly JobInfo[]): Promise<JobInfo | undefined> 
     });
     quickPick.show();
   });
+}
+
+function placeholder(picks: readonly JobPick[], purpose: "run" | "probe"): string {
+  if (purpose === "probe") {
+    if (picks.length === 0) {
+      return "No train job to probe";
+    }
+    return picks.some((pick) => pick.runnable) ? "Probe the VRAM of which job?" : "No job can be probed now";
+  }
+  return picks.some((pick) => pick.runnable) ? "Run which job?" : "No job can run now";
 }
 
 /** A read-only document (`arena-status:`) holding the latest status report. */

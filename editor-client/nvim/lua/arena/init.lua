@@ -1,8 +1,8 @@
 -- arena.nvim: a thin Neovim client of the arena-ls language server.
 --
 -- Starts `arena-ls` for a workspace that has `training/manifest.json`, and
--- offers :ArenaRun, :ArenaStop, :ArenaStatus, :ArenaLogs and a statusline
--- component fed by `arena/statusChanged`. Works on Neovim 0.7 and later:
+-- offers :ArenaRun, :ArenaStop, :ArenaStatus, :ArenaLogs, :ArenaProbe and a
+-- statusline component fed by `arena/statusChanged` (with the run's insights). Works on Neovim 0.7 and later:
 -- `vim.lsp.start` is used where it exists, `vim.lsp.start_client` elsewhere.
 -- Progress (`$/progress`) and diagnostics are left to Neovim's own handlers.
 
@@ -19,7 +19,18 @@ local REFUSAL = {
   [1006] = "invalid-manifest",
   [1007] = "no-checkpoint",
   [1008] = "disabled",
+  [1009] = "launch-failed",
+  [1010] = "probe-required",
 }
+
+--- Marks of `RunInfo.insights` by severity (contract section 6.3).
+local INSIGHT_SYMBOLS = { warning = "⚠", info = "ℹ" }
+
+--- The job id of a job's probe runs is `<id>.probe`.
+local PROBE_SUFFIX = ".probe"
+--- After a probe run ends, `arena/status` is read this often (ms), this many times, for its verdict.
+local VERDICT_POLL_MS = 250
+local VERDICT_POLLS = 40
 
 local ICONS = {
   starting = "⟳",
@@ -61,6 +72,9 @@ M.state = {
   log_follow = nil, -- { runId = ..., shown = <last seq written> }
   status_win = nil, -- the :ArenaStatus window
   jobs = {}, -- job ids from the last arena/status, for completion
+  train_jobs = {}, -- job id -> true for the train jobs among them (:ArenaProbe completion)
+  probes = {}, -- job id -> JobInfo.probe from the last arena/status (false: none)
+  pending_probes = {}, -- runId of a probe run -> { job = id, before = verdict or nil }
 }
 
 -- Small helpers ------------------------------------------------------------
@@ -146,7 +160,88 @@ function M.is_live(run)
   return run ~= nil and LIVE[val(run.status)] == true
 end
 
---- `⟳ tiny-lm 45% loss 2.31 ETA 3m` for a RunInfo table.
+--- The run's well-formed insights, in the server's order.
+function M.insights_of(run)
+  local found = {}
+  local listed = type(run) == "table" and val(run.insights) or nil
+  if type(listed) ~= "table" then
+    return found
+  end
+  for _, insight in ipairs(listed) do
+    if type(insight) == "table" and type(val(insight.kind)) == "string" and insight.kind ~= "" then
+      table.insert(found, insight)
+    end
+  end
+  return found
+end
+
+local function insight_symbol(insight)
+  return INSIGHT_SYMBOLS[val(insight.severity)] or INSIGHT_SYMBOLS.warning
+end
+
+--- `⚠ loss-spike`, `⚠ loss-spike +2` when more hold (the first warning is named, else the
+--- first insight), `ℹ edited-during-run` for an information only; nil when none holds.
+function M.format_insights(run)
+  local insights = M.insights_of(run)
+  if #insights == 0 then
+    return nil
+  end
+  local lead = insights[1]
+  for _, insight in ipairs(insights) do
+    if val(insight.severity) == "warning" then
+      lead = insight
+      break
+    end
+  end
+  local more = #insights > 1 and (" +" .. (#insights - 1)) or ""
+  return insight_symbol(lead) .. " " .. lead.kind .. more
+end
+
+--- One line per insight with what to do: `⚠ loss-spike (since 20:14:21 UTC): message`.
+function M.insight_lines(run)
+  local lines = {}
+  for _, insight in ipairs(M.insights_of(run)) do
+    local since = val(insight.since)
+    local time = type(since) == "string" and (since:match("T(%d%d:%d%d:%d%d)") or since) or nil
+    local when = time and (" (since " .. time .. (since:match("T%d") and " UTC" or "") .. ")") or ""
+    table.insert(lines, string.format("%s %s%s: %s", insight_symbol(insight), insight.kind, when, tostring(val(insight.message) or "")))
+  end
+  return lines
+end
+
+--- `JobInfo.probe` in a few words: `probe passed (3000 MB)`, `probe failed`; nil when never probed.
+function M.probe_text(probe)
+  probe = val(probe)
+  if type(probe) ~= "table" or type(val(probe.ok)) ~= "boolean" then
+    return nil
+  end
+  local peak = val(probe.peakVramMb)
+  local text = "probe " .. (probe.ok and "passed" or "failed")
+  if is_number(peak) then
+    text = text .. string.format(" (%d MB)", math.floor(peak + 0.5))
+  end
+  return text
+end
+
+--- The message shown when a probe's verdict arrives.
+function M.verdict_message(job_id, probe)
+  local why = val(probe.message)
+  return job_id .. " " .. M.probe_text(probe) .. ((type(why) == "string" and why ~= "") and (": " .. why) or "")
+end
+
+--- The question asked on refusal 1010: why, and whether to run the probe now.
+function M.probe_prompt(job_id, err)
+  local data = type(val(err.data)) == "table" and err.data or {}
+  local probe = val(data.probe)
+  local why = "no probe of its current trainer"
+  if type(probe) == "table" then
+    local message = val(probe.message)
+    why = "its last probe failed" .. ((type(message) == "string" and message ~= "") and (": " .. message) or "")
+  end
+  return job_id .. " needs a passing VRAM probe before it runs (" .. why .. "). Run the probe now? [y/N] "
+end
+
+--- `⟳ tiny-lm 45% loss 2.31 ETA 3m ⚠ loss-spike` for a RunInfo table.
 function M.format_run(run)
   if type(run) ~= "table" then
     return ""
@@ -172,6 +267,10 @@ function M.format_run(run)
   end
   if val(run.stalled) == true then
     table.insert(parts, "stalled")
+  end
+  local insights = M.format_insights(run)
+  if insights then
+    table.insert(parts, insights)
   end
   return table.concat(parts, " ")
 end
@@ -304,6 +403,9 @@ function M.status_lines(status)
   if active then
     table.insert(lines, "Active run: " .. M.format_run(active))
     table.insert(lines, "  " .. run_details(active))
+    for _, line in ipairs(M.insight_lines(active)) do
+      table.insert(lines, "  " .. line)
+    end
   else
     table.insert(lines, "Active run: none")
   end
@@ -315,10 +417,12 @@ function M.status_lines(status)
   end
   for _, job in ipairs(jobs) do
     local kind = val(job.kind) or "task"
+    local probe = M.probe_text(job.probe)
+    local probed = probe and (" · " .. probe) or ""
     if val(job.runnable) then
-      table.insert(lines, string.format("  ▶ %s (%s) %s", job.id, kind, val(job.status) or "ready"))
+      table.insert(lines, string.format("  ▶ %s (%s) %s%s", job.id, kind, val(job.status) or "ready", probed))
     else
-      table.insert(lines, string.format("  ⊘ %s (%s) blocked:", job.id, kind))
+      table.insert(lines, string.format("  ⊘ %s (%s)%s blocked:", job.id, kind, probed))
       for _, reason in ipairs(blocked_list(job)) do
         table.insert(lines, "      " .. reason)
       end
@@ -471,6 +575,7 @@ M.handlers["arena/statusChanged"] = function(_, run)
   if not M.is_live(shown) or shown.runId == run.runId or M.is_live(run) then
     M.state.run = run
   end
+  M.follow_probe(run)
   if M.state.log_follow and M.is_live(run) and M.state.log_follow.runId ~= run.runId and not M.is_live(M.state.runs[M.state.log_follow.runId]) then
     M.follow_logs(run.runId)
   end
@@ -717,8 +822,11 @@ end
 
 local function remember_status(status)
   M.state.jobs = {}
+  M.state.train_jobs = {}
   for _, job in ipairs(val(status.jobs) or {}) do
     table.insert(M.state.jobs, job.id)
+    M.state.train_jobs[job.id] = val(job.kind) == "train" or nil
+    M.state.probes[job.id] = val(job.probe) or false
   end
   for _, run in ipairs(val(status.runs) or {}) do
     M.state.runs[run.runId] = run
@@ -741,6 +849,11 @@ function M.start(id, approved)
       if err.code == 1002 and not approved then
         confirm("Run " .. id .. "? It needs approval. [y/N] ", function()
           M.start(id, true)
+        end)
+      elseif err.code == 1010 then
+        -- The probe is a run of its own; its verdict decides whether the job may start.
+        confirm(M.probe_prompt(id, err), function()
+          M.probe(id, approved)
         end)
       else
         notify(M.refusal_message("start " .. id, err), vim.log.levels.ERROR)
@@ -773,7 +886,8 @@ function M.run(job)
       prompt = "Run which job?",
       format_item = function(item)
         if val(item.runnable) then
-          return "▶ " .. item.id .. " (" .. (val(item.kind) or "task") .. ")"
+          local probe = M.probe_text(item.probe)
+          return "▶ " .. item.id .. " (" .. (val(item.kind) or "task") .. ")" .. (probe and (" · " .. probe) or "")
         end
         return "⊘ " .. item.id .. " blocked: " .. blocked_summary(item)
       end,
@@ -788,6 +902,93 @@ function M.run(job)
       M.start(choice.id, false)
     end)
   end)
+end
+
+--- Reads `arena/status` until the job's probe verdict differs from `before` (the server
+--- records it just after the probe run ends), then shows it.
+local function show_verdict(job_id, before, polls)
+  request("arena/status", vim.empty_dict(), function(err, status)
+    local probe = nil
+    if not err and type(status) == "table" then
+      remember_status(status)
+      probe = M.state.probes[job_id] or nil
+    end
+    local fresh = type(probe) == "table"
+      and (type(before) ~= "table" or val(probe.at) ~= val(before.at) or val(probe.ok) ~= val(before.ok))
+    if fresh then
+      M.state.last_verdict = { job = job_id, probe = probe }
+      notify(M.verdict_message(job_id, probe), probe.ok and vim.log.levels.INFO or vim.log.levels.WARN)
+    elseif polls > 1 then
+      vim.defer_fn(function()
+        show_verdict(job_id, before, polls - 1)
+      end, VERDICT_POLL_MS)
+    else
+      notify("the probe of " .. job_id .. " ended without a verdict; see :LspLog", vim.log.levels.WARN)
+    end
+  end)
+end
+
+--- A followed probe run that ended: wait for its verdict and show it.
+function M.follow_probe(run)
+  local pending = M.state.pending_probes[run.runId]
+  if not pending or M.is_live(run) then
+    return
+  end
+  M.state.pending_probes[run.runId] = nil
+  vim.schedule(function()
+    show_verdict(pending.job, pending.before, VERDICT_POLLS)
+  end)
+end
+
+--- :ArenaProbe job: runs the job's VRAM probe (`arena/start {id, probe: true}`) as a run of
+--- job `<id>.probe`, then shows its verdict. On approval-required, asks and retries.
+function M.probe(id, approved)
+  if not id or id == "" then
+    notify("which job? :ArenaProbe JOB", vim.log.levels.ERROR)
+    return
+  end
+  local params = { id = id, probe = true }
+  if approved then
+    params.approved = true
+  end
+  request("arena/status", vim.empty_dict(), function(status_err, status)
+    if not status_err and type(status) == "table" then
+      remember_status(status)
+    end
+    local before = M.state.probes[id] or nil
+    request("arena/start", params, function(err, run)
+      if err then
+        if err.code == 1002 and not approved then
+          confirm("Probe " .. id .. "? It needs approval. [y/N] ", function()
+            M.probe(id, true)
+          end)
+        else
+          notify(M.refusal_message("probe " .. id, err), vim.log.levels.ERROR)
+        end
+        return
+      end
+      M.state.pending_probes[run.runId] = { job = id, before = before }
+      notify("probing " .. id .. " (run " .. tostring(val(run.runId)) .. ")")
+      local known = M.state.runs[run.runId]
+      if known and not M.is_live(known) then
+        -- A statusChanged said the probe ended before this answer came.
+        M.follow_probe(known)
+      else
+        M.handlers["arena/statusChanged"](nil, run)
+      end
+    end)
+  end)
+end
+
+--- Train job ids for :ArenaProbe completion (from the last arena/status).
+function M.complete_probe_jobs(prefix)
+  local found = {}
+  for _, id in ipairs(M.complete_jobs(prefix)) do
+    if M.state.train_jobs[id] then
+      table.insert(found, id)
+    end
+  end
+  return found
 end
 
 --- :ArenaStop[!]: stops the active run; `!` kills it. On no-checkpoint, asks and retries with confirm = true.

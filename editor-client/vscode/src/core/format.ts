@@ -2,6 +2,8 @@
  * Text the client shows: the status-bar items, the job picker, the status
  * report and log lines. No editor API here, so Node tests cover it.
  */
+import { insightBadge, insightLines } from "./insights";
+import { probeSummary } from "./probe";
 import { isLive } from "./protocol";
 import type { Health, JobInfo, LogLine, RunInfo, RunStatus, StatusResult } from "./protocol";
 
@@ -91,7 +93,18 @@ export function runStatusText(run: RunInfo): string {
   return parts.join(" · ");
 }
 
-/** The hover of the run's status-bar item: everything worth a glance. */
+/**
+ * The run's status-bar item: `runStatusText`, then the insight that matters
+ * most as an icon and its kind (`… · $(warning) loss-spike +1`), so the run's
+ * own text keeps its place at the start.
+ */
+export function runItemText(run: RunInfo): string {
+  const badge = insightBadge(run);
+  const text = runStatusText(run);
+  return badge ? `${text} · ${badge}` : text;
+}
+
+/** The hover of the run's status-bar item: everything worth a glance, and every insight's message. */
 export function runTooltip(run: RunInfo): string {
   const lines = [`${run.jobId} (run ${run.runId}): ${run.status}`];
   if (finite(run.stepsPerSecond)) {
@@ -114,6 +127,7 @@ export function runTooltip(run: RunInfo): string {
   if (finite(run.exitCode)) {
     lines.push(`exit code: ${run.exitCode}`);
   }
+  lines.push(...insightLines(run));
   return lines.join("\n");
 }
 
@@ -183,12 +197,20 @@ export function blockedDialog(job: JobInfo): BlockedDialog {
   };
 }
 
-/** The picker's entries: runnable jobs first, then the blocked ones with their reasons. */
-export function jobPicks(jobs: readonly JobInfo[]): JobPick[] {
+/**
+ * The picker's entries: runnable jobs first, then the blocked ones with their
+ * reasons. Each shows its last VRAM probe (`probe passed (3000 MB)`); the
+ * probe picker also says when a job was never probed.
+ */
+export function jobPicks(jobs: readonly JobInfo[], purpose: "run" | "probe" = "run"): JobPick[] {
   const pick = (job: JobInfo): JobPick => {
     const description = [job.id, kindLabel(job)];
     if (job.status === "approval-required") {
       description.push("needs approval");
+    }
+    const probe = probeSummary(job.probe) ?? (purpose === "probe" ? "not probed yet" : undefined);
+    if (probe) {
+      description.push(probe);
     }
     const entry: JobPick = {
       jobId: job.id,
@@ -254,10 +276,12 @@ export function statusReport(status: StatusResult): string {
     lines.push("  (none)");
   }
   for (const job of jobs) {
+    const probe = probeSummary(job.probe);
+    const probed = probe ? ` · ${probe}` : "";
     if (job.runnable) {
-      lines.push(`  ▶ ${job.id} (${kindLabel(job)}) ${job.status ?? "ready"}`);
+      lines.push(`  ▶ ${job.id} (${kindLabel(job)}) ${job.status ?? "ready"}${probed}`);
     } else {
-      lines.push(`  ⊘ ${job.id} (${kindLabel(job)}) blocked:`, ...blockedList(job).map((reason) => `      ${reason}`));
+      lines.push(`  ⊘ ${job.id} (${kindLabel(job)})${probed} blocked:`, ...blockedList(job).map((reason) => `      ${reason}`));
     }
   }
   const recent = (status.runs ?? []).slice(-5);

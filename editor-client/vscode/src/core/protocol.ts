@@ -37,6 +37,23 @@ export interface Failure {
   evidence?: string | null;
 }
 
+/** One of `RunInfo.insights` (contract section 6.3): a health signal that holds now. */
+export interface Insight {
+  kind: string;
+  /** `info` or `warning` (kept a string: a later server may add one). */
+  severity: string;
+  message: string;
+  since?: string | null;
+}
+
+/** `JobInfo.probe`: the verdict of the last VRAM probe of the trainer as it is now. */
+export interface ProbeVerdict {
+  ok: boolean;
+  peakVramMb?: number | null;
+  at?: string | null;
+  message?: string | null;
+}
+
 export interface RunInfo {
   runId: string;
   jobId: string;
@@ -55,6 +72,7 @@ export interface RunInfo {
   stalled?: boolean | null;
   lastCheckpoint?: Checkpoint | null;
   logPath?: string | null;
+  insights?: Insight[] | null;
 }
 
 export interface Range {
@@ -76,6 +94,7 @@ export interface JobInfo {
   status?: string | null;
   runnable: boolean;
   blockedBy?: BlockingDiagnostic[] | null;
+  probe?: ProbeVerdict | null;
 }
 
 export interface LogLine {
@@ -129,6 +148,7 @@ export interface StartParams {
   resume?: "auto" | boolean;
   startStep?: number;
   dryRun?: boolean;
+  probe?: boolean;
 }
 
 export interface StopParams {

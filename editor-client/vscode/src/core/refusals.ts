@@ -1,8 +1,10 @@
 /**
  * What the client does with a refusal from `arena/start` or `arena/stop`
  * (contract section 4.3): ask and retry for the two refusals a person can
- * overrule, show the reason for every other one.
+ * overrule, offer the VRAM probe a start needs (1010, section 6.3), show the
+ * reason for every other one.
  */
+import { probeRequiredPrompt } from "./probe";
 import type { StartParams, StopParams } from "./protocol";
 
 export const Refusal = {
@@ -14,6 +16,8 @@ export const Refusal = {
   invalidManifest: 1006,
   noCheckpoint: 1007,
   disabled: 1008,
+  launchFailed: 1009,
+  probeRequired: 1010,
 } as const;
 
 const REASONS: Readonly<Record<number, string>> = {
@@ -25,6 +29,8 @@ const REASONS: Readonly<Record<number, string>> = {
   1006: "invalid-manifest",
   1007: "no-checkpoint",
   1008: "disabled",
+  1009: "launch-failed",
+  1010: "probe-required",
 };
 
 /** A JSON-RPC error as any client library hands it over. */
@@ -121,7 +127,7 @@ export function refusalDetail(error: RpcError): string {
 
 function operationLabel(operation: Operation): string {
   if (operation.kind === "start") {
-    return `start ${operation.params.id}`;
+    return `${operation.params.probe === true ? "probe" : "start"} ${operation.params.id}`;
   }
   const target = operation.jobLabel ?? operation.params.id ?? operation.params.runId;
   return target ? `stop ${target}` : "stop the run";
@@ -130,13 +136,14 @@ function operationLabel(operation: Operation): string {
 /**
  * The client's answer to a failed `arena/start` / `arena/stop`: a question
  * whose "yes" retries with the overriding flag (only if that flag was not
- * already sent, so a retry can never loop), or an error to show.
+ * already sent, so a retry can never loop) or, on 1010, runs the job's
+ * probe instead; or an error to show.
  */
 export function decide(operation: Operation, error: RpcError): Decision {
   if (operation.kind === "start" && error.code === Refusal.approvalRequired && operation.params.approved !== true) {
     return {
       kind: "confirm",
-      prompt: `Run ${operation.params.id}? It needs approval.`,
+      prompt: `${operation.params.probe === true ? "Probe" : "Run"} ${operation.params.id}? It needs approval.`,
       confirmLabel: "Run",
       retry: { kind: "start", params: { ...operation.params, approved: true } },
     };
@@ -147,6 +154,16 @@ export function decide(operation: Operation, error: RpcError): Decision {
       prompt: stopPrompt(dataOf(error).runtimeSeconds),
       confirmLabel: "Stop anyway",
       retry: { ...operation, params: { ...operation.params, confirm: true } },
+    };
+  }
+  if (operation.kind === "start" && error.code === Refusal.probeRequired && operation.params.probe !== true) {
+    // The probe is a run of its own: it does not start the job after it (the verdict decides).
+    const { id, approved } = operation.params;
+    return {
+      kind: "confirm",
+      prompt: probeRequiredPrompt(id, dataOf(error).probe),
+      confirmLabel: "Run Probe",
+      retry: { kind: "start", params: approved === true ? { id, approved, probe: true } : { id, probe: true } },
     };
   }
   const reason = reasonOf(error);

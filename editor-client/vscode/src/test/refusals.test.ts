@@ -89,3 +89,36 @@ describe("reasons and minutes", () => {
     assert.equal(asRpcError("boom"), undefined);
   });
 });
+
+describe("probe-required (1010)", () => {
+  const failed = { ok: false, peakVramMb: 6000, at: "2026-11-30T20:10:00Z", message: "peak 6000 MB is above the 5120 MB limit" };
+
+  it("offers to run the probe, saying why the start was refused", () => {
+    const decision = decide(start, { code: 1010, message: "needs a probe", data: { reason: "probe-required", probe: failed } });
+    assert.deepEqual(decision, {
+      kind: "confirm",
+      prompt: `tiny-lm needs a passing VRAM probe before it runs (its last probe failed: ${failed.message}). Run the probe now?`,
+      confirmLabel: "Run Probe",
+      retry: { kind: "start", params: { id: "tiny-lm", probe: true } },
+    });
+  });
+
+  it("keeps an approval already given, and drops the start's resume choice", () => {
+    const approved: Operation = { kind: "start", params: { id: "tiny-lm", approved: true, resume: false } };
+    const decision = decide(approved, { code: 1010, message: "needs a probe", data: { reason: "probe-required", probe: null } });
+    assert.equal(decision.kind, "confirm");
+    if (decision.kind === "confirm") {
+      assert.deepEqual(decision.retry, { kind: "start", params: { id: "tiny-lm", approved: true, probe: true } });
+      assert.match(decision.prompt, /no probe of its current trainer/);
+    }
+  });
+
+  it("never offers a probe for a probe, and names the probe in errors", () => {
+    const probing: Operation = { kind: "start", params: { id: "tiny-lm", probe: true } };
+    const decision = decide(probing, { code: 1010, message: "needs a probe", data: { reason: "probe-required" } });
+    assert.deepEqual(decision, { kind: "error", message: "Arena: cannot probe tiny-lm (probe-required): needs a probe" });
+    const approval = decide(probing, { code: 1002, message: "needs approval" });
+    assert.equal(approval.kind === "confirm" && approval.prompt, "Probe tiny-lm? It needs approval.");
+    assert.equal(reasonOf({ code: 1009, message: "launch failed" }), "launch-failed");
+  });
+});
