@@ -390,6 +390,17 @@ class Supervisor:
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
             )
         await self._refuse_if_active()
+        warnings = self.refuse_if_unsafe(job, gate_errors)
+        view = await self._launch(job, resume_step)
+        for warning in warnings:
+            self.listener.lifecycle(view, f"warning: {warning}")
+        return await self._await_started(view)
+
+    def refuse_if_unsafe(self, job: Job, gate_errors: list[Diag]) -> list[str]:
+        """1004 when the trainer fails error-severity gates, 1005 when a pre-flight check fails.
+
+        Returns the pre-flight warnings of a job that may start (a start and a probe alike).
+        """
         if gate_errors:
             first = gate_errors[0]
             raise ArenaError(
@@ -402,10 +413,7 @@ class Supervisor:
         if failed:
             names = ", ".join(f"{c['name']}: {c['message']}" for c in failed)
             raise ArenaError(PREFLIGHT_FAILED, f"pre-flight failed: {names}", checks=checks)
-        view = await self._launch(job, resume_step)
-        for warning in warnings:
-            self.listener.lifecycle(view, f"warning: {warning}")
-        return await self._await_started(view)
+        return warnings
 
     def _preflight(self, job: Job, gate_errors: list[Diag]) -> tuple[list[dict[str, Any]], list[str]]:
         if self.preflight is None:

@@ -33,8 +33,6 @@ import attrs
 from arena_ls.errors import (
     APPROVAL_REQUIRED,
     DISABLED,
-    GATES_FAILED,
-    PREFLIGHT_FAILED,
     PROBE_REQUIRED,
     ArenaError,
 )
@@ -194,18 +192,7 @@ class ProbeService:
         """The same gates and pre-flight checks as a start (1004, 1005)."""
         supervisor = self.ws.supervisor
         gate_errors = supervisor.gate_checker(job) if supervisor.gate_checker and job.kind == "train" else []
-        if gate_errors:
-            first = gate_errors[0]
-            raise ArenaError(
-                GATES_FAILED,
-                f"{job.script} fails {len(gate_errors)} gate(s): {first.code} {first.message}",
-                diagnostics=[d.to_wire() for d in gate_errors],
-            )
-        checks, _ = supervisor._preflight(job, gate_errors)
-        failed = [c for c in checks if not c.get("ok")]
-        if failed:
-            names = ", ".join(f"{c['name']}: {c['message']}" for c in failed)
-            raise ArenaError(PREFLIGHT_FAILED, f"pre-flight failed: {names}", checks=checks)
+        supervisor.refuse_if_unsafe(job, gate_errors)
 
     async def _watch(self, view: RunView, job: Job, digest: str) -> None:
         peak = Peak()
