@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,15 @@ async def wait_for(condition: Callable[[], Any], timeout: float = WAIT, what: st
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or condition}")
         await asyncio.sleep(0.02)
+
+
+async def poll_until(condition: Callable[[], Awaitable[bool]], what: str, timeout: float = WAIT) -> None:
+    """Await ``condition`` (a request, say) every 50 ms until it holds, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)
 
 
 async def wait_status(

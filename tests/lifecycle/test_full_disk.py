@@ -9,12 +9,10 @@ write fail with ENOSPC, in the server and in the agents it starts.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +20,11 @@ from typing import Any
 import pytest
 
 from tests.helpers.lsp import (
-    WAIT,
     ArenaClient,
     all_logs,
     job,
     make_workspace,
+    poll_until,
     start_server,
     stop_server,
     wait_for,
@@ -176,15 +174,15 @@ async def _stop_everything(client: ArenaClient) -> None:
 
 async def _wait_failure(client: ArenaClient, run_id: str, kind: str | None) -> dict[str, Any]:
     """Wait until ``arena/status`` reports the run with this failure kind (None: no failure)."""
-    deadline = time.monotonic() + WAIT
-    while True:
+    latest: dict[str, Any] = {}
+
+    async def reported() -> bool:
         status = await client.call("arena/status", {})
-        run: dict[str, Any] = next(r for r in status["runs"] if r["runId"] == run_id)
-        if (run["failure"] or {}).get("kind") == kind:
-            return run
-        if time.monotonic() > deadline:
-            raise AssertionError(f"run {run_id} never reported failure {kind}: {run}")
-        await asyncio.sleep(0.05)
+        latest.update(next(r for r in status["runs"] if r["runId"] == run_id))
+        return (latest["failure"] or {}).get("kind") == kind
+
+    await poll_until(reported, f"run {run_id} to report failure {kind}")
+    return latest
 
 
 async def test_a_trainer_that_dies_of_enospc_is_disk_full(tmp_path: Path) -> None:

@@ -7,11 +7,8 @@ GPU utilisation, memory and temperature come from the fake hardware.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +18,10 @@ from tests.helpers.fake_hardware import write_fake_hardware
 from tests.helpers.lsp import (
     REPO,
     RESUME,
-    WAIT,
     ArenaClient,
     kill_server,
     make_workspace,
+    poll_until,
     start_server,
     stop_server,
     wait_for,
@@ -64,15 +61,6 @@ async def insights_of(client: ArenaClient, run_id: str) -> dict[str, dict[str, A
     status = await client.call("arena/status", {})
     run = next(r for r in status["runs"] if r["runId"] == run_id)
     return {i["kind"]: i for i in run["insights"]}
-
-
-async def poll_until(condition: Callable[[], Awaitable[bool]], what: str, timeout: float = WAIT) -> None:
-    """Await ``condition`` every 50 ms until it holds, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def wait_insights(client: ArenaClient, run_id: str, check: Any, what: str) -> dict[str, Any]:
