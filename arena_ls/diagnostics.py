@@ -6,25 +6,20 @@ layer turns them into LSP diagnostics and into ``error.data.diagnostics``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
-
-import attrs
 
 Severity = Literal["error", "warning", "information", "hint"]
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Span:
-    """A 0-based range, end exclusive (LSP style)."""
+    """A 0-based range, end exclusive (LSP style), in character columns."""
 
     line: int
     col: int
     end_line: int
     end_col: int
-
-    @classmethod
-    def at_line(cls, line: int) -> Span:
-        return cls(line, 0, line, 0)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -33,7 +28,7 @@ class Span:
         }
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Related:
     """A place elsewhere that explains a diagnostic (AR108 points at trainer gates)."""
 
@@ -42,7 +37,7 @@ class Related:
     message: str
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True, slots=True)
 class Diag:
     code: str
     message: str

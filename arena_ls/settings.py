@@ -13,6 +13,19 @@ from typing import Any, Literal
 
 import attrs
 
+from arena_ls.validation import (
+    BOOLEAN,
+    Check,
+    Invalid,
+    choice,
+    integer,
+    list_of,
+    number,
+    one_of,
+    positive_number,
+    string,
+)
+
 GpuContention = Literal["error", "warn", "off"]
 
 
@@ -114,99 +127,47 @@ def _flatten(options: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _check_str(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError("must be a non-empty string")
-    return value
+_NON_EMPTY = string(min_length=1)
+_PYTHON: Check[tuple[str, ...]] = one_of(
+    _NON_EMPTY.map(lambda path: (path,)),
+    list_of(_NON_EMPTY, min_length=1).map(tuple),
+    expected="a path or a non-empty list of strings",
+)
+_COUNT = integer(minimum=0)
+_POSITIVE = positive_number()
+_FRACTION = number(0, 1)
+_WINDOW = integer(minimum=2)
+"""A window of points: a median and a spread need at least two."""
 
 
-def _check_python(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) and value:
-        return (value,)
-    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
-    raise ValueError("must be a path or a non-empty list of strings")
-
-
-def _check_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError("must be a non-negative integer")
-    return value
-
-
-def _check_positive(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError("must be a positive number")
-    return float(value)
-
-
-def _check_bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError("must be true or false")
-    return value
-
-
-def _check_optional_bool(value: Any) -> bool | None:
-    return None if value is None else _check_bool(value)
-
-
-def _check_fraction(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError("must be a number from 0 to 1")
-    return float(value)
-
-
-def _check_percent(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-        raise ValueError("must be a number from 0 to 100")
-    return float(value)
-
-
-def _check_count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-        raise ValueError("must be an integer of at least 2")
-    return value
-
-
-def _check_optional_int(value: Any) -> int | None:
-    return None if value is None else _check_int(value)
-
-
-def _check_contention(value: Any) -> GpuContention:
-    if value not in ("error", "warn", "off"):
-        raise ValueError('must be "error", "warn" or "off"')
-    result: GpuContention = value
-    return result
-
-
-_FIELDS: dict[str, tuple[str, Any]] = {
-    "manifest": ("manifest", _check_str),
-    "stateDir": ("state_dir", _check_str),
-    "python": ("python", _check_python),
-    "preflight.minFreeRamMb": ("preflight.min_free_ram_mb", _check_int),
-    "preflight.requirePluggedIn": ("preflight.require_plugged_in", _check_bool),
-    "preflight.gpuContention": ("preflight.gpu_contention", _check_contention),
-    "preflight.minFreeDiskMb": ("preflight.min_free_disk_mb", _check_int),
-    "device.fp32Only": ("device_fp32_only", _check_optional_bool),
-    "logs.notifyHz": ("logs_notify_hz", _check_positive),
-    "watchdog.stallSeconds": ("watchdog_stall_seconds", _check_positive),
-    "insights.enabled": ("insights.enabled", _check_bool),
-    "insights.lossSpikeWindow": ("insights.loss_spike_window", _check_count),
-    "insights.lossSpikeMads": ("insights.loss_spike_mads", _check_positive),
-    "insights.lossSpikeMinJump": ("insights.loss_spike_min_jump", _check_positive),
-    "insights.lossSpikeHoldSeconds": ("insights.loss_spike_hold_seconds", _check_positive),
-    "insights.gradWindow": ("insights.grad_window", _check_count),
-    "insights.gradWarmupSteps": ("insights.grad_warmup_steps", _check_int),
-    "insights.gradClipFraction": ("insights.grad_clip_fraction", _check_fraction),
-    "insights.gradParamRatio": ("insights.grad_param_ratio", _check_positive),
-    "insights.gpuBubbleUtilization": ("insights.gpu_bubble_utilization", _check_percent),
-    "insights.gpuBubbleWindowSeconds": ("insights.gpu_bubble_window_seconds", _check_positive),
-    "insights.gpuBubbleFraction": ("insights.gpu_bubble_fraction", _check_fraction),
-    "insights.gpuBubbleWarmupSeconds": ("insights.gpu_bubble_warmup_seconds", _check_positive),
-    "insights.checkpointOverdueFactor": ("insights.checkpoint_overdue_factor", _check_positive),
-    "insights.thermalMaxCelsius": ("insights.thermal_max_celsius", _check_optional_int),
-    "probe.allowWithoutGpu": ("probe.allow_without_gpu", _check_bool),
-    "probe.sampleSeconds": ("probe.sample_seconds", _check_positive),
+_FIELDS: dict[str, tuple[str, Check[Any]]] = {
+    "manifest": ("manifest", _NON_EMPTY),
+    "stateDir": ("state_dir", _NON_EMPTY),
+    "python": ("python", _PYTHON),
+    "preflight.minFreeRamMb": ("preflight.min_free_ram_mb", _COUNT),
+    "preflight.requirePluggedIn": ("preflight.require_plugged_in", BOOLEAN),
+    "preflight.gpuContention": ("preflight.gpu_contention", choice("error", "warn", "off")),
+    "preflight.minFreeDiskMb": ("preflight.min_free_disk_mb", _COUNT),
+    "device.fp32Only": ("device_fp32_only", BOOLEAN.or_none()),
+    "logs.notifyHz": ("logs_notify_hz", _POSITIVE),
+    "watchdog.stallSeconds": ("watchdog_stall_seconds", _POSITIVE),
+    "insights.enabled": ("insights.enabled", BOOLEAN),
+    "insights.lossSpikeWindow": ("insights.loss_spike_window", _WINDOW),
+    "insights.lossSpikeMads": ("insights.loss_spike_mads", _POSITIVE),
+    "insights.lossSpikeMinJump": ("insights.loss_spike_min_jump", _POSITIVE),
+    "insights.lossSpikeHoldSeconds": ("insights.loss_spike_hold_seconds", _POSITIVE),
+    "insights.gradWindow": ("insights.grad_window", _WINDOW),
+    "insights.gradWarmupSteps": ("insights.grad_warmup_steps", _COUNT),
+    "insights.gradClipFraction": ("insights.grad_clip_fraction", _FRACTION),
+    "insights.gradParamRatio": ("insights.grad_param_ratio", _POSITIVE),
+    "insights.gpuBubbleUtilization": ("insights.gpu_bubble_utilization", number(0, 100)),
+    "insights.gpuBubbleWindowSeconds": ("insights.gpu_bubble_window_seconds", _POSITIVE),
+    "insights.gpuBubbleFraction": ("insights.gpu_bubble_fraction", _FRACTION),
+    "insights.gpuBubbleWarmupSeconds": ("insights.gpu_bubble_warmup_seconds", _POSITIVE),
+    "insights.checkpointOverdueFactor": ("insights.checkpoint_overdue_factor", _POSITIVE),
+    "insights.thermalMaxCelsius": ("insights.thermal_max_celsius", _COUNT.or_none()),
+    "probe.allowWithoutGpu": ("probe.allow_without_gpu", BOOLEAN),
+    "probe.sampleSeconds": ("probe.sample_seconds", _POSITIVE),
 }
 
 
@@ -231,9 +192,9 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
             continue
         target, check = _FIELDS[key]
         try:
-            checked = check(value)
-        except ValueError as error:
-            problems.append(f"arena.{key} {error}; using the default")
+            checked = check.parse(value, ("arena", *key.split(".")))
+        except Invalid as error:
+            problems.append(f"{error.where} must be {error.expected}; using the default")
             continue
         section, _, name = target.partition(".")
         if name and section in _NESTED:

@@ -15,9 +15,14 @@ def iso_utc(epoch: float | None) -> str | None:
     """
     if epoch is None:
         return None
-    moment = _dt.datetime.fromtimestamp(epoch, tz=_dt.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return iso_utc_moment(_dt.datetime.fromtimestamp(epoch, tz=_dt.timezone.utc))
+
+
+def iso_utc_moment(moment: _dt.datetime) -> str:
+    """A datetime as ``2026-11-29T14:50:36.123Z`` (a naive one is taken as local time)."""
+    utc = moment.astimezone(_dt.timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def iso_utc_now() -> str:
-    return _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return iso_utc_moment(_dt.datetime.now(tz=_dt.timezone.utc))

@@ -16,7 +16,6 @@ extra ``plot`` (matplotlib).
 from __future__ import annotations
 
 import importlib.util
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import attrs
 
 from arena_ls.client.errors import CliError
+from arena_ls.validation import finite
 
 MAX_CHECKPOINT_MARKS = 50
 
@@ -57,11 +57,6 @@ class JobCurve:
     def empty(self) -> bool:
         return not (self.loss or self.evals)
 
-
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def _step(value: Any) -> int | None:
@@ -107,7 +102,7 @@ def stitch(runs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> JobCurve:
         for point in metrics.get("evals") or []:
             step = _step(point.get("step")) if isinstance(point, dict) else None
             if step is not None:
-                _append(curve.evals, step, _finite(point.get("loss")))
+                _append(curve.evals, step, finite(point.get("loss")))
         for checkpoint in metrics.get("checkpoints") or []:
             step = _step(checkpoint.get("step")) if isinstance(checkpoint, dict) else None
             if step is not None:
@@ -127,8 +122,8 @@ def _add_points(curve: JobCurve, run_id: str, points: list[Any], *, new_run: boo
         if last_step is not None and step <= last_step:
             curve.resumes.append(Resume(step - 1, run_id, relaunch=not new_run))
         new_run = False
-        _append(curve.loss, step, _finite(point.get("loss")))
-        _append(curve.lr, step, _finite(point.get("lr")))
+        _append(curve.loss, step, finite(point.get("loss")))
+        _append(curve.lr, step, finite(point.get("lr")))
         last_step = step
 
 

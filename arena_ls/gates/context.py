@@ -6,13 +6,14 @@ import ast
 import re
 from functools import cached_property
 
+from arena_ls.diagnostics import Span
 from arena_ls.gates.cadence import Cadence, CadenceAnalyzer
 from arena_ls.gates.checkpoints import SaveAnalyzer
 from arena_ls.gates.facts import CallSite, ModuleFacts, collect_facts
 from arena_ls.gates.loop import TrainingLoop, find_training_loop
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph, Path, Predicate, Root
-from arena_ls.gates.source import SourceText, Span, comment_start
+from arena_ls.gates.source import SourceText, comment_start
 from arena_ls.gates.values import Resolver
 
 _HOOK = lazy(r"^(training_step|on_\w+)$")

@@ -6,10 +6,9 @@
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
+from arena_ls.docgen import generated_doc_main
 from arena_ls.gates.registry import RULES
 from arena_ls.gates.rules.base import Rule
 
@@ -140,25 +139,13 @@ def _section(rule: Rule) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m arena_ls.gates.docs",
-                                     description="Generate docs/rules.md from the rules.")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 when the file differs from what would be generated")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
-                        help="where docs/rules.md is (default: the repository's)")
-    args = parser.parse_args(argv)
-    text = render()
-    output: Path = args.output
-    if args.check:
-        current = output.read_text(encoding="utf-8") if output.exists() else ""
-        if current != text:
-            print(f"{output} is stale: run python -m arena_ls.gates.docs", file=sys.stderr)
-            return 1
-        return 0
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8", newline="\n")
-    print(f"wrote {output}", file=sys.stderr)
-    return 0
+    return generated_doc_main(
+        argv,
+        module="arena_ls.gates.docs",
+        description="Generate docs/rules.md from the rules.",
+        render=render,
+        default=DEFAULT_OUTPUT,
+    )
 
 
 if __name__ == "__main__":

@@ -16,12 +16,13 @@ import dataclasses
 import re
 from typing import Literal
 
+from arena_ls.diagnostics import Span
 from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
 from arena_ls.gates.names import call_name, last_identifier, receiver
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph
 from arena_ls.gates.sites import is_backward
-from arena_ls.gates.source import SourceText, Span
+from arena_ls.gates.source import SourceText
 
 FrameworkKind = Literal["lightning", "hf"]
 _LIGHTNING_PACKAGES = frozenset({"lightning", "pytorch_lightning"})

@@ -12,11 +12,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from arena_ls.diagnostics import Span
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import dotted, keyword, receiver, string_value
-from arena_ls.gates.source import Span, comment_start
+from arena_ls.gates.rules.base import Violation
+from arena_ls.gates.source import comment_start
 
 _OPTION_CALLS = frozenset({"add_argument", "option", "Option", "add_option"})
 _DATACLASS_PARSERS = frozenset({"HfArgumentParser", "cli", "parse", "CLI", "wrap", "Fire",
@@ -123,6 +125,16 @@ class CliOptions:
                 counts[owner] += 1
         best = max(counts, key=lambda name: (counts[name], -constructors[name].lineno))
         return constructors[best]
+
+    def missing(self, message: str, arguments: str) -> Violation:
+        """The finding of an option a relaunch passes that the trainer lacks (AR007, AR008).
+
+        It sits at :meth:`anchor`; its quick fix adds ``add_argument(arguments)``
+        after the last option, where there is one.
+        """
+        insertion = self.insertion()
+        edits = (insertion.edit(arguments),) if insertion is not None else ()
+        return Violation(span=self.anchor(), message=message, edits=edits)
 
     def insertion(self) -> Insertion | None:
         """Just after the last ``parser.add_argument(...)`` statement, at its indentation."""

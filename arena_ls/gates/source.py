@@ -9,8 +9,8 @@ breaks at form feeds and Unicode separators that Python does not count).
 from __future__ import annotations
 
 import ast
-import dataclasses
 
+from arena_ls.diagnostics import Span
 from arena_ls.gates.patterns import lazy
 
 _LINE_BREAK = lazy(r"\r\n|\r|\n")
@@ -22,16 +22,6 @@ def decode_source(source: str | bytes) -> str:
     if isinstance(source, bytes):
         return source.decode("utf-8-sig", errors="replace")
     return source
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Span:
-    """A 0-based range in character columns."""
-
-    line: int
-    col: int
-    end_line: int
-    end_col: int
 
 
 class SourceText:

@@ -12,6 +12,7 @@ import psutil
 
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.model import BatteryInfo, Gpu, Health
+from arena_ls.timeutil import iso_utc_moment
 
 
 def take_health(hw: Hardware, our_pids: AbstractSet[int]) -> Health:
@@ -56,12 +57,6 @@ def process_tree_pids(root_pids: Iterable[int]) -> set[int]:
     return pids
 
 
-def iso_utc(moment: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z`` suffix and millisecond precision."""
-    utc = moment.astimezone(timezone.utc)
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def format_capability(capability: tuple[int, int] | None) -> str | None:
     """``(8, 6)`` -> ``"8.6"``."""
     return None if capability is None else f"{capability[0]}.{capability[1]}"
@@ -70,7 +65,7 @@ def format_capability(capability: tuple[int, int] | None) -> str | None:
 def health_to_wire(health: Health) -> dict[str, Any]:
     """The contract's ``Health`` object: every key present, null included."""
     return {
-        "at": iso_utc(health.at),
+        "at": iso_utc_moment(health.at),
         "ram": {
             "totalMb": health.ram.total_mb,
             "availableMb": health.ram.available_mb,

@@ -6,10 +6,9 @@ python -m arena_ls.insights.docs --check    # exit 1 when docs/insights.md is st
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
+from arena_ls.docgen import generated_doc_main
 from arena_ls.insights.registry import INSIGHTS
 from arena_ls.insights.rules.base import InsightRule
 from arena_ls.settings import InsightSettings, ProbeSettings
@@ -190,25 +189,13 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m arena_ls.insights.docs",
+    return generated_doc_main(
+        argv,
+        module="arena_ls.insights.docs",
         description="Generate docs/insights.md from the insight rules.",
+        render=render,
+        default=DEFAULT_OUTPUT,
     )
-    parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    args = parser.parse_args(argv)
-    text = render()
-    output: Path = args.output
-    if args.check:
-        current = output.read_text(encoding="utf-8") if output.exists() else ""
-        if current != text:
-            print(f"{output} is stale: run python -m arena_ls.insights.docs", file=sys.stderr)
-            return 1
-        return 0
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8", newline="\n")
-    print(f"wrote {output}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from arena_ls import platform
 from arena_ls.lifecycle.states import RunStatus
+from arena_ls.validation import finite
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +180,6 @@ def read_json(path: Path) -> Any:
         raise CorruptState(f"{path}: {error}") from error
 
 
-def _finite(value: float | None) -> float | None:
-    if value is None or value != value or value in (float("inf"), float("-inf")):
-        return None
-    return value
-
 
 @attrs.define
 class RunDir:
@@ -238,7 +234,7 @@ class RunDir:
         """What ``write_state`` writes: the state stamped with the time and its next generation."""
         state.updated_at = time.time()
         state.generation += 1
-        state.loss = _finite(state.loss)
+        state.loss = finite(state.loss)
         return _converter.unstructure(state)
 
     def read_state(self) -> RunState:

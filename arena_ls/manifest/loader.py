@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,20 @@ import json_source_map
 
 from arena_ls.diagnostics import Diag, Severity, Span
 from arena_ls.manifest.model import PYTHON_PLACEHOLDER, Job
+from arena_ls.validation import (
+    BOOLEAN,
+    REGEX,
+    STRING,
+    STRING_LIST,
+    STRING_MAP,
+    Check,
+    Invalid,
+    choice,
+    integer,
+    number,
+    shown,
+    unknown_fields,
+)
 
 JOB_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 BARE_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?", re.IGNORECASE)
@@ -84,8 +97,8 @@ def load_manifest(path: Path, root: Path, *, state_dir: Path | None = None) -> M
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as error:
-        diag = Diag("AR101", f"cannot read the manifest: {error}", "error", Span(0, 0, 0, 0))
-        return ManifestResult(path, {}, (), (attrs.evolve(diag, path=str(path)),), {}, True)
+        diag = Diag("AR101", f"cannot read the manifest: {error}", "error", Span(0, 0, 0, 0), str(path))
+        return ManifestResult(path, {}, (), (diag,), {}, True)
     return load_manifest_text(text, path, root, state_dir=state_dir)
 
 
@@ -203,15 +216,10 @@ class _Loader:
         if version != 1 or isinstance(version, bool):
             where = "/version" if "version" in document else ""
             self.report("AR102", f"`version` must be 1 (found {version!r})", where)
-        for key in document:
-            if key not in KNOWN_TOP:
-                self.report(
-                    "AR102",
-                    f"unknown top-level key `{key}` (ignored)",
-                    f"/{_escape(key)}",
-                    "warning",
-                    key=True,
-                )
+        for key in unknown_fields(document, KNOWN_TOP):
+            self.report(
+                "AR102", f"unknown top-level key `{key}` (ignored)", f"/{_escape(key)}", "warning", key=True
+            )
         raw_jobs = document.get("jobs")
         if not isinstance(raw_jobs, list):
             self.report(
@@ -264,7 +272,9 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-Check = Callable[[Any], bool]
+_NON_NEGATIVE = number(minimum=0)
+_COUNT = integer(minimum=0)
+_POSITIVE_INT = integer(minimum=1)
 
 
 class _JobReader:
@@ -275,6 +285,7 @@ class _JobReader:
         self.raw = raw
         self.pointer = pointer
         self.ok = True
+        self.sections: dict[str, dict[str, Any]] = {}
 
     def report(
         self, code: str, message: str, field: str = "", severity: Severity = "error", data: Any = None
@@ -284,42 +295,45 @@ class _JobReader:
         if severity == "error":
             self.ok = False
 
-    def get(self, field: str, check: Check, expected: str, default: Any = None) -> Any:
+    def get(self, field: str, check: Check[Any], default: Any = None) -> Any:
         if field not in self.raw:
             return default
         value = self.raw[field]
-        if not check(value):
-            self.report("AR102", f"`{field}` must be {expected} (found {json.dumps(value)[:60]})", field)
+        try:
+            return check.parse(value, (field,))
+        except Invalid as error:
+            self.report("AR102", f"{error.message} (found {shown(value)})", field)
             return default
-        return value
 
-    def sub(self, section: str, field: str, check: Check, expected: str, default: Any) -> Any:
-        block = self.raw.get(section)
+    def section(self, name: str) -> dict[str, Any]:
+        """A sub-object such as ``stop``: checked, and its unknown keys reported, once."""
+        if name in self.sections:
+            return self.sections[name]
+        block = self.raw.get(name)
         if block is None:
-            return default
-        if not isinstance(block, dict):
-            self.report("AR102", f"`{section}` must be an object", section)
-            return default
-        for key in block:
-            if key not in KNOWN_SUB[section]:
-                self.report(
-                    "AR102",
-                    f"unknown field `{section}.{key}` (ignored)",
-                    f"{section}/{_escape(key)}",
-                    "warning",
-                )
+            block = {}
+        elif not isinstance(block, dict):
+            self.report("AR102", f"`{name}` must be an object", name)
+            block = {}
+        for key in unknown_fields(block, KNOWN_SUB[name]):
+            message = f"unknown field `{name}.{key}` (ignored)"
+            self.report("AR102", message, f"{name}/{_escape(key)}", "warning")
+        self.sections[name] = block
+        return block
+
+    def sub(self, section: str, field: str, check: Check[Any], default: Any) -> Any:
+        block = self.section(section)
         if field not in block:
             return default
-        value = block[field]
-        if not check(value):
-            self.report("AR102", f"`{section}.{field}` must be {expected}", f"{section}/{field}")
+        try:
+            return check.parse(block[field], (section, field))
+        except Invalid as error:
+            self.report("AR102", error.message, f"{section}/{field}")
             return default
-        return value
 
     def read(self) -> Job | None:
-        for key in self.raw:
-            if key not in KNOWN_JOB:
-                self.report("AR102", f"unknown job field `{key}` (ignored)", _escape(key), "warning")
+        for key in unknown_fields(self.raw, KNOWN_JOB):
+            self.report("AR102", f"unknown job field `{key}` (ignored)", _escape(key), "warning")
         job_id = self.raw.get("id")
         if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
             message = "`id` is required" if job_id is None else "`id` must match [a-z0-9][a-z0-9._-]{0,63}"
@@ -341,20 +355,15 @@ class _JobReader:
                 "command",
                 data=self.replace_fix("command", '"{python}"', "Use {python}"),
             )
-        kind = self.get("kind", lambda v: v in ("train", "task"), '"train" or "task"', "task")
-        args = self.get("args", _is_str_list, "a list of strings", [])
+        kind = self.get("kind", choice("train", "task"), "task")
+        args = self.get("args", STRING_LIST, [])
         default_script = next((a for a in args if a.endswith(".py")), None) if kind == "train" else None
-        script = self.get("script", _is_str, "a string", default_script)
-        cwd = self.get("cwd", _is_str, "a string", ".")
-        env = self.get("env", _is_str_map, "an object of strings", {})
-        status = self.get(
-            "status",
-            lambda v: v in ("ready", "approval-required", "disabled"),
-            '"ready", "approval-required" or "disabled"',
-            "approval-required",
-        )
-        self.get("name", _is_str, "a string")
-        resume_args = self.sub("resume", "args", _is_str_list, "a list of strings", [])
+        script = self.get("script", STRING, default_script)
+        cwd = self.get("cwd", STRING, ".")
+        env = self.get("env", STRING_MAP, {})
+        status = self.get("status", choice("ready", "approval-required", "disabled"), "approval-required")
+        self.get("name", STRING)
+        resume_args = self.sub("resume", "args", STRING_LIST, [])
         job = Job(
             id=job_id,
             command=command,
@@ -366,22 +375,12 @@ class _JobReader:
             env=tuple(env.items()),
             status=status,
             resume_args=tuple(resume_args),
-            stop_method=self.sub(
-                "stop",
-                "method",
-                lambda v: v in ("file", "signal", "both"),
-                '"file", "signal" or "both"',
-                "file",
-            ),
-            grace_seconds=float(self.sub("stop", "graceSeconds", _is_nonneg, "a number >= 0", 120)),
-            max_restarts=int(
-                self.sub("restart", "maxRestarts", _is_count, "an integer >= 0", 3 if kind == "train" else 0)
-            ),
-            backoff_seconds=float(self.sub("restart", "backoffSeconds", _is_nonneg, "a number >= 0", 5)),
-            progress_pattern=self.sub("progress", "pattern", _is_regex, "a valid regular expression", None),
-            checkpoint_pattern=self.sub(
-                "checkpoint", "pattern", _is_regex, "a valid regular expression", None
-            ),
+            stop_method=self.sub("stop", "method", choice("file", "signal", "both"), "file"),
+            grace_seconds=float(self.sub("stop", "graceSeconds", _NON_NEGATIVE, 120)),
+            max_restarts=int(self.sub("restart", "maxRestarts", _COUNT, 3 if kind == "train" else 0)),
+            backoff_seconds=float(self.sub("restart", "backoffSeconds", _NON_NEGATIVE, 5)),
+            progress_pattern=self.sub("progress", "pattern", REGEX, None),
+            checkpoint_pattern=self.sub("checkpoint", "pattern", REGEX, None),
             span=self.loader.span(self.pointer),
             **self.probe_fields(),
         )
@@ -389,21 +388,12 @@ class _JobReader:
         return job if command else None
 
     def probe_fields(self) -> dict[str, Any]:
-        """The job's ``probe`` object (contract 6.3); unknown keys are reported once."""
-        args = self.sub("probe", "args", _is_str_list, "a list of strings", None)
-        block = self.raw.get("probe")
-        block = block if isinstance(block, dict) else {}
-        limit, required = block.get("maxVramMb", 5120), block.get("required", False)
-        if not (_is_count(limit) and limit > 0):
-            self.report("AR102", "`probe.maxVramMb` must be a positive integer", "probe/maxVramMb")
-            limit = 5120
-        if not isinstance(required, bool):
-            self.report("AR102", "`probe.required` must be true or false", "probe/required")
-            required = False
+        """The job's ``probe`` object (contract 6.3)."""
+        args = self.sub("probe", "args", STRING_LIST, None)
         return {
             "probe_args": tuple(args) if args is not None else None,
-            "probe_max_vram_mb": int(limit),
-            "probe_required": required,
+            "probe_max_vram_mb": self.sub("probe", "maxVramMb", _POSITIVE_INT, 5120),
+            "probe_required": self.sub("probe", "required", BOOLEAN, False),
         }
 
     def check_job(self, job: Job, env: dict[str, str]) -> None:
@@ -511,35 +501,5 @@ def _inside(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root)
     except ValueError:
-        return False
-    return True
-
-
-def _is_str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _is_str_map(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-
-
-def _is_nonneg(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _is_regex(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        re.compile(value)
-    except re.error:
         return False
     return True

@@ -19,6 +19,7 @@ from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.events import Checkpoint, Eval, Progress
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.timeutil import iso_utc
+from arena_ls.validation import finite
 
 MAX_POINTS = 10_000
 
@@ -63,7 +64,7 @@ def run_metrics(view: RunView) -> dict[str, Any]:
         "points": [
             {
                 "step": s,
-                "loss": _finite(loss),
+                "loss": finite(loss),
                 "lr": lr,
                 "at": iso_utc(at),
                 "gradNorm": grad_norm,
@@ -72,7 +73,7 @@ def run_metrics(view: RunView) -> dict[str, Any]:
             for s, loss, lr, at, grad_norm, clip_fraction in cache.points
         ],
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in cache.checkpoints],
-        "evals": [{"step": s, "loss": _finite(loss), "at": iso_utc(at)} for s, loss, at in cache.evals],
+        "evals": [{"step": s, "loss": finite(loss), "at": iso_utc(at)} for s, loss, at in cache.evals],
     }
 
 
@@ -97,6 +98,3 @@ def downsample(points: list[Point]) -> list[Point]:
         keep |= {min(finite)[1], max(finite)[1]}
     return [points[i] for i in sorted(keep)]
 
-
-def _finite(value: float | None) -> float | None:
-    return value if value is None or math.isfinite(value) else None

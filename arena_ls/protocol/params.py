@@ -7,13 +7,23 @@ here they become typed requests, and anything else becomes an
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from arena_ls.errors import InvalidParams
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest
-
-Checker = Callable[[Any], bool]
+from arena_ls.validation import (
+    BOOLEAN,
+    STRING,
+    Check,
+    Invalid,
+    choice,
+    integer,
+    json_kind,
+    missing_fields,
+    number,
+    read_field,
+    string,
+)
 
 MAX_INT = 2**31 - 1
 """LSP's ``integer``: counts and steps beyond it are refused, not carried around."""
@@ -21,33 +31,15 @@ MAX_SECONDS = 7 * 24 * 3600.0
 MAX_CURSOR_CHARS = 4096
 """Our cursors are a few hundred characters; anything much longer is not one of ours."""
 
-
-def _is_str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
-
-
-def _is_positive_int(value: Any) -> bool:
-    return _is_count(value) and value > 0
-
-
-def _is_seconds(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_SECONDS
-
-
-def _is_cursor(value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= MAX_CURSOR_CHARS
-
-
-def _is_resume(value: Any) -> bool:
-    return isinstance(value, bool) or value == "auto"
+_FLAG = BOOLEAN.worded("a boolean")
+_STEP = integer(0, MAX_INT)
+_LIMIT = integer(1, MAX_INT)
+_SECONDS = number(0, MAX_SECONDS, unit="seconds")
+_CURSOR = string(min_length=1, max_length=MAX_CURSOR_CHARS).worded("a cursor string from arena/logs")
+_RESUME = choice(True, False, "auto")
+_JOB_ID = STRING.worded("a string (a job id from the manifest)")
+_STOP_JOB_ID = STRING.worded("a string (a job id)")
+_RUN_ID = STRING.worded("a string (a run id)")
 
 
 def as_object(raw: Any, method: str, *, required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -60,48 +52,43 @@ def as_object(raw: Any, method: str, *, required: tuple[str, ...] = ()) -> dict[
             raise InvalidParams(f"{method}: params must be an object with field `{required[0]}`")
         return {}
     if not isinstance(raw, dict):
-        kind = "an array" if isinstance(raw, list) else type(raw).__name__
-        raise InvalidParams(f"{method}: params must be an object, not {kind}")
-    for name in required:
-        if name not in raw or raw[name] is None:
-            raise InvalidParams(f"{method}: field `{name}` is required")
+        raise InvalidParams(f"{method}: params must be an object, not {json_kind(raw)}")
+    missing = missing_fields(raw, required)
+    if missing:
+        raise InvalidParams(f"{method}: field `{missing[0]}` is required")
     return raw
 
 
-def field(params: dict[str, Any], name: str, check: Checker, expected: str, default: Any = None) -> Any:
+def field(params: dict[str, Any], name: str, check: Check[Any], default: Any = None) -> Any:
     """One optional field; null means absent."""
-    value = params.get(name)
-    if value is None:
-        return default
-    if not check(value):
-        raise InvalidParams(f"field `{name}` must be {expected}")
-    return value
+    try:
+        return read_field(params, name, check, default)
+    except Invalid as error:
+        raise InvalidParams(f"field {error.message}") from None
 
 
 def parse_start(raw: Any) -> StartRequest:
     params = as_object(raw, "arena/start", required=("id",))
-    job_id = field(params, "id", _is_str, "a string (a job id from the manifest)")
+    job_id = field(params, "id", _JOB_ID)
     return StartRequest(
         id=job_id,
-        approved=field(params, "approved", _is_bool, "a boolean", False),
-        resume=field(params, "resume", _is_resume, 'true, false or "auto"', "auto"),
-        start_step=field(params, "startStep", _is_count, f"an integer from 0 to {MAX_INT}"),
-        dry_run=field(params, "dryRun", _is_bool, "a boolean", False),
-        probe=field(params, "probe", _is_bool, "a boolean", False),
+        approved=field(params, "approved", _FLAG, False),
+        resume=field(params, "resume", _RESUME, "auto"),
+        start_step=field(params, "startStep", _STEP),
+        dry_run=field(params, "dryRun", _FLAG, False),
+        probe=field(params, "probe", _FLAG, False),
     )
 
 
 def parse_stop(raw: Any) -> StopRequest:
     params = as_object(raw, "arena/stop")
     return StopRequest(
-        id=field(params, "id", _is_str, "a string (a job id)"),
-        run_id=field(params, "runId", _is_str, "a string (a run id)"),
-        kill=field(params, "kill", _is_bool, "a boolean", False),
-        confirm=field(params, "confirm", _is_bool, "a boolean", False),
-        grace_seconds=field(
-            params, "graceSeconds", _is_seconds, f"a number of seconds from 0 to {MAX_SECONDS:.0f}"
-        ),
-        wait=field(params, "wait", _is_bool, "a boolean", True),
+        id=field(params, "id", _STOP_JOB_ID),
+        run_id=field(params, "runId", _RUN_ID),
+        kill=field(params, "kill", _FLAG, False),
+        confirm=field(params, "confirm", _FLAG, False),
+        grace_seconds=field(params, "graceSeconds", _SECONDS),
+        wait=field(params, "wait", _FLAG, True),
     )
 
 
@@ -111,15 +98,15 @@ def parse_status(raw: Any) -> None:
 
 def parse_logs(raw: Any) -> tuple[str | None, str | None, int]:
     params = as_object(raw, "arena/logs")
-    run_id = field(params, "runId", _is_str, "a string (a run id)")
-    cursor = field(params, "cursor", _is_cursor, "a cursor string from arena/logs")
-    limit = field(params, "limit", _is_positive_int, f"an integer from 1 to {MAX_INT}", 1000)
+    run_id = field(params, "runId", _RUN_ID)
+    cursor = field(params, "cursor", _CURSOR)
+    limit = field(params, "limit", _LIMIT, 1000)
     return run_id, cursor, min(limit, 10_000)
 
 
 def parse_metrics(raw: Any) -> str | None:
     params = as_object(raw, "arena/metrics")
-    run_id: str | None = field(params, "runId", _is_str, "a string (a run id)")
+    run_id: str | None = field(params, "runId", _RUN_ID)
     return run_id
 
 

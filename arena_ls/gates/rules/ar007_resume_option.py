@@ -55,11 +55,8 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
     if options.has_resume():
         return
-    insertion = options.insertion()
-    edits = (insertion.edit(ARGUMENTS),) if insertion is not None else ()
-    yield Violation(span=options.anchor(),
-                    message=MESSAGE + ": the watchdog cannot restart this trainer from a "
-                    "checkpoint", edits=edits)
+    yield options.missing(MESSAGE + ": the watchdog cannot restart this trainer from a checkpoint",
+                          ARGUMENTS)
 
 
 RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,

@@ -66,11 +66,8 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
                             message=f"--start-step is parsed but `{dest}` is never used: a "
                             "relaunch with --start-step N would start from the beginning")
         return
-    insertion = options.insertion()
-    edits = (insertion.edit(ARGUMENTS),) if insertion is not None else ()
-    yield Violation(span=options.anchor(),
-                    message=MESSAGE + ": a relaunch cannot tell the trainer which step it "
-                    "resumes from", edits=edits)
+    yield options.missing(MESSAGE + ": a relaunch cannot tell the trainer which step it resumes from",
+                          ARGUMENTS)
 
 
 def _value_used(ctx: TrainerContext, declaration: ast.Call, dest: str) -> bool:

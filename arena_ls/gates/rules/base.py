@@ -32,10 +32,10 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterable
 
+from arena_ls.diagnostics import Span
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.model import Severity, TextEdit
 from arena_ls.gates.patterns import lazy
-from arena_ls.gates.source import Span
 
 SECTIONS = (
     "What it checks",
