@@ -1,4 +1,4 @@
-# Install everything the tests need and run them (Windows, PowerShell): lint,
+# Install everything the tests need and run them (Windows, PowerShell): lint, formatting,
 # types for both platform branches, the rules-doc check, the VS Code
 # extension's checks where npm is present, the benchmarks in quick mode, and
 # the pytest suite (tests that need POSIX are skipped with their reason; the
@@ -16,6 +16,7 @@ function Step([string]$name, [scriptblock]$command) {
 }
 
 Step "ruff" { & "$bin\ruff.exe" check arena_ls tests benchmarks }
+Step "ruff format --check" { & "$bin\ruff.exe" format --check arena_ls tests benchmarks }
 Step "mypy (strict)" { & "$bin\mypy.exe" arena_ls }
 Step "mypy --platform linux" { & "$bin\mypy.exe" --platform linux arena_ls }
 Step "mypy --platform win32" { & "$bin\mypy.exe" --platform win32 arena_ls }

@@ -17,8 +17,9 @@ if ! command -v nvim >/dev/null 2>&1; then
     fi
 fi
 
-echo "== ruff"
+echo "== ruff (lint, and formatting: pyproject's [tool.ruff.format] leaves the position-sensitive fixtures alone)"
 "$VENV_BIN/ruff" check arena_ls tests benchmarks
+"$VENV_BIN/ruff" format --check arena_ls tests benchmarks
 echo "== mypy (strict; both platform branches: linux and win32)"
 "$VENV_BIN/mypy" arena_ls
 "$VENV_BIN/mypy" --platform linux arena_ls
