@@ -11,6 +11,7 @@ from pathlib import Path
 from arena_ls.docgen import generated_doc_main
 from arena_ls.gates.registry import RULES
 from arena_ls.gates.rules.base import Rule
+from arena_ls.manifest.rules import MANIFEST_RULES
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 
@@ -92,8 +93,6 @@ def render() -> str:
 
 def _manifest_rules() -> str:
     """The manifest's rules (AR101-AR110), from their own registry."""
-    from arena_ls.manifest.rules import MANIFEST_RULES
-
     lines = [
         "",
         "# Manifest rules",

@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 import attrs
-import psutil
 
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.model import BatteryInfo, Gpu, Health
+from arena_ls.platform import tree_pids
 from arena_ls.timeutil import iso_utc_moment
 
 
@@ -49,11 +49,7 @@ def process_tree_pids(root_pids: Iterable[int]) -> set[int]:
     pids: set[int] = set()
     for root in root_pids:
         pids.add(root)
-        try:
-            children = psutil.Process(root).children(recursive=True)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        pids.update(child.pid for child in children)
+        pids.update(tree_pids(root))
     return pids
 
 
