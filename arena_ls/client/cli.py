@@ -12,7 +12,7 @@ import asyncio
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from arena_ls.client import commands
 from arena_ls.client.errors import (
@@ -27,6 +27,7 @@ from arena_ls.client.errors import (
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
 from arena_ls.client.render import make_console
 from arena_ls.client.session import Options, find_root
+from arena_ls.validation import Check, integer, number
 
 DESCRIPTION = "The terminal client of arena-ls: start, follow, stop and inspect training runs."
 EPILOG = (
@@ -35,6 +36,7 @@ EPILOG = (
 )
 
 Command = Callable[[Options, argparse.Namespace], Coroutine[Any, Any, int]]
+T = TypeVar("T")
 
 
 class UsageError(Exception):
@@ -155,24 +157,23 @@ def _add_logs(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     logs.add_argument("--run", metavar="RUN_ID", help="a particular run")
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
-    return value
+def _argument(check: Check[T], read: Callable[[str], Any]) -> Callable[[str], T]:
+    """An argparse ``type`` that reads the text with ``read`` and accepts what ``check`` accepts."""
+
+    def parse(text: str) -> T:
+        try:
+            value = read(text)
+        except ValueError:
+            value = None
+        if not check(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {check.expected}")
+        return check.convert(value)
+
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
-    return value
+_count = _argument(integer(minimum=0), int)
+_seconds = _argument(number(minimum=0).worded("a number of seconds >= 0"), float)
 
 
 COMMANDS: dict[str, Command] = {

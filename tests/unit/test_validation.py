@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from arena_ls.client.cli import _count, _seconds
 from arena_ls.errors import InvalidParams
 from arena_ls.manifest import load_manifest_text
 from arena_ls.protocol.params import parse_logs, parse_start, parse_stop
@@ -199,3 +201,15 @@ def test_manifest_sections_report_unknown_keys_once(tmp_path: Path) -> None:
         "`stop.graceSeconds` must be a non-negative number",
         "unknown field `stop.when` (ignored)",
     ]
+
+
+def test_the_terminal_client_reads_its_numbers_with_the_same_checks() -> None:
+    assert _count("12") == 12 and _seconds("1.5") == 1.5 and isinstance(_seconds("2"), float)
+    for parse, text, words in [
+        (_count, "-1", "'-1' is not a non-negative integer"),
+        (_count, "x", "'x' is not a non-negative integer"),
+        (_seconds, "inf", "'inf' is not a number of seconds >= 0"),
+        (_seconds, "nan", "'nan' is not a number of seconds >= 0"),
+    ]:
+        with pytest.raises(argparse.ArgumentTypeError, match=words):
+            parse(text)
