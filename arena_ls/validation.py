@@ -49,7 +49,10 @@ class Invalid(ValueError):
 
     @property
     def message(self) -> str:
-        """``\\`probe.maxVramMb\\` must be a positive integer`` (``must be ...`` at the top)."""
+        """The path in backquotes, then the words: "`probe.maxVramMb` must be a positive integer".
+
+        A value at the top (an empty path) gives just "must be ...".
+        """
         if not self.path:
             return f"must be {self.expected}"
         return f"`{self.where}` must be {self.expected}"
@@ -63,7 +66,7 @@ def _identity(value: Any) -> Any:
 class Check(Generic[T]):
     """One kind of acceptable value: a test, the words for it and a conversion.
 
-    Calling a check is its test (``INTEGER(5)`` is True), so a check serves
+    Calling a check is its test (``integer(minimum=0)(5)`` is True), so a check serves
     wherever a predicate is wanted; :meth:`parse` tests and converts.
     """
 

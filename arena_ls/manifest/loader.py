@@ -272,6 +272,9 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+_KIND = choice("train", "task")
+_STATUS = choice("ready", "approval-required", "disabled")
+_STOP_METHOD = choice("file", "signal", "both")
 _NON_NEGATIVE = number(minimum=0)
 _COUNT = integer(minimum=0)
 _POSITIVE_INT = integer(minimum=1)
@@ -355,13 +358,13 @@ class _JobReader:
                 "command",
                 data=self.replace_fix("command", '"{python}"', "Use {python}"),
             )
-        kind = self.get("kind", choice("train", "task"), "task")
+        kind = self.get("kind", _KIND, "task")
         args = self.get("args", STRING_LIST, [])
         default_script = next((a for a in args if a.endswith(".py")), None) if kind == "train" else None
         script = self.get("script", STRING, default_script)
         cwd = self.get("cwd", STRING, ".")
         env = self.get("env", STRING_MAP, {})
-        status = self.get("status", choice("ready", "approval-required", "disabled"), "approval-required")
+        status = self.get("status", _STATUS, "approval-required")
         self.get("name", STRING)
         resume_args = self.sub("resume", "args", STRING_LIST, [])
         job = Job(
@@ -375,7 +378,7 @@ class _JobReader:
             env=tuple(env.items()),
             status=status,
             resume_args=tuple(resume_args),
-            stop_method=self.sub("stop", "method", choice("file", "signal", "both"), "file"),
+            stop_method=self.sub("stop", "method", _STOP_METHOD, "file"),
             grace_seconds=float(self.sub("stop", "graceSeconds", _NON_NEGATIVE, 120)),
             max_restarts=int(self.sub("restart", "maxRestarts", _COUNT, 3 if kind == "train" else 0)),
             backoff_seconds=float(self.sub("restart", "backoffSeconds", _NON_NEGATIVE, 5)),
