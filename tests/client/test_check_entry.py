@@ -84,3 +84,20 @@ def test_all_clean_summary_counts_every_file_read(tmp_path: Path) -> None:
     done = _arena(tmp_path, "check")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all clean: 3 files" in done.stdout
+
+
+def test_a_lint_of_a_trainer_loads_only_the_standard_library(tmp_path: Path) -> None:
+    """The gates share ``Span`` with the manifest (``arena_ls.diagnostics``), which is why that
+    module is plain dataclasses: ``arena check`` on a trainer loads no attrs, no pygls."""
+    (tmp_path / "train.py").write_text(CLEAN.read_text())
+    probe = (
+        "import sys\n"
+        "from arena_ls.client.entry import main\n"
+        "code = main(sys.argv[1:])\n"
+        "loaded = {name.split('.')[0] for name in sys.modules}\n"
+        "print('THIRD-PARTY', sorted(loaded & {'attr', 'attrs', 'cattrs', 'pygls', 'psutil'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, "check", "train.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "THIRD-PARTY []", done.stdout
