@@ -123,10 +123,13 @@ def is_int(value: Any) -> bool:
 
 
 def is_number(value: Any) -> bool:
-    """A finite integer or float, not a boolean."""
+    """A finite integer or float, not a boolean (nor an integer too large for a float)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return isinstance(value, int) or math.isfinite(value)
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer of 309 digits or more
+        return False
 
 
 def finite(value: Any) -> float | None:

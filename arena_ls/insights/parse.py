@@ -8,21 +8,14 @@ are read here, by the insights and by ``arena/metrics``. An optional
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from typing import Any
 
 from arena_ls.insights.model import HealthPoint
+from arena_ls.validation import finite
 
 PREFIX = b"@arena "
 MARK = b'"health"'
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
 
 
 def parse_health(text: str, at: float) -> HealthPoint | None:
@@ -37,9 +30,9 @@ def parse_health(text: str, at: float) -> HealthPoint | None:
         return None
     point = HealthPoint(
         at=at,
-        grad_norm=_number(payload.get("gradNorm")),
-        clip_fraction=_number(payload.get("clipFraction")),
-        grad_param_ratio=_number(payload.get("gradParamRatio")),
+        grad_norm=finite(payload.get("gradNorm")),
+        clip_fraction=finite(payload.get("clipFraction")),
+        grad_param_ratio=finite(payload.get("gradParamRatio")),
         step=_step(payload.get("step")),
     )
     if point.grad_norm is None and point.clip_fraction is None and point.grad_param_ratio is None:
@@ -48,7 +41,7 @@ def parse_health(text: str, at: float) -> HealthPoint | None:
 
 
 def _step(value: Any) -> int | None:
-    number = _number(value)
+    number = finite(value)
     return int(number) if number is not None and number >= 0 else None
 
 
