@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from arena_ls.gates.cache import TrainerGates
 from arena_ls.manifest import ManifestResult
-
-if TYPE_CHECKING:
-    from arena_ls.protocol.workspace import Workspace
+from arena_ls.protocol.probe import ProbeService
 
 
-def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
+def job_infos(manifest: ManifestResult, gates: TrainerGates, probes: ProbeService) -> list[dict[str, Any]]:
     """The contract's ``JobInfo`` for every job id in the manifest."""
     infos: list[dict[str, Any]] = []
     for job_id in manifest.all_ids:
@@ -29,7 +28,7 @@ def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
                 }
             )
             continue
-        blocked = [d.to_wire() for d in ws.gate_errors(job)] if job.kind == "train" else []
+        blocked = [d.to_wire() for d in gates.errors(job)] if job.kind == "train" else []
         infos.append(
             {
                 "id": job.id,
@@ -38,7 +37,7 @@ def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
                 "status": job.status,
                 "runnable": job.status != "disabled" and not blocked,
                 "blockedBy": blocked,
-                "probe": ws.probes.info(job),
+                "probe": probes.info(job),
             }
         )
     return infos

@@ -1,32 +1,27 @@
 """Health and pre-flight for one workspace: the sampler, the checks, the device profile.
 
-The hardware comes from the server (``SystemHardware`` unless a test injects
-a fake through ``create_server(hardware=...)``); everything else is real.
+No LSP here. The hardware comes from the server (``SystemHardware`` unless a
+test injects a fake through ``create_server(hardware=...)``); the workspace's
+runs, settings and folders come in as plain callables, so this service never
+reaches up into the protocol layer nor into the supervisor.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from arena_ls.diagnostics import Diag
-from arena_ls.health import (
-    Hardware,
-    HealthSampler,
-    SystemHardware,
-    check_to_wire,
-    describe_device_profile,
-    fp32_only,
-    health_to_wire,
-    process_tree_pids,
-    run_preflight,
-)
-from arena_ls.lifecycle.runview import RunView
+from arena_ls.health.device import describe_device_profile, fp32_only
+from arena_ls.health.hardware import Hardware
+from arena_ls.health.preflight import check_to_wire, run_preflight
+from arena_ls.health.sampler import HealthSampler
+from arena_ls.health.snapshot import health_to_wire, process_tree_pids
 from arena_ls.manifest import Job
-
-if TYPE_CHECKING:
-    from arena_ls.protocol.workspace import Workspace
+from arena_ls.settings import Settings
 
 ON_DEMAND_AGE = 1.0
 """Seconds after which a status request triggers a fresh sample (in the background)."""
@@ -35,23 +30,33 @@ ON_DEMAND_AGE = 1.0
 class HealthService:
     """Samples health in the background and runs the pre-flight checks."""
 
-    def __init__(self, ws: Workspace, hardware: Hardware) -> None:
-        self.ws = ws
+    def __init__(
+        self,
+        hardware: Hardware,
+        settings: Callable[[], Settings],
+        *,
+        root: Path,
+        state_dir: Callable[[], Path],
+        trainer_pids: Callable[[], list[int]],
+        active: Callable[[], bool],
+    ) -> None:
         self.hardware = hardware
+        self.settings = settings
+        self.root = root
+        self.state_dir = state_dir
+        self.trainer_pids = trainer_pids
+        """The trainers of the workspace's unfinished runs (their trees are "ours" on the GPU)."""
+        self.active = active
+        """Whether a run is active (the sampler samples faster then)."""
         self.sampler = HealthSampler(hardware, self._our_pids)
         self._refreshing = threading.Event()
 
     def _our_pids(self) -> set[int]:
-        roots = [
-            v.state.pid
-            for v in list(self.ws.supervisor.views.values())
-            if v.state is not None and v.state.pid and not v.is_final
-        ]
-        return process_tree_pids(roots)
+        return process_tree_pids(self.trainer_pids())
 
     def wire(self) -> dict[str, Any]:
         """The latest sample, at once; a sample older than a second is refreshed in the background."""
-        self.sampler.set_active(self.ws.supervisor.active_view() is not None)
+        self.sampler.set_active(self.active())
         latest = self.sampler.latest()
         age = (datetime.now(timezone.utc) - latest.at).total_seconds()
         if age > ON_DEMAND_AGE and not self._refreshing.is_set():
@@ -66,38 +71,32 @@ class HealthService:
             self._refreshing.clear()
 
     def fp32_only(self) -> bool | None:
-        return fp32_only(self.ws.server.settings.device_fp32_only, self.sampler.latest().gpus)
+        return fp32_only(self.settings().device_fp32_only, self.sampler.latest().gpus)
 
     def device_profile(self) -> str:
         health = self.sampler.latest()
-        return describe_device_profile(
-            self.ws.server.settings.device_fp32_only, health.gpus, health.gpu_error
-        )
+        return describe_device_profile(self.settings().device_fp32_only, health.gpus, health.gpu_error)
 
     def preflight(
         self, job: Job, gate_errors: list[Diag], our_pids: set[int]
     ) -> tuple[list[dict[str, Any]], list[str]]:
-        settings = self.ws.server.settings
         checks, warnings = run_preflight(
             kind=job.kind,
             hw=self.hardware,
-            settings=settings.preflight,
-            checkpoint_dir=job.resolved_cwd(self.ws.root),
-            state_dir=self.ws.supervisor.folder.root,
+            settings=self.settings().preflight,
+            checkpoint_dir=job.resolved_cwd(self.root),
+            state_dir=self.state_dir(),
             our_pids=process_tree_pids(our_pids),
             gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
         )
         return [check_to_wire(c) for c in checks], warnings
 
-    def run_extras(self, view: RunView) -> dict[str, Any]:
-        """``gpuMemoryMb`` and ``gpuUtilization`` of a run's process tree (null without a GPU)."""
-        state = view.state
-        if state is None or not state.pid or view.is_final:
-            return {}
+    def gpu_use(self, pid: int) -> tuple[int, float] | None:
+        """(MB of GPU memory, utilization %) of a trainer's process tree; None without a GPU use."""
         health = self.sampler.latest()
         if not health.gpus:
-            return {}
-        pids = process_tree_pids([state.pid])
+            return None
+        pids = process_tree_pids([pid])
         memory = 0
         utilization: float | None = None
         for gpu in health.gpus:
@@ -106,13 +105,8 @@ class HealthService:
                 memory += sum(p.used_memory_mb or 0 for p in mine)
                 utilization = max(utilization or 0.0, float(gpu.utilization or 0))
         if utilization is None:
-            return {}
-        return {"gpuMemoryMb": memory, "gpuUtilization": utilization}
+            return None
+        return memory, utilization
 
     def close(self) -> None:
         self.sampler.close()
-
-
-def make_health_service(ws: Workspace) -> HealthService:
-    hardware = getattr(ws.server, "hardware", None) or SystemHardware()
-    return HealthService(ws, hardware)
