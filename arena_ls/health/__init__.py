@@ -20,7 +20,7 @@ from arena_ls.health.model import (
 )
 from arena_ls.health.preflight import Check, check_to_wire, run_preflight, wait_gpu_released
 from arena_ls.health.sampler import HealthSampler
-from arena_ls.health.service import HealthService
+from arena_ls.health.service import HealthService, Preflight
 from arena_ls.health.snapshot import health_to_wire, process_tree_pids, take_health
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Health",
     "HealthSampler",
     "HealthService",
+    "Preflight",
     "RamInfo",
     "SystemHardware",
     "check_to_wire",

@@ -27,8 +27,8 @@ ON_DEMAND_AGE = 1.0
 """Seconds after which a status request triggers a fresh sample (in the background)."""
 
 
-class HealthService:
-    """Samples health in the background and runs the pre-flight checks."""
+class Preflight:
+    """The pre-flight checks of a job about to start (the supervisor runs them before a start)."""
 
     def __init__(
         self,
@@ -37,13 +37,42 @@ class HealthService:
         *,
         root: Path,
         state_dir: Callable[[], Path],
-        trainer_pids: Callable[[], list[int]],
-        active: Callable[[], bool],
     ) -> None:
         self.hardware = hardware
         self.settings = settings
         self.root = root
         self.state_dir = state_dir
+        """The state folder as it is now (settings may move it)."""
+
+    def run(
+        self, job: Job, gate_errors: list[Diag], our_pids: set[int]
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """(each check in its wire form, warning lines) for ``job``."""
+        checks, warnings = run_preflight(
+            kind=job.kind,
+            hw=self.hardware,
+            settings=self.settings().preflight,
+            checkpoint_dir=job.resolved_cwd(self.root),
+            state_dir=self.state_dir(),
+            our_pids=process_tree_pids(our_pids),
+            gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
+        )
+        return [check_to_wire(c) for c in checks], warnings
+
+
+class HealthService:
+    """Samples health in the background; the device profile and a run's GPU use from the samples."""
+
+    def __init__(
+        self,
+        hardware: Hardware,
+        settings: Callable[[], Settings],
+        *,
+        trainer_pids: Callable[[], list[int]],
+        active: Callable[[], bool],
+    ) -> None:
+        self.hardware = hardware
+        self.settings = settings
         self.trainer_pids = trainer_pids
         """The trainers of the workspace's unfinished runs (their trees are "ours" on the GPU)."""
         self.active = active
@@ -76,20 +105,6 @@ class HealthService:
     def device_profile(self) -> str:
         health = self.sampler.latest()
         return describe_device_profile(self.settings().device_fp32_only, health.gpus, health.gpu_error)
-
-    def preflight(
-        self, job: Job, gate_errors: list[Diag], our_pids: set[int]
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        checks, warnings = run_preflight(
-            kind=job.kind,
-            hw=self.hardware,
-            settings=self.settings().preflight,
-            checkpoint_dir=job.resolved_cwd(self.root),
-            state_dir=self.state_dir(),
-            our_pids=process_tree_pids(our_pids),
-            gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
-        )
-        return [check_to_wire(c) for c in checks], warnings
 
     def gpu_use(self, pid: int) -> tuple[int, float] | None:
         """(MB of GPU memory, utilization %) of a trainer's process tree; None without a GPU use."""

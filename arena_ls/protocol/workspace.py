@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from arena_ls.gates.cache import TrainerGates
-from arena_ls.health import Hardware, HealthService
+from arena_ls.health import Hardware, HealthService, Preflight
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import DryRun, Listener, StartRequest, StopRequest, Supervisor
@@ -55,21 +55,18 @@ class Workspace:
         self.root = root.resolve()
         self.configuration = configuration
         self.listener = listener
+        # The gates (arena_ls.gates) and the pre-flight checks (arena_ls.health) are the
+        # supervisor's collaborators; what they read of the workspace they read when asked.
+        self.gates = TrainerGates(self.root, self.manifest, self._fp32_only)
+        self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
+        self.supervisor = Supervisor(
+            self.root, self.settings, listener, gate_checker=self.gates.errors, preflight=self.preflight.run
+        )
         self.health = HealthService(
             hardware,
             self.settings,
-            root=self.root,
-            state_dir=lambda: self.supervisor.folder.root,
             trainer_pids=self._trainer_pids,
             active=lambda: self.supervisor.active_view() is not None,
-        )
-        self.gates = TrainerGates(self.root, self.manifest, self.health.fp32_only)
-        self.supervisor = Supervisor(
-            self.root,
-            self.settings,
-            listener,
-            gate_checker=self.gates.errors,  # arena_ls.gates
-            preflight=self.health.preflight,  # arena_ls.health
         )
         self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
@@ -78,6 +75,12 @@ class Workspace:
 
     def settings(self) -> Settings:
         return self.configuration.settings
+
+    def _state_dir(self) -> Path:
+        return self.supervisor.folder.root
+
+    def _fp32_only(self) -> bool | None:
+        return self.health.fp32_only()
 
     def _trainer_pids(self) -> list[int]:
         return [
