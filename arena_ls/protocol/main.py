@@ -68,9 +68,15 @@ class _QuietRefusals(logging.Filter):
         return not (isinstance(error, JsonRpcException) and not isinstance(error, JsonRpcInternalError))
 
 
+def _level(name: str) -> int:
+    """The logging level called ``name`` (INFO for a name logging does not know)."""
+    level = logging.getLevelName(name.upper())
+    return level if isinstance(level, int) else logging.INFO
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=_level(level),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
