@@ -38,11 +38,3 @@ class TaskRunner:
         error = task.exception()
         if error is not None:
             log.error("background task %r failed", task.get_name(), exc_info=error)
-
-    async def cancel_all(self) -> None:
-        """Cancel every task still running and wait for them to end (a session ends)."""
-        tasks = list(self.tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)

@@ -7,8 +7,12 @@ import logging
 import pytest
 from lsprotocol import types
 
+from arena_ls.protocol.app import create_server
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.feature import FeatureRegistry, LanguageFeature
+from arena_ls.protocol.features.actions import CodeActions
+from arena_ls.protocol.features.diagnostics import DiagnosticsFeature
+from arena_ls.protocol.features.lenses import CodeLenses
 from arena_ls.settings import Settings
 
 LENS = types.CodeLens(range=types.Range(types.Position(0, 0), types.Position(0, 0)))
@@ -90,3 +94,14 @@ def test_settings_reach_subscribers_past_one_that_raises(caplog: pytest.LogCaptu
     unsubscribe()
     configuration.update(Settings())
     assert heard == [changed], "an unsubscribed listener hears nothing more"
+
+
+def test_the_server_holds_its_features_by_type_and_registers_their_commands() -> None:
+    server = create_server()
+    for kind in (DiagnosticsFeature, CodeLenses, CodeActions):
+        feature = server.get_feature(kind)
+        assert isinstance(feature, kind)
+    assert server.get_feature(Broken) is None
+    assert "arena.showBlocked" in server.protocol.fm.commands
+    with pytest.raises(ValueError, match="already registered"):
+        server.add_feature(CodeActions(server))
