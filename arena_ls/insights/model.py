@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 import attrs
 
+from arena_ls.timeutil import iso_utc
+
 Severity = Literal["info", "warning"]
 
 MAX_LOSSES = 512
@@ -111,8 +113,6 @@ class Insight:
     since: float
 
     def to_wire(self) -> dict[str, Any]:
-        from arena_ls.timeutil import iso_utc
-
         return {
             "kind": self.kind,
             "severity": self.severity,
