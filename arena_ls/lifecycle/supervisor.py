@@ -76,7 +76,7 @@ class Listener(Protocol):
 GateChecker = Callable[[Job], list[Diag]]
 """Error-severity gate diagnostics for a job's trainer (empty: it passes): ``TrainerGates.errors``."""
 PreflightRunner = Callable[[Job, list[Diag], set[int]], tuple[list[dict[str, Any]], list[str]]]
-"""(checks as wire dicts, warning lines) for a job about to start: ``HealthService.preflight``."""
+"""(checks as wire dicts, warning lines) for a job about to start: ``Preflight.run``."""
 
 
 @attrs.define
