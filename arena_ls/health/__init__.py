@@ -20,7 +20,6 @@ from arena_ls.health.model import (
 )
 from arena_ls.health.preflight import Check, check_to_wire, run_preflight, wait_gpu_released
 from arena_ls.health.sampler import HealthSampler
-from arena_ls.health.service import HealthService, Preflight
 from arena_ls.health.snapshot import health_to_wire, process_tree_pids, take_health
 
 __all__ = [
@@ -33,8 +32,6 @@ __all__ = [
     "Hardware",
     "Health",
     "HealthSampler",
-    "HealthService",
-    "Preflight",
     "RamInfo",
     "SystemHardware",
     "check_to_wire",

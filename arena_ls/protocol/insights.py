@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from arena_ls.health import HealthService, process_tree_pids
+from arena_ls.health import process_tree_pids
+from arena_ls.health.service import HealthService
 from arena_ls.insights.model import Insight
 from arena_ls.insights.tracker import RunTracker
 from arena_ls.lifecycle.runview import RunView

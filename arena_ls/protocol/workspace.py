@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from arena_ls.gates.cache import TrainerGates
-from arena_ls.health import Hardware, HealthService, Preflight
+from arena_ls.health import Hardware
+from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import DryRun, Listener, StartRequest, StopRequest, Supervisor
