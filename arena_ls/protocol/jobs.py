@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from arena_ls.gates.cache import TrainerGates
-from arena_ls.manifest import ManifestResult
+from arena_ls.diagnostics import Diag
+from arena_ls.manifest import Job, ManifestResult
 from arena_ls.protocol.probe import ProbeService
 
 
-def job_infos(manifest: ManifestResult, gates: TrainerGates, probes: ProbeService) -> list[dict[str, Any]]:
-    """The contract's ``JobInfo`` for every job id in the manifest."""
+def job_infos(
+    manifest: ManifestResult, gate_errors: Callable[[Job], list[Diag]], probes: ProbeService
+) -> list[dict[str, Any]]:
+    """The contract's ``JobInfo`` for every job id in the manifest.
+
+    ``gate_errors`` is the workspace's ``TrainerGates.errors`` (the gates load on first use).
+    """
     infos: list[dict[str, Any]] = []
     for job_id in manifest.all_ids:
         job = manifest.jobs.get(job_id)
@@ -28,7 +34,7 @@ def job_infos(manifest: ManifestResult, gates: TrainerGates, probes: ProbeServic
                 }
             )
             continue
-        blocked = [d.to_wire() for d in gates.errors(job)] if job.kind == "train" else []
+        blocked = [d.to_wire() for d in gate_errors(job)] if job.kind == "train" else []
         infos.append(
             {
                 "id": job.id,

@@ -13,7 +13,6 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
-from arena_ls.gates.cache import TrainerGates
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
@@ -58,6 +57,8 @@ class Workspace:
         self.listener = listener
         # The gates (arena_ls.gates) and the pre-flight checks (arena_ls.health) are the
         # supervisor's collaborators; what they read of the workspace they read when asked.
+        from arena_ls.gates.cache import TrainerGates  # start-up speed: no gates before `initialize`
+
         self.gates = TrainerGates(self.root, self.manifest, self._fp32_only)
         self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
         self.supervisor = Supervisor(
@@ -163,7 +164,7 @@ class Workspace:
 
     def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
         """``JobInfo`` of every job of the manifest (as it is on disk unless given)."""
-        return job_infos(manifest or self.manifest(), self.gates, self.probes)
+        return job_infos(manifest or self.manifest(), self.gates.errors, self.probes)
 
     async def status(self) -> dict[str, Any]:
         supervisor = self.supervisor

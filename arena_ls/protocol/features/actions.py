@@ -10,7 +10,6 @@ from typing import Any
 
 from lsprotocol import types
 
-from arena_ls.gates import Finding, suppression_edit
 from arena_ls.protocol.feature import LanguageFeature
 from arena_ls.protocol.server import ArenaServer
 
@@ -50,6 +49,8 @@ def fix_action(uri: str, diag: types.Diagnostic) -> types.CodeAction | None:
 
 
 def suppress_action(uri: str, source: str, diag: types.Diagnostic) -> types.CodeAction:
+    from arena_ls.gates import Finding, suppression_edit  # start-up speed: loaded on first use
+
     code = str(diag.code)
     finding = Finding(
         code=code,

@@ -15,7 +15,6 @@ from pathlib import Path
 from lsprotocol import types
 
 from arena_ls.diagnostics import Diag, Related, Span
-from arena_ls.gates import DOCS_URL, rule_doc_url
 from arena_ls.manifest import ManifestResult, load_manifest_text
 from arena_ls.protocol.feature import LanguageFeature
 from arena_ls.protocol.livediag import CODE as LIVE_CODE
@@ -65,6 +64,8 @@ def _range(span: Span) -> types.Range:
 
 
 def _rule_doc_url(code: str) -> str:
+    from arena_ls.gates import DOCS_URL, rule_doc_url  # start-up speed: the gates load on first use
+
     if code == LIVE_CODE:
         return DOCS_URL.replace("rules.md", "insights.md") + "#ar013-edited-during-run"
     return rule_doc_url(code)
