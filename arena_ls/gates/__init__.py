@@ -9,11 +9,23 @@ mapped by ``arena_ls.gates.registry``.
 
 from __future__ import annotations
 
-from arena_ls.gates.engine import lint_trainer
 from arena_ls.gates.model import Finding, Severity, TextEdit
 from arena_ls.gates.suppression import suppression_edit
 
 DOCS_URL = "https://github.com/arena-ls/arena-ls/blob/main/docs/rules.md"
+
+
+def lint_trainer(
+    source: str | bytes, *, fp32_only: bool | None = None, checkpoint_patterns: tuple[str, ...] = ()
+) -> list[Finding]:
+    """Every gate finding for one trainer script, sorted by position (``engine.lint_trainer``).
+
+    The rules load on the first lint, so that importing the package (the
+    server does at start-up) stays cheap.
+    """
+    from arena_ls.gates import engine  # start-up speed: the rules load on the first lint
+
+    return engine.lint_trainer(source, fp32_only=fp32_only, checkpoint_patterns=checkpoint_patterns)
 
 
 def rule_doc_url(code: str) -> str:

@@ -17,14 +17,11 @@ import time
 from collections import deque
 from typing import Any
 
-import attrs
-
 from arena_ls import platform
 from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
-    CheckpointRecord,
     CorruptState,
     Failure,
     RunDir,
@@ -36,8 +33,6 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
-from arena_ls.timeutil import iso_utc
-from arena_ls.validation import finite
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +50,6 @@ JUMP_KEEP_LINES = 200
 AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
-METRIC_POINTS_CAP = 10_000
-
-
-@attrs.define
-class MetricPoint:
-    step: int
-    loss: float | None
-    lr: float | None
-    at: float
 
 
 class RunView:
@@ -303,78 +289,17 @@ class RunView:
                 "(No space left on device); the trainer keeps running"
             )
 
-    # -- wire ------------------------------------------------------------------------------
-
     def last_checkpoint_event(self) -> Checkpoint | None:
         state = self.state
         if state is None or state.last_checkpoint is None:
             return None
         return Checkpoint(state.last_checkpoint.step, state.last_checkpoint.path)
 
-    def _failure_wire(self, state: RunState) -> dict[str, str] | None:
-        if self.damage is not None:
-            return {"kind": "damaged", "evidence": self.damage}
-        if state.failure is not None:
-            return {"kind": state.failure.kind, "evidence": state.failure.evidence}
-        if self.disk_full is not None and not self.is_final:
-            return {"kind": "disk-full", "evidence": self.disk_full}
-        return None
-
-    def tail(self, count: int = 20) -> list[dict[str, Any]]:
-        return [line.to_wire() for line in list(self.ring)[-count:]]
-
-    def to_wire(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The contract's ``RunInfo``: every field present, null included."""
-        state = self.state or RunState(run_id=self.run_id, job_id=self.spec.job_id)
-        progress = self.progress
-        checkpoint = state.last_checkpoint
-        live = self.status in (RunStatus.RUNNING, RunStatus.STOPPING)
-        info: dict[str, Any] = {
-            "runId": self.run_id,
-            "jobId": self.spec.job_id,
-            "status": self.status.value,
-            "pid": state.pid,
-            "agentPid": state.agent_pid if state.agent_pid else (self.agent.pid if self.agent else None),
-            "startedAt": iso_utc(state.started_at),
-            "endedAt": iso_utc(state.ended_at) if self.is_final else None,
-            "exitCode": state.exit_code,
-            "signal": state.signal,
-            "stoppedBy": state.stopped_by,
-            "failure": self._failure_wire(state),
-            "restarts": state.restarts,
-            "step": _latest_step(progress.step if progress.step is not None else state.step, checkpoint),
-            "totalSteps": progress.total if progress.total is not None else state.total_steps,
-            "loss": finite(progress.loss if progress.loss is not None else state.loss),
-            "stepsPerSecond": _round(progress.steps_per_second) if live else None,
-            "etaSeconds": _round(progress.eta_seconds) if live else None,
-            "stalled": bool(state.stalled),
-            "lastCheckpoint": {"step": checkpoint.step, "path": checkpoint.path, "at": iso_utc(checkpoint.at)}
-            if checkpoint
-            else None,
-            "logPath": str(self.run_dir.log_path),
-            "jobName": self.spec.job_name,
-            "resumedFromStep": self.spec.resumed_from_step,
-            "argv": state.argv or self.spec.argv,
-            "gpuMemoryMb": None,
-            "gpuUtilization": None,
-        }
-        if extra:
-            info.update(extra)
-        return info
-
 
 def _name_file(error: str, run_dir: RunDir) -> str:
     """Evidence that names the file relative to the run folder (``state.json: ...``)."""
     prefix = f"{run_dir.path}{os.sep}"
     return error[len(prefix) :] if error.startswith(prefix) else error
-
-
-def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int | None:
-    """The step reached: progress is announced every few steps, a checkpoint names the step it
-    saved, so the checkpoint's step counts when it is the later one."""
-    if checkpoint is None:
-        return step
-    return checkpoint.step if step is None else max(step, checkpoint.step)
 
 
 def _claim(run_dir: RunDir, what: str) -> bool:
@@ -387,8 +312,3 @@ def _claim(run_dir: RunDir, what: str) -> bool:
         os.write(fd, str(os.getpid()).encode())
     os.close(fd)
     return True
-
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)

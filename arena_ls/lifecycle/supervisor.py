@@ -44,7 +44,6 @@ from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
-from arena_ls.timeutil import iso_utc_now
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +74,9 @@ class Listener(Protocol):
 
 
 GateChecker = Callable[[Job], list[Diag]]
-"""Error-severity gate diagnostics for a job's trainer (empty: it passes)."""
+"""Error-severity gate diagnostics for a job's trainer (empty: it passes): ``TrainerGates.errors``."""
 PreflightRunner = Callable[[Job, list[Diag], set[int]], tuple[list[dict[str, Any]], list[str]]]
-"""(checks as wire dicts, warning lines) for a job about to start."""
+"""(checks as wire dicts, warning lines) for a job about to start: ``Preflight.run``."""
 
 
 @attrs.define
@@ -89,6 +88,27 @@ class StartRequest:
     dry_run: bool = False
     probe: bool = False
     """Run the job's VRAM probe instead (``arena_ls.protocol.probe``)."""
+
+
+@attrs.define
+class DryRun:
+    """What a start would run, and what its gates and pre-flight say (the protocol layer words it)."""
+
+    argv: list[str]
+    cwd: str
+    gate_errors: list[Diag]
+    checks: list[dict[str, Any]]
+
+
+@attrs.define
+class LogPage:
+    """A page of a run's lines (``run_id`` None: no run to read); ``reset`` says why reading restarted."""
+
+    run_id: str | None
+    lines: list[LogLine]
+    cursor: str | None
+    done: bool
+    reset: str | None = None
 
 
 @attrs.define
@@ -370,7 +390,7 @@ class Supervisor:
             )
         return job, manifest
 
-    async def start(self, request: StartRequest) -> dict[str, Any]:
+    async def start(self, request: StartRequest) -> RunView | DryRun:
         job, _ = self.resolve_job(request.id)
         if job.status == "disabled":
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
@@ -379,12 +399,7 @@ class Supervisor:
         argv = self._argv(job, resume_step)
         if request.dry_run:
             checks, _ = self._preflight(job, gate_errors)
-            return {
-                "argv": argv,
-                "cwd": str(job.resolved_cwd(self.root)),
-                "gates": [d.to_wire() for d in gate_errors],
-                "preflight": checks,
-            }
+            return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
         if job.status == "approval-required" and request.approved is not True:
             raise ArenaError(
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
@@ -463,7 +478,7 @@ class Supervisor:
         return ArenaError(
             ALREADY_RUNNING,
             f"{what}; one job at a time",
-            active=view.to_wire() if view is not None else None,
+            active=view,  # the protocol layer sends it as its RunInfo
         )
 
     async def _launch(self, job: Job, resume_step: int | None) -> RunView:
@@ -522,7 +537,7 @@ class Supervisor:
         self.wake()
         return view
 
-    async def _await_started(self, view: RunView) -> dict[str, Any]:
+    async def _await_started(self, view: RunView) -> RunView:
         """Wait until the trainer process exists, the start failed, or the agent died (1009)."""
         agent = view.agent  # kept here: the poll task drops ``view.agent`` once it has ended
         deadline = time.monotonic() + START_TIMEOUT
@@ -542,7 +557,7 @@ class Supervisor:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
         self.notify_if_changed(view)
-        return view.to_wire()
+        return view
 
     def _launch_failed(self, view: RunView, code: int) -> ArenaError:
         """The agent died before it recorded a trainer: the run is over, and the start failed."""
@@ -578,14 +593,13 @@ class Supervisor:
             return None
         return active
 
-    async def stop(self, request: StopRequest) -> dict[str, Any]:
+    async def stop(self, request: StopRequest) -> RunView | None:
+        """Stop a run; the run asked for (None: nothing was stopped, the workspace is idle)."""
         view = self._target(request)
         if view is not None:
             view.refresh_state()  # another server may have just stopped it
         if view is None or view.is_final:
-            if view is not None and request.run_id:
-                return view.to_wire({"tail": view.tail()})
-            return {"status": "idle"}
+            return view if view is not None and request.run_id else None
         state = view.state
         if (
             view.spec.kind == "train"
@@ -605,10 +619,10 @@ class Supervisor:
         )
         self.wake()
         if not request.wait:
-            return view.to_wire({"tail": view.tail()})
+            return view
         await self.wait_final(view)
         view.read_new_lines(notify=False)
-        return view.to_wire({"tail": view.tail()})
+        return view
 
     async def wait_final(self, view: RunView, timeout: float | None = None) -> None:
         """Wait until a run reaches a final status (the poll task follows it meanwhile).
@@ -632,22 +646,22 @@ class Supervisor:
 
     # -- logs ------------------------------------------------------------------------------
 
-    def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
+    def logs(self, run_id: str | None, cursor: str | None, limit: int) -> LogPage:
         view, position = self.logs_target(run_id, cursor)
         if view is None:
-            return {"runId": None, "lines": [], "cursor": None, "done": True}
+            return LogPage(None, [], None, True)
         view.reader.check_cursor(position)
         return self.logs_page(view, position, limit)
 
-    async def logs_async(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
+    async def logs_async(self, run_id: str | None, cursor: str | None, limit: int) -> LogPage:
         """``logs`` with the reading done off the event loop (a page can be 10,000 lines)."""
         view, position = self.logs_target(run_id, cursor)
         if view is None:
-            return {"runId": None, "lines": [], "cursor": None, "done": True}
+            return LogPage(None, [], None, True)
         view.refresh_state()
         final_before = view.is_final
 
-        def checked_page() -> dict[str, Any]:
+        def checked_page() -> LogPage:
             view.reader.check_cursor(position)
             return self.logs_page(view, position, limit, final_before)
 
@@ -662,17 +676,14 @@ class Supervisor:
 
     def logs_page(
         self, view: RunView, position: Cursor, limit: int, final_before: bool | None = None
-    ) -> dict[str, Any]:
+    ) -> LogPage:
         """A page of ``view``'s lines from ``position``; reads files only (safe in a thread)."""
         if final_before is None:
             view.refresh_state()
             final_before = view.is_final
         page = view.reader.read(position, limit)
-        lines = [line.to_wire() for line in page.lines]
-        if page.reset:
-            lines.insert(0, {"seq": -1, "stream": "arena", "text": page.reset, "at": iso_utc_now()})
         done = final_before and page.cursor.record >= view.reader.record_count()
-        return {"runId": view.run_id, "lines": lines, "cursor": page.cursor.encode(), "done": done}
+        return LogPage(view.run_id, list(page.lines), page.cursor.encode(), done, page.reset or None)
 
     # -- housekeeping ----------------------------------------------------------------------
 

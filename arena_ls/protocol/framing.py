@@ -29,6 +29,7 @@ The rules (docs/protocol.md, "Framing"):
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import os
@@ -375,8 +376,8 @@ class PipeSource:
         try:
             descriptor = self.stream.fileno()
         except (AttributeError, OSError, ValueError):
-            read: Callable[[int], bytes] = getattr(self.stream, "read1", self.stream.read)
-            return read
+            # A buffered stream without a descriptor (BytesIO): read1 returns what is there.
+            return self.stream.read1 if isinstance(self.stream, io.BufferedIOBase) else self.stream.read
         return lambda size: os.read(descriptor, size)
 
     async def read(self, timeout: float | None) -> bytes:

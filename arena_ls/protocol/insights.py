@@ -2,11 +2,12 @@
 
 Once a second, every unfinished run's new output is read (``RunTracker``),
 the latest health sample is handed in, and the rules are evaluated. When
-the set of insights of a run changes, ``arena/statusChanged`` carries the
-run's ``RunInfo`` with its new ``insights``; the first time a kind appears
-in a run, a ``window/showMessage`` warning says what to do. The same tick
-keeps the editor's AR013 diagnostics (``livediag.py``) in step with which
-trainers have a live run.
+the set of insights of a run changes, the listener (the server) hears it:
+``arena/statusChanged`` carries the run's ``RunInfo`` with its new
+``insights``, and the first time a kind appears in a run a
+``window/showMessage`` warning says what to do. The same tick tells the
+listener when the set of trainers with a live run changes, which keeps the
+editor's AR013 diagnostics (``livediag.py``) in step.
 """
 
 from __future__ import annotations
@@ -15,28 +16,54 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from lsprotocol import types
+from typing import Any, Protocol
 
 from arena_ls.health import process_tree_pids
+from arena_ls.health.service import HealthService
+from arena_ls.insights.model import Insight
 from arena_ls.insights.tracker import RunTracker
 from arena_ls.lifecycle.runview import RunView
-
-if TYPE_CHECKING:
-    from arena_ls.protocol.workspace import Workspace
+from arena_ls.lifecycle.supervisor import Supervisor
+from arena_ls.protocol.tasks import TaskRunner
+from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
 
 
+PROBE_SUFFIX = ".probe"
+"""A probe run's job id is its job's id plus this (its checkpoints never resume the job)."""
+
+
+class InsightListener(Protocol):
+    """What the insight service tells the server."""
+
+    def insights_changed(self, view: RunView, new: list[Insight]) -> None:
+        """The run's insights changed; ``new`` holds the kinds shown in this run for the first time."""
+
+    def live_trainers_changed(self) -> None:
+        """A run of some trainer started or ended."""
+
+
 class InsightService:
     """Every run's insights, as this server computes them."""
 
-    def __init__(self, ws: Workspace) -> None:
-        self.ws = ws
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        health: HealthService,
+        settings: Callable[[], Settings],
+        listener: InsightListener,
+        tasks: TaskRunner,
+    ) -> None:
+        self.supervisor = supervisor
+        self.health = health
+        self.settings = settings
+        self.listener = listener
+        self.tasks = tasks
         self.trackers: dict[str, RunTracker] = {}
         self.announced: dict[str, Any] = {}
         self.live_scripts: frozenset[Path] = frozenset()
@@ -46,7 +73,7 @@ class InsightService:
 
     def start(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._tick_forever())
+            self._task = self.tasks.run_task(self._tick_forever(), "run insights tick")
 
     async def close(self) -> None:
         if self._task is not None:
@@ -66,11 +93,11 @@ class InsightService:
 
     def tick(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        settings = self.ws.server.settings.insights
-        views = list(self.ws.supervisor.views.values())
+        settings = self.settings().insights
+        views = list(self.supervisor.views.values())
         live = [v for v in views if not v.is_final]
-        self.ws.health.sampler.set_active(bool(live))
-        health = self.ws.health.sampler.latest()
+        self.health.sampler.set_active(bool(live))
+        health = self.health.sampler.latest()
         for view in views:
             tracker = self.trackers.get(view.run_id)
             if view.is_final:
@@ -92,8 +119,8 @@ class InsightService:
         )
 
     def _tracker(self, view: RunView) -> RunTracker:
-        job = self.ws.manifest().jobs.get(view.spec.job_id.removesuffix(PROBE_SUFFIX))
-        script = job.resolved_script(self.ws.root) if job is not None else None
+        job = self.supervisor.load_manifest().jobs.get(view.spec.job_id.removesuffix(PROBE_SUFFIX))
+        script = job.resolved_script(self.supervisor.root) if job is not None else None
         tracker = RunTracker(
             view.run_dir.path,
             view.parser,
@@ -111,13 +138,7 @@ class InsightService:
         if key == self.announced.get(view.run_id, []):
             return
         self.announced[view.run_id] = key
-        server = self.ws.server
-        server.send_notification("arena/statusChanged", self.ws.run_info(view))
-        for insight in tracker.engine.take_new():
-            kind = types.MessageType.Warning if insight.severity == "warning" else types.MessageType.Info
-            server.window_show_message(
-                types.ShowMessageParams(kind, f"{view.spec.job_name}: {insight.kind}: {insight.message}")
-            )
+        self.listener.insights_changed(view, list(tracker.engine.take_new()))
 
     def _forget_gone(self, run_ids: set[str]) -> None:
         for run_id in list(self.trackers):
@@ -131,10 +152,15 @@ class InsightService:
         if current == self.live_scripts:
             return
         self.live_scripts = current
-        feature = getattr(self.ws.server, "diagnostics_feature", None)
-        if feature is not None:
-            for uri in list(feature.published):
-                feature.schedule(uri, 0.0)
+        self.listener.live_trainers_changed()
+
+    def live_run_of(self, script: Path) -> RunView | None:
+        """The live run whose trainer is ``script``, if any."""
+        for view in list(self.supervisor.views.values()):
+            tracker = self.trackers.get(view.run_id)
+            if not view.is_final and tracker is not None and tracker.script == script:
+                return view
+        return None
 
     # -- the wire ------------------------------------------------------------------------
 
@@ -144,7 +170,3 @@ class InsightService:
         if tracker is None or view.is_final:
             return []
         return [insight.to_wire() for insight in tracker.engine.current]
-
-
-PROBE_SUFFIX = ".probe"
-"""A probe run's job id is its job's id plus this (its checkpoints never resume the job)."""

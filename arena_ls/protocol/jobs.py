@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from arena_ls.manifest import ManifestResult
+from arena_ls.diagnostics import Diag
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.protocol.probe import ProbeService
 
-if TYPE_CHECKING:
-    from arena_ls.protocol.workspace import Workspace
 
+def job_infos(
+    manifest: ManifestResult, gate_errors: Callable[[Job], list[Diag]], probes: ProbeService
+) -> list[dict[str, Any]]:
+    """The contract's ``JobInfo`` for every job id in the manifest.
 
-def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
-    """The contract's ``JobInfo`` for every job id in the manifest."""
+    ``gate_errors`` is the workspace's ``TrainerGates.errors`` (the gates load on first use).
+    """
     infos: list[dict[str, Any]] = []
     for job_id in manifest.all_ids:
         job = manifest.jobs.get(job_id)
@@ -29,7 +34,7 @@ def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
                 }
             )
             continue
-        blocked = [d.to_wire() for d in ws.gate_errors(job)] if job.kind == "train" else []
+        blocked = [d.to_wire() for d in gate_errors(job)] if job.kind == "train" else []
         infos.append(
             {
                 "id": job.id,
@@ -38,7 +43,7 @@ def job_infos(ws: Workspace, manifest: ManifestResult) -> list[dict[str, Any]]:
                 "status": job.status,
                 "runnable": job.status != "disabled" and not blocked,
                 "blockedBy": blocked,
-                "probe": ws.probes.info(job),
+                "probe": probes.info(job),
             }
         )
     return infos

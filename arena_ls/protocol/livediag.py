@@ -10,31 +10,21 @@ re-publishes the open trainers when the set of live trainers changes).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from arena_ls.diagnostics import Diag, Span
-
-if TYPE_CHECKING:
-    from arena_ls.protocol.workspace import Workspace
+from arena_ls.protocol.insights import InsightService
 
 CODE = "AR013"
 NAME = "edited-during-run"
 
 
-def live_run_diagnostics(ws: Workspace, path: Path) -> list[Diag]:
+def live_run_diagnostics(insights: InsightService, path: Path) -> list[Diag]:
     """AR013 for ``path`` when a live run's trainer is that file, else nothing."""
-    insights = getattr(ws, "insights", None)
-    if insights is None:
+    view = insights.live_run_of(path)
+    if view is None:
         return []
-    for view in list(ws.supervisor.views.values()):
-        tracker = insights.trackers.get(view.run_id)
-        if view.is_final or tracker is None or tracker.script != path:
-            continue
-        message = (
-            f"{NAME}: run {view.run_id} of job `{view.spec.job_id}` is live and uses the version of "
-            "this file read at its launch; edits take effect at the next launch"
-        )
-        return [
-            Diag(code=CODE, message=message, severity="information", span=Span(0, 0, 1, 0), path=str(path))
-        ]
-    return []
+    message = (
+        f"{NAME}: run {view.run_id} of job `{view.spec.job_id}` is live and uses the version of "
+        "this file read at its launch; edits take effect at the next launch"
+    )
+    return [Diag(code=CODE, message=message, severity="information", span=Span(0, 0, 1, 0), path=str(path))]

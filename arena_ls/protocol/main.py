@@ -62,15 +62,21 @@ class _QuietRefusals(logging.Filter):
     """Refusals and bad params are answers, not server errors: keep them out of stderr."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+        from pygls.exceptions import JsonRpcException, JsonRpcInternalError  # start-up speed: see main()
 
         error = record.exc_info[1] if record.exc_info else None
         return not (isinstance(error, JsonRpcException) and not isinstance(error, JsonRpcInternalError))
 
 
+def _level(name: str) -> int:
+    """The logging level called ``name`` (INFO for a name logging does not know)."""
+    level = logging.getLevelName(name.upper())
+    return level if isinstance(level, int) else logging.INFO
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=_level(level),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
@@ -82,10 +88,11 @@ def configure_logging(level: str) -> None:
 def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level)
-    from arena_ls.protocol.server import create_server
+    # start-up speed: the server's stack loads after the arguments are checked (`--help` is instant)
+    from arena_ls.protocol.app import create_server
 
     server = create_server(hardware=hardware)
-    from arena_ls.protocol import serving
+    from arena_ls.protocol import serving  # start-up speed: see above
 
     if not args.tcp:
         return serving.serve_stdio(server, sys.stdin.buffer, _protect_stdout())
@@ -100,7 +107,7 @@ def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
 
 def _default_state_dir() -> Path:
     """The state folder of the workspace the server starts in (its cwd): where the token goes."""
-    from arena_ls.settings import Settings
+    from arena_ls.settings import Settings  # start-up speed: only --tcp needs it
 
     state_dir = Path(Settings().state_dir)
     return state_dir if state_dir.is_absolute() else Path.cwd() / state_dir

@@ -22,6 +22,8 @@ from arena_ls.timeutil import iso_utc
 from arena_ls.validation import finite
 
 MAX_POINTS = 10_000
+KEEP_CACHES = 64
+"""Runs whose metrics are kept in memory (a workspace keeps its last 50 finished runs)."""
 
 Point = tuple[int, float | None, float | None, float, float | None, float | None]
 """(step, loss, lr, at, gradNorm, clipFraction)."""
@@ -37,9 +39,21 @@ class MetricsCache:
     evals: list[tuple[int, float | None, float]] = attrs.field(factory=list)
 
 
-def run_metrics(view: RunView) -> dict[str, Any]:
-    cache: MetricsCache = getattr(view, "metrics_cache", None) or MetricsCache()
-    view.metrics_cache = cache  # type: ignore[attr-defined]
+class RunMetrics:
+    """The metrics of every run this server was asked about, each read incrementally."""
+
+    def __init__(self) -> None:
+        self._caches: dict[str, MetricsCache] = {}
+
+    def wire(self, view: RunView) -> dict[str, Any]:
+        """``arena/metrics`` of one run: what its log says, reading only what is new."""
+        if view.run_id not in self._caches and len(self._caches) >= KEEP_CACHES:
+            self._caches.clear()  # bounded: the files keep everything, a cache only saves re-reading
+        cache = self._caches.setdefault(view.run_id, MetricsCache())
+        return run_metrics(view, cache)
+
+
+def run_metrics(view: RunView, cache: MetricsCache) -> dict[str, Any]:
     for index, stream, _, data, at in iter_records(view.run_dir.path, cache.next_record):
         cache.next_record = index + 1
         if stream == 2:

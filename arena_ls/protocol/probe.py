@@ -25,8 +25,9 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -36,17 +37,16 @@ from arena_ls.errors import (
     PROBE_REQUIRED,
     ArenaError,
 )
-from arena_ls.health import process_tree_pids
+from arena_ls.health import Hardware, process_tree_pids
 from arena_ls.lifecycle.rundir import write_json_atomic
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.supervisor import StartRequest, Supervisor
 from arena_ls.manifest import Job
 from arena_ls.protocol.insights import PROBE_SUFFIX
+from arena_ls.protocol.tasks import TaskRunner
+from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc
-
-if TYPE_CHECKING:
-    from arena_ls.lifecycle.supervisor import StartRequest
-    from arena_ls.protocol.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -95,22 +95,41 @@ def verdict(
     return True, f"peak {peak.peak_mb} MB, within the {limit_mb} MB limit"
 
 
+class ProbeListener(Protocol):
+    """What the probe service tells the server."""
+
+    def lifecycle(self, view: RunView, text: str) -> None: ...
+    def active_changed(self) -> None: ...
+
+
 class ProbeService:
     """Runs probes and keeps their verdicts."""
 
-    def __init__(self, ws: Workspace) -> None:
-        self.ws = ws
-        self.tasks: set[asyncio.Task[None]] = set()
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        hardware: Hardware,
+        settings: Callable[[], Settings],
+        listener: ProbeListener,
+        tasks: TaskRunner,
+    ) -> None:
+        self.supervisor = supervisor
+        self.hardware = hardware
+        self.settings = settings
+        self.listener = listener
+        self.tasks = tasks
+        self.watching: set[asyncio.Task[None]] = set()
+        """The probes being watched (cancelled when the workspace closes)."""
 
     # -- verdicts on disk -----------------------------------------------------------------
 
     def _path(self, job: Job) -> Path:
-        return self.ws.supervisor.folder.root / "probes" / f"{job.id}.json"
+        return self.supervisor.folder.root / "probes" / f"{job.id}.json"
 
     def trainer_hash(self, job: Job) -> str:
         """A hash of what the probe judges: the trainer's content (and the probe's limit)."""
         digest = hashlib.sha256(f"{job.probe_max_vram_mb}\0".encode())
-        script = job.resolved_script(self.ws.root)
+        script = job.resolved_script(self.supervisor.root)
         try:
             digest.update(script.read_bytes() if script is not None else b"")
         except OSError:
@@ -142,7 +161,7 @@ class ProbeService:
 
     def require(self, job_id: str) -> None:
         """Refuse (1010) a job with ``probe.required`` whose current trainer has no passing probe."""
-        job, _ = self.ws.supervisor.resolve_job(job_id)
+        job, _ = self.supervisor.resolve_job(job_id)
         if not job.probe_required or job.status == "disabled":
             return
         probe = self.info(job)
@@ -161,9 +180,9 @@ class ProbeService:
 
     # -- running one ----------------------------------------------------------------------
 
-    async def start(self, request: StartRequest) -> dict[str, Any]:
+    async def start(self, request: StartRequest) -> RunView:
         """Start the probe run of a job; its verdict is recorded when it ends."""
-        supervisor = self.ws.supervisor
+        supervisor = self.supervisor
         job, _ = supervisor.resolve_job(request.id)
         if job.status == "disabled":
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
@@ -182,22 +201,22 @@ class ProbeService:
             max_restarts=0,
         )
         view = await supervisor._launch(probe_job, None)
-        info = await supervisor._await_started(view)
-        task = asyncio.get_running_loop().create_task(self._watch(view, job, digest))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return info
+        started = await supervisor._await_started(view)
+        task = self.tasks.run_task(self._watch(view, job, digest), f"watching the probe of {job.id}")
+        self.watching.add(task)
+        task.add_done_callback(self.watching.discard)
+        return started
 
     def _refuse_unsafe(self, job: Job) -> None:
         """The same gates and pre-flight checks as a start (1004, 1005)."""
-        supervisor = self.ws.supervisor
+        supervisor = self.supervisor
         gate_errors = supervisor.gate_checker(job) if supervisor.gate_checker and job.kind == "train" else []
         supervisor.refuse_if_unsafe(job, gate_errors)
 
     async def _watch(self, view: RunView, job: Job, digest: str) -> None:
         peak = Peak()
-        settings = self.ws.server.settings.probe
-        hardware = self.ws.health.hardware
+        settings = self.settings().probe
+        hardware = self.hardware
         try:
             while not view.is_final:
                 pid = view.state.pid if view.state is not None else None
@@ -211,7 +230,7 @@ class ProbeService:
                 view.refresh_state()
                 # Whoever re-reads the state announces its change: the supervisor's poll skips a
                 # final run whose lines are all read, so the end would otherwise go unannounced.
-                self.ws.supervisor.notify_if_changed(view)
+                self.supervisor.notify_if_changed(view)
             failure = view.state.failure if view.state is not None else None
             ok, message = verdict(
                 status=view.status.value,
@@ -223,13 +242,13 @@ class ProbeService:
             result = {"ok": ok, "peakVramMb": peak.peak_mb, "at": iso_utc(time.time()), "message": message}
             self._record(job, digest, result)
             log.info("probe of %s: %s", job.id, message)
-            self.ws.server.lifecycle(view, f"probe {'passed' if ok else 'failed'}: {message}")
-            self.ws.active_changed()
+            self.listener.lifecycle(view, f"probe {'passed' if ok else 'failed'}: {message}")
+            self.listener.active_changed()
         except Exception:
             log.exception("watching the probe of %s failed", job.id)
 
     async def close(self) -> None:
-        for task in list(self.tasks):
+        for task in list(self.watching):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

@@ -9,7 +9,6 @@ throttled ``window/logMessage`` lines instead.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -21,6 +20,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from arena_ls.lifecycle.runview import RunView
+from arena_ls.protocol.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +49,12 @@ class RunProgress:
     def __init__(
         self,
         server: LanguageServer,
+        tasks: TaskRunner,
         on_cancel: Callable[[str], None],
         extra_text: Callable[[RunView], str] = lambda view: "",
     ) -> None:
         self.server = server
+        self.tasks = tasks
         self.on_cancel = on_cancel
         self.extra_text = extra_text
         self.launches: dict[str, Launch] = {}
@@ -88,7 +90,7 @@ class RunProgress:
         token = f"arena-{view.run_id}-{uuid.uuid4().hex[:8]}"
         launch = Launch(token=token, restarts=restarts)
         self.launches[view.run_id] = launch
-        asyncio.get_running_loop().create_task(self._create_and_begin(view, launch))
+        self.tasks.run_task(self._create_and_begin(view, launch), f"progress of run {view.run_id}")
 
     async def _create_and_begin(self, view: RunView, launch: Launch) -> None:
         assert launch.token is not None

@@ -1,34 +1,39 @@
 """The arena-ls language server: custom methods, commands, notifications.
 
 Every handler is thin: it parses params (``params.py``), calls the
-supervisor or another plain module, and turns refusals into JSON-RPC
-errors. Editor features (diagnostics, lenses, code actions) register
-themselves from ``arena_ls.protocol.features``.
+workspace or another plain module, and turns refusals into JSON-RPC
+errors (``refusals.py``). Editor features are plug-ins (``feature.py``):
+the server holds them in a registry, and each LSP notification has one
+handler here that calls every feature, each isolated from the others.
+``app.create_server`` assembles the server with its features.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from arena_ls import __version__
-from arena_ls.errors import ArenaError, InvalidParams
+from arena_ls.errors import InvalidParams
+from arena_ls.health import Hardware, SystemHardware
+from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import StopRequest, Supervisor
+from arena_ls.lifecycle.supervisor import StopRequest
 from arena_ls.protocol import params as P
+from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.converter import arena_converter
-from arena_ls.protocol.echoes import bound, long_strings
+from arena_ls.protocol.feature import Command, FeatureRegistry, LanguageFeature
 from arena_ls.protocol.notify import LogBatcher
 from arena_ls.protocol.progress import RunProgress
+from arena_ls.protocol.refusals import refusals
+from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.protocol.transport import ArenaProtocol
 from arena_ls.protocol.workspace import Workspace
 from arena_ls.settings import Settings, parse_settings
@@ -36,32 +41,56 @@ from arena_ls.settings import Settings, parse_settings
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+F = TypeVar("F", bound=LanguageFeature)
 
 
 class ArenaServer(LanguageServer):
     """The language server, holding this client's view of one workspace."""
 
-    def __init__(
-        self,
-        workspace_factory: Callable[[ArenaServer, Path], Workspace] | None = None,
-        hardware: Any = None,
-    ) -> None:
+    def __init__(self, hardware: Hardware | None = None) -> None:
         super().__init__(
             "arena-ls", __version__, protocol_cls=ArenaProtocol, converter_factory=arena_converter
         )
         self.hardware = hardware
-        self.settings = Settings()
-        self.init_settings = Settings()
-        """Settings from ``initializationOptions``: the base that configuration changes apply to."""
+        """Tests inject a fake machine; None: the real one (``SystemHardware``)."""
+        self.configuration = Configuration()
         self.root = Path.cwd()
-        self.workspace_factory = workspace_factory or Workspace
         self.arena: Workspace | None = None
-        self.logs = LogBatcher(
-            self.send_notification, lambda: self.settings.logs_notify_hz, refresh=self._follow_now
-        )
-        self.run_progress = RunProgress(self, self._cancel_run, self._gpu_text)
+        self.features = FeatureRegistry()
+        self.tasks = TaskRunner()
+        self.logs = self._log_batcher()
+        self.run_progress = RunProgress(self, self.tasks, self._cancel_run, self._gpu_text)
 
-    # -- the listener the supervisor reports to -----------------------------------------
+    # -- plug-ins and background work -----------------------------------------------------
+
+    def add_feature(self, feature: LanguageFeature) -> None:
+        """Plug a feature in (before the server starts): its hooks are called from now on."""
+        self.features.add(feature)
+        for name, command in feature.commands().items():
+            self.command(name)(_command_handler(command))
+
+    def get_feature(self, kind: type[F]) -> F | None:
+        """The feature of that type, if one was added."""
+        return self.features.get(kind)
+
+    def run_task(self, coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        """Background work: kept until done, its failure logged with its traceback."""
+        return self.tasks.run_task(coro, name)
+
+    # -- settings ---------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self.configuration.settings
+
+    def apply_settings(self, options: Any, *, base: Settings | None = None) -> None:
+        """Settings from the client on top of ``base`` (the initialization options); subscribers hear."""
+        settings, problems = parse_settings(options, base or Settings())
+        for problem in problems:
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
+        self.configuration.update(settings)
+
+    # -- the listener the workspace reports to -----------------------------------------------
 
     def send_notification(self, method: str, payload: dict[str, Any]) -> None:
         self.protocol.notify(method, payload)
@@ -79,7 +108,7 @@ class ArenaServer(LanguageServer):
                     f"{failure.get('evidence', '')}",
                 )
             )
-        self.ws.active_changed()
+        self.active_changed()
 
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
         self.logs.add(view.run_id, lines, skipped=view.take_unsummarised())
@@ -97,28 +126,39 @@ class ArenaServer(LanguageServer):
         """Damage found and repaired or ignored in the state folder: tell the user (once; stderr has it)."""
         self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"arena: {text}"))
 
+    def insights_changed(self, view: RunView, new: list[Insight]) -> None:
+        """The run's insights changed: its ``RunInfo`` again, and a warning per kind new to the run."""
+        self.send_notification("arena/statusChanged", self.ws.run_info(view))
+        for insight in new:
+            kind = types.MessageType.Warning if insight.severity == "warning" else types.MessageType.Info
+            self.window_show_message(
+                types.ShowMessageParams(kind, f"{view.spec.job_name}: {insight.kind}: {insight.message}")
+            )
+
+    def live_trainers_changed(self) -> None:
+        self.features.notify("live_trainers_changed", lambda f: f.live_trainers_changed())
+
+    def active_changed(self) -> None:
+        """Runnability or the active run may have changed (the lenses follow)."""
+        self.features.notify("active_changed", lambda f: f.active_changed())
+
     def _follow_now(self) -> None:
         """Read what the runs wrote since the last poll (just before ``arena/log`` is sent)."""
         if self.arena is not None:
             self.arena.supervisor.poll_once()
 
     def _gpu_text(self, view: RunView) -> str:
-        """``GPU 3100 MB 87%`` for a run on a GPU, else nothing."""
-        extras = self.ws.health.run_extras(view)
-        if not extras:
-            return ""
-        return f"GPU {extras['gpuMemoryMb']} MB {extras['gpuUtilization']:.0f}%"
+        return self.ws.gpu_text(view)
 
     def _cancel_run(self, run_id: str) -> None:
         """The client cancelled a run's progress: a cooperative stop."""
+        stop = self.ws.supervisor.stop(StopRequest(run_id=run_id, confirm=True, wait=False))
+        self.run_task(stop, f"stopping run {run_id} after a progress cancel")
 
-        async def stop() -> None:
-            try:
-                await self.ws.supervisor.stop(StopRequest(run_id=run_id, confirm=True, wait=False))
-            except Exception:
-                log.exception("stopping run %s after a progress cancel failed", run_id)
-
-        asyncio.get_running_loop().create_task(stop())
+    def _log_batcher(self) -> LogBatcher:
+        return LogBatcher(
+            self.send_notification, lambda: self.settings.logs_notify_hz, refresh=self._follow_now
+        )
 
     async def end_session(self) -> None:
         """The client left (TCP): close its view of the workspace; the runs go on."""
@@ -128,81 +168,40 @@ class ArenaServer(LanguageServer):
                 await arena.close()
             except Exception:  # the next client must still be served
                 log.exception("closing the last client's workspace view failed")
-        self.settings = self.init_settings = Settings()
-        self.logs = LogBatcher(
-            self.send_notification, lambda: self.settings.logs_notify_hz, refresh=self._follow_now
-        )
-        self.run_progress = RunProgress(self, self._cancel_run, self._gpu_text)
+        self.configuration.reset()
+        self.logs = self._log_batcher()
+        self.run_progress = RunProgress(self, self.tasks, self._cancel_run, self._gpu_text)
 
     # -- workspace ------------------------------------------------------------------------
 
     @property
     def ws(self) -> Workspace:
         if self.arena is None:
-            self.arena = self.workspace_factory(self, self.root)
+            hardware = self.hardware if self.hardware is not None else SystemHardware()
+            self.arena = Workspace(self.root, self.configuration, self, hardware, self.tasks)
         return self.arena
 
     @property
-    def supervisor(self) -> Supervisor:
-        return self.ws.supervisor
-
-    def apply_settings(self, options: Any, *, base: Settings | None = None) -> None:
-        """Settings from the client on top of ``base`` (the initialization options)."""
-        settings, problems = parse_settings(options, base or Settings())
-        self.settings = settings
-        for problem in problems:
-            self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
-        if self.arena is not None:
-            self.arena.settings_changed()
-        feature = getattr(self, "diagnostics_feature", None)
-        if feature is not None and self.arena is not None:
-            for uri in list(feature.published):
-                feature.schedule(uri, 0.0)
+    def has_workspace(self) -> bool:
+        """Whether this client's workspace is open (features never open it early)."""
+        return self.arena is not None
 
 
-def refusals(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Turn the project's refusals into JSON-RPC errors with ``error.data.reason``."""
+def _command_handler(command: Command) -> Callable[..., Awaitable[Any]]:
+    """A feature's command as pygls calls it (the server first), with refusals as JSON-RPC errors."""
 
-    @functools.wraps(handler)
-    async def wrapped(*args: Any, **kwargs: Any) -> T:
-        try:
-            return await handler(*args, **kwargs)
-        except InvalidParams as error:
-            longs = long_strings(args[1:])
-            raise JsonRpcInvalidParams(bound(str(error), longs)) from error
-        except ArenaError as error:
-            longs = long_strings(args[1:])
-            raise JsonRpcException(
-                message=bound(error.message, longs), code=error.code, data=bound(error.data, longs)
-            ) from error
-        except (JsonRpcException, asyncio.CancelledError):
-            raise
-        except Exception as error:
-            # The traceback goes to stderr, never to the client (it may quote the client's values).
-            log.exception("%s failed", handler.__name__)
-            what = bound(f"{type(error).__name__}: {error}", long_strings(args[1:]))
-            raise JsonRpcInternalError(message=f"internal error: {what[:400]}") from error
+    @refusals
+    async def run(ls: ArenaServer, *args: Any) -> Any:
+        return await command(*args)
 
-    return wrapped
+    return run
 
 
-def create_server(
-    workspace_factory: Callable[[ArenaServer, Path], Workspace] | None = None,
-    *,
-    hardware: Any = None,
-) -> ArenaServer:
-    """Build the server with every method and command registered.
-
-    ``hardware`` replaces the real machine probe (tests inject a fake GPU
-    and battery this way; the product always uses the real one).
-    """
-    server = ArenaServer(workspace_factory, hardware)
+def register_handlers(server: ArenaServer) -> None:
+    """Every LSP method, command and notification of the server, registered once."""
     _register_lifecycle(server)
     _register_methods(server)
-    from arena_ls.protocol.features import register_all
-
-    register_all(server)
-    return server
+    _register_feature_fan_out(server)
 
 
 def _register_lifecycle(server: ArenaServer) -> None:
@@ -212,7 +211,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         if root:
             ls.root = Path(root)
         ls.apply_settings(params.initialization_options)
-        ls.init_settings = ls.settings
+        ls.configuration.base = ls.settings
         ls.arena = None
 
     @server.feature(types.INITIALIZED)
@@ -224,12 +223,13 @@ def _register_lifecycle(server: ArenaServer) -> None:
     async def on_configuration(ls: ArenaServer, params: types.DidChangeConfigurationParams) -> None:
         settings = params.settings
         if isinstance(settings, dict) and settings.get("arena") is not None:
-            ls.apply_settings(settings["arena"], base=ls.init_settings)
+            ls.apply_settings(settings["arena"], base=ls.configuration.base)
         await pull_configuration(ls)
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: ArenaServer, params: Any) -> None:
         """Stop following runs; never stop a run (closing the editor never does)."""
+        ls.features.notify("shutdown", lambda f: f.shutdown())
         if ls.arena is not None:
             await ls.arena.close()
 
@@ -247,7 +247,38 @@ async def pull_configuration(ls: ArenaServer) -> None:
         log.info("workspace/configuration failed: %s", error)
         return
     if result and isinstance(result[0], dict):
-        ls.apply_settings(result[0], base=ls.init_settings)
+        ls.apply_settings(result[0], base=ls.configuration.base)
+
+
+def _register_feature_fan_out(server: ArenaServer) -> None:
+    """One handler per notification and request that features answer; each calls every feature."""
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: ArenaServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.features.notify("document_open", lambda f: f.document_open(params))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: ArenaServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.features.notify("document_change", lambda f: f.document_change(params))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: ArenaServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.features.notify("document_save", lambda f: f.document_save(params))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: ArenaServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.features.notify("document_close", lambda f: f.document_close(params))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    def code_lens(ls: ArenaServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+        return ls.features.gather("code_lens", lambda f: f.code_lens(params))
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
+    def code_action(ls: ArenaServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        return ls.features.gather("code_action", lambda f: f.code_action(params))
 
 
 def _register_methods(server: ArenaServer) -> None:
@@ -272,7 +303,7 @@ def _register_methods(server: ArenaServer) -> None:
     async def logs(ls: ArenaServer, params: Any) -> dict[str, Any]:
         run_id, cursor, limit = P.parse_logs(params)
         try:
-            return await ls.supervisor.logs_async(run_id, cursor, limit)
+            return await ls.ws.logs(run_id, cursor, limit)
         except ValueError as error:
             if isinstance(error, InvalidParams):
                 raise

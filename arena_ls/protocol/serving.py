@@ -21,15 +21,13 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from pygls.io_ import StdoutWriter
 
 from arena_ls.protocol.framing import FrameReader, PipeSource, StreamSource
+from arena_ls.protocol.server import ArenaServer
 from arena_ls.protocol.transport import ArenaProtocol, DiscardWriter, serve
-
-if TYPE_CHECKING:
-    from arena_ls.protocol.server import ArenaServer
 
 log = logging.getLogger(__name__)
 

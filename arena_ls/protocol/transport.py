@@ -19,6 +19,7 @@ from contextlib import aclosing
 from typing import Any
 
 from pygls.exceptions import JsonRpcException
+from pygls.progress import Progress
 from pygls.protocol import LanguageServerProtocol
 
 from arena_ls.protocol.framing import Broken, FrameReader, Message
@@ -78,8 +79,6 @@ class ArenaProtocol(LanguageServerProtocol):
         self.exit_code = None
         self.end_connection = False
         self._workspace = None
-        from pygls.progress import Progress
-
         self.progress = Progress(self)
 
     # -- answers ---------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """One workspace as the server sees it: supervisor, manifest, gates and health together.
 
 Handlers call this façade; it composes the plain modules and shapes their
-results into the contract's objects (``JobInfo``, the status result).
+results into the contract's objects (``JobInfo``, ``RunInfo``, the status
+result). It knows the server only as a ``WorkspaceListener``: what it tells
+the client, never how.
 """
 
 from __future__ import annotations
@@ -9,41 +11,85 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from arena_ls.diagnostics import Diag
+from arena_ls.health import Hardware
+from arena_ls.health.service import HealthService, Preflight
+from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
-from arena_ls.manifest import Job, ManifestResult
+from arena_ls.lifecycle.supervisor import DryRun, Listener, StartRequest, StopRequest, Supervisor
+from arena_ls.manifest import ManifestResult
+from arena_ls.protocol import wire
+from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import job_infos
-from arena_ls.protocol.metrics import run_metrics
+from arena_ls.protocol.metrics import RunMetrics
 from arena_ls.protocol.probe import ProbeService
-
-if TYPE_CHECKING:
-    from arena_ls.protocol.server import ArenaServer
+from arena_ls.protocol.tasks import TaskRunner
+from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
 
 STATUS_LOG_LINES = 50
 
 
+class WorkspaceListener(Listener, Protocol):
+    """What the workspace tells the server (the supervisor's listener, and more)."""
+
+    def insights_changed(self, view: RunView, new: list[Insight]) -> None: ...
+    def live_trainers_changed(self) -> None: ...
+    def active_changed(self) -> None: ...
+
+
 class Workspace:
     """The workspace behind one server."""
 
-    def __init__(self, server: ArenaServer, root: Path) -> None:
-        self.server = server
+    def __init__(
+        self,
+        root: Path,
+        configuration: Configuration,
+        listener: WorkspaceListener,
+        hardware: Hardware,
+        tasks: TaskRunner,
+    ) -> None:
         self.root = root.resolve()
+        self.configuration = configuration
+        self.listener = listener
+        # The gates (arena_ls.gates) and the pre-flight checks (arena_ls.health) are the
+        # supervisor's collaborators; what they read of the workspace they read when asked.
+        from arena_ls.gates.cache import TrainerGates  # start-up speed: no gates before `initialize`
+
+        self.gates = TrainerGates(self.root, self.manifest, self._fp32_only)
+        self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
         self.supervisor = Supervisor(
-            self.root,
-            lambda: self.server.settings,
-            server,
-            gate_checker=self.gate_errors,
-            preflight=self.preflight,
+            self.root, self.settings, listener, gate_checker=self.gates.errors, preflight=self.preflight.run
         )
-        self.health = self._make_health()
-        self.insights = InsightService(self)
-        self.probes = ProbeService(self)
+        self.health = HealthService(
+            hardware,
+            self.settings,
+            trainer_pids=self._trainer_pids,
+            active=lambda: self.supervisor.active_view() is not None,
+        )
+        self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
+        self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
+        self.metrics_cache = RunMetrics()
+        self._unsubscribe = configuration.subscribe(self._settings_changed)
+
+    def settings(self) -> Settings:
+        return self.configuration.settings
+
+    def _state_dir(self) -> Path:
+        return self.supervisor.folder.root
+
+    def _fp32_only(self) -> bool | None:
+        return self.health.fp32_only()
+
+    def _trainer_pids(self) -> list[int]:
+        return [
+            v.state.pid
+            for v in list(self.supervisor.views.values())
+            if v.state is not None and v.state.pid and not v.is_final
+        ]
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -57,73 +103,68 @@ class Workspace:
                 self.supervisor.notify_if_changed(view)
 
     async def close(self) -> None:
+        self._unsubscribe()
         await self.insights.close()
         await self.probes.close()
         await self.supervisor.close()
-        closer = getattr(self.health, "close", None)
-        if callable(closer):
-            await asyncio.to_thread(closer)
+        await asyncio.to_thread(self.health.close)
 
-    def settings_changed(self) -> None:
+    def _settings_changed(self, settings: Settings) -> None:
         self.supervisor.wake()
-
-    def active_changed(self) -> None:
-        """Runnability or the active run changed (lenses refresh from features)."""
-        hook = getattr(self.server, "on_active_changed", None)
-        if callable(hook):
-            hook()
-
-    # -- health and gates (their modules plug in here) ------------------------------------
-
-    def _make_health(self) -> Any:
-        from arena_ls.protocol.hardware import make_health_service
-
-        return make_health_service(self)
-
-    def health_wire(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.health.wire()
-        return result
-
-    def gate_errors(self, job: Job) -> list[Diag]:
-        """Error-severity gate diagnostics of a job's trainer."""
-        from arena_ls.protocol.gating import trainer_gate_errors
-
-        return trainer_gate_errors(self, job)
-
-    def preflight(
-        self, job: Job, gate_errors: list[Diag], our_pids: set[int]
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        result: tuple[list[dict[str, Any]], list[str]] = self.health.preflight(job, gate_errors, our_pids)
-        return result
 
     # -- requests --------------------------------------------------------------------------
 
     async def start_job(self, request: StartRequest) -> dict[str, Any]:
         if request.probe:
-            result = await self.probes.start(request)
-            self.active_changed()
-            return self._with_insights(result)
-        if not request.dry_run:
-            self.probes.require(request.id)
-        result = await self.supervisor.start(request)
-        self.active_changed()
-        return self._with_insights(result)
+            started: RunView | DryRun = await self.probes.start(request)
+        else:
+            if not request.dry_run:
+                self.probes.require(request.id)
+            started = await self.supervisor.start(request)
+        self.listener.active_changed()
+        if isinstance(started, DryRun):
+            return wire.dry_run(started)
+        return self._answer(started)
 
     async def stop_run(self, request: StopRequest) -> dict[str, Any]:
-        return self._with_insights(await self.supervisor.stop(request))
+        view = await self.supervisor.stop(request)
+        return self._answer(view, tail=True) if view is not None else wire.stopped(None)
 
-    def _with_insights(self, result: dict[str, Any]) -> dict[str, Any]:
-        """A ``RunInfo`` answered by the supervisor gains its ``insights`` (contract 6.3)."""
-        view = self.supervisor.views.get(result.get("runId") or "")
-        if view is not None:
-            result.setdefault("insights", self.insights.wire(view))
-        return result
+    def _answer(self, view: RunView, *, tail: bool = False) -> dict[str, Any]:
+        """A ``RunInfo`` answered to a request: with its ``insights`` (contract 6.3), not its GPU use."""
+        extra: dict[str, Any] = {"insights": self.insights.wire(view)}
+        if tail:
+            extra["tail"] = wire.tail(view)
+        return wire.run_info(view, extra)
 
     def run_info(self, view: RunView) -> dict[str, Any]:
-        return view.to_wire({**self.health.run_extras(view), "insights": self.insights.wire(view)})
+        """The ``RunInfo`` of a notification or the status: with its GPU use and its insights."""
+        return wire.run_info(view, {**self._gpu_extras(view), "insights": self.insights.wire(view)})
+
+    def _gpu_extras(self, view: RunView) -> dict[str, Any]:
+        """``gpuMemoryMb`` and ``gpuUtilization`` of a live run's process tree (absent without a GPU)."""
+        state = view.state
+        if state is None or not state.pid or view.is_final:
+            return {}
+        use = self.health.gpu_use(state.pid)
+        if use is None:
+            return {}
+        memory, utilization = use
+        return {"gpuMemoryMb": memory, "gpuUtilization": utilization}
+
+    def gpu_text(self, view: RunView) -> str:
+        """``GPU 3100 MB 87%`` for a run on a GPU, else nothing."""
+        extras = self._gpu_extras(view)
+        if not extras:
+            return ""
+        return f"GPU {extras['gpuMemoryMb']} MB {extras['gpuUtilization']:.0f}%"
 
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()
+
+    def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
+        """``JobInfo`` of every job of the manifest (as it is on disk unless given)."""
+        return job_infos(manifest or self.manifest(), self.gates.errors, self.probes)
 
     async def status(self) -> dict[str, Any]:
         supervisor = self.supervisor
@@ -135,11 +176,14 @@ class Workspace:
         return {
             "active": self.run_info(active) if active else None,
             "runs": [self.run_info(v) for v in runs],
-            "jobs": job_infos(self, self.manifest()),
-            "health": self.health_wire(),
-            "logs": shown.tail(STATUS_LOG_LINES) if shown else [],
+            "jobs": self.job_infos(),
+            "health": self.health.wire(),
+            "logs": wire.tail(shown, STATUS_LOG_LINES) if shown else [],
             "deviceProfile": self.health.device_profile(),
         }
+
+    async def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
+        return wire.logs_page(await self.supervisor.logs_async(run_id, cursor, limit))
 
     def metrics(self, run_id: str | None) -> dict[str, Any]:
         view = (
@@ -149,4 +193,4 @@ class Workspace:
         )
         if view is None:
             return {"runId": None, "points": [], "checkpoints": []}
-        return run_metrics(view)
+        return self.metrics_cache.wire(view)

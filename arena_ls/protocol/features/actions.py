@@ -6,12 +6,12 @@ ruff does, so applying it needs no state in the server.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
-if TYPE_CHECKING:
-    from arena_ls.protocol.server import ArenaServer
+from arena_ls.protocol.feature import LanguageFeature
+from arena_ls.protocol.server import ArenaServer
 
 TRAINER_CODES = {f"AR{n:03d}" for n in range(1, 13)}
 
@@ -49,7 +49,7 @@ def fix_action(uri: str, diag: types.Diagnostic) -> types.CodeAction | None:
 
 
 def suppress_action(uri: str, source: str, diag: types.Diagnostic) -> types.CodeAction:
-    from arena_ls.gates import Finding, suppression_edit  # loaded on first use, not at start-up
+    from arena_ls.gates import Finding, suppression_edit  # start-up speed: loaded on first use
 
     code = str(diag.code)
     finding = Finding(
@@ -72,12 +72,13 @@ def suppress_action(uri: str, source: str, diag: types.Diagnostic) -> types.Code
     return _action(f"Suppress {code} on this line", uri, [text_edit], diag)
 
 
-def register(server: ArenaServer) -> None:
-    @server.feature(
-        types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
-    )
-    def code_actions(ls: ArenaServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+class CodeActions(LanguageFeature):
+    """Quick fixes for the server's own diagnostics (``source`` ``arena``)."""
+
+    def __init__(self, server: ArenaServer) -> None:
+        self.server = server
+
+    def code_action(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
         actions: list[types.CodeAction] = []
         for diag in params.context.diagnostics:
@@ -87,6 +88,6 @@ def register(server: ArenaServer) -> None:
             if action is not None:
                 actions.append(action)
             if str(diag.code) in TRAINER_CODES:
-                source = ls.workspace.get_text_document(uri).source
+                source = self.server.workspace.get_text_document(uri).source
                 actions.append(suppress_action(uri, source, diag))
         return actions

@@ -9,20 +9,21 @@ gate errors. Open buffers win over the files on disk.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
 from arena_ls.diagnostics import Diag, Related, Span
 from arena_ls.manifest import ManifestResult, load_manifest_text
+from arena_ls.protocol.feature import LanguageFeature
 from arena_ls.protocol.livediag import CODE as LIVE_CODE
 from arena_ls.protocol.livediag import live_run_diagnostics
+from arena_ls.protocol.server import ArenaServer
+from arena_ls.settings import Settings
 from arena_ls.uris import path_to_uri, uri_to_path
 
-if TYPE_CHECKING:
-    from arena_ls.protocol.server import ArenaServer
-    from arena_ls.protocol.workspace import Workspace
+log = logging.getLogger(__name__)
 
 DEBOUNCE_SECONDS = 0.3
 SOURCE = "arena"
@@ -63,31 +64,58 @@ def _range(span: Span) -> types.Range:
 
 
 def _rule_doc_url(code: str) -> str:
-    from arena_ls.gates import DOCS_URL, rule_doc_url  # the gates load on first use, not at start-up
+    from arena_ls.gates import DOCS_URL, rule_doc_url  # start-up speed: the gates load on first use
 
     if code == LIVE_CODE:
         return DOCS_URL.replace("rules.md", "insights.md") + "#ar013-edited-during-run"
     return rule_doc_url(code)
 
 
-def _lint_file(ws: Workspace, path: str, text: str) -> list[Diag]:
-    from arena_ls.protocol.gating import lint_file
-
-    return lint_file(ws, path, text)
-
-
-class DiagnosticsFeature:
+class DiagnosticsFeature(LanguageFeature):
     """Keeps the published diagnostics of trainers and the manifest current."""
 
     def __init__(self, server: ArenaServer) -> None:
         self.server = server
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.published: set[str] = set()
+        server.configuration.subscribe(self.settings_changed)
+
+    # -- what makes it publish ------------------------------------------------------------
+
+    def document_open(self, params: types.DidOpenTextDocumentParams) -> None:
+        self.schedule(params.text_document.uri, 0.0)
+
+    def document_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        self.schedule(params.text_document.uri)
+
+    def document_save(self, params: types.DidSaveTextDocumentParams) -> None:
+        self.schedule(params.text_document.uri, 0.0)
+
+    def document_close(self, params: types.DidCloseTextDocumentParams) -> None:
+        self.schedule(params.text_document.uri, 0.0)
+
+    def settings_changed(self, settings: Settings) -> None:
+        """New settings (another manifest, another device profile): publish everything again."""
+        if self.server.has_workspace:
+            self.republish()
+
+    def live_trainers_changed(self) -> None:
+        """A trainer's run started or ended: its AR013 comes or goes."""
+        self.republish()
+
+    def republish(self) -> None:
+        for uri in list(self.published):
+            self.schedule(uri, 0.0)
+
+    def shutdown(self) -> None:
+        for timer in self.timers.values():
+            timer.cancel()
+        self.timers.clear()
 
     # -- which files --------------------------------------------------------------------
 
     def manifest_path(self) -> Path:
-        return self.server.supervisor.manifest_path().resolve()
+        return self.server.ws.supervisor.manifest_path().resolve()
 
     def buffer_text(self, path: Path) -> str | None:
         """The open buffer's text for a path, or None when it is not open."""
@@ -128,7 +156,14 @@ class DiagnosticsFeature:
         if timer is not None:
             timer.cancel()
         loop = asyncio.get_running_loop()
-        self.timers[uri] = loop.call_later(delay, self.publish_uri, uri)
+        self.timers[uri] = loop.call_later(delay, self._publish_isolated, uri)
+
+    def _publish_isolated(self, uri: str) -> None:
+        """A timer's publish: a failure is logged with its traceback, and the next change retries."""
+        try:
+            self.publish_uri(uri)
+        except Exception:
+            log.exception("publishing the diagnostics of %s failed", uri)
 
     def publish_uri(self, uri: str) -> None:
         self.timers.pop(uri, None)
@@ -142,12 +177,13 @@ class DiagnosticsFeature:
         elif self.is_trainer(path, manifest):
             self.publish_trainer(path)
             self.publish_manifest(manifest)
-        self.server.ws.active_changed()
+        self.server.active_changed()
 
     def publish_trainer(self, path: Path) -> list[Diag]:
         text = self.text(path)
-        diags = _lint_file(self.server.ws, str(path), text) if text is not None else []
-        diags = [*live_run_diagnostics(self.server.ws, path), *diags]
+        ws = self.server.ws
+        diags = ws.gates.lint_file(str(path), text) if text is not None else []
+        diags = [*live_run_diagnostics(ws.insights, path), *diags]
         self.send(path_to_uri(path), diags)
         return diags
 
@@ -160,7 +196,8 @@ class DiagnosticsFeature:
             if job.kind != "train" or script is None:
                 continue
             text = self.text(script)
-            errors = [d for d in _lint_file(self.server.ws, str(script), text) if d.is_error] if text else []
+            found = self.server.ws.gates.lint_file(str(script), text) if text else []
+            errors = [d for d in found if d.is_error]
             if errors:
                 diags.append(_ar108(job.id, job.span, str(manifest.path), str(script), errors))
         self.send(path_to_uri(manifest.path), diags)
@@ -183,29 +220,3 @@ def _ar108(job_id: str, span: Span, manifest: str, script: str, errors: list[Dia
         path=manifest,
         related=tuple(Related(script, d.span, f"{d.code}: {d.message}") for d in errors),
     )
-
-
-def register(server: ArenaServer) -> None:
-    feature = DiagnosticsFeature(server)
-    server.diagnostics_feature = feature  # type: ignore[attr-defined]
-
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: ArenaServer, params: types.DidOpenTextDocumentParams) -> None:
-        feature.schedule(params.text_document.uri, 0.0)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: ArenaServer, params: types.DidChangeTextDocumentParams) -> None:
-        feature.schedule(params.text_document.uri)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: ArenaServer, params: types.DidSaveTextDocumentParams) -> None:
-        feature.schedule(params.text_document.uri, 0.0)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: ArenaServer, params: types.DidCloseTextDocumentParams) -> None:
-        feature.schedule(params.text_document.uri, 0.0)
-
-
-def published_for(server: Any) -> DiagnosticsFeature | None:
-    feature: DiagnosticsFeature | None = getattr(server, "diagnostics_feature", None)
-    return feature

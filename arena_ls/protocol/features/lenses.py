@@ -7,20 +7,19 @@ runnability or the active run changes, for clients that support it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import Any
 
 from lsprotocol import types
 
-from arena_ls.errors import InvalidParams
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import params as P
-from arena_ls.protocol.jobs import job_infos
+from arena_ls.protocol.feature import Command, LanguageFeature
+from arena_ls.protocol.server import ArenaServer
 from arena_ls.uris import uri_to_path
 
-if TYPE_CHECKING:
-    from arena_ls.protocol.server import ArenaServer
+log = logging.getLogger(__name__)
 
 
 def _lens(line: int, title: str, command: str, argument: dict[str, Any]) -> types.CodeLens:
@@ -89,7 +88,7 @@ def job_lens(
 def manifest_lenses(ls: ArenaServer) -> list[types.CodeLens]:
     """One lens per job entry of the manifest, runnable or not (a blocked one names why)."""
     manifest = ls.ws.manifest()
-    infos = {info["id"]: info for info in job_infos(ls.ws, manifest)}
+    infos = {info["id"]: info for info in ls.ws.job_infos(manifest)}
     return [
         job_lens(ls, manifest, job_id, line, infos.get(job_id, {}))
         for job_id, line in _entries(manifest)
@@ -102,29 +101,30 @@ async def _refresh_quietly(server: ArenaServer) -> None:
         await server.workspace_code_lens_refresh_async(None)
 
 
-def register(server: ArenaServer) -> None:
-    last_state: dict[str, Any] = {}
+class CodeLenses(LanguageFeature):
+    """The lenses of the manifest, ``arena.showBlocked``, and the refresh when what they show changes."""
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-    def code_lens(ls: ArenaServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    def __init__(self, server: ArenaServer) -> None:
+        self.server = server
+        self.last_state: dict[str, Any] | None = None
+        """What the lenses showed when the client was last asked to refresh them."""
+
+    def commands(self) -> dict[str, Command]:
+        return {"arena.showBlocked": self.show_blocked}
+
+    def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
         path = uri_to_path(params.text_document.uri)
-        if path is None or path.resolve() != ls.supervisor.manifest_path().resolve():
+        if path is None or path.resolve() != self.server.ws.supervisor.manifest_path().resolve():
             return []
-        return manifest_lenses(ls)
+        return manifest_lenses(self.server)
 
-    @server.command("arena.showBlocked")
-    async def show_blocked(ls: Any, *args: Any) -> dict[str, Any]:
-        # ``ls`` is annotated ``Any``: pygls resolves a command's type hints at
-        # call time, and ArenaServer is only imported for type checking here.
-        try:
-            params = P.as_object(
-                P.command_argument(args, "arena.showBlocked"), "arena.showBlocked", required=("id",)
-            )
-        except InvalidParams as error:
-            from pygls.exceptions import JsonRpcInvalidParams
-
-            raise JsonRpcInvalidParams(str(error)) from error
-        infos = {info["id"]: info for info in job_infos(ls.ws, ls.ws.manifest())}
+    async def show_blocked(self, *args: Any) -> dict[str, Any]:
+        """``arena.showBlocked {id}``: what blocks a job, as a message and as the answer."""
+        params = P.as_object(
+            P.command_argument(args, "arena.showBlocked"), "arena.showBlocked", required=("id",)
+        )
+        ws = self.server.ws
+        infos = {info["id"]: info for info in ws.job_infos()}
         info = infos.get(params["id"], {"blockedBy": []})
         lines = [f"{d['code']} {d['message']}" for d in info["blockedBy"]]
         text = (
@@ -132,26 +132,31 @@ def register(server: ArenaServer) -> None:
             if lines
             else f"{params['id']} is not blocked"
         )
-        ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, text))
+        self.server.window_show_message(types.ShowMessageParams(types.MessageType.Warning, text))
         return {"id": params["id"], "blockedBy": info["blockedBy"]}
 
-    def refresh() -> None:
+    def active_changed(self) -> None:
         """Ask the client to refresh lenses when what they show has changed."""
-        workspace = server.client_capabilities.workspace
-        if not (workspace and workspace.code_lens and workspace.code_lens.refresh_support):
+        if not self._client_refreshes():
             return
+        state = self._shown_state()
+        if state is not None and state != self.last_state:
+            self.last_state = state
+            self.server.run_task(_refresh_quietly(self.server), "code lens refresh")
+
+    def _client_refreshes(self) -> bool:
+        workspace = self.server.client_capabilities.workspace
+        return bool(workspace and workspace.code_lens and workspace.code_lens.refresh_support)
+
+    def _shown_state(self) -> dict[str, Any] | None:
+        """The active run and each job's runnability (None when the workspace cannot be read now)."""
         try:
-            ws = server.ws
+            ws = self.server.ws
             active = ws.supervisor.active_view()
-            state = {
+            return {
                 "active": (active.run_id, active.status.value) if active else None,
-                "jobs": [(i["id"], i["runnable"], len(i["blockedBy"])) for i in job_infos(ws, ws.manifest())],
+                "jobs": [(i["id"], i["runnable"], len(i["blockedBy"])) for i in ws.job_infos()],
             }
         except Exception:
-            return
-        if state != last_state:
-            last_state.clear()
-            last_state.update(state)
-            asyncio.get_running_loop().create_task(_refresh_quietly(server))
-
-    server.on_active_changed = refresh  # type: ignore[attr-defined]
+            log.debug("reading what the lenses show failed", exc_info=True)
+            return None

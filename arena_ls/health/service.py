@@ -1,0 +1,127 @@
+"""Health and pre-flight for one workspace: the sampler, the checks, the device profile.
+
+No LSP here. The hardware comes from the server (``SystemHardware`` unless a
+test injects a fake through ``create_server(hardware=...)``); the workspace's
+runs, settings and folders come in as plain callables, so this service never
+reaches up into the protocol layer nor into the supervisor.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from arena_ls.diagnostics import Diag
+from arena_ls.health.device import describe_device_profile, fp32_only
+from arena_ls.health.hardware import Hardware
+from arena_ls.health.preflight import check_to_wire, run_preflight
+from arena_ls.health.sampler import HealthSampler
+from arena_ls.health.snapshot import health_to_wire, process_tree_pids
+from arena_ls.manifest import Job
+from arena_ls.settings import Settings
+
+ON_DEMAND_AGE = 1.0
+"""Seconds after which a status request triggers a fresh sample (in the background)."""
+
+
+class Preflight:
+    """The pre-flight checks of a job about to start (the supervisor runs them before a start)."""
+
+    def __init__(
+        self,
+        hardware: Hardware,
+        settings: Callable[[], Settings],
+        *,
+        root: Path,
+        state_dir: Callable[[], Path],
+    ) -> None:
+        self.hardware = hardware
+        self.settings = settings
+        self.root = root
+        self.state_dir = state_dir
+        """The state folder as it is now (settings may move it)."""
+
+    def run(
+        self, job: Job, gate_errors: list[Diag], our_pids: set[int]
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """(each check in its wire form, warning lines) for ``job``."""
+        checks, warnings = run_preflight(
+            kind=job.kind,
+            hw=self.hardware,
+            settings=self.settings().preflight,
+            checkpoint_dir=job.resolved_cwd(self.root),
+            state_dir=self.state_dir(),
+            our_pids=process_tree_pids(our_pids),
+            gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
+        )
+        return [check_to_wire(c) for c in checks], warnings
+
+
+class HealthService:
+    """Samples health in the background; the device profile and a run's GPU use from the samples."""
+
+    def __init__(
+        self,
+        hardware: Hardware,
+        settings: Callable[[], Settings],
+        *,
+        trainer_pids: Callable[[], list[int]],
+        active: Callable[[], bool],
+    ) -> None:
+        self.hardware = hardware
+        self.settings = settings
+        self.trainer_pids = trainer_pids
+        """The trainers of the workspace's unfinished runs (their trees are "ours" on the GPU)."""
+        self.active = active
+        """Whether a run is active (the sampler samples faster then)."""
+        self.sampler = HealthSampler(hardware, self._our_pids)
+        self._refreshing = threading.Event()
+
+    def _our_pids(self) -> set[int]:
+        return process_tree_pids(self.trainer_pids())
+
+    def wire(self) -> dict[str, Any]:
+        """The latest sample, at once; a sample older than a second is refreshed in the background."""
+        self.sampler.set_active(self.active())
+        latest = self.sampler.latest()
+        age = (datetime.now(timezone.utc) - latest.at).total_seconds()
+        if age > ON_DEMAND_AGE and not self._refreshing.is_set():
+            self._refreshing.set()
+            threading.Thread(target=self._refresh_in_background, daemon=True).start()
+        return health_to_wire(latest)
+
+    def _refresh_in_background(self) -> None:
+        try:
+            self.sampler.refresh()
+        finally:
+            self._refreshing.clear()
+
+    def fp32_only(self) -> bool | None:
+        return fp32_only(self.settings().device_fp32_only, self.sampler.latest().gpus)
+
+    def device_profile(self) -> str:
+        health = self.sampler.latest()
+        return describe_device_profile(self.settings().device_fp32_only, health.gpus, health.gpu_error)
+
+    def gpu_use(self, pid: int) -> tuple[int, float] | None:
+        """(MB of GPU memory, utilization %) of a trainer's process tree; None without a GPU use."""
+        health = self.sampler.latest()
+        if not health.gpus:
+            return None
+        pids = process_tree_pids([pid])
+        memory = 0
+        utilization: float | None = None
+        for gpu in health.gpus:
+            mine = [p for p in gpu.processes if p.pid in pids]
+            if mine:
+                memory += sum(p.used_memory_mb or 0 for p in mine)
+                utilization = max(utilization or 0.0, float(gpu.utilization or 0))
+        if utilization is None:
+            return None
+        return memory, utilization
+
+    def close(self) -> None:
+        self.sampler.close()

@@ -1,0 +1,122 @@
+"""The contract's wire shapes of a run: ``RunInfo``, the start, stop and logs answers.
+
+The lifecycle answers with its own objects (a ``RunView``, a ``DryRun``, a
+``LogPage``); this module alone says how they look on the wire, so a new
+field of ``RunInfo`` is added in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena_ls.lifecycle.capture import LogLine
+from arena_ls.lifecycle.rundir import CheckpointRecord, RunState
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.supervisor import DryRun, LogPage
+from arena_ls.timeutil import iso_utc, iso_utc_now
+from arena_ls.validation import finite
+
+STOP_TAIL_LINES = 20
+"""Lines of output an ``arena/stop`` answer carries as ``tail``."""
+
+
+def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The contract's ``RunInfo``: every field present, null included."""
+    state = view.state or RunState(run_id=view.run_id, job_id=view.spec.job_id)
+    progress = view.progress
+    checkpoint = state.last_checkpoint
+    live = view.status in (RunStatus.RUNNING, RunStatus.STOPPING)
+    info: dict[str, Any] = {
+        "runId": view.run_id,
+        "jobId": view.spec.job_id,
+        "status": view.status.value,
+        "pid": state.pid,
+        "agentPid": state.agent_pid if state.agent_pid else (view.agent.pid if view.agent else None),
+        "startedAt": iso_utc(state.started_at),
+        "endedAt": iso_utc(state.ended_at) if view.is_final else None,
+        "exitCode": state.exit_code,
+        "signal": state.signal,
+        "stoppedBy": state.stopped_by,
+        "failure": _failure(view, state),
+        "restarts": state.restarts,
+        "step": _latest_step(progress.step if progress.step is not None else state.step, checkpoint),
+        "totalSteps": progress.total if progress.total is not None else state.total_steps,
+        "loss": finite(progress.loss if progress.loss is not None else state.loss),
+        "stepsPerSecond": _round(progress.steps_per_second) if live else None,
+        "etaSeconds": _round(progress.eta_seconds) if live else None,
+        "stalled": bool(state.stalled),
+        "lastCheckpoint": {"step": checkpoint.step, "path": checkpoint.path, "at": iso_utc(checkpoint.at)}
+        if checkpoint
+        else None,
+        "logPath": str(view.run_dir.log_path),
+        "jobName": view.spec.job_name,
+        "resumedFromStep": view.spec.resumed_from_step,
+        "argv": state.argv or view.spec.argv,
+        "gpuMemoryMb": None,
+        "gpuUtilization": None,
+    }
+    if extra:
+        info.update(extra)
+    return info
+
+
+def tail(view: RunView, count: int = STOP_TAIL_LINES) -> list[dict[str, Any]]:
+    """The last ``count`` lines the server holds of a run, as ``LogLine`` objects."""
+    return [line_wire(line) for line in list(view.ring)[-count:]]
+
+
+def line_wire(line: LogLine) -> dict[str, Any]:
+    return dict(line.to_wire())
+
+
+def dry_run(result: DryRun) -> dict[str, Any]:
+    """``arena/start`` with ``dryRun``: what would run, and what the gates and pre-flight say."""
+    return {
+        "argv": result.argv,
+        "cwd": result.cwd,
+        "gates": [d.to_wire() for d in result.gate_errors],
+        "preflight": result.checks,
+    }
+
+
+def stopped(view: RunView | None) -> dict[str, Any]:
+    """``arena/stop``'s answer: the run with its last lines, or ``idle`` when nothing was stopped."""
+    if view is None:
+        return {"status": "idle"}
+    return run_info(view, {"tail": tail(view)})
+
+
+def logs_page(page: LogPage) -> dict[str, Any]:
+    """``arena/logs``'s answer; a reset (the log was replaced) is one ``arena`` line first."""
+    lines = [line_wire(line) for line in page.lines]
+    if page.reset:
+        lines.insert(0, {"seq": -1, "stream": "arena", "text": page.reset, "at": iso_utc_now()})
+    return {"runId": page.run_id, "lines": lines, "cursor": page.cursor, "done": page.done}
+
+
+def error_data(data: dict[str, Any]) -> dict[str, Any]:
+    """A refusal's data with any run it names (1003's ``active``) as its ``RunInfo``."""
+    return {key: run_info(value) if isinstance(value, RunView) else value for key, value in data.items()}
+
+
+def _failure(view: RunView, state: RunState) -> dict[str, str] | None:
+    if view.damage is not None:
+        return {"kind": "damaged", "evidence": view.damage}
+    if state.failure is not None:
+        return {"kind": state.failure.kind, "evidence": state.failure.evidence}
+    if view.disk_full is not None and not view.is_final:
+        return {"kind": "disk-full", "evidence": view.disk_full}
+    return None
+
+
+def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int | None:
+    """The step reached: progress is announced every few steps, a checkpoint names the step it
+    saved, so the checkpoint's step counts when it is the later one."""
+    if checkpoint is None:
+        return step
+    return checkpoint.step if step is None else max(step, checkpoint.step)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
