@@ -129,16 +129,19 @@ class UnknownBackend:
 
 
 class Backends:
-    """The back ends this server has, by name: one is chosen per job, and a run's is found by its record."""
+    """The back ends this server has, by name: one is chosen per job, and a run's is found by its record.
 
-    def __init__(self, *backends: RunBackend) -> None:
-        self._by_name = {backend.name: backend for backend in backends}
-        if LOCAL not in self._by_name:
-            raise ValueError("the local back end is required")
+    The first one given is where a job runs unless it names another (the
+    next back end, a cluster, is chosen by the job's ``runOn``).
+    """
+
+    def __init__(self, default: RunBackend, *others: RunBackend) -> None:
+        self.default = default
+        self._by_name = {backend.name: backend for backend in (default, *others)}
 
     def for_job(self, job: Job) -> RunBackend:
-        """Where a new run of ``job`` executes: this machine (a job's ``runOn`` will name a cluster)."""
-        return self._by_name[LOCAL]
+        """Where a new run of ``job`` executes."""
+        return self.default
 
     def for_run(self, name: str) -> RunBackend:
         """The back end a run's ``spec.json`` records (``UnknownBackend`` when this server lacks it)."""
