@@ -101,6 +101,9 @@ class RunFollower:
             self._task = asyncio.get_running_loop().create_task(self._follow_forever())
 
     async def close(self) -> None:
+        """Stop following; whoever still waits for a run is cancelled (the server is going away)."""
+        for waiter in self._waiters:
+            waiter.done.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
