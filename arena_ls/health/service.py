@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ class Preflight:
             settings=self.settings().preflight,
             checkpoint_dir=job.resolved_cwd(self.root),
             state_dir=self.state_dir(),
-            our_pids=process_tree_pids(our_pids),
+            our_pids=our_pids,
             gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
         )
         return [check_to_wire(c) for c in checks], warnings
@@ -68,20 +69,20 @@ class HealthService:
         hardware: Hardware,
         settings: Callable[[], Settings],
         *,
-        trainer_pids: Callable[[], list[int]],
+        our_pids: Callable[[], AbstractSet[int]],
         active: Callable[[], bool],
     ) -> None:
         self.hardware = hardware
         self.settings = settings
-        self.trainer_pids = trainer_pids
-        """The trainers of the workspace's unfinished runs (their trees are "ours" on the GPU)."""
+        self.our_pids = our_pids
+        """Every process of the workspace's unfinished runs' trainers (they are "ours" on the GPU)."""
         self.active = active
         """Whether a run is active (the sampler samples faster then)."""
         self.sampler = HealthSampler(hardware, self._our_pids)
         self._refreshing = threading.Event()
 
     def _our_pids(self) -> set[int]:
-        return process_tree_pids(self.trainer_pids())
+        return set(self.our_pids())
 
     def wire(self) -> dict[str, Any]:
         """The latest sample, at once; a sample older than a second is refreshed in the background."""

@@ -7,19 +7,18 @@ status changes) and decides when a run whose agent died is ``lost``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
 import struct
-import subprocess
 import time
 from collections import deque
 from typing import Any
 
-from arena_ls import platform
+from arena_ls.lifecycle.backends.base import FollowerProcess, RunBackend
+from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
+from arena_ls.lifecycle.events import EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
     CorruptState,
@@ -55,10 +54,20 @@ DISK_FULL_BYTES = 64 << 10
 class RunView:
     """What a server knows of one run."""
 
-    def __init__(self, run_dir: RunDir, spec: RunSpec, agent: subprocess.Popen[bytes] | None = None):
+    def __init__(
+        self,
+        run_dir: RunDir,
+        spec: RunSpec,
+        agent: FollowerProcess | None = None,
+        *,
+        backend: RunBackend | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self.spec = spec
         self.agent = agent
+        """The run's follower (a local run's agent) when this server started it."""
+        self.backend: RunBackend = backend if backend is not None else LocalBackend()
+        """Where the run executes (``spec.backend``)."""
         self.state: RunState | None = None
         self.state_signature: tuple[int, int, int, int] | None = None
         self.busy = False
@@ -80,7 +89,9 @@ class RunView:
         self.disk_full: str | None = None
         """Set while the run's filesystem has no space left (``failure.kind`` ``disk-full``)."""
         self.agent_exit: int | None = None
-        """The exit code of the agent this server spawned, once it has ended."""
+        """The exit code of the follower this server started, once it has ended."""
+        self.revival_claim: str | None = None
+        """The claim under which this server revived the run's follower (dropped when that one ends)."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
 
@@ -214,29 +225,26 @@ class RunView:
     # -- liveness --------------------------------------------------------------------------
 
     def reap_agent(self) -> None:
-        """Collect our agent's exit status once it has ended, so no zombie of ours lingers."""
+        """Collect our follower's exit status once it has ended, so no zombie of ours lingers."""
         if self.agent is not None and (code := self.agent.poll()) is not None:
             self.agent_exit = code
             self.agent = None
+            if self.revival_claim is not None:  # so a follower that died early can be replaced
+                self.run_dir.drop_claim(self.revival_claim)
+                self.revival_claim = None
 
     def agent_alive(self) -> bool:
-        if self.agent is not None and self.agent.poll() is None:
-            return True
-        state = self.state
-        if state is None:
-            return False
-        return platform.is_same_process(state.agent_pid, state.agent_create_time)
-
-    def trainer_alive(self) -> bool:
-        state = self.state
-        return state is not None and platform.is_same_process(state.pid, state.pid_create_time)
+        """Whether the run's follower (a local run's agent) lives."""
+        return self.backend.follower_alive(self.state, self.agent)
 
     def check_lost(self, folder: StateFolder) -> bool:
-        """Mark an unfinished run whose agent is gone as ``lost``; True when it did.
+        """Mark an unfinished run whose follower is gone as ``lost``; True when it did.
 
-        The trainer dies with its agent (Linux: PDEATHSIG; Windows: the job
-        object); should any of its tree survive, it is killed here, so no
-        trainer runs unmanaged. Only one server records the verdict.
+        A back end whose runs outlive their follower (a cluster) is asked
+        for a new one first. A local trainer dies with its agent (Linux:
+        PDEATHSIG; Windows: the job object); should any of its tree survive,
+        the back end kills it here, so no trainer runs unmanaged. Only one
+        server records the verdict.
         """
         if self.is_final or self.damage is not None:
             return False  # a damaged run is never written to: its files stay as found
@@ -249,18 +257,38 @@ class RunView:
         self.refresh_state(force=True)  # the agent may have written its final state as it exited
         if self.is_final or self.busy:
             return False
-        if not _claim(self.run_dir, "verdict"):
-            return False
-        evidence = "the job agent is gone and recorded no exit status"
-        pid = self.state.pid if self.state is not None else None
-        if pid and self.trainer_alive():
-            platform.kill_tree(pid)
-            evidence += "; the trainer's remaining processes were killed"
-        if pid and platform.process_identity(pid) is None:
-            # The group id is still the trainer's only while no new process has its pid.
-            platform.kill_group_remnants(pid)
         state = self.state
         assert state is not None
+        if self.backend.revivable:
+            return self._revive(state, folder)
+        if not self.run_dir.claim_once("verdict"):
+            return False
+        self._record_lost(state, folder, "the job agent is gone and recorded no exit status")
+        return True
+
+    def _revive(self, state: RunState, folder: StateFolder) -> bool:
+        """Start a new follower for a run that outlives its last (one server per dead follower).
+
+        False while the run goes on (revived here or by another server);
+        True when it could not be revived and was recorded ``lost``.
+        """
+        claim = f"revive-{state.agent_pid}"
+        if not self.run_dir.claim_once(claim):
+            return False  # another server revives it
+        follower = self.backend.revive(self.run_dir, state)
+        if follower is not None:
+            log.info("run %s: its follower was gone; started a new one (pid %s)", self.run_id, follower.pid)
+            self.agent = follower
+            self.revival_claim = claim
+            return False
+        self._record_lost(state, folder, "its follower is gone and a new one could not be started")
+        return True
+
+    def _record_lost(self, state: RunState, folder: StateFolder, evidence: str) -> None:
+        """Record the ``lost`` verdict (in memory when the disk refuses it) and free the lock."""
+        remains = self.backend.end_remains(state)
+        if remains:
+            evidence += f"; {remains}"
         state.status = RunStatus.LOST
         state.failure = Failure("error", evidence)
         state.ended_at = state.ended_at or time.time()
@@ -270,7 +298,6 @@ class RunView:
         except OSError as error:  # a full disk: the verdict stays in memory, the lock goes anyway
             log.warning("run %s: could not record that it was lost: %s", self.run_id, error)
         RunLock(folder).release(self.run_id)
-        return True
 
     def check_disk(self) -> None:
         """While the run is live: is its filesystem full? (``failure.kind`` ``disk-full`` meanwhile.)"""
@@ -289,26 +316,8 @@ class RunView:
                 "(No space left on device); the trainer keeps running"
             )
 
-    def last_checkpoint_event(self) -> Checkpoint | None:
-        state = self.state
-        if state is None or state.last_checkpoint is None:
-            return None
-        return Checkpoint(state.last_checkpoint.step, state.last_checkpoint.path)
-
 
 def _name_file(error: str, run_dir: RunDir) -> str:
     """Evidence that names the file relative to the run folder (``state.json: ...``)."""
     prefix = f"{run_dir.path}{os.sep}"
     return error[len(prefix) :] if error.startswith(prefix) else error
-
-
-def _claim(run_dir: RunDir, what: str) -> bool:
-    """An exclusive, once-only claim on a run among every server of the workspace."""
-    try:
-        fd = os.open(run_dir.path / f".{what}.claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with contextlib.suppress(OSError):
-        os.write(fd, str(os.getpid()).encode())
-    os.close(fd)
-    return True

@@ -16,8 +16,9 @@ from typing import Any, Protocol
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
+from arena_ls.lifecycle.follower import Listener
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import DryRun, Listener, StartRequest, StopRequest, Supervisor
+from arena_ls.lifecycle.supervisor import DryRun, StartRequest, StopRequest, Supervisor
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
@@ -67,7 +68,7 @@ class Workspace:
         self.health = HealthService(
             hardware,
             self.settings,
-            trainer_pids=self._trainer_pids,
+            our_pids=self.supervisor.our_pids,
             active=lambda: self.supervisor.active_view() is not None,
         )
         self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
@@ -83,13 +84,6 @@ class Workspace:
 
     def _fp32_only(self) -> bool | None:
         return self.health.fp32_only()
-
-    def _trainer_pids(self) -> list[int]:
-        return [
-            v.state.pid
-            for v in list(self.supervisor.views.values())
-            if v.state is not None and v.state.pid and not v.is_final
-        ]
 
     # -- lifetime --------------------------------------------------------------------------
 
