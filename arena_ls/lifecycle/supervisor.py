@@ -42,6 +42,7 @@ from arena_ls.lifecycle.rundir import CorruptState, Failure, RunDir, RunSpec, Ru
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc_now
@@ -57,6 +58,10 @@ SLOW_POLL = 0.25
 QUIET_AFTER = 1.0
 LIVENESS_INTERVAL = 1.0
 START_TIMEOUT = 30.0
+START_POLL_FIRST = 0.005
+START_POLL_MOST = 0.01
+"""How often a start looks for the trainer's pid (a stat of state.json): ``launch`` records it
+about 50 ms after it was spawned, and ``arena/start`` answers as soon as it sees it."""
 KEEP_FINISHED_RUNS = 50
 SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
@@ -376,7 +381,7 @@ class Supervisor:
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
         gate_errors = self.gate_checker(job) if self.gate_checker and job.kind == "train" else []
         resume_step = self._resume_step(job, request)
-        argv = self._argv(job, resume_step)
+        argv = trainer_argv(job.argv(self.settings().python), job.resume_args, resume_step)
         if request.dry_run:
             checks, _ = self._preflight(job, gate_errors)
             return {
@@ -431,12 +436,6 @@ class Supervisor:
                 raise InvalidParams(f"resume: job {job.id!r} has no recorded checkpoint; pass startStep")
             return None
         return record.step
-
-    def _argv(self, job: Job, resume_step: int | None) -> list[str]:
-        argv = job.argv(self.settings().python)
-        if resume_step is None:
-            return argv
-        return [*argv, *(arg.replace("{step}", str(resume_step)) for arg in job.resume_args)]
 
     async def _refuse_if_active(self) -> None:
         """Refuse early (before gates and pre-flight) while the lock's holder lives."""
@@ -526,7 +525,7 @@ class Supervisor:
         """Wait until the trainer process exists, the start failed, or the agent died (1009)."""
         agent = view.agent  # kept here: the poll task drops ``view.agent`` once it has ended
         deadline = time.monotonic() + START_TIMEOUT
-        delay = 0.005
+        delay = START_POLL_FIRST
         while time.monotonic() < deadline:
             view.refresh_state()
             state = view.state
@@ -540,7 +539,7 @@ class Supervisor:
                     raise self._launch_failed(view, code)
                 break
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, START_POLL_MOST)
         self.notify_if_changed(view)
         return view.to_wire()
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.launch import launch_from_spec
+from arena_ls.lifecycle.trainer_start import launch_from_spec
 from arena_ls.lifecycle.rundir import RunSpec, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 
