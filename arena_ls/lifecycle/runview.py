@@ -96,6 +96,9 @@ class RunView:
         """The exit code of the agent this server spawned, once it has ended."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
+        self.seen_checkpoint: Checkpoint | None = None
+        """The last checkpoint announced in the lines this view read: a trainer can announce one
+        while its agent is still loading, which records it in the state only then."""
 
     @property
     def run_id(self) -> str:
@@ -223,6 +226,8 @@ class RunView:
         event = self.parser.parse(line.text)
         if isinstance(event, Progress):
             self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
+        elif isinstance(event, Checkpoint):
+            self.seen_checkpoint = event
 
     # -- liveness --------------------------------------------------------------------------
 

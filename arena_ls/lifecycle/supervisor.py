@@ -585,12 +585,8 @@ class Supervisor:
             if view is not None and request.run_id:
                 return view.to_wire({"tail": view.tail()})
             return {"status": "idle"}
-        state = view.state
-        if (
-            view.spec.kind == "train"
-            and (state is None or state.last_checkpoint is None)
-            and not request.confirm
-        ):
+        if view.spec.kind == "train" and not request.confirm and not self._announced_checkpoint(view):
+            state = view.state
             started = state.started_at if state and state.started_at else view.spec.created_at
             runtime = round(max(0.0, time.time() - started), 1)
             raise ArenaError(
@@ -608,6 +604,20 @@ class Supervisor:
         await self.wait_final(view)
         view.read_new_lines(notify=False)
         return view.to_wire({"tail": view.tail()})
+
+    def _announced_checkpoint(self, view: RunView) -> bool:
+        """Has the run's trainer announced a checkpoint? Recorded in the state, or in its log.
+
+        The log counts too: the trainer starts before its agent has loaded, and
+        a checkpoint it announces meanwhile reaches the state only once the
+        agent has; a client that saw the line must not be told there is none.
+        """
+        if view.state is not None and view.state.last_checkpoint is not None:
+            return True
+        self._follow(view, check_liveness=False)  # the lines up to now, as the poll would read them
+        return view.seen_checkpoint is not None or (
+            view.state is not None and view.state.last_checkpoint is not None
+        )
 
     async def wait_final(self, view: RunView, timeout: float | None = None) -> None:
         """Wait until a run reaches a final status (the poll task follows it meanwhile).

@@ -208,3 +208,28 @@ async def test_a_run_that_cannot_be_recorded_is_1009_even_if_its_trainer_dies_at
         assert not (root / ".aide" / "training" / "active.lock").exists()
     finally:
         await stop_server(client)
+
+
+async def test_a_checkpoint_announced_while_the_agent_loads_lets_the_run_stop(tmp_path: Path) -> None:
+    """The trainer runs before its agent has loaded: a checkpoint in its log counts before the state has."""
+    trainer = job("train", "--steps", "100000", "--interval", "0.02", "--ckpt-every", "3", kind="train")
+    root = make_workspace(tmp_path / "ws", [trainer])
+    harness = Harness(tmp_path)
+    client = await start_server(root, env=harness.env)
+    try:
+        info = await client.call("arena/start", {"id": "train"})
+        run_id = info["runId"]
+
+        async def checkpoint_logged() -> bool:
+            return any('"checkpoint"' in line["text"] for line in await all_logs(client, run_id))
+
+        await poll_until(checkpoint_logged, "a checkpoint line, the agent still held")
+        assert [s["lastCheckpoint"] for s in harness.states(run_id)] == [None], "not in the state yet"
+        asked = await client.call("arena/stop", {"wait": False})
+        assert asked["runId"] == run_id, "stopped without confirm: the checkpoint was announced"
+        harness.release_agent()
+        final = await wait_status(client, run_id, "stopped", "succeeded", "crashed", "lost")
+        assert final["status"] == "stopped" and final["lastCheckpoint"] is not None, final
+    finally:
+        harness.release_agent()
+        await stop_server(client)
