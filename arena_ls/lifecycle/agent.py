@@ -28,19 +28,11 @@ import attrs
 from arena_ls import platform
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.failure import classify
-from arena_ls.lifecycle.launch import (
-    EarlyLaunch,
-    start_captured,
-    starting_line,
-    trainer_argv,
-    trainer_env,
-)
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     Failure,
     RunDir,
-    RunSpec,
     RunState,
     StateBusy,
     StateFolder,
@@ -48,6 +40,13 @@ from arena_ls.lifecycle.rundir import (
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.statewriter import StateWriter
+from arena_ls.lifecycle.trainer_start import (
+    EarlyLaunch,
+    start_captured,
+    starting_line,
+    trainer_argv,
+    trainer_env,
+)
 from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog, WatchdogRules
 
 log = logging.getLogger("arena_ls.agent")
@@ -74,11 +73,6 @@ FIRST_WRITE_PATIENCE = 20.0
 """How long the first state write retries sharing violations before the run counts as unrecordable."""
 
 
-def resume_argv(spec: RunSpec, step: int | None) -> list[str]:
-    """The trainer's argv: the job's args, plus ``resume.args`` when resuming."""
-    return trainer_argv(spec.argv, spec.resume_args, step)
-
-
 @attrs.define
 class StopPlan:
     """The stop protocol in progress."""
@@ -102,7 +96,9 @@ class Agent:
         self.state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
         self.state.agent_pid = os.getpid()
         self.state.agent_create_time = platform.process_identity(os.getpid())
-        self.state.argv = resume_argv(self.spec, self.spec.resumed_from_step)
+        if early is not None:  # launch recorded the run (or 0): the agent's writes continue from it
+            self.state.generation = early.generation
+        self.state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
         if self.spec.resumed_from_step is not None:
             try:
                 previous = self.folder.job_checkpoint(self.spec.job_id)
@@ -224,7 +220,14 @@ class Agent:
             RunLock(self.folder).release(self.spec.run_id)
 
     def _write_first_state(self) -> None:
-        """Record the run before anything else; a file held open (Windows) is waited out, not fatal."""
+        """Record the run before anything else; a file held open (Windows) is waited out, not fatal.
+
+        Unless ``launch`` recorded it already (running, with the trainer's pid): a ``starting``
+        written now would take the run back, so the agent's first write is the one that
+        adopts that trainer (``_launch``), with the same facts and the next generation.
+        """
+        if self.early is not None and self.early.generation:
+            return
         try:
             self.run_dir.write_state(self.state)
         except OSError as error:
@@ -252,7 +255,7 @@ class Agent:
 
     def _attempt(self, step: int | None) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
-        argv = resume_argv(self.spec, step)
+        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
         if not self._launch(argv):
             return RunStatus.CRASHED
         returncode = self._supervise()
@@ -292,7 +295,7 @@ class Agent:
 
     def _adopt_early(self, early: EarlyLaunch) -> subprocess.Popen[bytes]:
         """The trainer ``launch`` started (its argv is the spec's, as the first attempt's is)."""
-        if early.argv != resume_argv(self.spec, self.spec.resumed_from_step):
+        if early.argv != trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step):
             log.warning("the early launch ran %s, not what the spec says", early.argv)
         if early.error is not None:
             raise early.error

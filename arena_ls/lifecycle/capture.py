@@ -372,12 +372,12 @@ class OutputReader:
                 last_seq = (
                     _record_at(idx, cursor.record + 1)[3]
                     if cursor.record + 1 < count
-                    else count_recorded_lines(self._idx_path)
+                    else count_recorded_lines(self._idx_path, count)
                 )
             else:
                 _, _, length, _, start, _ = _record_at(idx, count - 1)
                 offset = start + length
-                first_seq = last_seq = count_recorded_lines(self._idx_path)
+                first_seq = last_seq = count_recorded_lines(self._idx_path, count)
             if cursor.offset != offset:
                 raise InvalidCursor(f"its offset is not where record {cursor.record} starts in the log")
             if not first_seq <= cursor.seq <= last_seq:

@@ -199,13 +199,20 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def count_recorded_lines(idx_path: Path) -> int:
-    """The seq the next line gets, from the last record (an agent restarts rarely)."""
+def count_recorded_lines(idx_path: Path, records: int | None = None) -> int:
+    """The seq the next line gets, from the last record (an agent restarts rarely).
+
+    With ``records``, the seq after the first ``records`` records only: a
+    reader that counted the records a moment ago asks about those, not about
+    records its trainer appended since.
+    """
     try:
         size = idx_path.stat().st_size
     except FileNotFoundError:
         return 0
     whole = size - size % RECORD.size
+    if records is not None:
+        whole = min(whole, records * RECORD.size)
     if whole == 0:
         return 0
     with open(idx_path, "rb") as idx, open(idx_path.with_name("output.log"), "rb") as log:

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +35,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from arena_ls import platform
+from arena_ls.lifecycle.atomicfile import write_json_atomic as write_json_atomic  # re-exported
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.validation import finite
 
@@ -143,27 +143,6 @@ class StateBusy(OSError):
 
     Whoever gets it tries again later; it never marks a run skipped or lost.
     """
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half.
-
-    Temporary file in the same folder, fsync, then rename over the target
-    (``platform.replace_file``: through readers' open handles on Windows,
-    sharing violations retried).
-    """
-    data = json.dumps(payload, indent=1, allow_nan=False, default=str).encode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        platform.replace_file(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def read_json(path: Path) -> Any:

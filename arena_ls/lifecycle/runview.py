@@ -18,7 +18,7 @@ from typing import Any
 from arena_ls.lifecycle.backends.base import FollowerProcess, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
-from arena_ls.lifecycle.events import EventParser, Progress
+from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
     CorruptState,
@@ -94,6 +94,9 @@ class RunView:
         """The claim under which this server revived the run's follower (dropped when that one ends)."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
+        self.seen_checkpoint: Checkpoint | None = None
+        """The last checkpoint announced in the lines this view read: a trainer can announce one
+        while its agent is still loading, which records it in the state only then."""
 
     @property
     def run_id(self) -> str:
@@ -221,6 +224,8 @@ class RunView:
         event = self.parser.parse(line.text)
         if isinstance(event, Progress):
             self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
+        elif isinstance(event, Checkpoint):
+            self.seen_checkpoint = event
 
     # -- liveness --------------------------------------------------------------------------
 

@@ -45,12 +45,16 @@ from arena_ls.lifecycle.rundir import CorruptState, Failure, RunDir, RunSpec, Ru
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
+START_POLL_MOST = 0.01
+"""How often a start looks for the trainer's pid (a stat of state.json): ``launch`` records it
+about 50 ms after it was spawned, and ``arena/start`` answers as soon as it sees it."""
 KEEP_FINISHED_RUNS = 50
 SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
@@ -317,7 +321,7 @@ class Supervisor:
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
         gate_errors = self.gate_checker(job) if self.gate_checker and job.kind == "train" else []
         resume_step = self._resume_step(job, request)
-        argv = self._argv(job, resume_step)
+        argv = trainer_argv(job.argv(self.settings().python), job.resume_args, resume_step)
         if request.dry_run:
             checks, _ = self._preflight(job, gate_errors)
             return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
@@ -367,12 +371,6 @@ class Supervisor:
                 raise InvalidParams(f"resume: job {job.id!r} has no recorded checkpoint; pass startStep")
             return None
         return record.step
-
-    def _argv(self, job: Job, resume_step: int | None) -> list[str]:
-        argv = job.argv(self.settings().python)
-        if resume_step is None:
-            return argv
-        return [*argv, *(arg.replace("{step}", str(resume_step)) for arg in job.resume_args)]
 
     async def _refuse_if_active(self) -> None:
         """Refuse early (before gates and pre-flight) while the lock's holder lives."""
@@ -466,7 +464,10 @@ class Supervisor:
 
         view.refresh_state()
         await self.follower.until(
-            view, lambda v: _trainer_known(v) or start_failed() is not None, START_TIMEOUT
+            view,
+            lambda v: _trainer_known(v) or start_failed() is not None,
+            START_TIMEOUT,
+            most=START_POLL_MOST,
         )
         code = start_failed()
         if code is not None and not _trainer_known(view):
@@ -517,12 +518,8 @@ class Supervisor:
             view.refresh_state()  # another server may have just stopped it
         if view is None or view.is_final:
             return view if view is not None and request.run_id else None
-        state = view.state
-        if (
-            view.spec.kind == "train"
-            and (state is None or state.last_checkpoint is None)
-            and not request.confirm
-        ):
+        if view.spec.kind == "train" and not request.confirm and not self._announced_checkpoint(view):
+            state = view.state
             started = state.started_at if state and state.started_at else view.spec.created_at
             runtime = round(max(0.0, time.time() - started), 1)
             raise ArenaError(
@@ -539,6 +536,20 @@ class Supervisor:
         await self.wait_final(view)
         view.read_new_lines(notify=False)
         return view
+
+    def _announced_checkpoint(self, view: RunView) -> bool:
+        """Has the run's trainer announced a checkpoint? Recorded in the state, or in its log.
+
+        The log counts too: the trainer starts before its agent has loaded, and
+        a checkpoint it announces meanwhile reaches the state only once the
+        agent has; a client that saw the line must not be told there is none.
+        """
+        if view.state is not None and view.state.last_checkpoint is not None:
+            return True
+        self.follower.follow(view, check_liveness=False)  # the lines up to now, as the poll reads them
+        return view.seen_checkpoint is not None or (
+            view.state is not None and view.state.last_checkpoint is not None
+        )
 
     async def wait_final(self, view: RunView, timeout: float | None = None) -> None:
         """Wait until a run reaches a final status, as the follower reads it (its lines included)."""

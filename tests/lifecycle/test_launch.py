@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.launch import launch_from_spec
 from arena_ls.lifecycle.rundir import RunSpec, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.trainer_start import launch_from_spec
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "fake_trainer.py"
 

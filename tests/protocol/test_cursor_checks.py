@@ -53,6 +53,21 @@ def test_every_cursor_a_read_gives_passes_the_check(tmp_path: Path, limit: int) 
         reader.check_cursor(Cursor.decode(cursor.encode()))
 
 
+def test_a_cursor_at_the_end_passes_while_the_trainer_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records counted, then more appended before the check reads the last one: still valid."""
+    write_log(tmp_path)
+    reader = OutputReader(tmp_path)
+    end = every_cursor(tmp_path, 1000)[-1]
+    counted = reader.record_count()
+    writer = OutputWriter(tmp_path)
+    writer.append(STDOUT, b"appended meanwhile\n")
+    writer.close()
+    monkeypatch.setattr(reader, "record_count", lambda: counted)
+    reader.check_cursor(Cursor.decode(end.encode()))
+
+
 def test_forged_positions_are_refused(tmp_path: Path) -> None:
     write_log(tmp_path)
     reader = OutputReader(tmp_path)

@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.launch import trainer_env
 from arena_ls.lifecycle.outputlog import FLAG_CONTINUED, STDOUT, OutputWriter, Pump
+from arena_ls.lifecycle.trainer_start import trainer_env
 from tests.lifecycle.test_launch import FAKE_TRAINER, run_agent, write_run
 
 CHECKPOINT_HEAD = b'@arena {"event": "checkpoint", "st'

@@ -1,0 +1,213 @@
+"""Starting a trainer: its argv, its environment, its capture, and the run's first record.
+
+Standard library only, with ``platform``, ``outputlog`` and ``atomicfile``
+(standard library themselves): the agent's entry point (``launch``) starts
+the trainer with these functions before the agent's heavier imports (attrs,
+cattrs, psutil) are loaded, and the agent starts every relaunch with the
+same ones. Nothing here imports the agent, so the entry point and the agent
+both depend on this module and not on each other.
+
+The first record: as soon as the trainer runs, ``record_launch`` writes the
+run's ``state.json`` (``running``, the trainer's pid, generation 1), which
+is what a server waits for before it answers ``arena/start``. The agent,
+once loaded, continues from that generation with the same facts, so a
+reader never sees the run go back to ``starting``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from arena_ls import platform
+from arena_ls.lifecycle.atomicfile import write_json_atomic
+from arena_ls.lifecycle.outputlog import ARENA, READ_CHUNK, OutputWriter, Pump, start_pumps
+
+STEP_PLACEHOLDER = "{step}"
+RUNNING = "running"
+"""``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
+
+
+def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | None) -> list[str]:
+    """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` replaced when resuming.
+
+    The one place a resume argv is built: the server's dry run, the first
+    launch and every relaunch by the watchdog all come here.
+    """
+    if step is None or not resume_args:
+        return list(argv)
+    return [*argv, *(arg.replace(STEP_PLACEHOLDER, str(step)) for arg in resume_args)]
+
+
+UTF8_OUTPUT = {"PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"}
+"""A Python trainer writes UTF-8 to its pipes (on Windows it would use the ANSI code page,
+strictly: ``print("✓")`` would crash it), unless the job's env chooses an encoding itself."""
+
+
+def trainer_env(job_env: Mapping[str, str], run_id: str, job_id: str, stop_file: Path) -> dict[str, str]:
+    """The trainer's environment: ours, UTF-8 output, the job's, and the contract's ``ARENA_*`` variables."""
+    env = dict(os.environ)
+    if not any(name in job_env for name in UTF8_OUTPUT):
+        env.update(UTF8_OUTPUT)
+    env.update(job_env)
+    env.update(
+        {
+            "ARENA_RUN_ID": run_id,
+            "ARENA_JOB_ID": job_id,
+            "ARENA_STOP_FILE": str(stop_file),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def start_trainer(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start the trainer with both outputs on pipes of ``platform.TRAINER_PIPE_BYTES``."""
+    process = platform.spawn_trainer(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            platform.enlarge_pipe(pipe.fileno())
+    return process
+
+
+def start_captured(
+    argv: list[str], cwd: Path, env: dict[str, str], writer: OutputWriter
+) -> tuple[subprocess.Popen[bytes], list[Pump]]:
+    """Start the trainer and the pumps that copy its stdout and stderr into the run's output."""
+    process = start_trainer(argv, cwd, env)
+    assert process.stdout is not None and process.stderr is not None
+    coalesce = platform.pipe_size(process.stdout.fileno()) >= READ_CHUNK
+    return process, start_pumps(process.stdout, process.stderr, writer, coalesce)
+
+
+def starting_line(job_id: str, argv: list[str]) -> str:
+    """The run's log line that announces each launch."""
+    return f"starting {job_id}: {' '.join(argv)}"
+
+
+class EarlyLaunch:
+    """A trainer started before the agent was loaded, with its capture; or why it could not start."""
+
+    __slots__ = ("argv", "error", "generation", "job_id", "process", "pumps", "resumed_from_step",
+                 "run_id", "started_at", "writer")  # fmt: skip
+
+    def __init__(
+        self,
+        argv: list[str],
+        writer: OutputWriter,
+        started: tuple[subprocess.Popen[bytes], list[Pump]] | None,
+        error: OSError | None,
+        *,
+        run_id: str = "",
+        job_id: str = "",
+        resumed_from_step: int | None = None,
+    ) -> None:
+        self.argv = argv
+        self.writer = writer
+        self.process: subprocess.Popen[bytes] | None = started[0] if started is not None else None
+        self.pumps: list[Pump] = started[1] if started is not None else []
+        self.error = error
+        self.started_at = time.time()
+        self.run_id = run_id
+        self.job_id = job_id
+        self.resumed_from_step = resumed_from_step
+        self.generation = 0
+        """The generation of the ``state.json`` that ``record_launch`` wrote (0: none was)."""
+
+
+def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
+    """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly."""
+    try:
+        spec: Any = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+        step = spec.get("resumedFromStep")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+            return None
+        argv = trainer_argv(
+            [str(a) for a in spec["argv"]],
+            [str(a) for a in spec.get("resumeArgs") or []],
+            step,
+        )
+        run_id, job_id = str(spec["runId"]), str(spec["jobId"])
+        env = trainer_env(
+            {str(k): str(v) for k, v in (spec.get("env") or {}).items()}, run_id, job_id, run_dir / "STOP"
+        )
+        cwd = Path(spec["cwd"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    writer = OutputWriter(run_dir)
+    writer.append_line(ARENA, starting_line(job_id, argv))
+    ids: dict[str, Any] = {"run_id": run_id, "job_id": job_id, "resumed_from_step": step}
+    try:
+        return EarlyLaunch(argv, writer, start_captured(argv, cwd, env, writer), None, **ids)
+    except OSError as error:
+        return EarlyLaunch(argv, writer, None, error, **ids)
+
+
+def launch_record(early: EarlyLaunch, last_checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's first ``state.json``: what the agent records once it has taken the trainer over.
+
+    Written in ``RunState``'s wire form (camelCase); the fields it leaves out
+    are read as their defaults. psutil is loaded here (for the creation
+    times that name the two processes for good), after the trainer started.
+    """
+    assert early.process is not None
+    pid = early.process.pid
+    agent_pid = os.getpid()
+    return {
+        "runId": early.run_id,
+        "jobId": early.job_id,
+        "status": RUNNING,
+        "pid": pid,
+        "pidCreateTime": platform.process_identity(pid),
+        "agentPid": agent_pid,
+        "agentCreateTime": platform.process_identity(agent_pid),
+        "startedAt": early.started_at,
+        "argv": early.argv,
+        "lastCheckpoint": last_checkpoint,
+        "updatedAt": time.time(),
+        "generation": 1,
+    }
+
+
+def resumed_checkpoint(state_root: Path, job_id: str, step: int | None) -> dict[str, Any] | None:
+    """The job's recorded checkpoint (``jobs/<jobId>.json``) when the run resumes from its step.
+
+    Read plainly; anything unexpected gives None, and the agent, which reads
+    the record again with its own checks, records it when it takes over.
+    """
+    if step is None:
+        return None
+    try:
+        record = json.loads((state_root / "jobs" / f"{job_id}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("step") != step:
+        return None
+    path, at = record.get("path"), record.get("at")
+    if not isinstance(path, str) or not isinstance(at, (int, float)) or isinstance(at, bool):
+        return None
+    return {"step": step, "path": path, "at": at}
+
+
+def record_launch(run_dir: Path, early: EarlyLaunch) -> None:
+    """Record the started trainer in ``state.json`` (generation 1); ``early.generation`` says whether it was.
+
+    Nothing is recorded for a trainer that did not start (the agent records
+    that failure), nor when the write fails: then the agent makes the run's
+    first record itself, as it would without an early launch (and a state
+    folder that refuses every write is the server's 1009).
+    """
+    if early.process is None or run_dir.joinpath("state.json").exists():
+        return
+    checkpoint = resumed_checkpoint(run_dir.parent.parent, early.job_id, early.resumed_from_step)
+    record = launch_record(early, checkpoint)
+    try:
+        write_json_atomic(run_dir / "state.json", record)
+    except (OSError, ValueError):
+        return
+    early.generation = int(record["generation"])
