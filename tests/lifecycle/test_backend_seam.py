@@ -24,6 +24,7 @@ from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
+from arena_ls.protocol.wire import run_info
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeBackend, FakeFollower, Recorder, write_state
 from tests.helpers.lsp import job, make_workspace
@@ -90,7 +91,7 @@ async def test_a_start_goes_through_the_chosen_back_end_and_answers_once_the_tra
     assert run.read_spec().backend == "fake", "the run's folder records its back end"
     assert not starting.done(), "the answer waits for the trainer's pid"
     write_state(run, status=RunStatus.RUNNING, pid=12345)
-    info = await asyncio.wait_for(starting, WAIT)
+    info = run_info(await asyncio.wait_for(starting, WAIT))
     assert (info["status"], info["pid"], info["agentPid"]) == ("running", 12345, backend.followers[0].pid)
     assert (run.run_id, "running") in recorder.changes
     assert supervisor.our_pids() == {12345}, "our pids come from the back end"
@@ -116,7 +117,7 @@ async def test_a_stop_is_asked_of_the_back_end_and_answers_at_the_final_status(
     writer.append_line(ARENA, "stopped (by file)")
     writer.close()
     write_state(run, status=RunStatus.STOPPED, stopped_by="file")
-    info = await asyncio.wait_for(stopping, WAIT)
+    info = run_info(await asyncio.wait_for(stopping, WAIT))
     assert (info["status"], info["stoppedBy"]) == ("stopped", "file")
     assert "saving and leaving" in recorder.lines, "the run's last lines are told before the answer"
     assert "stopped (by file)" in recorder.lifecycle_lines

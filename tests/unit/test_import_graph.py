@@ -72,34 +72,11 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-KNOWN_ELSEWHERE = {frozenset({"arena_ls.lifecycle.agent", "arena_ls.lifecycle.launch"})}
-"""Circles another branch of issue 13 removes (h13s: the trainer-start module breaks
-``launch`` <-> ``agent``). Empty this set when that lands: the test below says when."""
-
-
-def without_known(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The graph without the edges of the circles in ``KNOWN_ELSEWHERE``."""
-    return {
-        name: {target for target in edges if frozenset({name, target}) not in KNOWN_ELSEWHERE}
-        for name, edges in graph.items()
-    }
-
-
 def test_no_import_circle_inside_arena_ls() -> None:
     graph = import_graph(PACKAGE.parent)
     assert len(graph) > 50, "the graph misses modules: the walker is broken"
-    cycle = find_cycle(without_known(graph))
+    cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
-
-
-def test_the_known_circles_still_exist() -> None:
-    """An entry of ``KNOWN_ELSEWHERE`` whose circle is gone must be removed, so no new one hides in it."""
-    graph = import_graph(PACKAGE.parent)
-    for pair in KNOWN_ELSEWHERE:
-        first, second = sorted(pair)
-        assert second in graph[first] and first in graph[second], (
-            f"remove {sorted(pair)} from KNOWN_ELSEWHERE"
-        )
 
 
 def write_package(root: Path, files: dict[str, str]) -> None:
