@@ -13,6 +13,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import time
 from collections import deque
 from typing import Any
@@ -262,6 +263,9 @@ class RunView:
         self.refresh_state(force=True)  # the agent may have written its final state as it exited
         if self.is_final or self.busy:
             return False
+        if self.spec.cluster is not None:
+            self._follow_cluster_again()
+            return False
         if not _claim(self.run_dir, "verdict"):
             return False
         evidence = "the job agent is gone and recorded no exit status"
@@ -284,6 +288,23 @@ class RunView:
             log.warning("run %s: could not record that it was lost: %s", self.run_id, error)
         RunLock(folder).release(self.run_id)
         return True
+
+    def _follow_cluster_again(self) -> None:
+        """A cluster run's follower is gone, but its job runs on (or ended) on the cluster:
+        start a new follower that catches up (once per dead follower, among every server)."""
+        state = self.state
+        gone = state.agent_pid if state is not None else None
+        if not _claim(self.run_dir, f"adopt-{gone}"):
+            return
+        log.info("run %s: its cluster follower (pid %s) is gone; starting a new one", self.run_id, gone)
+        try:
+            self.agent = platform.spawn_detached(
+                [sys.executable, "-m", "arena_ls.cluster.agent", str(self.run_dir.path), "--adopt"],
+                cwd=self.run_dir.path,
+                log_file=self.run_dir.agent_log,
+            )
+        except OSError as error:
+            log.warning("run %s: could not start a new cluster follower: %s", self.run_id, error)
 
     def check_disk(self) -> None:
         """While the run is live: is its filesystem full? (``failure.kind`` ``disk-full`` meanwhile.)"""
@@ -356,10 +377,24 @@ class RunView:
             "argv": state.argv or self.spec.argv,
             "gpuMemoryMb": None,
             "gpuUtilization": None,
+            "cluster": _cluster_wire(self.spec, state),
         }
         if extra:
             info.update(extra)
         return info
+
+
+def _cluster_wire(spec: RunSpec, state: RunState) -> dict[str, Any] | None:
+    """``RunInfo.cluster`` (contract 6.2): null on this machine."""
+    if spec.cluster is None:
+        return None
+    record = state.cluster
+    return {
+        "name": spec.cluster.name,
+        "kind": spec.cluster.kind,
+        "address": spec.cluster.address,
+        "submissionId": record.submission_id if record is not None else None,
+    }
 
 
 def _name_file(error: str, run_dir: RunDir) -> str:

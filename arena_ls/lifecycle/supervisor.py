@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -38,13 +38,25 @@ from arena_ls.errors import (
     InvalidParams,
 )
 from arena_ls.lifecycle.capture import Cursor, LogLine
-from arena_ls.lifecycle.rundir import CorruptState, Failure, RunDir, RunSpec, RunState, StateBusy, StateFolder
+from arena_ls.lifecycle.rundir import (
+    ClusterSpec,
+    CorruptState,
+    Failure,
+    RunDir,
+    RunSpec,
+    RunState,
+    StateBusy,
+    StateFolder,
+)
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc_now
+
+if TYPE_CHECKING:
+    from arena_ls.cluster.config import ClusterTarget
 
 log = logging.getLogger(__name__)
 
@@ -417,8 +429,24 @@ class Supervisor:
 
     def _preflight(self, job: Job, gate_errors: list[Diag]) -> tuple[list[dict[str, Any]], list[str]]:
         if self.preflight is None:
-            return [], []
-        return self.preflight(job, gate_errors, self.our_pids())
+            checks: list[dict[str, Any]] = []
+            warnings: list[str] = []
+        else:
+            checks, warnings = self.preflight(job, gate_errors, self.our_pids())
+        if job.run_on is None:
+            return checks, warnings
+        from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
+
+        kept = [check for check in checks if check.get("name") not in LOCAL_ONLY_CHECKS]
+        return [check_cluster(self._cluster(job), job.resources.to_dict()), *kept], warnings
+
+    def _cluster(self, job: Job) -> ClusterTarget:
+        """The cluster a ``runOn`` job runs on (the manifest's, with the user's settings over it)."""
+        from arena_ls.cluster.config import resolve_cluster
+
+        target = resolve_cluster(job, self.load_manifest().clusters, self.settings())
+        assert target is not None
+        return target
 
     def _resume_step(self, job: Job, request: StartRequest) -> int | None:
         if job.kind != "train" or not job.resume_args or request.resume is False:
@@ -433,10 +461,16 @@ class Supervisor:
         return record.step
 
     def _argv(self, job: Job, resume_step: int | None) -> list[str]:
-        argv = job.argv(self.settings().python)
+        argv = job.argv(self._python(job))
         if resume_step is None:
             return argv
         return [*argv, *(arg.replace("{step}", str(resume_step)) for arg in job.resume_args)]
+
+    def _python(self, job: Job) -> tuple[str, ...]:
+        """What ``{python}`` means for the job: the workspace's, or the cluster's interpreter."""
+        if job.run_on is None:
+            return self.settings().python
+        return self._cluster(job).python
 
     async def _refuse_if_active(self) -> None:
         """Refuse early (before gates and pre-flight) while the lock's holder lives."""
@@ -471,6 +505,7 @@ class Supervisor:
         self.prune()
         settings = self.settings()
         specs: list[RunSpec] = []
+        cluster = self._cluster_spec(job)
 
         def build(run_id: str) -> RunSpec:
             spec = RunSpec(
@@ -478,7 +513,7 @@ class Supervisor:
                 job_id=job.id,
                 job_name=job.display_name,
                 kind=job.kind,
-                argv=job.argv(settings.python),
+                argv=job.argv(self._python(job)),
                 cwd=str(job.resolved_cwd(self.root)),
                 env=job.env_dict(),
                 resume_args=list(job.resume_args),
@@ -490,6 +525,7 @@ class Supervisor:
                 checkpoint_pattern=job.checkpoint_pattern,
                 stall_seconds=settings.watchdog_stall_seconds,
                 resumed_from_step=resume_step,
+                cluster=cluster,
             )
             specs.append(spec)
             return spec
@@ -503,8 +539,9 @@ class Supervisor:
             raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence) from error
         spec = specs[-1]
         try:
+            module = "arena_ls.cluster.agent" if cluster is not None else "arena_ls.lifecycle.launch"
             agent = platform.spawn_detached(
-                [sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir.path)],
+                [sys.executable, "-m", module, str(run_dir.path)],
                 cwd=self.root,
                 log_file=run_dir.agent_log,
             )
@@ -522,6 +559,18 @@ class Supervisor:
         self.wake()
         return view
 
+    def _cluster_spec(self, job: Job) -> ClusterSpec | None:
+        if job.run_on is None:
+            return None
+        target = self._cluster(job)
+        return ClusterSpec(
+            name=target.name,
+            kind=target.kind,
+            address=target.address or "",
+            token_file=target.token_file,
+            resources=job.resources.to_dict(),
+        )
+
     async def _await_started(self, view: RunView) -> dict[str, Any]:
         """Wait until the trainer process exists, the start failed, or the agent died (1009)."""
         agent = view.agent  # kept here: the poll task drops ``view.agent`` once it has ended
@@ -530,7 +579,7 @@ class Supervisor:
         while time.monotonic() < deadline:
             view.refresh_state()
             state = view.state
-            if state is not None and (state.pid or view.is_final):
+            if state is not None and (state.pid or view.is_final or _submitted(state)):
                 break
             code = agent.poll() if agent is not None else view.agent_exit
             if code is not None and platform.spawn_failed(code):
@@ -705,6 +754,11 @@ def launch_evidence(run_dir: RunDir, code: int) -> str:
     if free is not None and free < DISK_FULL_BYTES:
         parts.append(f"the state folder's filesystem has {free} bytes free (No space left on device)")
     return "; ".join(parts)
+
+
+def _submitted(state: RunState) -> bool:
+    """A cluster run whose submission Ray accepted (its trainer has no pid here)."""
+    return state.cluster is not None and state.cluster.accepted is not None
 
 
 def _age(path: Path) -> float:
