@@ -48,6 +48,7 @@ from arena_ls.lifecycle.rundir import (
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.statewriter import StateWriter
+from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog, WatchdogRules
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -60,7 +61,6 @@ for progress only at the chunk's end: progress is a level, its latest value
 wins, and a flood must not cost a decode and a regex per line."""
 POLL_SECONDS = 0.05
 PROGRESS_WRITE_INTERVAL = 1.0
-BACKOFF_CAP_SECONDS = 300.0
 BOTH_SIGNAL_DELAY = 5.0
 TAIL_LINES = 200
 TAIL_BYTES = 16384
@@ -194,8 +194,14 @@ class Agent:
             self._write_first_state()
         except OSError as error:
             return self._abandon(error)
-        restarts_left = self.spec.max_restarts
-        relaunch_step: int | str | None = "never"
+        watchdog = Watchdog(
+            WatchdogRules.for_job(
+                kind=self.spec.kind,
+                resume_args=self.spec.resume_args,
+                max_restarts=self.spec.max_restarts,
+                backoff_seconds=self.spec.backoff_seconds,
+            )
+        )
         step = self.spec.resumed_from_step
         try:
             while True:
@@ -203,21 +209,14 @@ class Agent:
                 if outcome is not None:
                     self._finish(outcome)
                     return 0
-                checkpoint = self._checkpoint_step()
-                if relaunch_step != "never" and checkpoint == relaunch_step:
-                    self._crash_loop(checkpoint)
+                decision = watchdog.after_crash(self._checkpoint_step())
+                if isinstance(decision, GiveUp):
+                    self._give_up(decision)
                     return 0
-                if relaunch_step != "never" and _advanced(checkpoint, relaunch_step):
-                    restarts_left = self.spec.max_restarts
-                if restarts_left <= 0:
-                    self._finish(RunStatus.CRASHED)
-                    return 0
-                restarts_left -= 1
-                relaunch_step = checkpoint
-                if not self._backoff(checkpoint, restarts_left):
+                if not self._backoff(decision):
                     self._finish(RunStatus.STOPPED)
                     return 0
-                step = checkpoint
+                step = decision.start_step
         finally:
             if not self.writer.close(FINAL_WRITE_TIMEOUT):
                 log.error("the final state could not be written")
@@ -252,7 +251,7 @@ class Agent:
             return self.state.last_checkpoint.step if self.state.last_checkpoint else None
 
     def _attempt(self, step: int | None) -> RunStatus | None:
-        """Launch once and wait; a final status, or None when the watchdog relaunches."""
+        """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
         argv = resume_argv(self.spec, step)
         if not self._launch(argv):
             return RunStatus.CRASHED
@@ -524,16 +523,17 @@ class Agent:
         self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code_text}")
         if failure is not None:
             self.say(f"failure: {failure.kind}: {failure.evidence}")
-        if self._can_relaunch():
-            return None
-        return RunStatus.CRASHED
+        return None
 
-    def _can_relaunch(self) -> bool:
-        return self.spec.kind == "train" and self.spec.max_restarts > 0 and bool(self.spec.resume_args)
+    def _give_up(self, decision: GiveUp) -> None:
+        """The watchdog relaunches no more: the run ends ``crashed`` (a crash loop says so)."""
+        if decision.reason is GiveUpReason.CRASH_LOOP:
+            self._crash_loop(decision)
+        else:
+            self._finish(RunStatus.CRASHED)
 
-    def _crash_loop(self, step: int | None) -> None:
-        where = f"step {step}" if step is not None else "the same point (no checkpoint)"
-        evidence = f"crashed again at {where} after a relaunch from it"
+    def _crash_loop(self, decision: GiveUp) -> None:
+        evidence = decision.crash_loop_evidence()
         with self.lock:
             previous = self.state.failure
             if previous is not None:
@@ -542,28 +542,33 @@ class Agent:
         self.say(f"crash loop: {evidence}; not relaunching")
         self._finish(RunStatus.CRASHED)
 
-    def _backoff(self, step: int | None, restarts_left: int) -> bool:
+    def _backoff(self, relaunch: Relaunch) -> bool:
         """Wait before a relaunch; False when a stop request cancelled it."""
         with self.lock:
-            self.state.restarts += 1
-            attempt = self.state.restarts
-            delay = min(self.spec.backoff_seconds * 2 ** (attempt - 1), BACKOFF_CAP_SECONDS)
-            self.state.next_launch_at = time.time() + delay
+            self.state.restarts = relaunch.restart
+            self.state.next_launch_at = time.time() + relaunch.delay
             self._move(RunStatus.RESTARTING)
-        used = self.spec.max_restarts - restarts_left
-        where = f"from step {step}" if step is not None else "from scratch (no checkpoint yet)"
-        self.say(f"restarting {where} (attempt {used}/{self.spec.max_restarts}) in {delay:g}s")
-        deadline = time.monotonic() + delay
+        self.say(relaunch.describe())
         self._confirm_gpu_released()
-        while time.monotonic() < deadline:
-            self.wake.wait(min(POLL_SECONDS * 4, max(0.0, deadline - time.monotonic())))
-            self._check_writes()
-            if self.run_dir.read_stop_request() is not None:
-                self.say("stop requested during the backoff: relaunch cancelled")
-                with self.lock:
-                    self.state.stopped_by = None
-                return False
-        return True
+        if Watchdog.sit_out(relaunch, self):
+            return True
+        self.say("stop requested during the backoff: relaunch cancelled")
+        with self.lock:
+            self.state.stopped_by = None
+        return False
+
+    # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def pause(self, seconds: float) -> None:
+        self.wake.wait(seconds)
+        self.wake.clear()  # set when the trainer exited: left set, every wait would return at once
+        self._check_writes()
+
+    def stop_requested(self) -> bool:
+        return self.run_dir.read_stop_request() is not None
 
     def _confirm_gpu_released(self) -> None:
         """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""
@@ -594,12 +599,6 @@ class Agent:
         if status is RunStatus.SUCCEEDED:
             self.say(f"{self.spec.job_id} finished")
         self.say(f"run ended: {status.value}")
-
-
-def _advanced(checkpoint: int | None, since: int | str | None) -> bool:
-    if checkpoint is None:
-        return False
-    return since is None or (isinstance(since, int) and checkpoint > since)
 
 
 def main(argv: list[str] | None = None, early: EarlyLaunch | None = None) -> int:
