@@ -65,6 +65,7 @@ from arena_ls.lifecycle.rundir import (
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.statewriter import StateWriter
+from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Watchdog, WatchdogRules
 
 log = logging.getLogger("arena_ls.cluster.agent")
 
@@ -72,7 +73,6 @@ POLL_SECONDS = 0.25
 """How often Ray's status and log are read (Ray's own log tail polls about once a second)."""
 UNREACHABLE_RETRY_SECONDS = 2.0
 PROGRESS_WRITE_INTERVAL = 1.0
-BACKOFF_CAP_SECONDS = 300.0
 TAIL_LINES = 200
 FINAL_WRITE_TIMEOUT = 30.0
 SUBMITTING = "submitting to cluster {name} as {sid}"
@@ -175,8 +175,6 @@ class ClusterAgent:
             self.say(f"cannot use cluster {self.cluster.name}: {client.evidence}")
             return RunStatus.CRASHED
         self.client = client
-        if self.record.restarts_left is None:
-            self.record.restarts_left = self.spec.max_restarts
         sid = self.record.submission_id
         if self.adopting and self.state.status is RunStatus.RESTARTING:
             self.adopting = False  # the follower died during the backoff: finish waiting it out
@@ -196,33 +194,42 @@ class ClusterAgent:
     def _relaunch_decision(self) -> RunStatus | None:
         """After a failed submission: None to resubmit (after the backoff), else the final status.
 
-        The contract's watchdog: at most ``maxRestarts`` relaunches, restored when the
-        checkpoint step advanced since the last one; twice at the same step is a crash loop."""
+        The decision is the local watchdog's (``Watchdog.after_crash``); its position is
+        kept in ``state.json`` so that a new follower goes on with the same budget."""
+        watchdog = self._watchdog()
+        decision = watchdog.after_crash(self._checkpoint_step())
         record = self.record
-        checkpoint = self._checkpoint_step()
-        if record.relaunched and checkpoint == record.relaunch_step:
-            self._crash_loop(checkpoint)
+        record.restarts_left = watchdog.budget_left
+        if isinstance(decision, GiveUp):
+            if decision.reason is GiveUpReason.CRASH_LOOP:
+                self._crash_loop(decision)
             return RunStatus.CRASHED
-        if (
-            record.relaunched
-            and checkpoint is not None
-            and (record.relaunch_step is None or checkpoint > record.relaunch_step)
-        ):
-            record.restarts_left = self.spec.max_restarts
-        if (record.restarts_left or 0) <= 0:
-            return RunStatus.CRASHED
-        record.restarts_left = (record.restarts_left or 0) - 1
-        record.relaunch_step = checkpoint
+        record.relaunch_step = decision.start_step
         record.relaunched = True
         with self.lock:
-            self.state.restarts += 1
-            delay = min(self.spec.backoff_seconds * 2 ** (self.state.restarts - 1), BACKOFF_CAP_SECONDS)
-            self.state.next_launch_at = time.time() + delay
+            self.state.restarts = decision.restart
+            self.state.next_launch_at = time.time() + decision.delay
             self._move(RunStatus.RESTARTING)
-        used = self.spec.max_restarts - record.restarts_left
-        where = f"from step {checkpoint}" if checkpoint is not None else "from scratch (no checkpoint yet)"
-        self.say(f"restarting {where} (attempt {used}/{self.spec.max_restarts}) in {delay:g}s")
+        self.say(decision.describe())
         return None if self._wait_backoff() else RunStatus.STOPPED
+
+    def _watchdog(self) -> Watchdog:
+        """The run's watchdog, where the recorded state left it (a new follower continues it)."""
+        spec = self.spec
+        rules = WatchdogRules.for_job(
+            kind=spec.kind,
+            resume_args=spec.resume_args,
+            max_restarts=spec.max_restarts,
+            backoff_seconds=spec.backoff_seconds,
+        )
+        watchdog = Watchdog(rules)
+        record = self.record
+        watchdog.budget_left = spec.max_restarts if record.restarts_left is None else record.restarts_left
+        watchdog.restarts = self.state.restarts
+        # Its last relaunch, as recorded (no public setter in watchdog.py yet):
+        watchdog._relaunched = record.relaunched
+        watchdog._relaunched_from = record.relaunch_step
+        return watchdog
 
     def _wait_backoff(self) -> bool:
         """Wait until the recorded relaunch time; False when a stop request cancelled the relaunch."""
@@ -496,9 +503,8 @@ class ClusterAgent:
             return None
         return RunStatus.CRASHED
 
-    def _crash_loop(self, step: int | None) -> None:
-        where = f"step {step}" if step is not None else "the same point (no checkpoint)"
-        evidence = f"crashed again at {where} after a relaunch from it"
+    def _crash_loop(self, decision: GiveUp) -> None:
+        evidence = decision.crash_loop_evidence()
         with self.lock:
             previous = self.state.failure
             if previous is not None:
