@@ -921,18 +921,6 @@ def tree_pids(pid: int) -> list[int]:
     return [p.pid for p in _collect_tree(pid)]
 
 
-def wait_pid_gone(pid: int, create_time: float | None, timeout: float) -> bool:
-    """Wait until the process is gone; True when it is."""
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while time.monotonic() < deadline:
-        if not is_same_process(pid, create_time):
-            return True
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-    return not is_same_process(pid, create_time)
-
-
 def describe_signal(returncode: int) -> tuple[int | None, str | None]:
     """Split a Popen return code into (exitCode, signal name)."""
     if sys.platform != "win32" and returncode < 0:

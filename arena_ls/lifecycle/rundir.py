@@ -126,8 +126,10 @@ class RunSpec:
     stall_seconds: float = 600.0
     resumed_from_step: int | None = None
     created_at: float = attrs.field(factory=time.time)
+    backend: str = "local"
+    """Where the run executes: the name of its back end (``arena_ls.lifecycle.backends``)."""
     cluster: ClusterSpec | None = None
-    """None: this machine; else the cluster the run is submitted to."""
+    """None: this machine; else the cluster the run is submitted to (``backend`` ``ray``)."""
 
 
 @attrs.define
@@ -298,6 +300,17 @@ class RunDir:
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(self.stop_request_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
+    def claim_once(self, what: str) -> bool:
+        """An exclusive, once-only claim on the run among every server of the workspace."""
+        try:
+            fd = os.open(self.path / f".{what}.claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with contextlib.suppress(OSError):
+            os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+
     def read_stop_request(self) -> dict[str, Any] | None:
         """The stop request, if any; an empty ``stop.json`` (written on a full disk) is one too."""
         try:
@@ -374,12 +387,6 @@ class StateFolder:
                 os.replace(sub, aside)
                 sub.mkdir()
                 self.warn_once(f"moved:{sub}", f"{sub} was not a folder; moved it aside to {aside.name}")
-
-    def run(self, run_id: str) -> RunDir | None:
-        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
-            return None
-        path = self.runs_dir / run_id
-        return RunDir(path) if path.is_dir() else None
 
     def list_runs(self) -> list[RunDir]:
         """Every run folder, oldest first (runs being built, named ``.new-*``, are not runs yet)."""

@@ -7,22 +7,18 @@ status changes) and decides when a run whose agent died is ``lost``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
 import struct
-import subprocess
-import sys
 import time
 from collections import deque
 from typing import Any
 
-import attrs
-
-from arena_ls import platform
+from arena_ls.lifecycle.backends.base import FollowerProcess, RunBackend
+from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
+from arena_ls.lifecycle.events import EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
@@ -55,24 +51,25 @@ JUMP_KEEP_LINES = 200
 AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
-METRIC_POINTS_CAP = 10_000
-
-
-@attrs.define
-class MetricPoint:
-    step: int
-    loss: float | None
-    lr: float | None
-    at: float
 
 
 class RunView:
     """What a server knows of one run."""
 
-    def __init__(self, run_dir: RunDir, spec: RunSpec, agent: subprocess.Popen[bytes] | None = None):
+    def __init__(
+        self,
+        run_dir: RunDir,
+        spec: RunSpec,
+        agent: FollowerProcess | None = None,
+        *,
+        backend: RunBackend | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self.spec = spec
         self.agent = agent
+        """The run's follower (a local run's agent) when this server started it."""
+        self.backend: RunBackend = backend if backend is not None else LocalBackend()
+        """Where the run executes (``spec.backend``)."""
         self.state: RunState | None = None
         self.state_signature: tuple[int, int, int, int] | None = None
         self.busy = False
@@ -94,7 +91,7 @@ class RunView:
         self.disk_full: str | None = None
         """Set while the run's filesystem has no space left (``failure.kind`` ``disk-full``)."""
         self.agent_exit: int | None = None
-        """The exit code of the agent this server spawned, once it has ended."""
+        """The exit code of the follower this server started, once it has ended."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
 
@@ -228,29 +225,23 @@ class RunView:
     # -- liveness --------------------------------------------------------------------------
 
     def reap_agent(self) -> None:
-        """Collect our agent's exit status once it has ended, so no zombie of ours lingers."""
+        """Collect our follower's exit status once it has ended, so no zombie of ours lingers."""
         if self.agent is not None and (code := self.agent.poll()) is not None:
             self.agent_exit = code
             self.agent = None
 
     def agent_alive(self) -> bool:
-        if self.agent is not None and self.agent.poll() is None:
-            return True
-        state = self.state
-        if state is None:
-            return False
-        return platform.is_same_process(state.agent_pid, state.agent_create_time)
-
-    def trainer_alive(self) -> bool:
-        state = self.state
-        return state is not None and platform.is_same_process(state.pid, state.pid_create_time)
+        """Whether the run's follower (a local run's agent) lives."""
+        return self.backend.follower_alive(self.state, self.agent)
 
     def check_lost(self, folder: StateFolder) -> bool:
-        """Mark an unfinished run whose agent is gone as ``lost``; True when it did.
+        """Mark an unfinished run whose follower is gone as ``lost``; True when it did.
 
-        The trainer dies with its agent (Linux: PDEATHSIG; Windows: the job
-        object); should any of its tree survive, it is killed here, so no
-        trainer runs unmanaged. Only one server records the verdict.
+        A back end whose runs outlive their follower (a cluster) is asked
+        for a new one first. A local trainer dies with its agent (Linux:
+        PDEATHSIG; Windows: the job object); should any of its tree survive,
+        the back end kills it here, so no trainer runs unmanaged. Only one
+        server records the verdict.
         """
         if self.is_final or self.damage is not None:
             return False  # a damaged run is never written to: its files stay as found
@@ -263,21 +254,36 @@ class RunView:
         self.refresh_state(force=True)  # the agent may have written its final state as it exited
         if self.is_final or self.busy:
             return False
-        if self.spec.cluster is not None:
-            self._follow_cluster_again()
-            return False
-        if not _claim(self.run_dir, "verdict"):
-            return False
-        evidence = "the job agent is gone and recorded no exit status"
-        pid = self.state.pid if self.state is not None else None
-        if pid and self.trainer_alive():
-            platform.kill_tree(pid)
-            evidence += "; the trainer's remaining processes were killed"
-        if pid and platform.process_identity(pid) is None:
-            # The group id is still the trainer's only while no new process has its pid.
-            platform.kill_group_remnants(pid)
         state = self.state
         assert state is not None
+        if self.backend.revivable:
+            return self._revive(state, folder)
+        if not self.run_dir.claim_once("verdict"):
+            return False
+        self._record_lost(state, folder, "the job agent is gone and recorded no exit status")
+        return True
+
+    def _revive(self, state: RunState, folder: StateFolder) -> bool:
+        """Start a new follower for a run that outlives its last (one server per dead follower).
+
+        False while the run goes on (revived here or by another server);
+        True when it could not be revived and was recorded ``lost``.
+        """
+        if not self.run_dir.claim_once(f"revive-{state.agent_pid}"):
+            return False  # another server revives it
+        follower = self.backend.revive(self.run_dir, state)
+        if follower is not None:
+            log.info("run %s: its follower was gone; started a new one (pid %s)", self.run_id, follower.pid)
+            self.agent = follower
+            return False
+        self._record_lost(state, folder, "its follower is gone and a new one could not be started")
+        return True
+
+    def _record_lost(self, state: RunState, folder: StateFolder, evidence: str) -> None:
+        """Record the ``lost`` verdict (in memory when the disk refuses it) and free the lock."""
+        remains = self.backend.end_remains(state)
+        if remains:
+            evidence += f"; {remains}"
         state.status = RunStatus.LOST
         state.failure = Failure("error", evidence)
         state.ended_at = state.ended_at or time.time()
@@ -287,24 +293,6 @@ class RunView:
         except OSError as error:  # a full disk: the verdict stays in memory, the lock goes anyway
             log.warning("run %s: could not record that it was lost: %s", self.run_id, error)
         RunLock(folder).release(self.run_id)
-        return True
-
-    def _follow_cluster_again(self) -> None:
-        """A cluster run's follower is gone, but its job runs on (or ended) on the cluster:
-        start a new follower that catches up (once per dead follower, among every server)."""
-        state = self.state
-        gone = state.agent_pid if state is not None else None
-        if not _claim(self.run_dir, f"adopt-{gone}"):
-            return
-        log.info("run %s: its cluster follower (pid %s) is gone; starting a new one", self.run_id, gone)
-        try:
-            self.agent = platform.spawn_detached(
-                [sys.executable, "-m", "arena_ls.cluster.agent", str(self.run_dir.path), "--adopt"],
-                cwd=self.run_dir.path,
-                log_file=self.run_dir.agent_log,
-            )
-        except OSError as error:
-            log.warning("run %s: could not start a new cluster follower: %s", self.run_id, error)
 
     def check_disk(self) -> None:
         """While the run is live: is its filesystem full? (``failure.kind`` ``disk-full`` meanwhile.)"""
@@ -324,12 +312,6 @@ class RunView:
             )
 
     # -- wire ------------------------------------------------------------------------------
-
-    def last_checkpoint_event(self) -> Checkpoint | None:
-        state = self.state
-        if state is None or state.last_checkpoint is None:
-            return None
-        return Checkpoint(state.last_checkpoint.step, state.last_checkpoint.path)
 
     def _failure_wire(self, state: RunState) -> dict[str, str] | None:
         if self.damage is not None:
@@ -409,18 +391,6 @@ def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int |
     if checkpoint is None:
         return step
     return checkpoint.step if step is None else max(step, checkpoint.step)
-
-
-def _claim(run_dir: RunDir, what: str) -> bool:
-    """An exclusive, once-only claim on a run among every server of the workspace."""
-    try:
-        fd = os.open(run_dir.path / f".{what}.claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with contextlib.suppress(OSError):
-        os.write(fd, str(os.getpid()).encode())
-    os.close(fd)
-    return True
 
 
 def _finite(value: float | None) -> float | None:

@@ -29,10 +29,6 @@ class RunStatus(str, enum.Enum):
     def is_final(self) -> bool:
         return self in FINAL_STATUSES
 
-    @property
-    def is_active(self) -> bool:
-        return not self.is_final
-
 
 FINAL_STATUSES = frozenset({RunStatus.STOPPED, RunStatus.SUCCEEDED, RunStatus.CRASHED, RunStatus.LOST})
 

@@ -1,6 +1,7 @@
 """The server side of the lifecycle: start, stop, status, logs, re-adoption.
 
-The supervisor knows nothing of LSP. It starts a detached agent per run,
+The supervisor knows nothing of LSP. It starts each run through a run back
+end (``arena_ls.lifecycle.backends``; on this machine, a detached agent),
 follows every run of the workspace through its folder, and tells a
 ``Listener`` what changed. Several servers may supervise one workspace at
 once: they agree through the files (the ``active.lock``, the agent's state,
@@ -14,11 +15,10 @@ import contextlib
 import logging
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -37,7 +37,11 @@ from arena_ls.errors import (
     ArenaError,
     InvalidParams,
 )
-from arena_ls.lifecycle.capture import Cursor, LogLine
+from arena_ls.lifecycle.backends.base import Backends
+from arena_ls.lifecycle.backends.local import LocalBackend
+from arena_ls.lifecycle.backends.ray import RayBackend
+from arena_ls.lifecycle.capture import Cursor
+from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.rundir import (
     ClusterSpec,
     CorruptState,
@@ -60,30 +64,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAST_POLL = 0.02
-"""While lines are flowing: follow the files every 20 ms."""
-QUIET_POLL = 0.1
-"""A run is active but silent: every 100 ms (keeps an idle run nearly free)."""
-SLOW_POLL = 0.25
-"""Nothing is active."""
-QUIET_AFTER = 1.0
-LIVENESS_INTERVAL = 1.0
 START_TIMEOUT = 30.0
 KEEP_FINISHED_RUNS = 50
 SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
 HOLDER_WAIT = 5.0
 """How long a refused start waits for the active run's folder to become readable, to show it."""
-
-
-class Listener(Protocol):
-    """What the supervisor tells the protocol layer."""
-
-    def run_changed(self, view: RunView) -> None: ...
-    def run_lines(self, view: RunView, lines: list[LogLine]) -> None: ...
-    def lifecycle(self, view: RunView, text: str) -> None: ...
-    def warning(self, text: str) -> None:
-        """Damage found in the state folder (shown to the user once; already logged on stderr)."""
 
 
 GateChecker = Callable[[Job], list[Diag]]
@@ -124,19 +110,20 @@ class Supervisor:
         *,
         gate_checker: GateChecker | None = None,
         preflight: PreflightRunner | None = None,
+        backends: Backends | None = None,
     ) -> None:
         self.root = root.resolve()
         self.settings = settings
         self.listener = listener
         self.gate_checker = gate_checker
         self.preflight = preflight
+        self.backends = backends if backends is not None else Backends(LocalBackend(), RayBackend())
+        """Where runs execute; the supervisor reaches a run's back end only through these."""
         self.views: dict[str, RunView] = {}
         self._folder: StateFolder | None = None
         self._runlock: RunLock | None = None
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._last_liveness = 0.0
-        self._last_data = 0.0
+        self.follower = RunFollower(self, listener)
+        """The one follower of every run's files (this server's only loop over them)."""
 
     # -- paths and manifest ----------------------------------------------------------------
 
@@ -194,7 +181,7 @@ class Supervisor:
             damage = _relative(str(error), run_dir)
         if damage is not None:
             spec = _placeholder_spec(run_dir)
-        view = RunView(run_dir, spec)
+        view = RunView(run_dir, spec, backend=self.backends.for_run(spec.backend))
         if damage is not None:
             view.mark_damaged(damage)
             view.placeholder = True
@@ -207,12 +194,12 @@ class Supervisor:
             log.exception("reading run %s failed", run_dir.run_id)
             view.mark_damaged(f"its files cannot be read: {error}")
         self.views[spec.run_id] = view
-        self._report_damage(view)
+        self.report_damage(view)
         if view.check_lost(self.folder):
             log.warning("run %s was lost", spec.run_id)
         return view
 
-    def _retry_damaged(self, view: RunView) -> None:
+    def retry_damaged(self, view: RunView) -> None:
         """Look at a damaged run again (every second): a spec readable now means a fresh adoption."""
         if view.placeholder:
             try:
@@ -225,7 +212,7 @@ class Supervisor:
         view.retry_damaged()
         self.notify_if_changed(view)
 
-    def _report_damage(self, view: RunView) -> None:
+    def report_damage(self, view: RunView) -> None:
         if view.damage is not None:
             self.folder.warn_once(
                 f"damaged:{view.run_id}:{view.damage}",
@@ -233,93 +220,24 @@ class Supervisor:
                 "its log stays readable as far as it goes",
             )
 
+    # The following itself is the follower's (``follower.py``); these serve the protocol layer.
+
     def ensure_polling(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._poll_forever())
+        self.follower.ensure_running()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-
-    async def _poll_forever(self) -> None:
-        while True:
-            try:
-                busy = self.poll_once()
-            except Exception:  # never let one bad run stop the following of others
-                log.exception("polling runs failed")
-                busy = False
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval(busy))
-            self._wake.clear()
-
-    def _interval(self, busy: bool) -> float:
-        if not busy:
-            return SLOW_POLL
-        return FAST_POLL if time.monotonic() - self._last_data < QUIET_AFTER else QUIET_POLL
+        await self.follower.close()
 
     def poll_once(self) -> bool:
         """Follow every unfinished run once; True while any run is active."""
-        now = time.monotonic()
-        check_liveness = now - self._last_liveness >= LIVENESS_INTERVAL
-        if check_liveness:
-            self._last_liveness = now
-            self.scan()
-        active = False
-        for view in list(self.views.values()):
-            try:
-                active = self._poll_view(view, check_liveness) or active
-            except Exception as error:  # one run's files never stop the following of others
-                log.exception("following run %s failed", view.run_id)
-                view.mark_damaged(f"its files cannot be read: {error}")
-            self._report_damage(view)
-        return active
-
-    def _poll_view(self, view: RunView, check_liveness: bool) -> bool:
-        view.reap_agent()
-        if not view.run_dir.path.is_dir():  # pruned or deleted by hand
-            self.views.pop(view.run_id, None)
-            return False
-        if view.damage is not None:
-            if check_liveness:
-                self._retry_damaged(view)
-            return False
-        if view.is_final and view.cursor.record >= view.reader.record_count():
-            return False
-        self._follow(view, check_liveness)
-        return True
-
-    def _follow(self, view: RunView, check_liveness: bool) -> None:
-        view.refresh_state()
-        lines = view.read_new_lines()
-        if lines:
-            self._last_data = time.monotonic()
-            self.listener.run_lines(view, lines)
-            for line in lines:
-                if line.stream == "arena":
-                    self.listener.lifecycle(view, line.text)
-        if check_liveness:
-            view.check_lost(self.folder)
-            view.check_disk()
-        self.notify_if_changed(view)
+        return self.follower.poll_once()
 
     def notify_if_changed(self, view: RunView) -> None:
-        """Tell the listener about every change of a run's state, once.
-
-        Whoever re-read the state (a status request, a stop waiting for its
-        run), the change is compared with what was last announced, so no
-        status change goes unannounced and none is announced twice.
-        """
-        snapshot = view.snapshot()
-        if snapshot == view.notified:
-            return
-        view.notified = snapshot
-        self._last_data = time.monotonic()
-        self.listener.run_changed(view)
+        """Tell the listener about a change of a run's state, once (see ``RunFollower``)."""
+        self.follower.notify_if_changed(view)
 
     def wake(self) -> None:
-        self._wake.set()
+        self.follower.wake()
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -351,11 +269,15 @@ class Supervisor:
         return candidates[-1] if candidates else None
 
     def our_pids(self) -> set[int]:
-        """Pids of every process tree of this workspace's unfinished runs."""
+        """Pids on this machine of every trainer's process tree of the workspace's unfinished runs.
+
+        The one place that says which processes are ours (pre-flight's GPU
+        contention, the health sample's ``ours`` marks).
+        """
         pids: set[int] = set()
-        for view in self.views.values():
-            if view.state is not None and not view.is_final and view.state.pid:
-                pids.update(platform.tree_pids(view.state.pid))
+        for view in list(self.views.values()):
+            if view.state is not None and not view.is_final:
+                pids.update(view.backend.local_pids(view.state))
         return pids
 
     # -- start -----------------------------------------------------------------------------
@@ -501,9 +423,10 @@ class Supervisor:
         )
 
     async def _launch(self, job: Job, resume_step: int | None) -> RunView:
-        """Create the run (``RunLock.claim``), spawn its agent, and record the agent in the lock."""
+        """Create the run (``RunLock.claim``), start it through its back end, record its follower."""
         self.prune()
         settings = self.settings()
+        backend = self.backends.for_job(job)
         specs: list[RunSpec] = []
         cluster = self._cluster_spec(job)
 
@@ -525,6 +448,7 @@ class Supervisor:
                 checkpoint_pattern=job.checkpoint_pattern,
                 stall_seconds=settings.watchdog_stall_seconds,
                 resumed_from_step=resume_step,
+                backend=backend.name,
                 cluster=cluster,
             )
             specs.append(spec)
@@ -539,12 +463,7 @@ class Supervisor:
             raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence) from error
         spec = specs[-1]
         try:
-            module = "arena_ls.cluster.agent" if cluster is not None else "arena_ls.lifecycle.launch"
-            agent = platform.spawn_detached(
-                [sys.executable, "-m", module, str(run_dir.path)],
-                cwd=self.root,
-                log_file=run_dir.agent_log,
-            )
+            agent = backend.start(run_dir, self.root)
         except OSError as error:
             self.runlock.release(spec.run_id)
             shutil.rmtree(run_dir.path, ignore_errors=True)  # nothing ran: leave nothing
@@ -554,7 +473,7 @@ class Supervisor:
             self.runlock.record_agent(spec.run_id, agent.pid, platform.process_identity(agent.pid))
         except OSError as error:  # the lock still names its creator; the agent's state takes over
             log.warning("could not record the agent in the lock: %s", error)
-        view = RunView(run_dir, spec, agent)
+        view = RunView(run_dir, spec, agent, backend=backend)
         self.views[spec.run_id] = view
         self.wake()
         return view
@@ -573,23 +492,21 @@ class Supervisor:
 
     async def _await_started(self, view: RunView) -> dict[str, Any]:
         """Wait until the trainer process exists, the start failed, or the agent died (1009)."""
-        agent = view.agent  # kept here: the poll task drops ``view.agent`` once it has ended
-        deadline = time.monotonic() + START_TIMEOUT
-        delay = 0.005
-        while time.monotonic() < deadline:
-            view.refresh_state()
-            state = view.state
-            if state is not None and (state.pid or view.is_final or _submitted(state)):
-                break
+        agent = view.agent  # kept here: the follower drops ``view.agent`` once it has ended
+
+        def start_failed() -> int | None:
             code = agent.poll() if agent is not None else view.agent_exit
-            if code is not None and platform.spawn_failed(code):
-                view.refresh_state()
-                state = view.state
-                if state is None or not (state.pid or view.is_final):
-                    raise self._launch_failed(view, code)
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            return code if code is not None and view.backend.start_failed(code) else None
+
+        view.refresh_state()
+        await self.follower.until(
+            view, lambda v: _trainer_known(v) or start_failed() is not None, START_TIMEOUT
+        )
+        code = start_failed()
+        if code is not None and not _trainer_known(view):
+            view.refresh_state()
+            if not _trainer_known(view):
+                raise self._launch_failed(view, code)
         self.notify_if_changed(view)
         return view.to_wire()
 
@@ -649,9 +566,8 @@ class Supervisor:
                 f"{runtime:.0f}s of training; pass confirm: true to stop anyway",
                 runtimeSeconds=runtime,
             )
-        view.run_dir.request_stop(
-            kill=request.kill, grace_seconds=request.grace_seconds, by=f"arena-ls pid {os.getpid()}"
-        )
+        by = f"arena-ls pid {os.getpid()}"
+        view.backend.request_stop(view.run_dir, kill=request.kill, grace_seconds=request.grace_seconds, by=by)
         self.wake()
         if not request.wait:
             return view.to_wire({"tail": view.tail()})
@@ -660,24 +576,9 @@ class Supervisor:
         return view.to_wire({"tail": view.tail()})
 
     async def wait_final(self, view: RunView, timeout: float | None = None) -> None:
-        """Wait until a run reaches a final status (the poll task follows it meanwhile).
-
-        Cheap while waiting: a stat of state.json every 20 ms, and the agent's
-        liveness once a second, so a long grace window costs next to no CPU.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last_liveness = time.monotonic()
-        while not view.is_final:
-            if deadline is not None and time.monotonic() > deadline:
-                return
-            view.refresh_state()
-            if time.monotonic() - last_liveness >= LIVENESS_INTERVAL:
-                last_liveness = time.monotonic()
-                view.check_lost(self.folder)
-            self.notify_if_changed(view)
-            if not view.is_final:
-                await asyncio.sleep(0.02)
-        self._follow(view, check_liveness=False)
+        """Wait until a run reaches a final status, as the follower reads it (its lines included)."""
+        if await self.follower.until(view, lambda v: v.is_final, timeout):
+            self.follower.follow(view, check_liveness=False)  # its last lines and status, told now
 
     # -- logs ------------------------------------------------------------------------------
 
@@ -754,6 +655,13 @@ def launch_evidence(run_dir: RunDir, code: int) -> str:
     if free is not None and free < DISK_FULL_BYTES:
         parts.append(f"the state folder's filesystem has {free} bytes free (No space left on device)")
     return "; ".join(parts)
+
+
+def _trainer_known(view: RunView) -> bool:
+    """The run's state names its trainer's pid (or, on a cluster, Ray accepted the submission),
+    or the run is already over."""
+    state = view.state
+    return state is not None and bool(state.pid or view.is_final or _submitted(state))
 
 
 def _submitted(state: RunState) -> bool:

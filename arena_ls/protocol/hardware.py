@@ -42,12 +42,7 @@ class HealthService:
         self._refreshing = threading.Event()
 
     def _our_pids(self) -> set[int]:
-        roots = [
-            v.state.pid
-            for v in list(self.ws.supervisor.views.values())
-            if v.state is not None and v.state.pid and not v.is_final
-        ]
-        return process_tree_pids(roots)
+        return self.ws.supervisor.our_pids()
 
     def wire(self) -> dict[str, Any]:
         """The latest sample, at once; a sample older than a second is refreshed in the background."""
@@ -84,7 +79,7 @@ class HealthService:
             settings=settings.preflight,
             checkpoint_dir=job.resolved_cwd(self.ws.root),
             state_dir=self.ws.supervisor.folder.root,
-            our_pids=process_tree_pids(our_pids),
+            our_pids=our_pids,
             gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
         )
         return [check_to_wire(c) for c in checks], warnings

@@ -1,0 +1,1 @@
+"""Where runs execute: the back-end seam (``base``) and its implementations (``local``)."""

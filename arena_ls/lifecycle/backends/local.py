@@ -1,0 +1,72 @@
+"""The local back end: a run is a detached job agent on this machine, which owns the trainer.
+
+The server spawns ``python -m arena_ls.lifecycle.launch RUN_DIR`` detached
+(it outlives the server and the editor); the agent starts the trainer,
+captures its output and records its state (``arena_ls.lifecycle.agent``).
+The trainer dies with its agent (Linux: ``PR_SET_PDEATHSIG``; Windows: a
+kill-on-close job object), so a run whose agent is gone is over: it cannot
+be revived, only recorded ``lost`` and whatever is left of it killed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from arena_ls import platform
+from arena_ls.lifecycle.backends.base import LOCAL, FollowerProcess
+from arena_ls.lifecycle.rundir import RunDir, RunState
+
+
+class LocalBackend:
+    """``RunBackend`` for runs on this machine."""
+
+    @property
+    def name(self) -> str:
+        return LOCAL
+
+    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
+        return platform.spawn_detached(
+            [sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir.path)],
+            cwd=workspace,
+            log_file=run_dir.agent_log,
+        )
+
+    def start_failed(self, exit_code: int) -> bool:
+        return platform.spawn_failed(exit_code)
+
+    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
+        if process is not None and process.poll() is None:
+            return True
+        if state is None:
+            return False
+        return platform.is_same_process(state.agent_pid, state.agent_create_time)
+
+    @property
+    def revivable(self) -> bool:
+        return False
+
+    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
+        return None  # the trainer died with its agent: nothing runs to be followed
+
+    def end_remains(self, state: RunState) -> str | None:
+        """Kill what is left of the trainer's tree (it should have died with its agent)."""
+        pid = state.pid
+        if not pid:
+            return None
+        done = None
+        if platform.is_same_process(pid, state.pid_create_time):
+            platform.kill_tree(pid)
+            done = "the trainer's remaining processes were killed"
+        if platform.process_identity(pid) is None:
+            # The group id is still the trainer's only while no new process has its pid.
+            platform.kill_group_remnants(pid)
+        return done
+
+    def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
+        run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)
+
+    def local_pids(self, state: RunState) -> list[int]:
+        if not state.pid:
+            return []
+        return [state.pid, *(pid for pid in platform.tree_pids(state.pid) if pid != state.pid)]

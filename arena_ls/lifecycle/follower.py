@@ -1,0 +1,246 @@
+"""The one follower of a server's runs: it reads each run's files and tells the listener.
+
+Every run's story is in its folder: ``state.json`` (its status, rewritten
+by the run's own follower process, e.g. a local run's agent) and
+``output.log`` / ``output.idx`` (its lines). A server has exactly one
+``RunFollower``: one asyncio task that re-reads those files for every run,
+hands new lines and status changes to the ``Listener``, and judges runs
+whose follower process is gone (once a second). Whoever needs to wait for a
+run (a start for its trainer's pid, a stop for the final status) does not
+poll the files itself: it subscribes with ``until`` and the follower tells
+it, following that run in a hurry meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import attrs
+
+from arena_ls.lifecycle.capture import LogLine
+from arena_ls.lifecycle.rundir import StateFolder
+from arena_ls.lifecycle.runview import RunView
+
+log = logging.getLogger(__name__)
+
+FAST_POLL = 0.02
+"""While lines are flowing: follow the files every 20 ms."""
+QUIET_POLL = 0.1
+"""A run is active but silent: every 100 ms (keeps an idle run nearly free)."""
+SLOW_POLL = 0.25
+"""Nothing is active."""
+QUIET_AFTER = 1.0
+LIVENESS_INTERVAL = 1.0
+HURRY_FIRST = 0.005
+"""While someone waits for a run: its files are read again after 5 ms, then 10, up to ``FAST_POLL``."""
+
+
+class Listener(Protocol):
+    """What the supervisor tells the protocol layer."""
+
+    def run_changed(self, view: RunView) -> None: ...
+    def run_lines(self, view: RunView, lines: list[LogLine]) -> None: ...
+    def lifecycle(self, view: RunView, text: str) -> None: ...
+    def warning(self, text: str) -> None:
+        """Damage found in the state folder (shown to the user once; already logged on stderr)."""
+
+
+class FollowedRuns(Protocol):
+    """The runs the follower follows, and their adoption (the supervisor)."""
+
+    views: dict[str, RunView]
+
+    @property
+    def folder(self) -> StateFolder: ...
+
+    def scan(self) -> None:
+        """Adopt the runs that appeared in the state folder."""
+
+    def retry_damaged(self, view: RunView) -> None:
+        """Look at a damaged run's files again."""
+
+    def report_damage(self, view: RunView) -> None:
+        """Report a run's damage to the user (once)."""
+
+
+Condition = Callable[[RunView], bool]
+
+
+@attrs.define
+class _Waiter:
+    view: RunView
+    condition: Condition
+    done: asyncio.Future[None]
+
+
+class RunFollower:
+    """Follows every run of a workspace for one server (see the module docstring)."""
+
+    def __init__(self, runs: FollowedRuns, listener: Listener) -> None:
+        self.runs = runs
+        self.listener = listener
+        self._waiters: list[_Waiter] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._last_liveness = 0.0
+        self._last_data = 0.0
+        self._full_due = 0.0
+        self._hurry = HURRY_FIRST
+
+    # -- the task ------------------------------------------------------------------------
+
+    def ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._follow_forever())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def wake(self) -> None:
+        """Follow every run now (a run was started, a stop requested, the settings changed)."""
+        self._full_due = 0.0
+        self._wake.set()
+
+    async def _follow_forever(self) -> None:
+        while True:
+            if time.monotonic() >= self._full_due:
+                busy = self._poll_safely()
+                self._full_due = time.monotonic() + self._interval(busy)
+            elif self._waiters:
+                self._poll_waited()
+            delay = self._full_due - time.monotonic()
+            if self._waiters:
+                delay = min(delay, self._hurry)
+                self._hurry = min(self._hurry * 2, FAST_POLL)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
+            self._wake.clear()
+
+    def _poll_safely(self) -> bool:
+        try:
+            return self.poll_once()
+        except Exception:  # never let one bad run stop the following of others
+            log.exception("following runs failed")
+            return False
+
+    def _interval(self, busy: bool) -> float:
+        if not busy:
+            return SLOW_POLL
+        return FAST_POLL if time.monotonic() - self._last_data < QUIET_AFTER else QUIET_POLL
+
+    # -- following -----------------------------------------------------------------------
+
+    def poll_once(self) -> bool:
+        """Follow every unfinished run once; True while any run is active."""
+        now = time.monotonic()
+        check_liveness = now - self._last_liveness >= LIVENESS_INTERVAL
+        if check_liveness:
+            self._last_liveness = now
+            self.runs.scan()
+        active = False
+        for view in list(self.runs.views.values()):
+            active = self._poll_isolated(view, check_liveness) or active
+        self._settle()
+        return active
+
+    def _poll_waited(self) -> None:
+        """Follow only the runs someone waits for (between rounds over every run)."""
+        for view in {id(w.view): w.view for w in self._waiters}.values():
+            self._poll_isolated(view, check_liveness=False)
+        self._settle()
+
+    def _poll_isolated(self, view: RunView, check_liveness: bool) -> bool:
+        try:
+            active = self._poll_view(view, check_liveness)
+        except Exception as error:  # one run's files never stop the following of others
+            log.exception("following run %s failed", view.run_id)
+            view.mark_damaged(f"its files cannot be read: {error}")
+            active = False
+        self.runs.report_damage(view)
+        return active
+
+    def _poll_view(self, view: RunView, check_liveness: bool) -> bool:
+        view.reap_agent()
+        if not view.run_dir.path.is_dir():  # pruned or deleted by hand
+            self.runs.views.pop(view.run_id, None)
+            return False
+        if view.damage is not None:
+            if check_liveness:
+                self.runs.retry_damaged(view)
+            return False
+        if view.is_final and view.cursor.record >= view.reader.record_count():
+            return False
+        self.follow(view, check_liveness)
+        return True
+
+    def follow(self, view: RunView, check_liveness: bool) -> None:
+        """Read a run's state and new lines once; tell the listener what changed."""
+        view.refresh_state()
+        lines = view.read_new_lines()
+        if lines:
+            self._last_data = time.monotonic()
+            self.listener.run_lines(view, lines)
+            for line in lines:
+                if line.stream == "arena":
+                    self.listener.lifecycle(view, line.text)
+        if check_liveness:
+            view.check_lost(self.runs.folder)
+            view.check_disk()
+        self.notify_if_changed(view)
+
+    def notify_if_changed(self, view: RunView) -> None:
+        """Tell the listener about every change of a run's state, once.
+
+        Whoever re-read the state (a status request, the probe's watch), the
+        change is compared with what was last announced, so no status change
+        goes unannounced and none is announced twice.
+        """
+        snapshot = view.snapshot()
+        if snapshot == view.notified:
+            return
+        view.notified = snapshot
+        self._last_data = time.monotonic()
+        self.listener.run_changed(view)
+
+    # -- waiting for a run ---------------------------------------------------------------
+
+    async def until(self, view: RunView, condition: Condition, timeout: float | None = None) -> bool:
+        """Wait until ``condition(view)`` holds as the follower reads the run; False after ``timeout``.
+
+        The run is followed in a hurry meanwhile (5 ms, doubling to 20 ms),
+        the others at their usual pace; every change seen on the way is
+        announced to the listener as usual.
+        """
+        if condition(view):
+            return True
+        self.ensure_running()
+        waiter = _Waiter(view, condition, asyncio.get_running_loop().create_future())
+        self._waiters.append(waiter)
+        self._hurry = HURRY_FIRST
+        self._wake.set()
+        try:
+            await asyncio.wait_for(waiter.done, timeout)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._waiters.remove(waiter)
+        return True
+
+    def _settle(self) -> None:
+        """Tell every waiter whose condition now holds."""
+        for waiter in self._waiters:
+            if waiter.done.done():
+                continue
+            try:
+                if waiter.condition(waiter.view):
+                    waiter.done.set_result(None)
+            except Exception as error:  # the waiter learns of it, the follower goes on
+                waiter.done.set_exception(error)

@@ -1,0 +1,119 @@
+"""A run back end whose follower is the test itself (``RunBackend``), and a listener that records."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from arena_ls.lifecycle.backends.base import FollowerProcess
+from arena_ls.lifecycle.capture import LogLine
+from arena_ls.lifecycle.rundir import RunDir, RunState
+from arena_ls.lifecycle.runview import RunView
+
+
+@attrs.define
+class FakeFollower:
+    """A follower process as the server that started it holds it."""
+
+    pid: int
+    exit_code: int | None = None
+
+    def poll(self) -> int | None:
+        return self.exit_code
+
+
+@attrs.define
+class FakeBackend:
+    """A back end whose follower is the test itself."""
+
+    backend_name: str = "fake"
+    can_revive: bool = False
+    alive: bool = True
+    start_error: OSError | None = None
+    started: list[RunDir] = attrs.field(factory=list)
+    stops: list[dict[str, Any]] = attrs.field(factory=list)
+    revived: list[str] = attrs.field(factory=list)
+    ended: list[str] = attrs.field(factory=list)
+    followers: list[FakeFollower] = attrs.field(factory=list)
+    start_seen: asyncio.Event = attrs.field(factory=asyncio.Event)
+    stop_seen: asyncio.Event = attrs.field(factory=asyncio.Event)
+
+    @property
+    def name(self) -> str:
+        return self.backend_name
+
+    @property
+    def revivable(self) -> bool:
+        return self.can_revive
+
+    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
+        if self.start_error is not None:
+            raise self.start_error
+        self.started.append(run_dir)
+        follower = FakeFollower(pid=4_000_000 + len(self.started))
+        self.followers.append(follower)
+        self.start_seen.set()
+        return follower
+
+    def start_failed(self, exit_code: int) -> bool:
+        return exit_code == 99
+
+    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
+        if process is not None and process.poll() is None:
+            return True
+        return self.alive
+
+    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
+        self.revived.append(run_dir.run_id)
+        return FakeFollower(pid=5_000_000)
+
+    def end_remains(self, state: RunState) -> str | None:
+        self.ended.append(state.run_id)
+        return "the fake trainer was ended"
+
+    def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
+        self.stops.append({"run": run_dir.run_id, "kill": kill, "grace": grace_seconds})
+        self.stop_seen.set()
+
+    def local_pids(self, state: RunState) -> list[int]:
+        return [state.pid] if state.pid else []
+
+
+class Recorder:
+    """A listener that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[str, str]] = []
+        self.lines: list[str] = []
+        self.lifecycle_lines: list[str] = []
+        self.warnings: list[str] = []
+
+    def run_changed(self, view: RunView) -> None:
+        self.changes.append((view.run_id, view.status.value))
+
+    def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
+        self.lines.extend(line.text for line in lines)
+
+    def lifecycle(self, view: RunView, text: str) -> None:
+        self.lifecycle_lines.append(text)
+
+    def warning(self, text: str) -> None:
+        self.warnings.append(text)
+
+
+def write_state(run_dir: RunDir, **fields: Any) -> RunState:
+    """Write ``state.json`` as a run's follower would."""
+    try:
+        state = run_dir.read_state()
+    except FileNotFoundError:
+        spec = run_dir.read_spec()
+        state = RunState(run_id=spec.run_id, job_id=spec.job_id)
+    for name, value in fields.items():
+        setattr(state, name, value)
+    run_dir.write_state(state)
+    return state
+
+
