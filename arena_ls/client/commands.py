@@ -20,6 +20,7 @@ from arena_ls.client.render import (
     OK_STATUSES,
     make_follow_view,
     print_line,
+    run_place,
     run_summary,
     write_line,
     write_plain,
@@ -85,7 +86,7 @@ async def follow_and_report(
     info: dict[str, Any],
     on_interrupt: OnInterrupt = OnInterrupt.DETACH,
 ) -> FollowResult:
-    title = await job_name(session, str(info.get("jobId")))
+    title = run_place(info, await job_name(session, str(info.get("jobId"))))
     view = make_follow_view(options.console, title)
     result = await follow_run(session, view, info, title, on_interrupt)
     if not result.detached:
