@@ -1,149 +1,26 @@
 """A real Ray head on loopback for the cluster tests, one per test session.
 
-Started with token authentication on (a generated token), free ports and
-two CPUs, in a process session of its own; at the end its jobs are stopped
-first (``ray stop`` would kill them without a checkpoint) and then only
-that session's processes are ended, never another Ray on the machine.
-The tests skip, saying why, only when ``ray`` is not installed.
+``benchmarks/rayhead.py`` starts it (token auth on, free ports, two CPUs, a
+process session of its own) and ends exactly it: its jobs are stopped
+first, then only its processes. The tests skip, saying why, only when
+``ray`` is not installed (CI installs it: ``scripts/bootstrap.sh``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import json
-import os
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
-import attrs
 import pytest
 
-READY_TIMEOUT = 120.0
+from benchmarks import rayhead
+from benchmarks.rayhead import RayHead, free_port
 
-
-@attrs.frozen
-class RayHead:
-    address: str
-    token_file: Path
-    token: str
-
-    def request(self, method: str, path: str) -> object:
-        request = urllib.request.Request(
-            self.address + path, method=method, headers={"Authorization": f"Bearer {self.token}"}
-        )
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read() or b"null")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def ray_binary() -> str:
-    return str(Path(sys.executable).with_name("ray"))
+__all__ = ["RayHead", "free_port"]
 
 
 @pytest.fixture(scope="session")
 def ray_head() -> Iterator[RayHead]:
-    if importlib.util.find_spec("ray") is None or not Path(ray_binary()).exists():
+    if not rayhead.ray_installed():
         pytest.skip("ray is not installed: pip install 'arena-ls[ray]' (CI installs it)")
-    temp = Path(tempfile.mkdtemp(prefix="arr", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
-    token = secrets.token_hex(32)
-    token_file = temp / "token"
-    token_file.write_text(token + "\n")
-    token_file.chmod(0o600)
-    dashboard = free_port()
-    env = {
-        **os.environ,
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN_PATH": str(token_file),
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    argv = [
-        ray_binary(), "start", "--head", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
-        f"--port={free_port()}", f"--dashboard-port={dashboard}", f"--ray-client-server-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
-        "--num-cpus=2", "--include-dashboard=true", f"--temp-dir={temp / 'ray'}", "--disable-usage-stats",
-    ]  # fmt: skip
-    starter = subprocess.run(
-        argv, env=env, start_new_session=True, capture_output=True, text=True, timeout=READY_TIMEOUT
-    )
-    head = RayHead(f"http://127.0.0.1:{dashboard}", token_file, token)
-    group = _group_of(temp)
-    try:
-        if starter.returncode != 0:
-            pytest.fail(f"ray start failed: {starter.stderr[-2000:]}")
-        _wait_ready(head)
+    with rayhead.ray_head() as head:
         yield head
-    finally:
-        _stop_jobs(head)
-        _end_group(group, temp)
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-def _group_of(temp: Path) -> int | None:
-    """The process group of the head's processes (``ray start`` ran in a new session)."""
-    import psutil
-
-    for process in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            if any(str(temp) in part for part in process.info["cmdline"] or []):
-                return os.getpgid(process.pid)
-    return None
-
-
-def _wait_ready(head: RayHead) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
-        try:
-            head.request("GET", "/api/jobs/")
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.25)
-
-
-def _stop_jobs(head: RayHead) -> None:
-    """Stop every unfinished job first, and wait for them (``ray stop`` would just kill them)."""
-    with contextlib.suppress(OSError, ValueError):
-        jobs = head.request("GET", "/api/jobs/")
-        live = [j["submission_id"] for j in jobs or [] if j.get("status") in ("PENDING", "RUNNING")]  # type: ignore[union-attr]
-        for sid in live:
-            head.request("POST", f"/api/jobs/{sid}/stop")
-        deadline = time.monotonic() + 30
-        while live and time.monotonic() < deadline:
-            jobs = head.request("GET", "/api/jobs/")
-            live = [j["submission_id"] for j in jobs or [] if j.get("status") in ("PENDING", "RUNNING")]  # type: ignore[union-attr]
-            time.sleep(0.2)
-
-
-def _end_group(group: int | None, temp: Path) -> None:
-    """End the head's process group only (SIGTERM, then SIGKILL): never another Ray here."""
-    if group is None or group == os.getpgid(0):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGKILL)
