@@ -7,14 +7,15 @@ STAMP`` line every 100 ms until SIGTERM) both ways:
 
 - arena-ls: ``arena/start`` of a ``runOn`` job → the ``running``
   ``arena/statusChanged``; → the first ``arena/log`` with ``ready``; the
-  latency of each tick (its arrival in an ``arena/log`` minus the
-  trainer's ``perf_counter`` stamp: one machine, one monotonic clock);
+  latency of each tick written after the first line arrived (its arrival
+  in an ``arena/log`` minus the trainer's ``perf_counter`` stamp: one
+  machine, one monotonic clock);
   ``arena/stop`` → its answer (``stopped``).
 - Ray's CLI: ``ray job submit --no-wait`` → RUNNING (its status polled
   over REST every 20 ms, so the CLI's own start-up is not counted twice);
   → the first ``ready`` on the stdout of ``ray job logs -f`` started right
-  after the submit returned; each tick's latency through that tail (Ray's
-  own tail: the anchor, about 1 s); ``ray job stop`` → its return
+  after the submit returned; the latency through that tail of each tick
+  written after its first line (Ray's own tail: the anchor, about 1 s); ``ray job stop`` → its return
   (it waits for STOPPED).
 """
 
@@ -41,8 +42,8 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
     repeats = repeats or (1 if quick else 3)
     section = Section("cluster", "a job on a local Ray head: arena-ls against Ray's own CLI")
     section.facts["repeats"] = repeats
-    if not rayhead.ray_installed():
-        section.facts["skipped"] = "ray is not installed (pip install 'arena-ls[ray]')"
+    if not rayhead.ray_installed() or sys.platform == "win32":
+        section.facts["skipped"] = "needs arena-ls[ray] on POSIX (the head is ended by process group)"
         return [section]
     with rayhead.ray_head() as head:
         for round_ in range(repeats):
@@ -94,7 +95,7 @@ async def _arena_measure(section: Section, client: Any) -> None:
     section.figure("arena.submit_to_running_s", "s").add(running_at - sent)
     first = await _wait_batches(client, run_id, lambda text: text == "ready")
     section.figure("arena.first_line_s", "s").add(first - sent)
-    latencies = await _tick_latencies(client, run_id)
+    latencies = await _tick_latencies(client, run_id, after=first)
     for value in latencies:
         section.figure("arena.line_latency_ms", "ms").add(value)
     started = time.perf_counter()
@@ -115,15 +116,16 @@ async def _wait_batches(client: Any, run_id: str, match: Any, timeout: float = 1
     raise TimeoutError(f"run {run_id}: no matching line")
 
 
-async def _tick_latencies(client: Any, run_id: str, timeout: float = 120.0) -> list[float]:
+async def _tick_latencies(client: Any, run_id: str, after: float, timeout: float = 120.0) -> list[float]:
+    """Latencies of the ticks written once lines were flowing (``after``: the first line's arrival)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         latencies = [
-            (arrived - float(line["text"].split()[2])) * 1000.0
+            (arrived - stamp) * 1000.0
             for arrived, params in client.log_batches
             if params.get("runId") == run_id
             for line in params["lines"]
-            if line["text"].startswith("tick ")
+            if line["text"].startswith("tick ") and (stamp := float(line["text"].split()[2])) > after
         ]
         if len(latencies) >= TICKS_MEASURED:
             return latencies[:TICKS_MEASURED]
@@ -147,7 +149,7 @@ def _ray_cli_round(section: Section, head: rayhead.RayHead, sid: str) -> None:
         section.figure("ray_cli.submit_to_running_s", "s").add(time.perf_counter() - sent)
         first = tail.wait(lambda text: text == "ready")
         section.figure("ray_cli.first_line_s", "s").add(first - sent)
-        for value in tail.latencies(TICKS_MEASURED):
+        for value in tail.latencies(TICKS_MEASURED, after=first):
             section.figure("ray_cli.line_latency_ms", "ms").add(value)
         started = time.perf_counter()
         subprocess.run([rayhead.ray_binary(), "job", "stop", sid], env=head.env, check=True,
@@ -179,11 +181,16 @@ class _Tail:
             time.sleep(0.01)
         raise TimeoutError("Ray's tail never showed the line")
 
-    def latencies(self, count: int, timeout: float = 120.0) -> list[float]:
+    def latencies(self, count: int, after: float, timeout: float = 120.0) -> list[float]:
+        """Latencies of the ticks written once the tail was showing lines (a backlog is not latency)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            ticks = [(arrived - float(text.split()[2])) * 1000.0
-                     for arrived, text in list(self.lines) if text.startswith("tick ")]  # fmt: skip
+            stamped = [
+                (arrived, float(text.split()[2]))
+                for arrived, text in list(self.lines)
+                if text.startswith("tick ")
+            ]
+            ticks = [(arrived - stamp) * 1000.0 for arrived, stamp in stamped if stamp > after]
             if len(ticks) >= count:
                 return ticks[:count]
             time.sleep(0.05)
