@@ -316,3 +316,15 @@ def test_the_client_sends_the_token_and_never_shows_it_or_the_address(dashboard:
         "message": "cluster 'lab': 1 node, 2 CPUs, 0 GPUs",
     }
     assert "no node with 1 GPU" in check_cluster(target, {"gpus": 1})["message"]
+
+
+def test_neither_the_server_nor_the_follower_imports_ray() -> None:
+    """The Jobs API is spoken with the standard library: a laptop needs no Ray install to use a cluster."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, arena_ls.protocol.server, arena_ls.cluster.agent, arena_ls.lifecycle.backends.ray\n"
+        "sys.exit(1 if any(m == 'ray' or m.startswith('ray.') for m in sys.modules) else 0)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
