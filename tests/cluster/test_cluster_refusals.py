@@ -115,3 +115,22 @@ async def test_the_reference_trainer_runs_on_the_cluster(tmp_path: Path, ray_hea
         assert any(t.startswith("starting ref: " + sys.executable) for t in texts)
     finally:
         await stop_server(client)
+
+
+def test_arena_start_runs_a_cluster_job_from_the_terminal(tmp_path: Path, ray_head: RayHead) -> None:
+    """``arena start --follow``: the same follow as locally, titled ``Job tiny @ lab``; settings from
+    ``$ARENA_SETTINGS`` (the terminal has no editor settings)."""
+    import os
+    import subprocess
+
+    root = cluster_workspace(tmp_path / "ws", [cluster_job("tiny", "--steps", "5", "--numbered")])
+    settings = tmp_path / "arena-settings.json"
+    settings.write_text(json.dumps(options(ray_head)))
+    env = {**os.environ, "ARENA_NO_COLOR": "1", "ARENA_SETTINGS": str(settings)}
+    done = subprocess.run(
+        [sys.executable, "-m", "arena_ls.client.cli", "start", "tiny", "--follow", "--root", str(root)],
+        capture_output=True, text=True, env=env, cwd=root, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Job tiny @ lab" in done.stdout + done.stderr and "numbered 5" in done.stdout, done.stdout
+    assert "succeeded" in done.stdout
