@@ -33,12 +33,13 @@ from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.status import (
     FAILED,
-    RUNNING,
     STOPPED,
     SUCCEEDED,
     TERMINAL,
     exit_of,
+    final_status,
     first_line,
+    live_status,
     stopped_by,
 )
 from arena_ls.cluster.submission import (
@@ -335,7 +336,11 @@ class ClusterAgent:
                 self.say(f"cluster {self.cluster.name} answers again")
             if ray_status in TERMINAL:
                 return self._judge(ray_status, info)
-            if ray_status == RUNNING and self.state.status in (RunStatus.STARTING, RunStatus.RESTARTING):
+            live = live_status(ray_status, stopping=self.stop_sent_at is not None)
+            if live in (RunStatus.RUNNING, RunStatus.STOPPING) and self.state.status in (
+                RunStatus.STARTING,
+                RunStatus.RESTARTING,
+            ):
                 self._running()
             time.sleep(POLL_SECONDS)
 
@@ -496,12 +501,9 @@ class ClusterAgent:
             self.say(f"failure: {failure.kind}: {failure.evidence}")
         if message:
             self.say(f"cluster {self.cluster.name} says: {first_line(message)}")
-        can_relaunch = (
-            self.spec.kind == "train" and self.spec.max_restarts > 0 and bool(self.spec.resume_args)
-        )
-        if ran and can_relaunch:
-            return None
-        return RunStatus.CRASHED
+        # A submission that never ran (its environment could not be set up) is not offered to the
+        # watchdog; one that ran is (the watchdog may still give up: not relaunchable, budget, loop).
+        return None if final_status(FAILED, can_relaunch=ran) is RunStatus.RESTARTING else RunStatus.CRASHED
 
     def _crash_loop(self, decision: GiveUp) -> None:
         evidence = decision.crash_loop_evidence()
