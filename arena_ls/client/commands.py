@@ -61,11 +61,12 @@ async def cmd_start(options: Options, args: argparse.Namespace) -> int:
 
 
 def announce_start(options: Options, info: dict[str, Any], *, fresh: bool = False) -> None:
-    write_plain(
-        options.console,
-        f"started run {info.get('runId')} of job {info.get('jobId')} "
-        f"(pid {info.get('pid')}, agent pid {info.get('agentPid')})",
-    )
+    cluster = info.get("cluster")
+    if isinstance(cluster, dict):  # the trainer runs on the cluster: its submission, and our follower
+        where = f"submission {cluster.get('submissionId')}, follower pid {info.get('agentPid')}"
+    else:
+        where = f"pid {info.get('pid')}, agent pid {info.get('agentPid')}"
+    write_plain(options.console, f"started run {info.get('runId')} of job {run_place(info)} ({where})")
     write_plain(options.console, resume_text(info, fresh=fresh))
 
 

@@ -118,7 +118,7 @@ async def test_the_reference_trainer_runs_on_the_cluster(tmp_path: Path, ray_hea
 
 
 def test_arena_start_runs_a_cluster_job_from_the_terminal(tmp_path: Path, ray_head: RayHead) -> None:
-    """``arena start --follow``: the same follow as locally, titled ``Job tiny @ lab``; settings from
+    """``arena start --follow``: the same follow as locally, saying ``tiny @ lab``; settings from
     ``$ARENA_SETTINGS`` (the terminal has no editor settings)."""
     import os
     import subprocess
@@ -132,5 +132,5 @@ def test_arena_start_runs_a_cluster_job_from_the_terminal(tmp_path: Path, ray_he
         capture_output=True, text=True, env=env, cwd=root, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Job tiny @ lab" in done.stdout + done.stderr and "numbered 5" in done.stdout, done.stdout
-    assert "succeeded" in done.stdout
+    assert "of job tiny @ lab (submission arena-tiny-" in done.stdout, done.stdout
+    assert "numbered 5" in done.stdout and "succeeded" in done.stdout, done.stdout
