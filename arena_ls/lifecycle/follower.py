@@ -76,6 +76,8 @@ class _Waiter:
     view: RunView
     condition: Condition
     done: asyncio.Future[None]
+    most: float
+    """The longest pause between two reads of the waited run."""
 
 
 class RunFollower:
@@ -99,6 +101,9 @@ class RunFollower:
             self._task = asyncio.get_running_loop().create_task(self._follow_forever())
 
     async def close(self) -> None:
+        """Stop following; whoever still waits for a run is cancelled (the server is going away)."""
+        for waiter in self._waiters:
+            waiter.done.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -119,7 +124,7 @@ class RunFollower:
             delay = self._full_due - time.monotonic()
             if self._waiters:
                 delay = min(delay, self._hurry)
-                self._hurry = min(self._hurry * 2, FAST_POLL)
+                self._hurry = min(self._hurry * 2, min(w.most for w in self._waiters))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
             self._wake.clear()
@@ -212,17 +217,19 @@ class RunFollower:
 
     # -- waiting for a run ---------------------------------------------------------------
 
-    async def until(self, view: RunView, condition: Condition, timeout: float | None = None) -> bool:
+    async def until(
+        self, view: RunView, condition: Condition, timeout: float | None = None, *, most: float = FAST_POLL
+    ) -> bool:
         """Wait until ``condition(view)`` holds as the follower reads the run; False after ``timeout``.
 
-        The run is followed in a hurry meanwhile (5 ms, doubling to 20 ms),
-        the others at their usual pace; every change seen on the way is
-        announced to the listener as usual.
+        The run is followed in a hurry meanwhile (after 5 ms, doubling up to
+        ``most``), the others at their usual pace; every change seen on the
+        way is announced to the listener as usual.
         """
         if condition(view):
             return True
         self.ensure_running()
-        waiter = _Waiter(view, condition, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(view, condition, asyncio.get_running_loop().create_future(), max(HURRY_FIRST, most))
         self._waiters.append(waiter)
         self._hurry = HURRY_FIRST
         self._wake.set()

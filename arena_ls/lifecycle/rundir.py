@@ -311,6 +311,11 @@ class RunDir:
         os.close(fd)
         return True
 
+    def drop_claim(self, what: str) -> None:
+        """Give a claim up (whoever claims it next wins it)."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path / f".{what}.claim")
+
     def read_stop_request(self) -> dict[str, Any] | None:
         """The stop request, if any; an empty ``stop.json`` (written on a full disk) is one too."""
         try:

@@ -92,6 +92,8 @@ class RunView:
         """Set while the run's filesystem has no space left (``failure.kind`` ``disk-full``)."""
         self.agent_exit: int | None = None
         """The exit code of the follower this server started, once it has ended."""
+        self.revival_claim: str | None = None
+        """The claim under which this server revived the run's follower (dropped when that one ends)."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
 
@@ -229,6 +231,9 @@ class RunView:
         if self.agent is not None and (code := self.agent.poll()) is not None:
             self.agent_exit = code
             self.agent = None
+            if self.revival_claim is not None:  # so a follower that died early can be replaced
+                self.run_dir.drop_claim(self.revival_claim)
+                self.revival_claim = None
 
     def agent_alive(self) -> bool:
         """Whether the run's follower (a local run's agent) lives."""
@@ -269,12 +274,14 @@ class RunView:
         False while the run goes on (revived here or by another server);
         True when it could not be revived and was recorded ``lost``.
         """
-        if not self.run_dir.claim_once(f"revive-{state.agent_pid}"):
+        claim = f"revive-{state.agent_pid}"
+        if not self.run_dir.claim_once(claim):
             return False  # another server revives it
         follower = self.backend.revive(self.run_dir, state)
         if follower is not None:
             log.info("run %s: its follower was gone; started a new one (pid %s)", self.run_id, follower.pid)
             self.agent = follower
+            self.revival_claim = claim
             return False
         self._record_lost(state, folder, "its follower is gone and a new one could not be started")
         return True

@@ -115,5 +115,3 @@ def write_state(run_dir: RunDir, **fields: Any) -> RunState:
         setattr(state, name, value)
     run_dir.write_state(state)
     return state
-
-

@@ -299,3 +299,34 @@ def test_a_state_for_another_follower_is_read_like_any(run: RunDir) -> None:
     view = view_of(run)
     view.refresh_state()
     assert view.state is not None and (view.state.pid, view.state.restarts) == (3, 2)
+
+
+async def test_a_waiter_chooses_how_long_the_follower_may_pause_between_reads(
+    follower: Any, run: RunDir
+) -> None:
+    follower, _ = follower
+    view = follower.runs.views[run.run_id]
+    looks = 0
+
+    def after_six_looks(_: RunView) -> bool:
+        nonlocal looks
+        looks += 1
+        return looks >= 6
+
+    assert await follower.until(view, after_six_looks, WAIT, most=0.01) is True
+    assert follower._hurry == pytest.approx(0.01), "the pauses doubled from 5 ms up to the waiter's most"
+
+
+async def test_closing_the_follower_cancels_whoever_still_waits(follower: Any, run: RunDir) -> None:
+    follower, _ = follower
+    view = follower.runs.views[run.run_id]
+    waiting = asyncio.create_task(follower.until(view, lambda v: v.is_final))
+    for _ in range(1000):  # until() registers its waiter at its first step
+        if follower._waiters:
+            break
+        await asyncio.sleep(0)
+    assert follower._waiters, "the waiter was registered"
+    await follower.close()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiting, WAIT)
+    assert follower._waiters == []
