@@ -90,6 +90,18 @@ class ProbeSettings:
 
 
 @attrs.frozen
+class ClusterSettings:
+    """``clusters.NAME.*``: a user's own address, token file and interpreter for a cluster."""
+
+    address: str | None = None
+    """Overrides the manifest's address (addresses stay out of a shared manifest)."""
+    token_file: str | None = None
+    """The file holding the cluster's token (Ray's ``RAY_AUTH_MODE=token``)."""
+    python: tuple[str, ...] = ("python",)
+    """What ``{python}`` means on the cluster (its workers' interpreter)."""
+
+
+@attrs.frozen
 class Settings:
     """Everything the server can be configured with."""
 
@@ -108,6 +120,12 @@ class Settings:
     """A running trainer silent for this long is reported stalled."""
     insights: InsightSettings = attrs.field(factory=InsightSettings)
     probe: ProbeSettings = attrs.field(factory=ProbeSettings)
+    clusters: tuple[tuple[str, ClusterSettings], ...] = ()
+    """``clusters.NAME``: per-user settings of the manifest's clusters, by name."""
+
+    def cluster(self, name: str) -> ClusterSettings:
+        """The settings of cluster ``name`` (the defaults when none are given)."""
+        return dict(self.clusters).get(name, ClusterSettings())
 
 
 _SECTIONS = ("preflight", "device", "logs", "watchdog", "insights", "probe")
@@ -203,4 +221,53 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
             top[target] = checked
     for section, values in nested.items():
         top[section] = attrs.evolve(getattr(settings, section), **values)
+    clusters = _parse_clusters(options, settings, problems)
+    if clusters is not None:
+        top["clusters"] = clusters
     return attrs.evolve(settings, **top), problems
+
+
+_CLUSTER_FIELDS: dict[str, tuple[str, Check[Any]]] = {
+    "address": ("address", _NON_EMPTY),
+    "tokenFile": ("token_file", _NON_EMPTY),
+    "python": ("python", _PYTHON),
+}
+
+
+def _parse_clusters(
+    options: Mapping[str, Any], settings: Settings, problems: list[str]
+) -> tuple[tuple[str, ClusterSettings], ...] | None:
+    """``clusters`` (nested, or dotted ``clusters.NAME.address`` keys); None when not given."""
+    raw: dict[str, dict[str, Any]] = {}
+    given = False
+    block = options.get("clusters")
+    if block is not None:
+        given = True
+        if isinstance(block, Mapping):
+            for name, fields in block.items():
+                if isinstance(fields, Mapping):
+                    raw.setdefault(str(name), {}).update(fields)
+                else:
+                    problems.append(f"arena.clusters.{str(name)[:60]} must be an object; ignored")
+        else:
+            problems.append("arena.clusters must be an object; ignored")
+    for key, value in options.items():
+        parts = key.split(".") if isinstance(key, str) else []
+        if len(parts) == 3 and parts[0] == "clusters":
+            given = True
+            raw.setdefault(parts[1], {})[parts[2]] = value
+    if not given:
+        return None
+    clusters = dict(settings.clusters)
+    for name, fields in raw.items():
+        values: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key not in _CLUSTER_FIELDS:
+                continue
+            target, check = _CLUSTER_FIELDS[key]
+            try:
+                values[target] = check.parse(value, ("arena", "clusters", name[:60], key))
+            except Invalid as error:
+                problems.append(f"{error.where} must be {error.expected}; using the default")
+        clusters[name] = attrs.evolve(clusters.get(name, ClusterSettings()), **values)
+    return tuple(sorted(clusters.items()))

@@ -39,12 +39,16 @@ BENCHMARKS: dict[str, str] = {
     "stop": "benchmarks.bench_stop",
     "startup": "benchmarks.bench_startup",
     "lint": "benchmarks.bench_lint_section",
+    "cluster": "benchmarks.bench_cluster",
 }
 """Benchmark name -> module with ``run(quick, repeats=None) -> list[Section]``.
 
 ``capture`` also yields the ``ingest`` and ``notify`` sections (same floods);
 ``latency`` yields ``editor_latency`` and ``server_latency``.
 """
+
+OPT_IN = frozenset({"cluster"})
+"""Run only when named with ``--only``: the cluster benchmark starts a Ray head (``arena-ls[ray]``)."""
 
 DEFAULT_OUTPUT = harness.BENCH_DIR / "results.json"
 
@@ -60,7 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--product", type=Path, default=None,
                         help="a checkout whose arena_ls the servers and agents should run")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHMARKS)
+    chosen = [n.strip() for n in args.only.split(",") if n.strip()]
+    names = chosen or [n for n in BENCHMARKS if n not in OPT_IN]
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")

@@ -20,6 +20,7 @@ from arena_ls.client.render import (
     OK_STATUSES,
     make_follow_view,
     print_line,
+    run_place,
     run_summary,
     write_line,
     write_plain,
@@ -60,11 +61,12 @@ async def cmd_start(options: Options, args: argparse.Namespace) -> int:
 
 
 def announce_start(options: Options, info: dict[str, Any], *, fresh: bool = False) -> None:
-    write_plain(
-        options.console,
-        f"started run {info.get('runId')} of job {info.get('jobId')} "
-        f"(pid {info.get('pid')}, agent pid {info.get('agentPid')})",
-    )
+    cluster = info.get("cluster")
+    if isinstance(cluster, dict):  # the trainer runs on the cluster: its submission, and our follower
+        where = f"submission {cluster.get('submissionId')}, follower pid {info.get('agentPid')}"
+    else:
+        where = f"pid {info.get('pid')}, agent pid {info.get('agentPid')}"
+    write_plain(options.console, f"started run {info.get('runId')} of job {run_place(info)} ({where})")
     write_plain(options.console, resume_text(info, fresh=fresh))
 
 
@@ -85,7 +87,7 @@ async def follow_and_report(
     info: dict[str, Any],
     on_interrupt: OnInterrupt = OnInterrupt.DETACH,
 ) -> FollowResult:
-    title = await job_name(session, str(info.get("jobId")))
+    title = run_place(info, await job_name(session, str(info.get("jobId"))))
     view = make_follow_view(options.console, title)
     result = await follow_run(session, view, info, title, on_interrupt)
     if not result.detached:

@@ -177,6 +177,14 @@ def styled_line(line: dict[str, Any]) -> Text:
     return Text(text)
 
 
+def run_place(info: dict[str, Any], label: Any = None) -> str:
+    """The job (or ``label``), and where it runs when that is a cluster: ``tiny-lm @ lab``."""
+    name = str(label if label is not None else info.get("jobId"))
+    cluster = info.get("cluster")
+    where = cluster.get("name") if isinstance(cluster, dict) else None
+    return f"{name} @ {where}" if isinstance(where, str) and where else name
+
+
 def run_summary(info: dict[str, Any]) -> str:
     """``run X succeeded · exit code 0 · step 15/15 · last checkpoint step 15 (ckpt-15.pt)``."""
     parts = [f"run {info.get('runId')} {info.get('status')}"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -36,9 +38,25 @@ def find_root(start: Path) -> Path:
     return start
 
 
+SETTINGS_VARIABLE = "ARENA_SETTINGS"
+"""A JSON file of arena settings for the terminal client (an editor has its own settings):
+``{"clusters": {"lab": {"address": ..., "tokenFile": ...}}}``, say."""
+
+
 def init_options() -> dict[str, Any]:
-    """Trainers run with the interpreter that runs ``arena``."""
-    return {"python": sys.executable}
+    """Trainers run with the interpreter that runs ``arena``; ``$ARENA_SETTINGS`` adds the user's settings."""
+    options: dict[str, Any] = {"python": sys.executable}
+    path = os.environ.get(SETTINGS_VARIABLE)
+    if path:
+        try:
+            extra = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise CliError(f"{SETTINGS_VARIABLE}={path}: cannot read its settings: {error}", 2) from None
+        if not isinstance(extra, dict):
+            raise CliError(f"{SETTINGS_VARIABLE}={path}: the settings must be a JSON object", 2)
+        section = extra.get("arena")
+        options.update(section if isinstance(section, dict) else extra)
+    return options
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step
+from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, run_place
 
 RECENT_RUNS = 5
 
@@ -64,7 +64,7 @@ def active_table(active: dict[str, Any] | None) -> Table:
         return table
     speed = active.get("stepsPerSecond")
     for name, value in (
-        ("run", f"{active.get('runId')} (job {active.get('jobId')})"),
+        ("run", f"{active.get('runId')} (job {run_place(active)})"),
         ("status", str(active.get("status")) + (" · stalled" if active.get("stalled") else "")),
         ("pid", f"{active.get('pid')} (agent {active.get('agentPid')})"),
         ("step", fmt_step(active.get("step"), active.get("totalSteps"))),
@@ -113,7 +113,7 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
     for run in runs:
         table.add_row(
             str(run.get("runId")),
-            str(run.get("jobId")),
+            run_place(run),
             str(run.get("status")),
             str(run.get("stoppedBy") or "-"),
             str(

@@ -76,6 +76,37 @@ class Failure:
 
 
 @attrs.define
+class ClusterSpec:
+    """Where a cluster run runs (contract 6.2): never the token itself, only where to read it."""
+
+    name: str
+    kind: str
+    address: str
+    token_file: str | None = None
+    resources: dict[str, float] = attrs.field(factory=dict)
+    """``gpus``, ``cpus``, ``memoryMb`` as the manifest's ``resources`` gives them."""
+
+
+@attrs.define
+class ClusterRecord:
+    """What a cluster run's agent records: the submissions and the watchdog's position."""
+
+    name: str
+    kind: str
+    address: str
+    submission_id: str | None = None
+    submissions: list[str] = attrs.field(factory=list)
+    accepted: str | None = None
+    """The last submission Ray accepted."""
+    package: str | None = None
+    """The ``working_dir`` package URI every submission of the run uses."""
+    restarts_left: int | None = None
+    relaunch_step: int | None = None
+    relaunched: bool = False
+    """False until the watchdog's first relaunch (``relaunch_step`` means nothing before)."""
+
+
+@attrs.define
 class RunSpec:
     """What a run executes; written once by the server before the agent starts."""
 
@@ -98,6 +129,8 @@ class RunSpec:
     created_at: float = attrs.field(factory=time.time)
     backend: str = "local"
     """Where the run executes: the name of its back end (``arena_ls.lifecycle.backends``)."""
+    cluster: ClusterSpec | None = None
+    """None: this machine; else the cluster the run is submitted to (``backend`` ``ray``)."""
 
 
 @attrs.define
@@ -126,11 +159,12 @@ class RunState:
     argv: list[str] = attrs.field(factory=list)
     next_launch_at: float | None = None
     updated_at: float = attrs.field(factory=time.time)
+    cluster: ClusterRecord | None = None
     generation: int = 0
     """Counts the writes of this state: readers never take an older state for a newer one."""
 
 
-for _cls in (CheckpointRecord, Failure, RunSpec, RunState):
+for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, RunSpec, RunState):
     _register_camel(_cls)
 
 

@@ -18,7 +18,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -39,15 +39,28 @@ from arena_ls.errors import (
 )
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.backends.local import LocalBackend
+from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.follower import Listener, RunFollower
-from arena_ls.lifecycle.rundir import CorruptState, Failure, RunDir, RunSpec, RunState, StateBusy, StateFolder
+from arena_ls.lifecycle.rundir import (
+    ClusterSpec,
+    CorruptState,
+    Failure,
+    RunDir,
+    RunSpec,
+    RunState,
+    StateBusy,
+    StateFolder,
+)
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
+
+if TYPE_CHECKING:
+    from arena_ls.cluster.config import ClusterTarget
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +141,7 @@ class Supervisor:
         self.listener = listener
         self.gate_checker = gate_checker
         self.preflight = preflight
-        self.backends = backends if backends is not None else Backends(LocalBackend())
+        self.backends = backends if backends is not None else Backends(LocalBackend(), RayBackend())
         """Where runs execute; the supervisor reaches a run's back end only through these."""
         self.views: dict[str, RunView] = {}
         self._folder: StateFolder | None = None
@@ -321,7 +334,7 @@ class Supervisor:
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
         gate_errors = self.gate_checker(job) if self.gate_checker and job.kind == "train" else []
         resume_step = self._resume_step(job, request)
-        argv = trainer_argv(job.argv(self.settings().python), job.resume_args, resume_step)
+        argv = trainer_argv(job.argv(self._python(job)), job.resume_args, resume_step)
         if request.dry_run:
             checks, _ = self._preflight(job, gate_errors)
             return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
@@ -357,8 +370,24 @@ class Supervisor:
 
     def _preflight(self, job: Job, gate_errors: list[Diag]) -> tuple[list[dict[str, Any]], list[str]]:
         if self.preflight is None:
-            return [], []
-        return self.preflight(job, gate_errors, self.our_pids())
+            checks: list[dict[str, Any]] = []
+            warnings: list[str] = []
+        else:
+            checks, warnings = self.preflight(job, gate_errors, self.our_pids())
+        if job.run_on is None:
+            return checks, warnings
+        from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
+
+        kept = [check for check in checks if check.get("name") not in LOCAL_ONLY_CHECKS]
+        return [check_cluster(self._cluster(job), job.resources.to_dict()), *kept], warnings
+
+    def _cluster(self, job: Job) -> ClusterTarget:
+        """The cluster a ``runOn`` job runs on (the manifest's, with the user's settings over it)."""
+        from arena_ls.cluster.config import resolve_cluster
+
+        target = resolve_cluster(job, self.load_manifest().clusters, self.settings())
+        assert target is not None
+        return target
 
     def _resume_step(self, job: Job, request: StartRequest) -> int | None:
         if job.kind != "train" or not job.resume_args or request.resume is False:
@@ -371,6 +400,12 @@ class Supervisor:
                 raise InvalidParams(f"resume: job {job.id!r} has no recorded checkpoint; pass startStep")
             return None
         return record.step
+
+    def _python(self, job: Job) -> tuple[str, ...]:
+        """What ``{python}`` means for the job: the workspace's, or the cluster's interpreter."""
+        if job.run_on is None:
+            return self.settings().python
+        return self._cluster(job).python
 
     async def _refuse_if_active(self) -> None:
         """Refuse early (before gates and pre-flight) while the lock's holder lives."""
@@ -406,6 +441,7 @@ class Supervisor:
         settings = self.settings()
         backend = self.backends.for_job(job)
         specs: list[RunSpec] = []
+        cluster = self._cluster_spec(job)
 
         def build(run_id: str) -> RunSpec:
             spec = RunSpec(
@@ -413,7 +449,7 @@ class Supervisor:
                 job_id=job.id,
                 job_name=job.display_name,
                 kind=job.kind,
-                argv=job.argv(settings.python),
+                argv=job.argv(self._python(job)),
                 cwd=str(job.resolved_cwd(self.root)),
                 env=job.env_dict(),
                 resume_args=list(job.resume_args),
@@ -426,6 +462,7 @@ class Supervisor:
                 stall_seconds=settings.watchdog_stall_seconds,
                 resumed_from_step=resume_step,
                 backend=backend.name,
+                cluster=cluster,
             )
             specs.append(spec)
             return spec
@@ -453,6 +490,18 @@ class Supervisor:
         self.views[spec.run_id] = view
         self.wake()
         return view
+
+    def _cluster_spec(self, job: Job) -> ClusterSpec | None:
+        if job.run_on is None:
+            return None
+        target = self._cluster(job)
+        return ClusterSpec(
+            name=target.name,
+            kind=target.kind,
+            address=target.address or "",
+            token_file=target.token_file,
+            resources=job.resources.to_dict(),
+        )
 
     async def _await_started(self, view: RunView) -> RunView:
         """Wait until the trainer process exists, the start failed, or the agent died (1009)."""
@@ -631,9 +680,15 @@ def launch_evidence(run_dir: RunDir, code: int) -> str:
 
 
 def _trainer_known(view: RunView) -> bool:
-    """The run's state names its trainer's pid, or the run is already over."""
+    """The run's state names its trainer's pid (or, on a cluster, Ray accepted the submission),
+    or the run is already over."""
     state = view.state
-    return state is not None and bool(state.pid or view.is_final)
+    return state is not None and bool(state.pid or view.is_final or _submitted(state))
+
+
+def _submitted(state: RunState) -> bool:
+    """A cluster run whose submission Ray accepted (its trainer has no pid here)."""
+    return state.cluster is not None and state.cluster.accepted is not None
 
 
 def _age(path: Path) -> float:

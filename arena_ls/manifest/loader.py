@@ -19,7 +19,7 @@ import attrs
 import json_source_map
 
 from arena_ls.diagnostics import Diag, Severity, Span
-from arena_ls.manifest.model import PYTHON_PLACEHOLDER, Job
+from arena_ls.manifest.model import PYTHON_PLACEHOLDER, ClusterDecl, Job, Resources
 from arena_ls.validation import (
     BOOLEAN,
     REGEX,
@@ -38,7 +38,9 @@ from arena_ls.validation import (
 JOB_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 BARE_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?", re.IGNORECASE)
 
-KNOWN_TOP = {"version", "jobs"}
+KNOWN_TOP = {"version", "jobs", "clusters"}
+KNOWN_CLUSTER = {"kind", "address"}
+CLUSTER_KINDS = ("ray",)
 KNOWN_JOB = {
     "id",
     "name",
@@ -55,6 +57,8 @@ KNOWN_JOB = {
     "progress",
     "checkpoint",
     "probe",
+    "runOn",
+    "resources",
 }
 KNOWN_SUB = {
     "resume": {"args"},
@@ -63,6 +67,7 @@ KNOWN_SUB = {
     "progress": {"pattern"},
     "checkpoint": {"pattern"},
     "probe": {"args", "maxVramMb", "required"},
+    "resources": {"gpus", "cpus", "memoryMb"},
 }
 
 
@@ -82,6 +87,8 @@ class ManifestResult:
     entry_lines: tuple[tuple[str, int], ...] = ()
     """``(id, line)`` of each job object that has a string id, in file order (a duplicate id
     appears once per entry): where an editor shows that entry's code lens."""
+    clusters: dict[str, ClusterDecl] = attrs.field(factory=dict)
+    """The manifest's ``clusters`` (contract 6.2), by name."""
 
     @property
     def errors(self) -> list[Diag]:
@@ -157,6 +164,7 @@ class _Loader:
         self.diags: list[Diag] = []
         self.per_job: dict[str, list[Diag]] = {}
         self.current: list[Diag] | None = None
+        self.clusters: dict[str, ClusterDecl] = {}
 
     # -- reporting -------------------------------------------------------------------
 
@@ -220,6 +228,7 @@ class _Loader:
             self.report(
                 "AR102", f"unknown top-level key `{key}` (ignored)", f"/{_escape(key)}", "warning", key=True
             )
+        self.clusters = self.load_clusters(document.get("clusters"))
         raw_jobs = document.get("jobs")
         if not isinstance(raw_jobs, list):
             self.report(
@@ -237,8 +246,35 @@ class _Loader:
             if isinstance(raw, dict) and isinstance(raw.get("id"), str)
         )
         return ManifestResult(
-            self.path, jobs, tuple(ids), tuple(self.diags), per_job, fatal, entry_lines
+            self.path, jobs, tuple(ids), tuple(self.diags), per_job, fatal, entry_lines, dict(self.clusters)
         )
+
+    def load_clusters(self, raw: Any) -> dict[str, ClusterDecl]:
+        """The top-level ``clusters`` object: ``{NAME: {"kind": "ray", "address": ...}}``."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            self.report("AR102", "`clusters` must be an object of named clusters", "/clusters")
+            return {}
+        clusters: dict[str, ClusterDecl] = {}
+        for name, block in raw.items():
+            pointer = f"/clusters/{_escape(name)}"
+            if not isinstance(block, dict):
+                self.report("AR102", f"cluster `{name}` must be an object", pointer)
+                continue
+            for key in unknown_fields(block, KNOWN_CLUSTER):
+                message = f"unknown field `clusters.{name}.{key}` (ignored)"
+                self.report("AR102", message, f"{pointer}/{_escape(key)}", "warning", key=True)
+            kind = block.get("kind", "ray")
+            if kind not in CLUSTER_KINDS:
+                self.report("AR102", f'`clusters.{name}.kind` must be "ray"', f"{pointer}/kind")
+                continue
+            address = block.get("address")
+            if address is not None and not (isinstance(address, str) and address):
+                self.report("AR102", f"`clusters.{name}.address` must be a string", f"{pointer}/address")
+                address = None
+            clusters[name] = ClusterDecl(name=name, kind=kind, address=address)
+        return clusters
 
     def load_jobs(self, raw_jobs: list[Any]) -> tuple[dict[str, Job], list[str]]:
         jobs: dict[str, Job] = {}
@@ -386,6 +422,7 @@ class _JobReader:
             checkpoint_pattern=self.sub("checkpoint", "pattern", REGEX, None),
             span=self.loader.span(self.pointer),
             **self.probe_fields(),
+            **self.cluster_fields(),
         )
         self.check_job(job, env)
         return job if command else None
@@ -398,6 +435,23 @@ class _JobReader:
             "probe_max_vram_mb": self.sub("probe", "maxVramMb", _POSITIVE_INT, 5120),
             "probe_required": self.sub("probe", "required", BOOLEAN, False),
         }
+
+    def cluster_fields(self) -> dict[str, Any]:
+        """``runOn`` and ``resources`` (contract 6.2); AR112 when ``runOn`` names no cluster."""
+        run_on = self.get("runOn", STRING, None)
+        if run_on is not None and run_on not in self.loader.clusters:
+            known = ", ".join(sorted(self.loader.clusters)) or "none"
+            message = f"`runOn` names no cluster of this manifest: {run_on[:60]!r} (known: {known})"
+            self.report("AR112", message, "runOn")
+        gpus = self.sub("resources", "gpus", _NON_NEGATIVE, None)
+        cpus = self.sub("resources", "cpus", _NON_NEGATIVE, None)
+        memory = self.sub("resources", "memoryMb", _COUNT, None)
+        resources = Resources(
+            gpus=float(gpus) if gpus is not None else None,
+            cpus=float(cpus) if cpus is not None else None,
+            memory_mb=int(memory) if memory is not None else None,
+        )
+        return {"run_on": run_on, "resources": resources}
 
     def check_job(self, job: Job, env: dict[str, str]) -> None:
         if "PYTHONPATH" in env:
@@ -418,6 +472,15 @@ class _JobReader:
                 "can be relaunched from its last checkpoint",
                 field,
                 data=self.resume_fix(),
+            )
+        if job.run_on is not None and job.stop_method == "file":
+            stop = self.raw.get("stop")
+            self.report(
+                "AR111",
+                "on a cluster there is no stop file: a stop sends the trainer SIGTERM (Ray's stop), "
+                'then SIGKILL after `graceSeconds`; use `"method": "signal"` and handle SIGTERM',
+                "stop/method" if isinstance(stop, dict) and "method" in stop else "runOn",
+                "warning",
             )
         if job.status == "approval-required":
             self.report(

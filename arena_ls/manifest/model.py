@@ -18,6 +18,29 @@ PYTHON_PLACEHOLDER = "{python}"
 
 
 @attrs.frozen
+class ClusterDecl:
+    """A manifest ``clusters`` entry (contract 6.2); settings may give or override its address."""
+
+    name: str
+    kind: str = "ray"
+    address: str | None = None
+
+
+@attrs.frozen
+class Resources:
+    """A cluster job's ``resources``: what its entrypoint reserves on the cluster."""
+
+    gpus: float | None = None
+    cpus: float | None = None
+    memory_mb: int | None = None
+
+    def to_dict(self) -> dict[str, float]:
+        """``{gpus, cpus, memoryMb}`` with only the fields given."""
+        pairs = (("gpus", self.gpus), ("cpus", self.cpus), ("memoryMb", self.memory_mb))
+        return {key: float(value) for key, value in pairs if value is not None}
+
+
+@attrs.frozen
 class Job:
     """One allowlisted job."""
 
@@ -43,6 +66,9 @@ class Job:
     """``probe.maxVramMb``: the probe fails, and the vram-spill insight fires, above this."""
     probe_required: bool = False
     """``probe.required``: refuse to start (1010) until a probe of the current trainer passed."""
+    run_on: str | None = None
+    """``runOn``: the name of the cluster the job runs on; None: this machine."""
+    resources: Resources = attrs.field(factory=Resources)
     span: Span = attrs.field(factory=lambda: Span(0, 0, 0, 0))
     """Where the job's object starts in the manifest (for code lenses)."""
 

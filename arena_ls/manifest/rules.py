@@ -1,4 +1,4 @@
-"""The manifest rules (AR101-AR110, AR113): one registry, used by the docs generator.
+"""The manifest rules (AR101-AR113): one registry, used by the docs generator.
 
 The loader reports these codes; this table says what each one means, why it
 matters and how to fix it, for ``docs/rules.md``.
@@ -54,6 +54,13 @@ MANIFEST_RULES: tuple[ManifestRule, ...] = (
                  "link that leaves the workspace (then nothing starts)",
                  "the manifest is the trust root: it may only run, read and write what the workspace holds",
                  "keep paths inside the workspace; replace the link with a real file or folder"),
+    ManifestRule("AR111", "cluster-stop-file", "warning",
+                 "a job with `runOn` uses `stop.method` `file` (the default)",
+                 "on a cluster there is no stop file: a stop is Ray's (SIGTERM, then SIGKILL after "
+                 "`graceSeconds`), so a trainer that only polls the stop file loses its work",
+                 'set `"stop": {"method": "signal"}` and save a checkpoint on SIGTERM'),
+    ManifestRule("AR112", "unknown-cluster", "error", "`runOn` names no cluster of the manifest's `clusters`",
+                 "the job has nowhere to run", "add the cluster under `clusters`, or fix the name"),
     ManifestRule("AR113", "loader-variables", "warning",
                  "`env` overrides `PATH`, `LD_PRELOAD`, `LD_LIBRARY_PATH` or `PYTHONHOME`",
                  "these decide which programs and libraries the job loads: a manifest that sets them can "

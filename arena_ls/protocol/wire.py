@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena_ls.lifecycle.capture import LogLine
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunState
+from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import DryRun, LogPage
@@ -55,6 +55,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "argv": state.argv or view.spec.argv,
         "gpuMemoryMb": None,
         "gpuUtilization": None,
+        "cluster": _cluster_wire(view.spec, state),
     }
     if extra:
         info.update(extra)
@@ -120,3 +121,16 @@ def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int |
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def _cluster_wire(spec: RunSpec, state: RunState) -> dict[str, Any] | None:
+    """``RunInfo.cluster`` (contract 6.2): null on this machine."""
+    if spec.cluster is None:
+        return None
+    record = state.cluster
+    return {
+        "name": spec.cluster.name,
+        "kind": spec.cluster.kind,
+        "address": spec.cluster.address,
+        "submissionId": record.submission_id if record is not None else None,
+    }

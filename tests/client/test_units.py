@@ -338,3 +338,20 @@ async def test_ctrl_c_while_re_attached_only_detaches() -> None:
         "detached; run r keeps going. Re-attach with: arena logs -f j · stop it with: arena stop j"
     ]
     assert not [m for m, _ in session.requests if m == "arena/stop"]
+
+
+def test_a_cluster_run_says_where_it_runs_in_the_terminal() -> None:
+    from rich.console import Console
+
+    from arena_ls.client.render import run_place
+    from arena_ls.client.tables import active_table, runs_table
+
+    lab = {"runId": "r-1", "jobId": "tiny-lm", "status": "running", "cluster": {"name": "lab", "kind": "ray"}}
+    local = {"runId": "r-0", "jobId": "tiny-lm", "status": "succeeded", "cluster": None}
+    assert run_place(lab) == "tiny-lm @ lab" and run_place(local) == "tiny-lm"
+    assert run_place(lab, "Tiny LM") == "Tiny LM @ lab"
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(active_table(lab))
+    console.print(runs_table([local, lab]))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "r-1 (job tiny-lm @ lab)" in text and text.count("@ lab") == 2

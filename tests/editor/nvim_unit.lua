@@ -51,6 +51,16 @@ local function session()
     "■ tiny-lm stopped 45% loss 2.31"
   )
   expect(
+    "a cluster run says where it runs",
+    arena.format_run({ runId = "r", jobId = "tiny-lm", status = "running", step = 7, cluster = { name = "lab", kind = "ray" } }),
+    "⟳ tiny-lm @ lab step 7"
+  )
+  expect(
+    "a local run's null cluster (vim.NIL)",
+    arena.format_run({ runId = "r", jobId = "tiny-lm", status = "running", step = 7, cluster = vim.NIL }),
+    "⟳ tiny-lm step 7"
+  )
+  expect(
     "a stalled run with a NaN loss",
     arena.format_run({ runId = "r", jobId = "x", status = "running", loss = 0 / 0, stalled = true }),
     "⟳ x loss nan stalled"

@@ -32,6 +32,8 @@ from arena_ls.manifest import Job
 
 LOCAL = "local"
 """The back end of a run on this machine (``RunSpec.backend``'s default)."""
+CLUSTER_BACKEND = "ray"
+"""The back end of a job with ``runOn`` (``arena_ls.lifecycle.backends.ray``; Ray is the one cluster kind)."""
 
 
 class FollowerProcess(Protocol):
@@ -140,7 +142,9 @@ class Backends:
         self._by_name = {backend.name: backend for backend in (default, *others)}
 
     def for_job(self, job: Job) -> RunBackend:
-        """Where a new run of ``job`` executes."""
+        """Where a new run of ``job`` executes: the default, or the cluster back end (``runOn``)."""
+        if job.run_on is not None:
+            return self.for_run(CLUSTER_BACKEND)
         return self.default
 
     def for_run(self, name: str) -> RunBackend:

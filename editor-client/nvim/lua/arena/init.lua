@@ -241,13 +241,24 @@ function M.probe_prompt(job_id, err)
   return job_id .. " needs a passing VRAM probe before it runs (" .. why .. "). Run the probe now? [y/N] "
 end
 
---- `⟳ tiny-lm 45% loss 2.31 ETA 3m ⚠ loss-spike` for a RunInfo table.
+--- The job, and where it runs when that is a cluster: `tiny-lm @ lab` (contract 6.2).
+function M.run_place(run)
+  local job = tostring(val(run.jobId) or "?")
+  local cluster = val(run.cluster)
+  local name = type(cluster) == "table" and val(cluster.name) or nil
+  if type(name) == "string" and name ~= "" then
+    return job .. " @ " .. name
+  end
+  return job
+end
+
+--- `⟳ tiny-lm 45% loss 2.31 ETA 3m ⚠ loss-spike` for a RunInfo table (`tiny-lm @ lab` on a cluster).
 function M.format_run(run)
   if type(run) ~= "table" then
     return ""
   end
   local status = val(run.status) or "?"
-  local parts = { ICONS[status] or "?", val(run.jobId) or "?" }
+  local parts = { ICONS[status] or "?", M.run_place(run) }
   if status ~= "running" then
     table.insert(parts, status)
   end

@@ -68,9 +68,14 @@ function progressPart(run: RunInfo): string | undefined {
   return finite(run.step) ? `step ${run.step}` : undefined;
 }
 
-/** The status-bar item of a run: `⟳ tiny-lm 900/2000 (45%) · loss 2.31 · ETA 3m`. */
+/** The job, and where it runs when that is a cluster: `tiny-lm @ lab`. */
+export function runPlace(run: Pick<RunInfo, "jobId" | "cluster">): string {
+  return run.cluster?.name ? `${run.jobId} @ ${run.cluster.name}` : run.jobId;
+}
+
+/** The status-bar item of a run: `⟳ tiny-lm 900/2000 (45%) · loss 2.31 · ETA 3m` (`tiny-lm @ lab` on a cluster). */
 export function runStatusText(run: RunInfo): string {
-  const head = [ICONS[run.status] ?? "?", run.jobId];
+  const head = [ICONS[run.status] ?? "?", runPlace(run)];
   if (run.status !== "running") {
     head.push(run.status);
   }
@@ -106,7 +111,7 @@ export function runItemText(run: RunInfo): string {
 
 /** The hover of the run's status-bar item: everything worth a glance, and every insight's message. */
 export function runTooltip(run: RunInfo): string {
-  const lines = [`${run.jobId} (run ${run.runId}): ${run.status}`];
+  const lines = [`${runPlace(run)} (run ${run.runId}): ${run.status}`];
   if (finite(run.stepsPerSecond)) {
     lines.push(`${run.stepsPerSecond.toFixed(1)} steps/s`);
   }

@@ -73,6 +73,15 @@ export interface RunInfo {
   lastCheckpoint?: Checkpoint | null;
   logPath?: string | null;
   insights?: Insight[] | null;
+  /** Where the run runs (contract 6.2): null on this machine. */
+  cluster?: ClusterPlace | null;
+}
+
+export interface ClusterPlace {
+  name: string;
+  kind: string;
+  address?: string | null;
+  submissionId?: string | null;
 }
 
 export interface Range {

@@ -47,6 +47,12 @@ describe("runStatusText", () => {
   it("flags a stalled run and a NaN loss", () => {
     assert.equal(runStatusText({ ...running, loss: Number.NaN, stalled: true }), "⟳ tiny-lm 900/2000 (45%) · loss nan · ETA 3m · stalled");
   });
+
+  it("says where a cluster run runs, and nothing for a local one", () => {
+    const onLab = { ...running, cluster: { name: "lab", kind: "ray", address: "http://h:8265", submissionId: "arena-r-1" } };
+    assert.equal(runStatusText(onLab), "⟳ tiny-lm @ lab 900/2000 (45%) · loss 2.31 · ETA 3m");
+    assert.equal(runStatusText({ ...running, cluster: null }), "⟳ tiny-lm 900/2000 (45%) · loss 2.31 · ETA 3m");
+  });
 });
 
 describe("numbers", () => {

@@ -1,0 +1,558 @@
+"""The follower of one cluster run: a detached process on this machine, like a local run's agent.
+
+Started by a server as ``python -m arena_ls.cluster.agent RUN_DIR`` (or with
+``--adopt`` by a server that found a cluster run whose follower is gone), it
+submits the job to Ray's Jobs API, copies Ray's log of it into the run's
+``output.log`` with the same writer a local agent uses, maps Ray's status
+onto ``state.json``, turns a ``stop.json`` request into Ray's stop, and
+resubmits a failed ``train`` job from its last checkpoint under the same
+watchdog rules as a local run. Every server reads only the run folder, so
+cursors, ``$/progress``, metrics, announcements and failure classes are the
+same as for a local run.
+
+The job itself runs on the cluster: when this process dies (the laptop
+closes), the job goes on, and the next follower catches up Ray's log from
+where ``output.log`` ends. Before each submission its id is recorded (and a
+``submitting ... as ID`` line written), so a follower that died around a
+submission neither loses nor duplicates it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from arena_ls import platform
+from arena_ls.cluster.config import read_token
+from arena_ls.cluster.jobsapi import ClusterError, JobsClient
+from arena_ls.cluster.status import (
+    FAILED,
+    STOPPED,
+    SUCCEEDED,
+    TERMINAL,
+    exit_of,
+    final_status,
+    first_line,
+    live_status,
+    stopped_by,
+)
+from arena_ls.cluster.submission import (
+    PackageTooLarge,
+    build_package,
+    stop_wait_seconds,
+    submission_id,
+    submit_payload,
+)
+from arena_ls.lifecycle.capture import iter_all_lines
+from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
+from arena_ls.lifecycle.rundir import (
+    CheckpointRecord,
+    ClusterRecord,
+    Failure,
+    RunDir,
+    RunSpec,
+    RunState,
+    StateFolder,
+)
+from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.states import RunStatus, transition
+from arena_ls.lifecycle.statewriter import StateWriter
+from arena_ls.lifecycle.trainer_start import starting_line, trainer_argv
+from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Watchdog, WatchdogRules
+
+log = logging.getLogger("arena_ls.cluster.agent")
+
+POLL_SECONDS = 0.25
+"""How often Ray's status and log are read (Ray's own log tail polls about once a second)."""
+UNREACHABLE_RETRY_SECONDS = 2.0
+PROGRESS_WRITE_INTERVAL = 1.0
+TAIL_LINES = 200
+FINAL_WRITE_TIMEOUT = 30.0
+SUBMITTING = "submitting to cluster {name} as {sid}"
+"""The run's log line written before each submission: where that submission's own lines begin."""
+
+
+class ClusterAgent:
+    """Follows one cluster run to its end. See the module docstring."""
+
+    def __init__(self, run_dir: RunDir, adopt: bool) -> None:
+        self.run_dir = run_dir
+        self.spec: RunSpec = run_dir.read_spec()
+        cluster = self.spec.cluster
+        if cluster is None:
+            raise ValueError(f"run {self.spec.run_id} is not a cluster run")
+        self.cluster = cluster
+        self.folder = StateFolder(run_dir.path.parent.parent)
+        self.adopting = adopt
+        self.state = self._initial_state(adopt)
+        self.record: ClusterRecord = self.state.cluster  # type: ignore[assignment]
+        self.output = OutputWriter(run_dir.path)
+        self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
+        self.lock = threading.RLock()
+        self.writer = StateWriter(run_dir, self.folder, self.state, self.lock, self.say)
+        self.client: JobsClient | None = None
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.copied = 0
+        """Lines of the current submission's log already in ``output.log``."""
+        self.stop_sent_at: float | None = None
+        """Wall time of the stop request this follower acted on (the request's own time)."""
+        self.nan_evidence: str | None = None
+        self.last_progress_write = 0.0
+        self.unreachable_said = False
+
+    def _initial_state(self, adopt: bool) -> RunState:
+        state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
+        if adopt:
+            state = self.run_dir.read_state()
+        if state.cluster is None:
+            state.cluster = ClusterRecord(
+                name=self.cluster.name, kind=self.cluster.kind, address=self.cluster.address
+            )
+        state.agent_pid = os.getpid()
+        state.agent_create_time = platform.process_identity(os.getpid())
+        if not adopt:
+            state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
+            previous = self.folder.job_checkpoint(self.spec.job_id) if self.spec.resumed_from_step else None
+            if previous is not None and previous.step == self.spec.resumed_from_step:
+                state.last_checkpoint = previous
+        return state
+
+    # -- state ------------------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        """A line of the supervisor's own in the run's log (stream ``arena``)."""
+        self.output.append_line(ARENA, text)
+
+    def _move(self, target: RunStatus) -> None:
+        with self.lock:
+            if self.state.status is not target:
+                self.state.status = transition(self.spec.run_id, self.state.status, target)
+        self.writer.request()
+
+    # -- main loop --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Follow the run to a final status; 0 (the status is in ``state.json``)."""
+        self.run_dir.write_state(self.state)
+        if self.adopting:
+            with contextlib.suppress(OSError):
+                RunLock(self.folder).record_agent(
+                    self.spec.run_id, self.state.agent_pid or os.getpid(), self.state.agent_create_time
+                )
+            self.say(
+                f"following the run on cluster {self.cluster.name} again (a new follower, pid {os.getpid()})"
+            )
+        try:
+            status = self._run_attempts()
+            self._finish(status)
+        finally:
+            if not self.writer.close(FINAL_WRITE_TIMEOUT):
+                log.error("the final state could not be written")
+            self.output.close()
+            RunLock(self.folder).release(self.spec.run_id)
+        return 0
+
+    def _connect(self) -> JobsClient | Failure:
+        try:
+            token = read_token(self.cluster.name, self.cluster.token_file)
+        except ClusterError as error:
+            return Failure("error", str(error))
+        return JobsClient(self.cluster.name, self.cluster.address, token)
+
+    def _run_attempts(self) -> RunStatus:
+        """Submit (or keep following) the job, and resubmit it under the watchdog's rules."""
+        client = self._connect()
+        if isinstance(client, Failure):
+            with self.lock:
+                self.state.failure = client
+            self.say(f"cannot use cluster {self.cluster.name}: {client.evidence}")
+            return RunStatus.CRASHED
+        self.client = client
+        sid = self.record.submission_id
+        if self.adopting and self.state.status is RunStatus.RESTARTING:
+            self.adopting = False  # the follower died during the backoff: finish waiting it out
+            if not self._wait_backoff():
+                return RunStatus.STOPPED
+            outcome = self._attempt(self._checkpoint_step())
+        elif self.adopting and sid is not None:
+            outcome = self._follow(sid, resubmit_missing=True)
+        else:
+            outcome = self._attempt(self.spec.resumed_from_step)
+        while outcome is None:
+            outcome = self._relaunch_decision()
+            if outcome is None:
+                outcome = self._attempt(self._checkpoint_step())
+        return outcome
+
+    def _relaunch_decision(self) -> RunStatus | None:
+        """After a failed submission: None to resubmit (after the backoff), else the final status.
+
+        The decision is the local watchdog's (``Watchdog.after_crash``); its position is
+        kept in ``state.json`` so that a new follower goes on with the same budget."""
+        watchdog = self._watchdog()
+        decision = watchdog.after_crash(self._checkpoint_step())
+        record = self.record
+        record.restarts_left = watchdog.budget_left
+        if isinstance(decision, GiveUp):
+            if decision.reason is GiveUpReason.CRASH_LOOP:
+                self._crash_loop(decision)
+            return RunStatus.CRASHED
+        record.relaunch_step = decision.start_step
+        record.relaunched = True
+        with self.lock:
+            self.state.restarts = decision.restart
+            self.state.next_launch_at = time.time() + decision.delay
+            self._move(RunStatus.RESTARTING)
+        self.say(decision.describe())
+        return None if self._wait_backoff() else RunStatus.STOPPED
+
+    def _watchdog(self) -> Watchdog:
+        """The run's watchdog, where the recorded state left it (a new follower continues it)."""
+        spec = self.spec
+        rules = WatchdogRules.for_job(
+            kind=spec.kind,
+            resume_args=spec.resume_args,
+            max_restarts=spec.max_restarts,
+            backoff_seconds=spec.backoff_seconds,
+        )
+        watchdog = Watchdog(rules)
+        record = self.record
+        watchdog.budget_left = spec.max_restarts if record.restarts_left is None else record.restarts_left
+        watchdog.restarts = self.state.restarts
+        # Its last relaunch, as recorded (no public setter in watchdog.py yet):
+        watchdog._relaunched = record.relaunched
+        watchdog._relaunched_from = record.relaunch_step
+        return watchdog
+
+    def _wait_backoff(self) -> bool:
+        """Wait until the recorded relaunch time; False when a stop request cancelled the relaunch."""
+        while True:
+            due = self.state.next_launch_at or 0.0
+            if self.run_dir.read_stop_request() is not None:
+                self.say("stop requested during the backoff: relaunch cancelled")
+                return False
+            if time.time() >= due:
+                return True
+            time.sleep(min(POLL_SECONDS, max(0.0, due - time.time())))
+
+    def _checkpoint_step(self) -> int | None:
+        with self.lock:
+            return self.state.last_checkpoint.step if self.state.last_checkpoint else None
+
+    # -- one submission ---------------------------------------------------------------------
+
+    def _attempt(self, step: int | None) -> RunStatus | None:
+        """Submit once and follow it; a final status, or None when the watchdog may relaunch."""
+        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
+        record = self.record
+        sid = submission_id(self.spec.run_id, len(record.submissions) + 1)
+        with self.lock:
+            record.submission_id = sid
+            record.submissions.append(sid)
+            self.state.argv = argv
+        self.writer.flush(5.0)  # the id is on disk before Ray hears of it (see the module docstring)
+        self.say(starting_line(self.spec.job_id, argv))
+        self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))
+        failure = self._submit(sid, argv)
+        if failure is not None:
+            return self._submit_failed(failure)
+        self._accepted(sid)
+        return self._follow(sid, resubmit_missing=False)
+
+    def _accepted(self, sid: str) -> None:
+        """Ray has the submission (``arena/start`` answers once this is on disk)."""
+        with self.lock:
+            self.record.accepted = sid
+        self.writer.request()
+
+    def _submit(self, sid: str, argv: list[str]) -> str | None:
+        """Send the submission; None when Ray accepted it, else why not."""
+        assert self.client is not None
+        try:
+            package = self._package()
+            self.client.submit(submit_payload(self.spec, argv, sid, package))
+        except (ClusterError, PackageTooLarge, OSError) as error:
+            return str(error)
+        return None
+
+    def _package(self) -> str:
+        """The run's ``working_dir`` package: built and uploaded once, reused by every resubmission."""
+        assert self.client is not None
+        record = self.record
+        if record.package is not None and self.client.package_exists(record.package):
+            return record.package
+        root = Path(self.spec.cwd)
+        skip = []
+        with contextlib.suppress(ValueError):
+            skip.append(self.folder.root.resolve().relative_to(root.resolve()))
+        uri, data = build_package(root, skip)
+        if not self.client.package_exists(uri):
+            self.client.upload_package(uri, data)
+        with self.lock:
+            record.package = uri
+        self.writer.request()
+        return uri
+
+    def _submit_failed(self, evidence: str) -> RunStatus:
+        self.say(f"the cluster did not accept the job: {evidence}")
+        with self.lock:
+            self.state.failure = Failure("error", f"the cluster did not accept the job: {evidence}")
+            self.state.ended_at = time.time()
+        return RunStatus.CRASHED
+
+    def _follow(self, sid: str, resubmit_missing: bool) -> RunStatus | None:
+        """Copy the submission's log and status until Ray finishes it."""
+        assert self.client is not None
+        self.copied = self._lines_recorded(sid) if self.adopting else 0
+        self.adopting = False
+        while True:
+            self._check_stop(sid)
+            try:
+                info = self.client.info(sid)
+                ray_status = str(info.get("status"))
+                self._copy_logs(sid, final=ray_status in TERMINAL)
+            except ClusterError as error:
+                if error.kind == "not-found" and resubmit_missing:
+                    resubmit_missing = False  # recorded but never sent: send it now, once
+                    failure = self._submit(sid, self.state.argv)
+                    if failure is not None:
+                        return self._submit_failed(failure)
+                    self._accepted(sid)
+                    continue
+                self._unreachable(error)
+                time.sleep(UNREACHABLE_RETRY_SECONDS)
+                continue
+            resubmit_missing = False
+            if self.unreachable_said:
+                self.unreachable_said = False
+                self.say(f"cluster {self.cluster.name} answers again")
+            if ray_status in TERMINAL:
+                return self._judge(ray_status, info)
+            live = live_status(ray_status, stopping=self.stop_sent_at is not None)
+            if live in (RunStatus.RUNNING, RunStatus.STOPPING) and self.state.status in (
+                RunStatus.STARTING,
+                RunStatus.RESTARTING,
+            ):
+                self._running()
+            time.sleep(POLL_SECONDS)
+
+    def _unreachable(self, error: ClusterError) -> None:
+        if not self.unreachable_said:
+            self.unreachable_said = True
+            self.say(f"warning: {error}; the job keeps running there, retrying")
+
+    def _running(self) -> None:
+        with self.lock:
+            self.state.started_at = self.state.started_at or time.time()
+            self.state.exit_code = None
+            self.state.signal = None
+            self.state.failure = None
+            self.state.next_launch_at = None
+            self._move(RunStatus.RUNNING)
+            if self.stop_sent_at is not None:
+                self._move(RunStatus.STOPPING)
+
+    def _lines_recorded(self, sid: str) -> int:
+        """How many of submission ``sid``'s log lines ``output.log`` already holds.
+
+        Counted from the run's own log (the truth, whatever ``state.json`` says):
+        the trainer's lines after the ``submitting ... as sid`` line."""
+        marker = SUBMITTING.format(name=self.cluster.name, sid=sid)
+        count = 0
+        for line in iter_all_lines(self.run_dir.path):
+            if line.stream == "arena":
+                if line.text == marker:
+                    count = 0
+                continue
+            count += 1
+        return count
+
+    def _copy_logs(self, sid: str, final: bool) -> None:
+        """Append the submission's new complete lines (and, once it has ended, an unfinished last one)."""
+        assert self.client is not None
+        text = self.client.logs(sid)
+        pieces = text.split("\n")
+        complete, rest = pieces[:-1], pieces[-1]
+        new = complete[self.copied :]
+        if new:
+            self.output.append(STDOUT, ("\n".join(new) + "\n").encode("utf-8", "replace"))
+            self.copied += len(new)
+            for line in new:
+                self._scan(line)
+        if final and rest and self.copied <= len(complete):
+            self.output.append(STDOUT, rest.encode("utf-8", "replace"))
+            self.output.finish_stream(STDOUT)
+            self.copied += 1
+            self._scan(rest)
+
+    def _scan(self, line: str) -> None:
+        line = line.rstrip("\r").rsplit("\r", 1)[-1]
+        self.tail.append(line)
+        event = self.parser.parse(line)
+        if isinstance(event, Checkpoint):
+            record = CheckpointRecord(step=event.step, path=event.path, at=time.time())
+            with self.lock:
+                self.state.last_checkpoint = record
+                self.state.step = max(self.state.step or 0, event.step)
+            self.writer.request(job_checkpoint=(self.spec.job_id, record))
+        elif isinstance(event, Progress):
+            with self.lock:
+                self.state.step = event.step
+                self.state.total_steps = event.total or self.state.total_steps
+                self.state.loss = event.loss
+                if is_bad_loss(event.loss) and self.nan_evidence is None:
+                    self.nan_evidence = f"loss is {event.loss} at step {event.step}"
+                    self.say(f"warning: {self.nan_evidence}")
+            now = time.monotonic()
+            if now - self.last_progress_write >= PROGRESS_WRITE_INTERVAL:
+                self.last_progress_write = now
+                self.writer.request()
+
+    # -- stop -------------------------------------------------------------------------------
+
+    def _check_stop(self, sid: str) -> None:
+        """A ``stop.json`` request becomes Ray's stop (SIGTERM, then SIGKILL after the job's wait)."""
+        if self.stop_sent_at is not None:
+            return
+        request = self.run_dir.read_stop_request()
+        if request is None:
+            return
+        assert self.client is not None
+        at = request.get("at")
+        requested_at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else time.time()
+        wait = stop_wait_seconds(self.spec.grace_seconds)
+        try:
+            self.client.stop(sid)
+        except ClusterError as error:
+            self._unreachable(error)
+            return  # asked again at the next poll
+        self.stop_sent_at = requested_at
+        by = request.get("by") or "a client"
+        kill = (
+            " (kill: Ray has no immediate kill, its SIGKILL follows the wait)" if request.get("kill") else ""
+        )
+        self.say(f"stop requested by {by}{kill}")
+        self.say(f"asked cluster {self.cluster.name} to stop {sid}: SIGTERM now, SIGKILL after {wait}s")
+        with self.lock:
+            if self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
+
+    # -- the end of a submission ------------------------------------------------------------
+
+    def _judge(self, ray_status: str, info: dict[str, object]) -> RunStatus | None:
+        raw_message, raw_code = info.get("message"), info.get("driver_exit_code")
+        message = raw_message if isinstance(raw_message, str) else None
+        if isinstance(raw_code, int) and not isinstance(raw_code, bool):
+            exit_code, signal_name = exit_of(f"exit code {raw_code}")
+        else:
+            exit_code, signal_name = exit_of(message)
+        ran = (
+            self.state.status in (RunStatus.RUNNING, RunStatus.STOPPING)
+            or info.get("driver_exit_code") is not None
+            or self.copied > 0
+        )
+        if ran and ray_status in (FAILED, SUCCEEDED) and self.stop_sent_at is None:
+            self._running()  # it ran between two polls: say so before its end
+        with self.lock:
+            self.state.exit_code = 0 if ray_status == SUCCEEDED else exit_code
+            self.state.signal = signal_name
+            self.state.ended_at = time.time()
+        if self.stop_sent_at is not None and ray_status in (STOPPED, FAILED, SUCCEEDED):
+            by = stopped_by(time.time() - self.stop_sent_at, stop_wait_seconds(self.spec.grace_seconds))
+            with self.lock:
+                self.state.stopped_by = by
+            self.say(f"stopped (by {by})")
+            return RunStatus.STOPPED
+        if ray_status == SUCCEEDED:
+            self.say("job exited with code 0")
+            return RunStatus.SUCCEEDED
+        if ray_status == STOPPED:  # stopped on the cluster itself (``ray job stop``)
+            with self.lock:
+                self.state.stopped_by = "signal"
+            self.say(f"stopped on cluster {self.cluster.name}: {first_line(message)}")
+            return RunStatus.STOPPED
+        return self._failed(message, exit_code, signal_name, ran)
+
+    def _failed(
+        self, message: str | None, exit_code: int | None, signal_name: str | None, ran: bool
+    ) -> RunStatus | None:
+        failure = classify(
+            exit_code=exit_code,
+            signal_name=signal_name,
+            tail=list(self.tail),
+            nan_evidence=self.nan_evidence,
+            kind=self.spec.kind,
+        )
+        if exit_code is None and signal_name is None:
+            failure = Failure("error", first_line(message) or "the cluster reported the job failed")
+        with self.lock:
+            self.state.failure = failure
+        code = f"code {exit_code}" if signal_name is None else f"signal {signal_name}"
+        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code}")
+        if failure is not None:
+            self.say(f"failure: {failure.kind}: {failure.evidence}")
+        if message:
+            self.say(f"cluster {self.cluster.name} says: {first_line(message)}")
+        # A submission that never ran (its environment could not be set up) is not offered to the
+        # watchdog; one that ran is (the watchdog may still give up: not relaunchable, budget, loop).
+        return None if final_status(FAILED, can_relaunch=ran) is RunStatus.RESTARTING else RunStatus.CRASHED
+
+    def _crash_loop(self, decision: GiveUp) -> None:
+        evidence = decision.crash_loop_evidence()
+        with self.lock:
+            previous = self.state.failure
+            if previous is not None:
+                evidence += f"; last failure: {previous.kind}: {previous.evidence}"
+            self.state.failure = Failure("crash-loop", evidence)
+        self.say(f"crash loop: {evidence}; not relaunching")
+
+    def _finish(self, status: RunStatus) -> None:
+        with self.lock:
+            self.state.ended_at = self.state.ended_at or time.time()
+            self.state.next_launch_at = None
+            self.state.stalled = False
+            if status is RunStatus.STOPPED and self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
+            if status is RunStatus.SUCCEEDED and self.state.status is not RunStatus.RUNNING:
+                self._move(RunStatus.RUNNING)  # it ran between two polls
+            self._move(status)
+        if status is RunStatus.SUCCEEDED:
+            self.say(f"{self.spec.job_id} finished")
+        self.say(f"run ended: {status.value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Follow the cluster run in RUN_DIR (``--adopt``: one an earlier follower left)."""
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s cluster-agent %(message)s")
+    adopt = "--adopt" in args
+    paths = [a for a in args if a != "--adopt"]
+    if len(paths) != 1:
+        print("usage: python -m arena_ls.cluster.agent RUN_DIR [--adopt]", file=sys.stderr)
+        return 2
+    run_dir = RunDir(Path(paths[0]).resolve())
+    agent = ClusterAgent(run_dir, adopt)
+    try:
+        return agent.run()
+    except Exception:
+        log.exception("the cluster agent failed")
+        with agent.lock:
+            agent.state.failure = Failure("error", "the cluster agent failed; see agent.log")
+            if not agent.state.status.is_final:
+                agent.state.status = RunStatus.LOST
+            with contextlib.suppress(OSError):
+                agent.run_dir.write_state(agent.state)
+        RunLock(agent.folder).release(agent.spec.run_id)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

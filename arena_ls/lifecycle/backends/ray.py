@@ -1,0 +1,73 @@
+"""The Ray back end: a run is a job on a Ray cluster, followed by a detached process on this machine.
+
+The server spawns ``python -m arena_ls.cluster.agent RUN_DIR`` detached; that
+follower submits the job through Ray's Jobs REST API and keeps the run folder
+current from Ray's status and log (``arena_ls.cluster.agent``). The job runs
+on the cluster, not here: when the follower dies (the laptop closes), the
+job goes on, so the run is *revivable*: a new follower (``--adopt``) picks it
+up by its recorded submission id and catches up its log. Nothing of the
+trainer runs on this machine, so there is nothing here to kill or to count.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from arena_ls import platform
+from arena_ls.lifecycle.backends.base import CLUSTER_BACKEND, FollowerProcess
+from arena_ls.lifecycle.rundir import RunDir, RunState
+
+RAY = CLUSTER_BACKEND
+FOLLOWER_MODULE = "arena_ls.cluster.agent"
+
+
+class RayBackend:
+    """``RunBackend`` for jobs with ``runOn`` naming a Ray cluster."""
+
+    @property
+    def name(self) -> str:
+        return RAY
+
+    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
+        return self._spawn(run_dir, workspace)
+
+    def start_failed(self, exit_code: int) -> bool:
+        return exit_code != 0
+
+    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
+        if process is not None and process.poll() is None:
+            return True
+        if state is None:
+            return False
+        return platform.is_same_process(state.agent_pid, state.agent_create_time)
+
+    @property
+    def revivable(self) -> bool:
+        return True
+
+    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
+        """A new follower in adopt mode: it goes on from the recorded submission and ``output.log``."""
+        if state.cluster is None:
+            return None  # never submitted and never recorded: nothing on the cluster to follow
+        try:
+            return self._spawn(run_dir, run_dir.path, "--adopt")
+        except OSError:
+            return None
+
+    def end_remains(self, state: RunState) -> str | None:
+        return None  # the trainer runs on the cluster: nothing of it is here
+
+    def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
+        run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # the follower asks Ray
+
+    def local_pids(self, state: RunState) -> list[int]:
+        return []
+
+    @staticmethod
+    def _spawn(run_dir: RunDir, cwd: Path, *extra: str) -> FollowerProcess:
+        return platform.spawn_detached(
+            [sys.executable, "-m", FOLLOWER_MODULE, str(run_dir.path), *extra],
+            cwd=cwd,
+            log_file=run_dir.agent_log,
+        )
