@@ -249,18 +249,19 @@ def test_resources_must_fit_on_one_node() -> None:
 
 def test_run_info_names_the_cluster_and_a_local_run_has_none(tmp_path: Path) -> None:
     from arena_ls.lifecycle.runview import RunView
+    from arena_ls.protocol.wire import run_info
 
     run_dir = RunDir(tmp_path / "r-1")
     run_dir.path.mkdir()
     view = RunView(run_dir, spec())
     view.state = RunState(run_id="r-1", job_id="j")
-    assert view.to_wire()["cluster"] == {
+    assert run_info(view)["cluster"] == {
         "name": "lab",
         "kind": "ray",
         "address": "http://h",
         "submissionId": None,
     }
-    assert RunView(run_dir, spec(cluster=None)).to_wire()["cluster"] is None
+    assert run_info(RunView(run_dir, spec(cluster=None)))["cluster"] is None
 
 
 # -- the REST client against a stand-in for the dashboard ---------------------------------------
