@@ -58,17 +58,22 @@ def small_filesystem(where: Path, size: str) -> Iterator[Path]:
 
 
 def fill(where: Path) -> Path:
-    """Fill the filesystem at ``where`` to the last byte; return the filler file."""
+    """Fill the filesystem at ``where`` to the last byte; return the filler file.
+
+    Plain ``os.write`` calls, no buffered file: a buffered writer keeps the
+    tail of a block that did not fit and writes it again when closed, so the
+    close itself would fail with ENOSPC whenever the free space ended inside
+    a block's last buffer-full.
+    """
     filler = where / "filler"
-    with open(filler, "wb") as handle:
-        block = b"\0" * (64 << 10)
-        with contextlib.suppress(OSError):
-            while True:
-                handle.write(block)
-                handle.flush()
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(handle.fileno(), b"\0")
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for block in (b"\0" * (64 << 10), b"\0"):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, block)  # a short write is followed by one that fails
+    finally:
+        os.close(fd)
     return filler
 
 
