@@ -19,6 +19,7 @@ from arena_ls.health import (
     describe_device_profile,
     fp32_only,
     health_to_wire,
+    mark_ours,
     process_tree_pids,
     run_preflight,
 )
@@ -57,7 +58,7 @@ class HealthService:
         if age > ON_DEMAND_AGE and not self._refreshing.is_set():
             self._refreshing.set()
             threading.Thread(target=self._refresh_in_background, daemon=True).start()
-        return health_to_wire(latest)
+        return health_to_wire(mark_ours(latest, self._our_pids()))
 
     def _refresh_in_background(self) -> None:
         try:
