@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -55,6 +56,10 @@ AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
 METRIC_POINTS_CAP = 10_000
+
+
+RESTART_LINE = re.compile(r"restarting (?:from step (\d+)|from scratch)")
+"""The agent's line announcing a relaunch (``agent.py``): from it on, the run is back at that step."""
 
 
 @attrs.define
@@ -219,6 +224,8 @@ class RunView:
         if line.stream == "arena":
             if line.text.startswith("starting "):
                 self.progress.reset_speed()
+            elif resumed := RESTART_LINE.match(line.text):
+                self.progress.rewind(int(resumed.group(1)) if resumed.group(1) else 0)
             return
         event = self.parser.parse(line.text)
         if isinstance(event, Progress):
