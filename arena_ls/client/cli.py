@@ -120,7 +120,10 @@ def _add_start(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         help="follow the run until it ends (Ctrl-C detaches; Ctrl-C twice stops the run)",
     )
     start.add_argument(
-        "--probe", action="store_true", help="run the job's VRAM probe (its probe.args) instead"
+        "--probe",
+        action="store_true",
+        help="run the job's VRAM probe (its probe.args) instead; follows it to its verdict "
+        "(exit 1 unless it passed)",
     )
     resume = start.add_mutually_exclusive_group()
     resume.add_argument(

@@ -8,6 +8,7 @@ errors are raised (``JsonRpcError``) and printed as one line by ``cli``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -52,12 +53,57 @@ async def cmd_start(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         info = await session.request("arena/start", start_params(args))
         announce_start(options, info, fresh=bool(args.fresh))
+        if getattr(args, "probe", False):
+            return await follow_probe(session, options, info, args.job)
         if not args.follow:
             write_plain(options.console, f"follow it with: arena logs -f {info.get('jobId')}")
             return EXIT_OK
         write_plain(options.console, INTERRUPT_HINT)
         result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
         return result.exit_code
+
+
+PROBE_VERDICT_WAIT_S = 30.0
+"""How long to wait, after a probe's run ended, for the server to record its verdict."""
+
+
+async def follow_probe(session: LspSession, options: Options, info: dict[str, Any], job_id: str) -> int:
+    """Follow a probe to its verdict, print it, and exit 0 only when it passed.
+
+    The server that started a probe measures its VRAM while it runs and records
+    the verdict when it ends; a client that left at once would close that server
+    and the verdict with it, so ``--probe`` always follows.
+    """
+    result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
+    if result.detached:
+        print("arena: the probe goes on, but no verdict is recorded without a server watching it",
+              file=sys.stderr, flush=True)
+        return result.exit_code
+    verdict = await probe_verdict(session, job_id, str(info.get("startedAt") or ""))
+    if verdict is None:
+        print(f"arena: the probe of {job_id} ended without a verdict", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    line = f"probe {'passed' if verdict.get('ok') else 'failed'}: {verdict.get('message')}"
+    if verdict.get("ok"):
+        write_plain(options.console, line)
+        return EXIT_OK
+    print(f"arena: {line}", file=sys.stderr, flush=True)
+    return EXIT_FAILED
+
+
+async def probe_verdict(session: LspSession, job_id: str, since: str) -> dict[str, Any] | None:
+    """The job's probe verdict recorded at or after ``since`` (ISO UTC), waiting for it a while."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PROBE_VERDICT_WAIT_S
+    while True:
+        status = await session.request("arena/status", {})
+        for job in status.get("jobs") or []:
+            probe = job.get("probe") if isinstance(job, dict) and job.get("id") == job_id else None
+            if isinstance(probe, dict) and str(probe.get("at") or "") >= since:
+                return probe
+        if loop.time() >= deadline:
+            return None
+        await asyncio.sleep(0.2)  # a poll of the server, not a wait for luck: the deadline ends it
 
 
 def announce_start(options: Options, info: dict[str, Any], *, fresh: bool = False) -> None:

@@ -20,7 +20,7 @@ from arena_ls.health.model import (
 )
 from arena_ls.health.preflight import Check, check_to_wire, run_preflight, wait_gpu_released
 from arena_ls.health.sampler import HealthSampler
-from arena_ls.health.snapshot import health_to_wire, process_tree_pids, take_health
+from arena_ls.health.snapshot import health_to_wire, mark_ours, process_tree_pids, take_health
 
 __all__ = [
     "BatteryInfo",
@@ -38,6 +38,7 @@ __all__ = [
     "describe_device_profile",
     "fp32_only",
     "health_to_wire",
+    "mark_ours",
     "process_tree_pids",
     "run_preflight",
     "take_health",

@@ -20,7 +20,7 @@ from arena_ls.health.device import describe_device_profile, fp32_only
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.preflight import check_to_wire, run_preflight
 from arena_ls.health.sampler import HealthSampler
-from arena_ls.health.snapshot import health_to_wire, process_tree_pids
+from arena_ls.health.snapshot import health_to_wire, mark_ours, process_tree_pids
 from arena_ls.manifest import Job
 from arena_ls.settings import Settings
 
@@ -92,7 +92,7 @@ class HealthService:
         if age > ON_DEMAND_AGE and not self._refreshing.is_set():
             self._refreshing.set()
             threading.Thread(target=self._refresh_in_background, daemon=True).start()
-        return health_to_wire(latest)
+        return health_to_wire(mark_ours(latest, self._our_pids()))
 
     def _refresh_in_background(self) -> None:
         try:

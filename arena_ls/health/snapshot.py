@@ -32,6 +32,16 @@ def take_health(hw: Hardware, our_pids: AbstractSet[int]) -> Health:
     )
 
 
+def mark_ours(health: Health, our_pids: AbstractSet[int]) -> Health:
+    """``health`` with each GPU process's ``ours`` judged against ``our_pids`` as they are now.
+
+    A sample may predate the runs its server knows: a new server samples once
+    before it has adopted the run already on the GPU, and that sample would
+    call the run's own trainer foreign (seen on a real H200).
+    """
+    return attrs.evolve(health, gpus=tuple(_mark_ours(gpu, our_pids) for gpu in health.gpus))
+
+
 def _mark_ours(gpu: Gpu, our_pids: AbstractSet[int]) -> Gpu:
     processes = tuple(
         attrs.evolve(process, ours=process.pid in our_pids) for process in gpu.processes

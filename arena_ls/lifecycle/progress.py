@@ -34,6 +34,11 @@ class ProgressTracker:
     def reset_speed(self) -> None:
         self.samples.clear()
 
+    def rewind(self, step: int) -> None:
+        """A relaunch resumes at ``step``: the steps past it are lost, and so is the speed."""
+        self.step = step
+        self.samples.clear()
+
     @property
     def steps_per_second(self) -> float | None:
         if len(self.samples) < 2:

@@ -32,6 +32,7 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.watchdog import RESTART_LINE
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ JUMP_KEEP_LINES = 200
 AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
+
 
 
 class RunView:
@@ -220,6 +222,8 @@ class RunView:
         if line.stream == "arena":
             if line.text.startswith("starting "):
                 self.progress.reset_speed()
+            elif resumed := RESTART_LINE.match(line.text):
+                self.progress.rewind(int(resumed.group(1)) if resumed.group(1) else 0)
             return
         event = self.parser.parse(line.text)
         if isinstance(event, Progress):

@@ -23,6 +23,7 @@ a fake one.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Protocol
 
 import attrs
@@ -65,6 +66,10 @@ class Relaunch:
             else "from scratch (no checkpoint yet)"
         )
         return f"restarting {where} (attempt {self.used}/{self.budget}) in {self.delay:g}s"
+
+
+RESTART_LINE = re.compile(r"restarting (?:from step (\d+)|from scratch)")
+"""Reads :meth:`Relaunch.describe` back: from that line on, a run is back at its start step."""
 
 
 @attrs.frozen

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +13,8 @@ from arena_ls.client.commands import start_params
 from arena_ls.client.errors import from_rpc_error
 from arena_ls.client.lspclient import JsonRpcError
 from arena_ls.client.tables import print_status
+from tests.client.support import run_arena, status_json, stop_every_run
+from tests.helpers.lsp import job, make_workspace
 
 
 def status_with(active: dict[str, Any], jobs: list[dict[str, Any]]) -> str:
@@ -49,3 +52,19 @@ def test_probe_required_is_a_refusal_with_a_hint() -> None:
     cli = from_rpc_error(error)
     assert cli.message.startswith("refused (probe-required): job 'lm' needs a passing VRAM probe")
     assert cli.message.endswith("run `arena start JOB --probe` first")
+
+
+def test_start_probe_follows_to_the_verdict_and_records_it(tmp_path: Path) -> None:
+    """Seen preparing the real-GPU check: ``arena start JOB --probe`` returned at once, its server closed, and
+    the verdict the server would have recorded at the probe's end was lost (``probe: null``)."""
+    probe = {"args": ["fake_trainer.py", "--steps", "3"], "maxVramMb": 5120}
+    root = make_workspace(tmp_path / "ws", [job("probed", "--steps", "3", probe=probe)])
+    try:
+        done = run_arena(root, "start", "probed", "--probe")
+        recorded = next(j for j in status_json(root)["jobs"] if j["id"] == "probed")["probe"]
+        assert recorded is not None, done.stdout + done.stderr
+        verdict_line = f"probe {'passed' if recorded['ok'] else 'failed'}: {recorded['message']}"
+        assert verdict_line in done.stdout + done.stderr
+        assert done.returncode == (0 if recorded["ok"] else 1)
+    finally:
+        stop_every_run(root)

@@ -195,3 +195,16 @@ def test_a_zero_backoff_relaunches_at_once() -> None:
     decision = relaunch(Watchdog(train_rules(backoff=0.0)).after_crash(10))
     assert Watchdog.sit_out(decision, host) is True
     assert host.pauses == []
+
+
+def test_the_relaunch_line_reads_back_to_its_start_step() -> None:
+    """The server rewinds a run's step from the agent's relaunch line (RESTART_LINE)."""
+    from arena_ls.lifecycle.watchdog import RESTART_LINE
+
+    def line(step: int | None) -> str:
+        return Relaunch(start_step=step, delay=2.0, restart=1, used=1, budget=3).describe()
+
+    found = RESTART_LINE.match(line(500))
+    assert found is not None and found.group(1) == "500"
+    scratch = RESTART_LINE.match(line(None))
+    assert scratch is not None and scratch.group(1) is None

@@ -269,3 +269,24 @@ async def test_a_task_job_skips_the_heavy_checks(tmp_path: Path) -> None:
         assert final["exitCode"] == 0
     finally:
         await finish(client)
+
+
+async def test_a_new_server_marks_the_adopted_trainer_ours_from_its_first_answer(tmp_path: Path) -> None:
+    """Seen on a real H200: a new server's first sample predates its adoption of the run, and
+    its first ``arena/status`` called the run's own trainer a foreign GPU process."""
+    root = make_workspace(tmp_path / "ws", [trainer_job()])
+    first, _ = await fake_client(root, machine())
+    try:
+        info = await first.call("arena/start", {"id": "lm"})
+    finally:
+        await stop_server(first)  # the run goes on
+    on_gpu = machine(gpus=[gpu("6.1", [{"pid": info["pid"], "usedMemoryMb": 3100}])])
+    second, _ = await fake_client(root, on_gpu)
+    try:
+        status = await second.call("arena/status", {})
+        assert status["active"]["runId"] == info["runId"]
+        assert status["health"]["gpus"][0]["processes"] == [
+            {"pid": info["pid"], "usedMemoryMb": 3100, "ours": True}
+        ]
+    finally:
+        await finish(second)

@@ -20,6 +20,7 @@ from tests.helpers.lsp import (
     all_logs,
     job,
     make_workspace,
+    poll_until,
     start_server,
     stop_server,
     wait_for,
@@ -250,5 +251,28 @@ async def test_reference_trainer_stops_cooperatively_with_a_loadable_checkpoint(
         assert checkpoint["step"] == announced["step"]
         assert "optimizer" in " ".join(checkpoint.keys())
         assert info["runId"] == result["runId"]
+    finally:
+        await finish(client)
+
+
+async def test_a_relaunch_rewinds_the_step_to_its_checkpoint(tmp_path: Path) -> None:
+    """Seen on a real H200: after a crash at step 570 and a relaunch from the checkpoint at 500,
+    ``step`` kept saying 570 until the resumed trainer printed progress; the steps past the
+    checkpoint are lost, and the progress bar must say so at once."""
+    spec = job(
+        "lm", "--steps", "40", "--ckpt-every", "5", "--crash-at", "13", "--interval", "0.05",
+        kind="train", resume=RESUME, restart={"maxRestarts": 1, "backoffSeconds": 2},
+    )  # fmt: skip
+    root = make_workspace(tmp_path / "ws", [spec])
+    client = await start_server(root)
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        await wait_for(lambda: "restarting" in client.status_of(run["runId"]), what="the relaunch")
+
+        async def rewound() -> bool:
+            active = (await client.call("arena/status", {}))["active"]
+            return bool(active) and active["lastCheckpoint"] is not None and active["step"] == 10
+
+        await poll_until(rewound, "step back at the checkpoint (10)")
     finally:
         await finish(client)
