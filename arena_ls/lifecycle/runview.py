@@ -37,7 +37,6 @@ from arena_ls.lifecycle.rundir import (
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.timeutil import iso_utc
-from arena_ls.validation import finite
 
 log = logging.getLogger(__name__)
 
@@ -344,7 +343,7 @@ class RunView:
             "restarts": state.restarts,
             "step": _latest_step(progress.step if progress.step is not None else state.step, checkpoint),
             "totalSteps": progress.total if progress.total is not None else state.total_steps,
-            "loss": finite(progress.loss if progress.loss is not None else state.loss),
+            "loss": _finite(progress.loss if progress.loss is not None else state.loss),
             "stepsPerSecond": _round(progress.steps_per_second) if live else None,
             "etaSeconds": _round(progress.eta_seconds) if live else None,
             "stalled": bool(state.stalled),
@@ -388,6 +387,11 @@ def _claim(run_dir: RunDir, what: str) -> bool:
     os.close(fd)
     return True
 
+
+def _finite(value: float | None) -> float | None:
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
 
 
 def _round(value: float | None) -> float | None:
