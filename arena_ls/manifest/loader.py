@@ -216,10 +216,15 @@ class _Loader:
         if version != 1 or isinstance(version, bool):
             where = "/version" if "version" in document else ""
             self.report("AR102", f"`version` must be 1 (found {version!r})", where)
-        for key in unknown_fields(document, KNOWN_TOP):
-            self.report(
-                "AR102", f"unknown top-level key `{key}` (ignored)", f"/{_escape(key)}", "warning", key=True
-            )
+        for key in document:
+            if key not in KNOWN_TOP:
+                self.report(
+                    "AR102",
+                    f"unknown top-level key `{key}` (ignored)",
+                    f"/{_escape(key)}",
+                    "warning",
+                    key=True,
+                )
         raw_jobs = document.get("jobs")
         if not isinstance(raw_jobs, list):
             self.report(
