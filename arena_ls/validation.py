@@ -66,8 +66,9 @@ def _identity(value: Any) -> Any:
 class Check(Generic[T]):
     """One kind of acceptable value: a test, the words for it and a conversion.
 
-    Calling a check is its test (``integer(minimum=0)(5)`` is True), so a check serves
-    wherever a predicate is wanted; :meth:`parse` tests and converts.
+    :meth:`accepts` is the test alone. Calling a check is :meth:`parse`: the
+    converted value, or :class:`Invalid` (a ``ValueError`` whose text at the
+    top level is "must be ..."), the way the settings' check functions worked.
     """
 
     test: Callable[[Any], bool]
@@ -75,7 +76,7 @@ class Check(Generic[T]):
     """What the value must be, as the end of "must be ...": ``a positive number``."""
     convert: Callable[[Any], T] = _identity
 
-    def __call__(self, value: Any) -> bool:
+    def accepts(self, value: Any) -> bool:
         return self.test(value)
 
     def parse(self, value: Any, path: JsonPath = ()) -> T:
@@ -83,6 +84,8 @@ class Check(Generic[T]):
         if not self.test(value):
             raise Invalid(path, self.expected)
         return self.convert(value)
+
+    __call__ = parse
 
     def worded(self, expected: str) -> Check[T]:
         """The same check, described in other words (``a string (a run id)``)."""

@@ -168,7 +168,7 @@ def _argument(check: Check[T], read: Callable[[str], Any]) -> Callable[[str], T]
             value = read(text)
         except ValueError:
             value = None
-        if not check(value):
+        if not check.accepts(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not {check.expected}")
         return check.convert(value)
 

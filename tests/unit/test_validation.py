@@ -63,10 +63,10 @@ def test_each_check_takes_its_values_and_refuses_the_rest(
     check: Any, good: list[Any], bad: list[Any]
 ) -> None:
     for value in good:
-        assert check(value), value
-        check.parse(value)
+        assert check.accepts(value), value
+        assert check(value) == check.parse(value)
     for value in bad:
-        assert not check(value), value
+        assert not check.accepts(value), value
         with pytest.raises(Invalid):
             check.parse(value)
 
@@ -106,14 +106,16 @@ def test_invalid_names_the_path_of_the_bad_field() -> None:
     assert error.path == ("probe", "maxVramMb") and error.where == "probe.maxVramMb"
     assert error.message == str(error) == "`probe.maxVramMb` must be a positive integer"
     assert Invalid((), "a string").message == "must be a string"
+    with pytest.raises(ValueError, match=r"^must be a non-empty string$"):
+        string(min_length=1)("")
     assert Invalid(("args", 2), "a string").where == "args.2"
 
 
 def test_conversions_optional_values_and_composition() -> None:
     assert isinstance(number(0, 1).parse(1), float) and positive_number().parse(2) == 2.0
     optional = integer(minimum=0).or_none()
-    assert optional(None) and optional.parse(None) is None and optional.parse(3) == 3
-    assert not optional(-1) and optional.expected == "a non-negative integer"
+    assert optional.accepts(None) and optional(None) is None and optional.parse(3) == 3
+    assert not optional.accepts(-1) and optional.expected == "a non-negative integer"
     argv = one_of(
         string(min_length=1).map(lambda path: (path,)),
         list_of(string(min_length=1), min_length=1).map(tuple),
@@ -121,7 +123,7 @@ def test_conversions_optional_values_and_composition() -> None:
     )
     assert argv.parse("py") == ("py",) and argv.parse(["py", "-3"]) == ("py", "-3")
     for bad in ([], [""], "", 3):
-        assert not argv(bad)
+        assert not argv.accepts(bad)
     assert list_of(integer(minimum=0), min_length=1).expected.startswith("a list (not empty)")
 
 
