@@ -292,7 +292,26 @@ class Agent:
             self.state.next_launch_at = None
             self.last_progress_at = time.monotonic()
             self._move(RunStatus.RUNNING)
+        if early is not None:
+            self._continue_early_stop(early.hand_over())
         return True
+
+    def _continue_early_stop(self, stage: str | None) -> None:
+        """Go on with a stop that ``launch`` began while the agent was loading (its first ``stage`` taken)."""
+        if stage is None:
+            return
+        self._check_stop_request()  # the plan, ``stopping``, and who asked
+        plan = self.stop_plan
+        if plan is None:
+            return
+        plan.stage = stage
+        if stage == "kill":
+            self.say("killing the process tree")
+            return
+        if stage == "file" and self.spec.stop_method == "both":
+            plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
+        what = "created the stop file" if stage == "file" else "sent the stop signal"
+        self.say(f"{what}; waiting up to {plan.grace_seconds:g}s")
 
     def _adopt_early(self, early: EarlyLaunch) -> subprocess.Popen[bytes]:
         """The trainer ``launch`` started (its argv is the spec's, as the first attempt's is)."""
