@@ -69,6 +69,10 @@ FINAL_WRITE_TIMEOUT = 30.0
 """How long the agent, its trainer gone, keeps retrying its final state before it exits anyway."""
 LAUNCH_FAILED_EXIT = 3
 """The agent's exit code when the run cannot be recorded at all (the server answers 1009)."""
+NO_STOP_SIGNAL = (
+    "no stop signal on this system (a console event would reach every process of "
+    "the trainer's group): the stop file is the request"
+)
 FIRST_WRITE_PATIENCE = 20.0
 """How long the first state write retries sharing violations before the run counts as unrecordable."""
 
@@ -308,7 +312,10 @@ class Agent:
         if stage == "kill":
             self.say("killing the process tree")
             return
-        if stage == "file" and self.spec.stop_method == "both":
+        if stage == "file" and platform.cooperative_signal_name() is None:
+            if self.spec.stop_method != "file":
+                self.say(NO_STOP_SIGNAL)
+        elif stage == "file" and self.spec.stop_method == "both":
             plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
         what = "created the stop file" if stage == "file" else "sent the stop signal"
         self.say(f"{what}; waiting up to {plan.grace_seconds:g}s")
@@ -477,10 +484,7 @@ class Agent:
         if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
             self._create_stop_file(plan)
             if method != "file":
-                self.say(
-                    "no stop signal on this system (a console event would reach every process of "
-                    "the trainer's group): the stop file is the request"
-                )
+                self.say(NO_STOP_SIGNAL)
             return
         if method in ("file", "both") and not self._create_stop_file(plan):
             self.say("sending the stop signal instead")  # a full disk: go on to the signal at once
