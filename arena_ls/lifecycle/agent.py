@@ -69,6 +69,10 @@ FINAL_WRITE_TIMEOUT = 30.0
 """How long the agent, its trainer gone, keeps retrying its final state before it exits anyway."""
 LAUNCH_FAILED_EXIT = 3
 """The agent's exit code when the run cannot be recorded at all (the server answers 1009)."""
+NO_STOP_SIGNAL = (
+    "no stop signal on this system (a console event would reach every process of "
+    "the trainer's group): the stop file is the request"
+)
 FIRST_WRITE_PATIENCE = 20.0
 """How long the first state write retries sharing violations before the run counts as unrecordable."""
 
@@ -291,7 +295,29 @@ class Agent:
             self.state.next_launch_at = None
             self.last_progress_at = time.monotonic()
             self._move(RunStatus.RUNNING)
+        if early is not None:
+            self._continue_early_stop(early.hand_over())
         return True
+
+    def _continue_early_stop(self, stage: str | None) -> None:
+        """Go on with a stop that ``launch`` began while the agent was loading (its first ``stage`` taken)."""
+        if stage is None:
+            return
+        self._check_stop_request()  # the plan, ``stopping``, and who asked
+        plan = self.stop_plan
+        if plan is None:
+            return
+        plan.stage = stage
+        if stage == "kill":
+            self.say("killing the process tree")
+            return
+        if stage == "file" and platform.cooperative_signal_name() is None:
+            if self.spec.stop_method != "file":
+                self.say(NO_STOP_SIGNAL)
+        elif stage == "file" and self.spec.stop_method == "both":
+            plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
+        what = "created the stop file" if stage == "file" else "sent the stop signal"
+        self.say(f"{what}; waiting up to {plan.grace_seconds:g}s")
 
     def _adopt_early(self, early: EarlyLaunch) -> subprocess.Popen[bytes]:
         """The trainer ``launch`` started (its argv is the spec's, as the first attempt's is)."""
@@ -457,10 +483,7 @@ class Agent:
         if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
             self._create_stop_file(plan)
             if method != "file":
-                self.say(
-                    "no stop signal on this system (a console event would reach every process of "
-                    "the trainer's group): the stop file is the request"
-                )
+                self.say(NO_STOP_SIGNAL)
             return
         if method in ("file", "both") and not self._create_stop_file(plan):
             self.say("sending the stop signal instead")  # a full disk: go on to the signal at once

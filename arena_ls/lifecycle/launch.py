@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from arena_ls import platform
-from arena_ls.lifecycle.trainer_start import launch_from_spec, record_launch
+from arena_ls.lifecycle.trainer_start import launch_from_spec, record_launch, watch_stop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     early = launch_from_spec(run_dir)
     if early is not None:
         record_launch(run_dir, early)
+        if early.process is not None:
+            watch_stop(run_dir, early)
     # Imported only now, with the trainer running: its imports are what the trainer must not wait for.
     from arena_ls.lifecycle.agent import main as agent_main
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -93,8 +94,9 @@ def starting_line(job_id: str, argv: list[str]) -> str:
 class EarlyLaunch:
     """A trainer started before the agent was loaded, with its capture; or why it could not start."""
 
-    __slots__ = ("argv", "error", "generation", "job_id", "process", "pumps", "resumed_from_step",
-                 "run_id", "started_at", "writer")  # fmt: skip
+    __slots__ = ("_handover", "argv", "error", "generation", "job_id", "process", "pumps",
+                 "resumed_from_step", "run_id", "started_at", "stop_method", "stop_stage", "taken_over",
+                 "writer")  # fmt: skip
 
     def __init__(
         self,
@@ -106,6 +108,7 @@ class EarlyLaunch:
         run_id: str = "",
         job_id: str = "",
         resumed_from_step: int | None = None,
+        stop_method: str = "file",
     ) -> None:
         self.argv = argv
         self.writer = writer
@@ -118,6 +121,17 @@ class EarlyLaunch:
         self.resumed_from_step = resumed_from_step
         self.generation = 0
         """The generation of the ``state.json`` that ``record_launch`` wrote (0: none was)."""
+        self.stop_method = stop_method
+        self.stop_stage: str | None = None
+        """The stop protocol's first step, taken before the agent took over (``watch_stop``)."""
+        self.taken_over = False
+        self._handover = threading.Lock()
+
+    def hand_over(self) -> str | None:
+        """The agent takes the trainer over: ``watch_stop`` acts no more; the stop step it took, if any."""
+        with self._handover:
+            self.taken_over = True
+            return self.stop_stage
 
 
 def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
@@ -137,11 +151,14 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
             {str(k): str(v) for k, v in (spec.get("env") or {}).items()}, run_id, job_id, run_dir / "STOP"
         )
         cwd = Path(spec["cwd"])
+        stop_method = str(spec.get("stopMethod") or "file")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     writer = OutputWriter(run_dir)
     writer.append_line(ARENA, starting_line(job_id, argv))
-    ids: dict[str, Any] = {"run_id": run_id, "job_id": job_id, "resumed_from_step": step}
+    ids: dict[str, Any] = {
+        "run_id": run_id, "job_id": job_id, "resumed_from_step": step, "stop_method": stop_method
+    }  # fmt: skip
     try:
         return EarlyLaunch(argv, writer, start_captured(argv, cwd, env, writer), None, **ids)
     except OSError as error:
@@ -211,3 +228,63 @@ def record_launch(run_dir: Path, early: EarlyLaunch) -> None:
     except (OSError, ValueError):
         return
     early.generation = int(record["generation"])
+
+
+STOP_WATCH_SECONDS = 0.02
+"""How often the launcher looks for a stop request until the agent has taken over."""
+
+
+def read_stop_request(run_dir: Path) -> dict[str, Any] | None:
+    """``stop.json`` read plainly: its request, ``{}`` for an empty file (written on a full disk), or None."""
+    path = run_dir / "stop.json"
+    try:
+        if path.stat().st_size == 0:
+            return {}
+        request = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return request if isinstance(request, dict) else {}
+
+
+def first_stop_step(run_dir: Path, early: EarlyLaunch, request: dict[str, Any]) -> str | None:
+    """Take the stop protocol's first step, as the agent would: kill, the stop file, or the signal.
+
+    The agent, once loaded, goes on from that step (the grace window, the
+    kill at its end); None when the trainer has exited already.
+    """
+    process = early.process
+    if process is None or process.poll() is not None:
+        return None
+    if request.get("kill"):
+        platform.kill_tree(process.pid, timeout=5.0, own_child=True)
+        return "kill"
+    if early.stop_method != "signal" or platform.cooperative_signal_name() is None:
+        try:
+            (run_dir / "STOP").write_text("stop requested\n")
+            return "file"
+        except OSError:  # a full disk: the signal is the request (the agent says why)
+            pass
+    return "signal" if platform.send_cooperative_signal(process.pid) else None
+
+
+def watch_stop(run_dir: Path, early: EarlyLaunch) -> threading.Thread:
+    """Until the agent takes the trainer over, act on a stop request at once.
+
+    The trainer runs, and ``arena/start`` has answered, while the agent is
+    still loading; a stop asked for meanwhile must not wait for it.
+    """
+
+    def watch() -> None:
+        while True:
+            time.sleep(STOP_WATCH_SECONDS)
+            request = read_stop_request(run_dir)
+            with early._handover:
+                if early.taken_over:
+                    return
+                if request is not None:
+                    early.stop_stage = first_stop_step(run_dir, early, request)
+                    return
+
+    thread = threading.Thread(target=watch, name="stop-watch", daemon=True)
+    thread.start()
+    return thread

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from arena_ls import platform
 from arena_ls.lifecycle.states import LEGAL_MOVES, RunStatus
 from tests.helpers.lsp import (
     ArenaClient,
@@ -23,6 +24,7 @@ from tests.helpers.lsp import (
     poll_until,
     start_server,
     stop_server,
+    wait_for,
     wait_status,
 )
 
@@ -99,12 +101,24 @@ class Harness:
         return [state for state in written if state["runId"] == run_id]
 
 
+def reachable(start: RunStatus) -> set[RunStatus]:
+    """Every status a run in ``start`` can reach by legal moves (the writer folds quick ones together)."""
+    seen: set[RunStatus] = set()
+    todo = [start]
+    while todo:
+        for target in LEGAL_MOVES[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
 def assert_one_story(statuses: list[str]) -> None:
-    """Each status follows the one before by a legal move (or repeats it); never back to ``starting``."""
+    """Each status repeats the one before or is reachable from it by legal moves: never a step back."""
     assert statuses, "no status at all"
     for before, after in itertools.pairwise(statuses):
         if before != after:
-            assert RunStatus(after) in LEGAL_MOVES[RunStatus(before)], f"{before} -> {after} in {statuses}"
+            assert RunStatus(after) in reachable(RunStatus(before)), f"{before} -> {after} in {statuses}"
     assert RunStatus.STARTING.value not in statuses[1:], statuses
 
 
@@ -230,6 +244,50 @@ async def test_a_checkpoint_announced_while_the_agent_loads_lets_the_run_stop(tm
         harness.release_agent()
         final = await wait_status(client, run_id, "stopped", "succeeded", "crashed", "lost")
         assert final["status"] == "stopped" and final["lastCheckpoint"] is not None, final
+    finally:
+        harness.release_agent()
+        await stop_server(client)
+
+
+async def test_a_stop_asked_while_the_agent_loads_is_begun_at_once(tmp_path: Path) -> None:
+    """The launcher creates the stop file itself; the agent, once loaded, finishes the same stop."""
+    root = make_workspace(tmp_path / "ws", [job("coop", "--steps", "100000", "--interval", "0.02")])
+    harness = Harness(tmp_path)
+    client = await start_server(root, env=harness.env)
+    try:
+        info = await client.call("arena/start", {"id": "coop"})
+        run_id = info["runId"]
+        await client.call("arena/stop", {"wait": False})
+
+        async def trainer_stopped() -> bool:
+            return any(line["text"] == "stopping cooperatively" for line in await all_logs(client, run_id))
+
+        await poll_until(trainer_stopped, "the trainer honouring the stop file, the agent still held")
+        assert len(harness.states(run_id)) == 1, "the agent has not loaded yet"
+        harness.release_agent()
+        final = await wait_status(client, run_id, "stopped", "succeeded", "crashed", "lost")
+        assert (final["status"], final["stoppedBy"], final["exitCode"]) == ("stopped", "file", 0), final
+        assert_one_story([s["status"] for s in harness.states(run_id)])
+    finally:
+        harness.release_agent()
+        await stop_server(client)
+
+
+async def test_a_kill_asked_while_the_agent_loads_is_done_at_once(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [job("stubborn", "--steps", "100000", "--ignore-stop")])
+    harness = Harness(tmp_path)
+    client = await start_server(root, env=harness.env)
+    try:
+        info = await client.call("arena/start", {"id": "stubborn"})
+        run_id = info["runId"]
+        created = harness.states(run_id)[0]["pidCreateTime"]
+        await client.call("arena/stop", {"kill": True, "wait": False})
+        await wait_for(lambda: not platform.is_same_process(info["pid"], created), what="the trainer killed")
+        assert len(harness.states(run_id)) == 1, "the agent has not loaded yet"
+        harness.release_agent()
+        final = await wait_status(client, run_id, "stopped", "succeeded", "crashed", "lost")
+        assert (final["status"], final["stoppedBy"]) == ("stopped", "kill"), final
+        assert_one_story([s["status"] for s in harness.states(run_id)])
     finally:
         harness.release_agent()
         await stop_server(client)

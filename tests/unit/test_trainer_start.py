@@ -167,3 +167,44 @@ def test_the_trainer_starts_before_attrs_cattrs_and_psutil_load(tmp_path: Path) 
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert (result.returncode, result.stdout.strip()) == (0, "started=True loaded=[]"), result.stderr
+
+
+# --------------------------------------------------------------------------- stops before the agent
+
+
+def test_a_stop_request_is_read_plainly(tmp_path: Path) -> None:
+    assert trainer_start.read_stop_request(tmp_path) is None
+    (tmp_path / "stop.json").write_text("")
+    assert trainer_start.read_stop_request(tmp_path) == {}, "an empty file (a full disk) still asks"
+    (tmp_path / "stop.json").write_text('{"kill": true}')
+    assert trainer_start.read_stop_request(tmp_path) == {"kill": True}
+    (tmp_path / "stop.json").write_text("{half")
+    assert trainer_start.read_stop_request(tmp_path) is None
+
+
+def test_the_watch_ends_untouched_once_the_agent_took_over(tmp_path: Path) -> None:
+    run = claim_run(tmp_path, [sys.executable, "-c", "import time; time.sleep(60)"])
+    early = launch_from_spec(run.path)
+    assert early is not None and early.process is not None
+    try:
+        assert early.hand_over() is None
+        run.request_stop(kill=True, grace_seconds=None, by="test")
+        trainer_start.watch_stop(run.path, early).join(timeout=60)
+        assert early.process.poll() is None and early.stop_stage is None, "the agent's stop now"
+    finally:
+        early.process.kill()
+        finish(early)
+
+
+def test_the_watch_begins_a_stop_the_agent_has_not_seen(tmp_path: Path) -> None:
+    run = claim_run(tmp_path, [sys.executable, "-c", "import time; time.sleep(60)"])
+    early = launch_from_spec(run.path)
+    assert early is not None and early.process is not None
+    try:
+        watch = trainer_start.watch_stop(run.path, early)
+        run.request_stop(kill=False, grace_seconds=None, by="test")
+        watch.join(timeout=60)
+        assert early.hand_over() == "file" and run.stop_file.exists()
+    finally:
+        early.process.kill()
+        finish(early)
