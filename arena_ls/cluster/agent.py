@@ -223,14 +223,14 @@ class ClusterAgent:
             max_restarts=spec.max_restarts,
             backoff_seconds=spec.backoff_seconds,
         )
-        watchdog = Watchdog(rules)
         record = self.record
-        watchdog.budget_left = spec.max_restarts if record.restarts_left is None else record.restarts_left
-        watchdog.restarts = self.state.restarts
-        # Its last relaunch, as recorded (no public setter in watchdog.py yet):
-        watchdog._relaunched = record.relaunched
-        watchdog._relaunched_from = record.relaunch_step
-        return watchdog
+        return Watchdog.resumed(
+            rules,
+            budget_left=record.restarts_left,
+            restarts=self.state.restarts,
+            relaunched_from=record.relaunch_step,
+            relaunched=record.relaunched,
+        )
 
     def _wait_backoff(self) -> bool:
         """Wait until the recorded relaunch time; False when a stop request cancelled the relaunch."""

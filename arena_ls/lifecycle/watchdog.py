@@ -122,6 +122,24 @@ class Watchdog:
         self._relaunched_from: int | None = None
         """The checkpoint step the last relaunch started from (None: from scratch)."""
 
+    @classmethod
+    def resumed(
+        cls,
+        rules: WatchdogRules,
+        *,
+        budget_left: int | None,
+        restarts: int,
+        relaunched_from: int | None,
+        relaunched: bool,
+    ) -> Watchdog:
+        """A watchdog continuing a run's recorded position (a revived follower takes it over)."""
+        watchdog = cls(rules)
+        watchdog.budget_left = rules.max_restarts if budget_left is None else budget_left
+        watchdog.restarts = restarts
+        watchdog._relaunched = relaunched
+        watchdog._relaunched_from = relaunched_from
+        return watchdog
+
     def after_crash(self, checkpoint: int | None) -> Decision:
         """The trainer crashed with ``checkpoint`` the last one announced: relaunch, or give up."""
         if not self.rules.relaunchable or self.rules.max_restarts <= 0:

@@ -208,3 +208,14 @@ def test_the_relaunch_line_reads_back_to_its_start_step() -> None:
     assert found is not None and found.group(1) == "500"
     scratch = RESTART_LINE.match(line(None))
     assert scratch is not None and scratch.group(1) is None
+
+
+def test_a_resumed_watchdog_continues_the_recorded_position() -> None:
+    """A revived follower (a cluster run) takes over the budget and the last relaunch's step."""
+    rules = train_rules(max_restarts=3, backoff=1.0)
+    watchdog = Watchdog.resumed(rules, budget_left=1, restarts=2, relaunched_from=500, relaunched=True)
+    crash_loop = watchdog.after_crash(500)
+    assert isinstance(crash_loop, GiveUp) and crash_loop.reason is GiveUpReason.CRASH_LOOP
+    fresh = Watchdog.resumed(rules, budget_left=None, restarts=0, relaunched_from=None, relaunched=False)
+    first = fresh.after_crash(100)
+    assert isinstance(first, Relaunch) and first.used == 1 and first.budget == 3
