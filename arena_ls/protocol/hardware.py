@@ -10,6 +10,8 @@ import threading
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from arena_ls.cluster.config import declared_targets
+from arena_ls.cluster.health import ClusterHealthSampler
 from arena_ls.diagnostics import Diag
 from arena_ls.health import (
     Hardware,
@@ -24,6 +26,7 @@ from arena_ls.health import (
 )
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.manifest import Job
+from arena_ls.manifest.model import ClusterDecl
 
 if TYPE_CHECKING:
     from arena_ls.protocol.workspace import Workspace
@@ -39,20 +42,26 @@ class HealthService:
         self.ws = ws
         self.hardware = hardware
         self.sampler = HealthSampler(hardware, self._our_pids)
+        self.clusters = ClusterHealthSampler()
         self._refreshing = threading.Event()
 
     def _our_pids(self) -> set[int]:
         return self.ws.supervisor.our_pids()
 
-    def wire(self) -> dict[str, Any]:
-        """The latest sample, at once; a sample older than a second is refreshed in the background."""
+    def wire(self, clusters: dict[str, ClusterDecl] | None = None) -> dict[str, Any]:
+        """The latest sample, at once; a sample older than a second is refreshed in the background.
+
+        ``clusters`` (the manifest's) adds one entry per cluster, sampled in
+        the background too (``arena_ls.cluster.health``).
+        """
         self.sampler.set_active(self.ws.supervisor.active_view() is not None)
         latest = self.sampler.latest()
         age = (datetime.now(timezone.utc) - latest.at).total_seconds()
         if age > ON_DEMAND_AGE and not self._refreshing.is_set():
             self._refreshing.set()
             threading.Thread(target=self._refresh_in_background, daemon=True).start()
-        return health_to_wire(latest)
+        targets = declared_targets(clusters or {}, self.ws.server.settings)
+        return {**health_to_wire(latest), "clusters": [c.to_wire() for c in self.clusters.latest(targets)]}
 
     def _refresh_in_background(self) -> None:
         try:

@@ -80,8 +80,9 @@ class Workspace:
 
         return make_health_service(self)
 
-    def health_wire(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.health.wire()
+    def health_wire(self, manifest: ManifestResult | None = None) -> dict[str, Any]:
+        """Health, with an entry per cluster ``manifest`` declares (sampled in the background)."""
+        result: dict[str, Any] = self.health.wire(manifest.clusters if manifest else None)
         return result
 
     def gate_errors(self, job: Job) -> list[Diag]:
@@ -132,11 +133,12 @@ class Workspace:
         active = supervisor.active_view()
         runs = sorted(supervisor.views.values(), key=lambda v: v.spec.created_at)
         shown = active or supervisor.latest_view()
+        manifest = self.manifest()
         return {
             "active": self.run_info(active) if active else None,
             "runs": [self.run_info(v) for v in runs],
-            "jobs": job_infos(self, self.manifest()),
-            "health": self.health_wire(),
+            "jobs": job_infos(self, manifest),
+            "health": self.health_wire(manifest),
             "logs": shown.tail(STATUS_LOG_LINES) if shown else [],
             "deviceProfile": self.health.device_profile(),
         }
