@@ -55,7 +55,7 @@ async def test_status_health_shows_the_clusters_nodes_and_errors_without_waiting
     try:
         first = await client.call("arena/status", {})
         entries = {entry["name"]: entry for entry in first["health"]["clusters"]}
-        assert sorted(entries) == [CLUSTER, GONE, MUTE]
+        assert list(entries) == sorted([CLUSTER, GONE, MUTE]), "by name"
         assert all(entry["at"] is None for entry in entries.values()), (
             "the request did not wait for a cluster"
         )
