@@ -8,8 +8,11 @@ docs/windows.md, which also says that no Windows runner has run them yet).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 
 import pytest
+
+from benchmarks import rayhead
 
 _VARIANTS = "tests/windows/test_on_windows.py"
 POSIX_ONLY: dict[str, str] = {
@@ -44,3 +47,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = POSIX_ONLY.get(item.nodeid.split("[", 1)[0])
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=f"POSIX only: {reason}"))
+
+
+@pytest.fixture(scope="package")
+def ray_head() -> Iterator[rayhead.RayHead]:
+    """A real Ray head on loopback, one per test package that asks for it (tests/cluster, and
+    the Neovim cluster case in tests/editor), ended after that package's last test, so the head
+    (about 0.7 GiB and some idle CPU) does not weigh on the rest of the suite.
+
+    Skipped, saying why, only when ``ray`` is not installed (CI installs it) or on Windows.
+    """
+    if sys.platform == "win32":
+        pytest.skip("the test head is ended through its POSIX process group; Windows is not covered")
+    if not rayhead.ray_installed():
+        pytest.skip("ray is not installed: pip install 'arena-ls[ray]' (CI installs it)")
+    with rayhead.ray_head() as head:
+        yield head

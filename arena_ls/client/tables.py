@@ -145,7 +145,26 @@ def health_table(health: dict[str, Any], device_profile: Any) -> Table:
         text = device_profile if isinstance(device_profile, str) else json.dumps(device_profile)
         table.add_row("device profile", text)
     table.add_row("sampled at", str(health.get("at")))
+    for cluster in health.get("clusters") or []:
+        if isinstance(cluster, dict):
+            table.add_row(f"cluster {cluster.get('name')}", cluster_text(cluster))
     return table
+
+
+def cluster_text(cluster: dict[str, Any]) -> str:
+    """``1 node, 2 CPUs, 1 GPU (A100)``, the error, or that no sample has come back yet."""
+    if cluster.get("error"):
+        return f"error: {cluster['error']}"
+    if cluster.get("nodes") is None:
+        return "not sampled yet"
+    nouns = (("nodes", "node"), ("cpus", "CPU"), ("gpus", "GPU"))
+    counts = [_count(cluster.get(key), noun) for key, noun in nouns]
+    names = [str(name) for name in cluster.get("gpuNames") or []]
+    return ", ".join(counts) + (f" ({', '.join(names)})" if names else "")
+
+
+def _count(value: Any, noun: str) -> str:
+    return f"{value} {noun}" if value == 1 else f"{value} {noun}s"
 
 
 def battery_text(battery: Any) -> str:

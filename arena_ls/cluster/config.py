@@ -41,15 +41,24 @@ def resolve_cluster(job: Job, clusters: dict[str, ClusterDecl], settings: Settin
     """The cluster ``job`` runs on (None: this machine); settings override the manifest's address."""
     if job.run_on is None:
         return None
-    decl = clusters.get(job.run_on) or ClusterDecl(name=job.run_on)
-    own = settings.cluster(job.run_on)
+    return cluster_target(clusters.get(job.run_on) or ClusterDecl(name=job.run_on), settings)
+
+
+def cluster_target(decl: ClusterDecl, settings: Settings) -> ClusterTarget:
+    """The manifest's declaration of one cluster with the user's ``clusters.NAME`` settings over it."""
+    own = settings.cluster(decl.name)
     return ClusterTarget(
-        name=job.run_on,
+        name=decl.name,
         kind=decl.kind,
         address=own.address or decl.address,
         token_file=own.token_file,
         python=own.python,
     )
+
+
+def declared_targets(clusters: dict[str, ClusterDecl], settings: Settings) -> list[ClusterTarget]:
+    """Every cluster the manifest declares, by name (what ``arena/status`` health samples)."""
+    return [cluster_target(clusters[name], settings) for name in sorted(clusters)]
 
 
 def read_token(name: str, token_file: str | None) -> str | None:

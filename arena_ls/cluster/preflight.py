@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from arena_ls.cluster.config import ClusterTarget
+from arena_ls.cluster.health import node_totals
 from arena_ls.cluster.jobsapi import ClusterError
 
 CHECK_NAME = "cluster"
@@ -52,9 +53,8 @@ def missing_resources(nodes: list[dict[str, Any]], resources: Mapping[str, float
 
 def describe_nodes(nodes: list[dict[str, Any]]) -> str:
     """``2 nodes, 8 CPUs, 1 GPU`` (what ``arena/status`` and the check's message show)."""
-    cpus = sum(float((n.get("resources") or {}).get("CPU", 0.0)) for n in nodes)
-    gpus = sum(float((n.get("resources") or {}).get("GPU", 0.0)) for n in nodes)
-    return f"{_plural(len(nodes), 'node')}, {_plural(cpus, 'CPU')}, {_plural(gpus, 'GPU')}"
+    totals = node_totals(nodes)
+    return f"{_plural(totals.nodes, 'node')}, {_plural(totals.cpus, 'CPU')}, {_plural(totals.gpus, 'GPU')}"
 
 
 def _plural(count: float, noun: str) -> str:

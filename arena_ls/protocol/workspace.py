@@ -13,6 +13,8 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
+from arena_ls.cluster.config import declared_targets
+from arena_ls.cluster.health import ClusterHealthSampler
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
@@ -71,6 +73,7 @@ class Workspace:
             our_pids=self.supervisor.our_pids,
             active=lambda: self.supervisor.active_view() is not None,
         )
+        self.cluster_health = ClusterHealthSampler()
         self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
         self.metrics_cache = RunMetrics()
@@ -156,6 +159,15 @@ class Workspace:
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()
 
+    def health_wire(self, manifest: ManifestResult) -> dict[str, Any]:
+        """This machine's health, and an entry per cluster ``manifest`` declares.
+
+        Both are sampled in the background: the answer never waits for NVML or a cluster.
+        """
+        targets = declared_targets(manifest.clusters, self.settings())
+        clusters = [health.to_wire() for health in self.cluster_health.latest(targets)]
+        return {**self.health.wire(), "clusters": clusters}
+
     def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
         """``JobInfo`` of every job of the manifest (as it is on disk unless given)."""
         return job_infos(manifest or self.manifest(), self.gates.errors, self.probes)
@@ -167,11 +179,12 @@ class Workspace:
         active = supervisor.active_view()
         runs = sorted(supervisor.views.values(), key=lambda v: v.spec.created_at)
         shown = active or supervisor.latest_view()
+        manifest = self.manifest()
         return {
             "active": self.run_info(active) if active else None,
             "runs": [self.run_info(v) for v in runs],
-            "jobs": self.job_infos(),
-            "health": self.health.wire(),
+            "jobs": self.job_infos(manifest),
+            "health": self.health_wire(manifest),
             "logs": wire.tail(shown, STATUS_LOG_LINES) if shown else [],
             "deviceProfile": self.health.device_profile(),
         }

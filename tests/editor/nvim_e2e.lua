@@ -325,6 +325,41 @@ local function probe_session(arena)
   vim.api.nvim_win_close(arena.state.status_win, true)
 end
 
+--- A job with `runOn` (config.cluster): the statusline names where it runs (`JOB @ lab`), the
+--- run succeeds on the cluster, and :ArenaLogs shows its lines (copied from Ray's log).
+local function cluster_session(arena)
+  local job = config.ready_job
+  local place = job .. " @ " .. config.cluster
+  vim.cmd("ArenaRun " .. job)
+  wait_for("statusline names the cluster", config.deadline_ms, function()
+    local run = arena.state.run
+    return run ~= nil and run.jobId == job and arena.statusline():find(place, 1, true) ~= nil
+  end, function()
+    return vim.json.encode({ statusline = arena.statusline(), notifications = results.notifications })
+  end)
+  results.statusline = arena.statusline()
+  local run_id = arena.state.run.runId
+  wait_for("the cluster run ended", config.deadline_ms, function()
+    local run = arena.state.runs[run_id]
+    return run ~= nil and run.status ~= nil and not arena.is_live(run)
+  end, function()
+    return vim.json.encode(arena.state.runs[run_id] or {})
+  end)
+  results.final_run = arena.state.runs[run_id]
+  results.statusline_after = arena.statusline()
+  vim.cmd("ArenaLogs " .. run_id)
+  local function log_lines()
+    local buf = arena.state.log_buf
+    return buf and vim.api.nvim_buf_is_valid(buf) and vim.api.nvim_buf_get_lines(buf, 0, -1, false) or {}
+  end
+  wait_for("logs buffer shows the run's last line", 60000, function()
+    return vim.tbl_contains(log_lines(), config.last_line)
+  end, function()
+    return table.concat(log_lines(), "\n")
+  end)
+  results.log_lines = log_lines()
+end
+
 --- The server cannot start (config.cmd names a module that is not there): the user is
 --- told why, from the server's own stderr, not just its exit code.
 local function dies_on_start_session()
@@ -354,6 +389,8 @@ local function session()
     confirm_stop_session(arena)
   elseif config.scenario == "probe" then
     probe_session(arena)
+  elseif config.scenario == "cluster" then
+    cluster_session(arena)
   else
     main_session(arena)
   end

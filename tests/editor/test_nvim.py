@@ -7,7 +7,11 @@ that needs approval (answering the prompt), and waits for diagnostics on a
 trainer that loses work. The Lua side (nvim_e2e.lua) waits for each event
 with a deadline and writes what it saw as JSON; this test asserts on it.
 
-Skipped only when ``nvim`` is not installed (Debian: ``apt-get install -y neovim``).
+One more case runs a job with ``runOn`` on the session's Ray head
+(``ray_head`` in tests/conftest.py).
+
+Skipped only when ``nvim`` is not installed (Debian: ``apt-get install -y neovim``);
+the cluster case also when ``ray`` is not (like tests/cluster).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from typing import Any
 import psutil
 import pytest
 
+from benchmarks.rayhead import RayHead
+from tests.cluster.support import CLUSTER, cluster_job, cluster_workspace
+from tests.cluster.support import options as cluster_options
 from tests.helpers.fake_hardware import write_fake_hardware
 
 HERE = Path(__file__).resolve().parent
@@ -394,3 +401,36 @@ def test_nvim_shows_why_the_server_died_on_start(tmp_path: Path) -> None:
     message = results["exit_message"]
     assert message.startswith("Arena: arena-ls exited with code 1"), message
     assert f"No module named {MISSING_MODULE}" in message, message
+
+
+CLUSTER_STEPS = 8
+
+
+@pytest.mark.timeout(NVIM_TIMEOUT_S + 60)
+def test_nvim_runs_a_job_on_the_cluster(tmp_path: Path, ray_head: RayHead) -> None:
+    """A job with ``runOn: "lab"`` on the session's Ray head, started from Neovim: the
+    statusline says ``tiny @ lab``, the run succeeds and :ArenaLogs shows every line once.
+
+    Skipped like tests/cluster when ray is not installed (the ``ray_head`` fixture)."""
+    workspace = (tmp_path / "ws").resolve()
+    steps = ["--steps", str(CLUSTER_STEPS), "--interval", "0.05", "--numbered"]
+    cluster_workspace(workspace, [cluster_job("tiny", *steps)])
+    results = _run_session(
+        tmp_path,
+        workspace,
+        {
+            "scenario": "cluster",
+            "ready_job": "tiny",
+            "cluster": CLUSTER,
+            "last_line": f"numbered {CLUSTER_STEPS}",
+            "deadline_ms": 180000,
+            "settings": {**_settings(), **cluster_options(ray_head)},
+        },
+    )
+
+    assert "tiny @ lab" in results["statusline"], results["statusline"]
+    final = results["final_run"]
+    assert final["status"] == "succeeded" and final["cluster"]["name"] == CLUSTER, final
+    assert results["statusline_after"].startswith("✓ tiny @ lab succeeded"), results["statusline_after"]
+    numbered = [line for line in results["log_lines"] if line.startswith("numbered ")]
+    assert numbered == [f"numbered {step}" for step in range(1, CLUSTER_STEPS + 1)], results["log_lines"]
