@@ -283,7 +283,10 @@ class Agent:
                 self.state.exit_code = None
                 self.state.ended_at = time.time()
             return False
-        with self.lock:
+        with self.lock:  # held until any early stop is taken over: the writer's first snapshot has it
+            stage = early.hand_over() if early is not None else None
+            if early is not None:  # the launcher may have recorded a stop since the agent was made
+                self.state.generation = max(self.state.generation, early.generation)
             self.process = process
             self.state.pid = process.pid
             self.state.pid_create_time = platform.process_identity(process.pid)
@@ -295,8 +298,7 @@ class Agent:
             self.state.next_launch_at = None
             self.last_progress_at = time.monotonic()
             self._move(RunStatus.RUNNING)
-        if early is not None:
-            self._continue_early_stop(early.hand_over())
+            self._continue_early_stop(stage)
         return True
 
     def _continue_early_stop(self, stage: str | None) -> None:

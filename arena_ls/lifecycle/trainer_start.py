@@ -94,7 +94,7 @@ def starting_line(job_id: str, argv: list[str]) -> str:
 class EarlyLaunch:
     """A trainer started before the agent was loaded, with its capture; or why it could not start."""
 
-    __slots__ = ("_handover", "argv", "error", "generation", "job_id", "process", "pumps",
+    __slots__ = ("_handover", "argv", "error", "generation", "job_id", "process", "pumps", "record",
                  "resumed_from_step", "run_id", "started_at", "stop_method", "stop_stage", "taken_over",
                  "writer")  # fmt: skip
 
@@ -120,7 +120,9 @@ class EarlyLaunch:
         self.job_id = job_id
         self.resumed_from_step = resumed_from_step
         self.generation = 0
-        """The generation of the ``state.json`` that ``record_launch`` wrote (0: none was)."""
+        """The generation of the last ``state.json`` the launcher wrote (0: none was)."""
+        self.record: dict[str, Any] = {}
+        """That ``state.json``'s content."""
         self.stop_method = stop_method
         self.stop_stage: str | None = None
         """The stop protocol's first step, taken before the agent took over (``watch_stop``)."""
@@ -228,6 +230,27 @@ def record_launch(run_dir: Path, early: EarlyLaunch) -> None:
     except (OSError, ValueError):
         return
     early.generation = int(record["generation"])
+    early.record = record
+
+
+STOPPING = "stopping"
+
+
+def record_stopping(run_dir: Path, early: EarlyLaunch) -> None:
+    """Record ``stopping`` over the launcher's record (the next generation), so every reader sees it.
+
+    The agent continues from that generation; a failed write changes nothing
+    (the agent records ``stopping`` itself when it takes over).
+    """
+    if not early.generation:
+        return
+    generation = early.generation + 1
+    record = {**early.record, "status": STOPPING, "updatedAt": time.time(), "generation": generation}
+    try:
+        write_json_atomic(run_dir / "state.json", record)
+    except (OSError, ValueError):
+        return
+    early.generation, early.record = generation, record
 
 
 STOP_WATCH_SECONDS = 0.02
@@ -283,6 +306,8 @@ def watch_stop(run_dir: Path, early: EarlyLaunch) -> threading.Thread:
                     return
                 if request is not None:
                     early.stop_stage = first_stop_step(run_dir, early, request)
+                    if early.stop_stage is not None:
+                        record_stopping(run_dir, early)
                     return
 
     thread = threading.Thread(target=watch, name="stop-watch", daemon=True)

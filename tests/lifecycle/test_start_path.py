@@ -127,6 +127,11 @@ def assert_generations_rise(states: list[dict[str, Any]]) -> None:
     assert generations == list(range(1, len(generations) + 1)), generations
 
 
+def launcher_records(harness: Harness, run_id: str) -> list[tuple[int, str]]:
+    """(generation, status) of every state written so far: the launcher's alone while the agent is held."""
+    return [(state["generation"], state["status"]) for state in harness.states(run_id)]
+
+
 async def run_status(client: ArenaClient, run_id: str) -> dict[str, Any]:
     result = await client.call("arena/status", {})
     return next(run for run in result["runs"] if run["runId"] == run_id)
@@ -263,7 +268,7 @@ async def test_a_stop_asked_while_the_agent_loads_is_begun_at_once(tmp_path: Pat
             return any(line["text"] == "stopping cooperatively" for line in await all_logs(client, run_id))
 
         await poll_until(trainer_stopped, "the trainer honouring the stop file, the agent still held")
-        assert len(harness.states(run_id)) == 1, "the agent has not loaded yet"
+        await wait_for(lambda: launcher_records(harness, run_id) == [(1, "running"), (2, "stopping")])
         harness.release_agent()
         final = await wait_status(client, run_id, "stopped", "succeeded", "crashed", "lost")
         assert (final["status"], final["stoppedBy"], final["exitCode"]) == ("stopped", "file", 0), final
@@ -283,7 +288,7 @@ async def test_a_kill_asked_while_the_agent_loads_is_done_at_once(tmp_path: Path
         created = harness.states(run_id)[0]["pidCreateTime"]
         await client.call("arena/stop", {"kill": True, "wait": False})
         await wait_for(lambda: not platform.is_same_process(info["pid"], created), what="the trainer killed")
-        assert len(harness.states(run_id)) == 1, "the agent has not loaded yet"
+        await wait_for(lambda: launcher_records(harness, run_id) == [(1, "running"), (2, "stopping")])
         harness.release_agent()
         final = await wait_status(client, run_id, "stopped", "succeeded", "crashed", "lost")
         assert (final["status"], final["stoppedBy"]) == ("stopped", "kill"), final
