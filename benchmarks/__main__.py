@@ -58,11 +58,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat, for CI (< 60 s)")
     parser.add_argument("--only", default="", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
     parser.add_argument("--repeats", type=int, default=None, help="override every benchmark's repeat count")
-    parser.add_argument("--output", type=Path, default=None,
-                        help=f"JSON results file (default {DEFAULT_OUTPUT.relative_to(harness.REPO)}, "
-                        "or results-quick.json with --quick)")
-    parser.add_argument("--product", type=Path, default=None,
-                        help="a checkout whose arena_ls the servers and agents should run")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"JSON results file (default {DEFAULT_OUTPUT.relative_to(harness.REPO)}, "
+        "or results-quick.json with --quick)",
+    )
+    parser.add_argument(
+        "--product",
+        type=Path,
+        default=None,
+        help="a checkout whose arena_ls the servers and agents should run",
+    )
     args = parser.parse_args(argv)
     chosen = [n.strip() for n in args.only.split(",") if n.strip()]
     names = chosen or [n for n in BENCHMARKS if n not in OPT_IN]
@@ -86,10 +94,18 @@ def use_product(path: Path | None) -> str:
 
 def _git_describe(path: Path) -> str:
     try:
-        head = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"
     return f"commit {head}{' with uncommitted changes' if dirty else ''}"
@@ -119,16 +135,18 @@ def summary_rows(sections: list[Section]) -> list[dict[str, Any]]:
     for section in sections:
         for figure in section.figures.values():
             if figure.target is not None:
-                rows.append({
-                    "benchmark": section.name,
-                    "figure": figure.name,
-                    "median": figure.to_json()["median"],
-                    "min": figure.to_json()["min"],
-                    "max": figure.to_json()["max"],
-                    "unit": figure.unit,
-                    "target": figure.target,
-                    "meets": figure.meets,
-                })
+                rows.append(
+                    {
+                        "benchmark": section.name,
+                        "figure": figure.name,
+                        "median": figure.to_json()["median"],
+                        "min": figure.to_json()["min"],
+                        "max": figure.to_json()["max"],
+                        "unit": figure.unit,
+                        "target": figure.target,
+                        "meets": figure.meets,
+                    }
+                )
     return rows
 
 
@@ -136,8 +154,10 @@ def print_summary(rows: list[dict[str, Any]], failed: list[str]) -> None:
     print("\n=== targets (median [min .. max]) ===")
     for row in rows:
         verdict = "met" if row["meets"] else "MISSED"
-        print(f"{row['benchmark'] + '.' + row['figure']:<52} {row['median']!s:>12} {row['unit']:<6}"
-              f" [{row['min']} .. {row['max']}]  {row['target']:<12} {verdict}")
+        print(
+            f"{row['benchmark'] + '.' + row['figure']:<52} {row['median']!s:>12} {row['unit']:<6}"
+            f" [{row['min']} .. {row['max']}]  {row['target']:<12} {verdict}"
+        )
     if failed:
         print(f"\nFAILED benchmarks: {', '.join(failed)}")
 
@@ -150,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     info = harness.machine()
     print(f"arena-ls benchmarks ({'quick' if args.quick else 'full'}): {', '.join(args.names)}")
     print(f"product: {product}")
-    print(f"machine: {info['nproc']} CPUs, {info['ram_gb']} GiB, {info['cpu_model']}, "
-          f"load {info['load_average']}")
+    print(
+        f"machine: {info['nproc']} CPUs, {info['ram_gb']} GiB, {info['cpu_model']}, "
+        f"load {info['load_average']}"
+    )
     sections: list[Section] = []
     for name in args.names:
         sections.extend(run_one(name, args.quick, args.repeats))
@@ -160,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(rows, failed)
     results = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "python -m benchmarks" + (" --quick" if args.quick else "")
+        "command": "python -m benchmarks"
+        + (" --quick" if args.quick else "")
         + (f" --only {args.only}" if args.only else ""),
         "quick": args.quick,
         "product": product,

@@ -54,16 +54,23 @@ def flood_args(lines: int, buffered: bool) -> list[str]:
 def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
     lines = QUICK_LINES if quick else FULL_LINES
     repeats = repeats or (1 if quick else 3)
-    capture = Section("capture", f"flood of {lines:,} lines ({lines * LINE_BYTES / 1e6:.0f} MB): "
-                      "arena-ls vs supervisord vs the floor")
+    capture = Section(
+        "capture",
+        f"flood of {lines:,} lines ({lines * LINE_BYTES / 1e6:.0f} MB): arena-ls vs supervisord vs the floor",
+    )
     notify = Section("notify", "arena/log bytes per second during the floods (rate bound)")
     ingest = Section("ingest", "arena/logs pages through every line of an unbuffered flood")
     capture.facts["lines"] = lines
     capture.facts["repeats"] = repeats
     with harness.scratch() as folder:
-        programs = [Program(f"flood-{mode}", [sys.executable, *flood_args(lines, buffered)],
-                            env={} if buffered else {"PYTHONUNBUFFERED": "1"})
-                    for mode, buffered in MODES]
+        programs = [
+            Program(
+                f"flood-{mode}",
+                [sys.executable, *flood_args(lines, buffered)],
+                env={} if buffered else {"PYTHONUNBUFFERED": "1"},
+            )
+            for mode, buffered in MODES
+        ]
         with running(folder, programs) as daemon:
             for repeat in range(repeats):
                 for mode, buffered in MODES:
@@ -71,18 +78,35 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
                     _one_round(capture, notify, ingest, daemon, folder, lines, mode, buffered, check_ingest)
     for mode, _ in MODES:
         arena_t = capture.figures[f"{mode}.arena_s"]
-        capture.ratio(f"{mode}.arena/supervisord", arena_t, capture.figures[f"{mode}.supervisord_s"],
-                      target="<= 1.0")
-        capture.ratio(f"{mode}.arena/floor_devnull", arena_t, capture.figures[f"{mode}.floor_devnull_s"],
-                      target="<= 1.3")
+        capture.ratio(
+            f"{mode}.arena/supervisord", arena_t, capture.figures[f"{mode}.supervisord_s"], target="<= 1.0"
+        )
+        capture.ratio(
+            f"{mode}.arena/floor_devnull",
+            arena_t,
+            capture.figures[f"{mode}.floor_devnull_s"],
+            target="<= 1.3",
+        )
         capture.ratio(f"{mode}.arena/floor_file", arena_t, capture.figures[f"{mode}.floor_file_s"])
-        capture.ratio(f"{mode}.supervisord/floor_devnull", capture.figures[f"{mode}.supervisord_s"],
-                      capture.figures[f"{mode}.floor_devnull_s"])
+        capture.ratio(
+            f"{mode}.supervisord/floor_devnull",
+            capture.figures[f"{mode}.supervisord_s"],
+            capture.figures[f"{mode}.floor_devnull_s"],
+        )
     return [capture, ingest, notify]
 
 
-def _one_round(capture: Section, notify: Section, ingest: Section, daemon: Supervisord, folder: Path,
-               lines: int, mode: str, buffered: bool, check_ingest: bool) -> None:
+def _one_round(
+    capture: Section,
+    notify: Section,
+    ingest: Section,
+    daemon: Supervisord,
+    folder: Path,
+    lines: int,
+    mode: str,
+    buffered: bool,
+    check_ingest: bool,
+) -> None:
     env = harness.trainer_env(unbuffered=not buffered)
     capture.figure(f"{mode}.floor_devnull_s", "s").add(_floor(lines, buffered, env, Path(os.devnull)))
     out = folder / "floor.out"
@@ -122,8 +146,9 @@ def _supervisord(daemon: Supervisord, name: str, lines: int) -> float:
     return seen - start
 
 
-async def _arena(lines: int, buffered: bool, check_ingest: bool
-                 ) -> tuple[float, list[tuple[str, str, float]], dict[str, Any] | None]:
+async def _arena(
+    lines: int, buffered: bool, check_ingest: bool
+) -> tuple[float, list[tuple[str, str, float]], dict[str, Any] | None]:
     job = harness.task_job("flood", "flood.py", *flood_args(lines, buffered)[1:])
     with harness.workspace([job]) as root:
         async with arena.session(root) as client:

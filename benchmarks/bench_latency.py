@@ -42,14 +42,19 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
     seconds = 1.0 if quick else 4.0
     harness.check_shared_clock()
     editor = Section("editor_latency", "line latency to the editor (arena/log), 100/s then 10k/s")
-    server = Section("server_latency", "line latency to the server (arena/logs polled every 5 ms) "
-                     "vs supervisord's tail polled every 10 ms")
+    server = Section(
+        "server_latency",
+        "line latency to the server (arena/logs polled every 5 ms) vs supervisord's tail polled every 10 ms",
+    )
     editor.facts.update({"seconds_per_rate": seconds, "repeats": repeats})
     server.facts.update({"seconds": seconds, "repeats": repeats})
     ticker_args = ["100", str(seconds)]
     with harness.scratch() as folder:
-        program = Program("ticker", [sys.executable, harness.trainer("ticker.py"), *ticker_args],
-                          env={"PYTHONUNBUFFERED": "1"})
+        program = Program(
+            "ticker",
+            [sys.executable, harness.trainer("ticker.py"), *ticker_args],
+            env={"PYTHONUNBUFFERED": "1"},
+        )
         with running(folder, [program]) as daemon:
             for _ in range(repeats):
                 asyncio.run(_editor_round(editor, seconds))
@@ -58,8 +63,9 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
     return [editor, server]
 
 
-def _add_percentiles(section: Section, prefix: str, latencies_ms: list[float],
-                     p50_target: str | None, p99_target: str | None) -> None:
+def _add_percentiles(
+    section: Section, prefix: str, latencies_ms: list[float], p50_target: str | None, p99_target: str | None
+) -> None:
     section.figure(f"{prefix}.p50_ms", "ms", p50_target).add(harness.percentile(latencies_ms, 50))
     section.figure(f"{prefix}.p99_ms", "ms", p99_target).add(harness.percentile(latencies_ms, 99))
     section.figure(f"{prefix}.max_ms", "ms").add(max(latencies_ms) if latencies_ms else float("nan"))
@@ -119,8 +125,9 @@ async def _server_round(section: Section, ticker_args: list[str]) -> None:
     section.figure("arena.agent_cpu_share", "cpu/s").add((agent_used or 0.0) / wall)
 
 
-async def _poll_logs(client: BenchClient, run_id: str, period: float, known_at: float
-                     ) -> tuple[list[float], float]:
+async def _poll_logs(
+    client: BenchClient, run_id: str, period: float, known_at: float
+) -> tuple[list[float], float]:
     """Poll ``arena/logs`` every ``period`` until the ticker is done; each tick's latency in ms.
 
     A tick written before ``known_at`` (when the start request returned: the
@@ -164,7 +171,7 @@ def _supervisord_round(section: Section, daemon: Supervisord, period: float = 0.
         arrived = time.perf_counter()
         fresh = size - offset  # the tail ends at ``size``: keep only what is new since ``offset``
         raw = data.encode() if isinstance(data, str) else data
-        pending += raw[len(raw) - fresh:] if 0 < fresh <= len(raw) else b""
+        pending += raw[len(raw) - fresh :] if 0 < fresh <= len(raw) else b""
         if fresh > len(raw):
             raise RuntimeError("supervisord's tail overflowed: poll faster or ask for more bytes")
         offset = size

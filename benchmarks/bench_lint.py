@@ -161,7 +161,7 @@ def format_metrics_{i}(metrics: dict[str, float]) -> str:
     return " ".join(parts)
 '''
 
-_MAIN = '''
+_MAIN = """
 
 def save_checkpoint(model, optimizer, step, path):
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -225,7 +225,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 
 def generate_trainer(lines: int = TARGET_LINES) -> str:
@@ -242,8 +242,9 @@ def generate_trainer(lines: int = TARGET_LINES) -> str:
     return "".join(parts)
 
 
-def _samples_ms(function: Callable[[], object], repeats: int,
-                clock: Callable[[], float] = time.perf_counter) -> list[float]:
+def _samples_ms(
+    function: Callable[[], object], repeats: int, clock: Callable[[], float] = time.perf_counter
+) -> list[float]:
     samples = []
     for _ in range(repeats):
         gc.collect()
@@ -316,7 +317,8 @@ def check_startup(repeats: int) -> dict[str, float | bool]:
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, "empty.py").write_text("")
         check, check_cpu = _child_ms(
-            [sys.executable, "-m", "arena_ls.client.entry", "check", "empty.py"], folder, repeats)
+            [sys.executable, "-m", "arena_ls.client.entry", "check", "empty.py"], folder, repeats
+        )
         bare, bare_cpu = _child_ms([sys.executable, "-c", "pass"], folder, repeats)
     check_ms = statistics.median(check)
     return {

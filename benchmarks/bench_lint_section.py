@@ -50,8 +50,7 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
 
 def _run_in_fresh_interpreter(quick: bool) -> dict[str, Any]:
     code = (
-        "import json; from benchmarks import bench_lint; "
-        f"print(json.dumps(bench_lint.run(quick={quick!r})))"
+        f"import json; from benchmarks import bench_lint; print(json.dumps(bench_lint.run(quick={quick!r})))"
     )
     completed = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=600

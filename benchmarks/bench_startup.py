@@ -31,8 +31,9 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
         for _ in range(repeats):
             section.figure("bare_pygls_ms", "ms").add(asyncio.run(_initialize(BARE, root)))
             section.figure("arena_ls_ms", "ms").add(asyncio.run(_initialize(server_argv(), root)))
-    section.ratio("arena/bare", section.figures["arena_ls_ms"], section.figures["bare_pygls_ms"],
-                  target="<= 1.3")
+    section.ratio(
+        "arena/bare", section.figures["arena_ls_ms"], section.figures["bare_pygls_ms"], target="<= 1.3"
+    )
     return [section]
 
 

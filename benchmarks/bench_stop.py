@@ -42,8 +42,13 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
     with harness.scratch() as folder:
         programs = [
             Program("coop", [sys.executable, harness.trainer("cooperative.py")], stopwaitsecs=10),
-            Program("tree", [sys.executable, harness.trainer("tree.py"), str(TREE_SIZE)],
-                    stopasgroup=True, killasgroup=True, stopwaitsecs=0),
+            Program(
+                "tree",
+                [sys.executable, harness.trainer("tree.py"), str(TREE_SIZE)],
+                stopasgroup=True,
+                killasgroup=True,
+                stopwaitsecs=0,
+            ),
         ]
         with running(folder, programs) as daemon:
             for _ in range(repeats):
@@ -100,13 +105,16 @@ async def _arena_kill_tree(section: Section, client: BenchClient) -> None:
     section.figure("arena.kill_tree.agent_cpu_s", "s").add(cpu["agent"])
     await asyncio.sleep(1.0)
     section.figure("arena.kill_tree_left_after_1s", "procs", "<= 0").add(
-        sum(not harness.pid_gone(pid) for pid in pids))
+        sum(not harness.pid_gone(pid) for pid in pids)
+    )
     section.figure("arena.agent_zombie_after_1s", "procs", "<= 0").add(
-        len(harness.zombies_among([info["agentPid"]])))
+        len(harness.zombies_among([info["agentPid"]]))
+    )
 
 
-async def _timed_stop(client: BenchClient, info: dict[str, Any], params: dict[str, Any]
-                      ) -> tuple[dict[str, Any], float, dict[str, float]]:
+async def _timed_stop(
+    client: BenchClient, info: dict[str, Any], params: dict[str, Any]
+) -> tuple[dict[str, Any], float, dict[str, float]]:
     """``arena/stop`` (waiting for the end): (result, seconds, CPU seconds of server and agent)."""
     watches = {"server": harness.CpuWatch(client.pid), "agent": harness.CpuWatch(info["agentPid"])}
     started = time.perf_counter()
@@ -157,7 +165,8 @@ def _supervisord_round(section: Section, daemon: Supervisord) -> None:
     section.figure("supervisord.kill_tree_all_gone_s", "s").add(gone)
     time.sleep(1.0)
     section.figure("supervisord.kill_tree_left_after_1s", "procs").add(
-        sum(not harness.pid_gone(pid) for pid in pids))
+        sum(not harness.pid_gone(pid) for pid in pids)
+    )
 
 
 def _wait_log(daemon: Supervisord, name: str, text: str, timeout: float = 60.0) -> str:

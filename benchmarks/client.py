@@ -92,8 +92,12 @@ class BenchClient(LanguageClient):
             "workspace/codeLens/refresh": _ignore,
             "workspace/configuration": _on_configuration,
         }
-        for method in ("window/logMessage", "window/showMessage", "$/progress",
-                       "textDocument/publishDiagnostics"):
+        for method in (
+            "window/logMessage",
+            "window/showMessage",
+            "$/progress",
+            "textDocument/publishDiagnostics",
+        ):
             handlers[method] = _ignore
         for method, handler in handlers.items():
             self.feature(method)(handler)
@@ -113,8 +117,14 @@ class BenchClient(LanguageClient):
 
     # -- process -----------------------------------------------------------------------------
 
-    async def launch(self, argv: list[str], *, stderr_path: Path, cwd: Path | None = None,
-                     env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    async def launch(
+        self,
+        argv: list[str],
+        *,
+        stderr_path: Path,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> asyncio.subprocess.Process:
         """Start the server with stdio pipes and its stderr in ``stderr_path``."""
         with open(stderr_path, "ab") as stderr:
             server = await asyncio.create_subprocess_exec(
@@ -211,8 +221,9 @@ def server_argv() -> list[str]:
     return [sys.executable, "-m", "arena_ls"]
 
 
-async def open_session(root: Path, stderr_path: Path, *, argv: list[str] | None = None,
-                       options: dict[str, Any] | None = None) -> BenchClient:
+async def open_session(
+    root: Path, stderr_path: Path, *, argv: list[str] | None = None, options: dict[str, Any] | None = None
+) -> BenchClient:
     """Start ``arena-ls`` on ``root`` and initialize it with ``{"python": sys.executable}``."""
     client = BenchClient()
     env = dict(os.environ)

@@ -297,7 +297,9 @@ def check_shared_clock() -> float:
     before = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", "import time; print(repr(time.perf_counter()))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     after = time.perf_counter()
     child = float(out.strip())

@@ -108,7 +108,11 @@ class Supervisord:
         with open(self.folder / "supervisord.stderr", "ab") as err:
             self.process = subprocess.Popen(
                 [str(supervisord), "-c", str(self.conf)],
-                stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env, start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                env=env,
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout
         while True:
@@ -141,8 +145,9 @@ class Supervisord:
             log.unlink()
         self.rpc.supervisor.startProcess(name, False)
 
-    def wait_state(self, name: str, states: set[str], timeout: float = 600.0,
-                   poll: float = POLL_SECONDS) -> tuple[float, dict[str, Any]]:
+    def wait_state(
+        self, name: str, states: set[str], timeout: float = 600.0, poll: float = POLL_SECONDS
+    ) -> tuple[float, dict[str, Any]]:
         """Poll until ``name`` is in one of ``states``; (perf_counter when seen, info)."""
         deadline = time.monotonic() + timeout
         while True:

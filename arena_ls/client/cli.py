@@ -97,9 +97,7 @@ def build_parser() -> Parser:
 
 
 def _add_check(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    check = sub.add_parser(
-        "check", parents=[common], help="lint trainers and the manifest (no server)"
-    )
+    check = sub.add_parser("check", parents=[common], help="lint trainers and the manifest (no server)")
     check.add_argument("paths", nargs="*", metavar="PATH")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument(
@@ -126,9 +124,7 @@ def _add_start(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         "(exit 1 unless it passed)",
     )
     resume = start.add_mutually_exclusive_group()
-    resume.add_argument(
-        "--fresh", action="store_true", help="do not resume from the last checkpoint"
-    )
+    resume.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")
     resume.add_argument("--start-step", type=_count, metavar="N", help="resume from step N")
 
 
@@ -141,15 +137,11 @@ def _add_stop(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         action="store_true",
         help="stop even a train run with no checkpoint (its work is lost)",
     )
-    stop.add_argument(
-        "--grace", type=_seconds, metavar="S", help="seconds the cooperative stop may take"
-    )
+    stop.add_argument("--grace", type=_seconds, metavar="S", help="seconds the cooperative stop may take")
 
 
 def _add_logs(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    logs = sub.add_parser(
-        "logs", parents=[common], help="a run's log (the active run, else JOB's latest)"
-    )
+    logs = sub.add_parser("logs", parents=[common], help="a run's log (the active run, else JOB's latest)")
     logs.add_argument("job", nargs="?", metavar="JOB")
     logs.add_argument(
         "-f",

@@ -76,8 +76,11 @@ async def follow_probe(session: LspSession, options: Options, info: dict[str, An
     """
     result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
     if result.detached:
-        print("arena: the probe goes on, but no verdict is recorded without a server watching it",
-              file=sys.stderr, flush=True)
+        print(
+            "arena: the probe goes on, but no verdict is recorded without a server watching it",
+            file=sys.stderr,
+            flush=True,
+        )
         return result.exit_code
     verdict = await probe_verdict(session, job_id, str(info.get("startedAt") or ""))
     if verdict is None:
@@ -201,9 +204,7 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
 # -- logs ----------------------------------------------------------------------------------
 
 
-def pick_run(
-    status: dict[str, Any], *, job: str | None = None, run_id: str | None = None
-) -> dict[str, Any]:
+def pick_run(status: dict[str, Any], *, job: str | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The run a command is about: ``run_id``, else the active run (of ``job``), else the latest."""
     runs = [r for r in status.get("runs") or [] if isinstance(r, dict)]
     if run_id is not None:
@@ -225,9 +226,7 @@ async def print_all_lines(session: LspSession, options: Options, run_id: str) ->
     cursor: str | None = None
     count = 0
     while True:
-        page = await session.request(
-            "arena/logs", {"runId": run_id, "cursor": cursor, "limit": PAGE_LIMIT}
-        )
+        page = await session.request("arena/logs", {"runId": run_id, "cursor": cursor, "limit": PAGE_LIMIT})
         lines = page.get("lines") or []
         for line in lines:
             print_line(options.console, line)
@@ -298,9 +297,7 @@ async def job_cwd(session: LspSession, job_id: str, root: Path) -> Path:
     return Path(cwd) if isinstance(cwd, str) and cwd else root
 
 
-def checkpoint_paths(
-    info: dict[str, Any], metrics: dict[str, Any], cwd: Path
-) -> list[tuple[int, Path]]:
+def checkpoint_paths(info: dict[str, Any], metrics: dict[str, Any], cwd: Path) -> list[tuple[int, Path]]:
     """Each checkpoint file the run announced, with the last step saved there, in order."""
     latest: dict[Path, int] = {}
     announced = [c for c in metrics.get("checkpoints") or [] if isinstance(c, dict)]
@@ -316,9 +313,7 @@ def checkpoint_paths(
     return [(step, path) for path, step in latest.items()]
 
 
-def print_checkpoints(
-    options: Options, info: dict[str, Any], metrics: dict[str, Any], cwd: Path
-) -> None:
+def print_checkpoints(options: Options, info: dict[str, Any], metrics: dict[str, Any], cwd: Path) -> None:
     found = checkpoint_paths(info, metrics, cwd)
     if not found:
         write_plain(options.console, f"run {info.get('runId')} announced no checkpoint")
@@ -343,9 +338,7 @@ async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
         job_id = str(pick_run(status, job=args.job).get("jobId"))
         runs = [r for r in status.get("runs") or [] if isinstance(r, dict) and r.get("jobId") == job_id]
         chain = resume_chain(sorted(runs, key=lambda r: str(r.get("startedAt") or "")))
-        pairs = [
-            (run, await session.request("arena/metrics", {"runId": run["runId"]})) for run in chain
-        ]
+        pairs = [(run, await session.request("arena/metrics", {"runId": run["runId"]})) for run in chain]
     curve = stitch(pairs)
     out = Path(args.out) if args.out else Path(f"{job_id}-loss.png")
     count = len(chain)

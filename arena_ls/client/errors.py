@@ -91,9 +91,7 @@ def _extra(reason: str, data: dict[str, Any]) -> str:
         known = data.get("known") or []
         return f"known jobs: {', '.join(map(str, known)) or 'none'}"
     if reason in ("gates-failed", "invalid-manifest"):
-        codes = sorted(
-            {str(d.get("code")) for d in data.get("diagnostics") or [] if isinstance(d, dict)}
-        )
+        codes = sorted({str(d.get("code")) for d in data.get("diagnostics") or [] if isinstance(d, dict)})
         return f"codes: {', '.join(codes)}" if codes else ""
     return ""
 

@@ -288,9 +288,7 @@ class Follower:
 
     async def _request_stop(self) -> None:
         try:
-            await self.session.request(
-                "arena/stop", {"runId": self.run_id, "confirm": True, "wait": False}
-            )
+            await self.session.request("arena/stop", {"runId": self.run_id, "confirm": True, "wait": False})
         except JsonRpcError as error:
             self.view.note(f"stop failed: {from_rpc_error(error).message}")
         except ServerExited:
@@ -311,9 +309,7 @@ async def follow_run(
     on_interrupt: OnInterrupt = OnInterrupt.DETACH,
 ) -> FollowResult:
     """Follow a run; an error the server answers becomes a ``CliError``."""
-    follower = Follower(
-        session, view, info, title, on_interrupt=on_interrupt, window=stop_window()
-    )
+    follower = Follower(session, view, info, title, on_interrupt=on_interrupt, window=stop_window())
     try:
         return await follower.run()
     except JsonRpcError as error:

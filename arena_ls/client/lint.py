@@ -23,9 +23,23 @@ from typing import Any, Literal, TextIO
 ManifestFindings = tuple[list[tuple[Path, Any]], list[Path]]
 MANIFEST = Path("training") / "manifest.json"
 """The same path as ``arena_ls.client.session.MANIFEST`` (not imported: it loads the client)."""
-_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "__pycache__", "node_modules", "build",
-                           "dist", ".tox", ".mypy_cache", ".ruff_cache", ".pytest_cache",
-                           "site-packages", ".arena"})
+_SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "node_modules",
+        "build",
+        "dist",
+        ".tox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        "site-packages",
+        ".arena",
+    }
+)
 
 
 def manifest_root(path: Path, fallback: Path) -> Path:
@@ -154,9 +168,7 @@ def run_check(args: argparse.Namespace, root: Path, stdout: TextIO | None = None
     except ImportError as error:
         from arena_ls.client.errors import EXIT_FAILED, CliError
 
-        raise CliError(
-            f"arena check is not available in this build ({error})", EXIT_FAILED
-        ) from error
+        raise CliError(f"arena check is not available in this build ({error})", EXIT_FAILED) from error
     return main_check(
         check_argv(args, root),
         stdout=stdout or sys.stdout,

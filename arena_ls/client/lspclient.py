@@ -145,9 +145,7 @@ class LspSession:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            await self._send(
-                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-            )
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             return await future
         finally:
             self._pending.pop(request_id, None)
@@ -208,9 +206,7 @@ class LspSession:
         error = message.get("error")
         if isinstance(error, dict):
             future.set_exception(
-                JsonRpcError(
-                    int(error.get("code", 0)), str(error.get("message", "")), error.get("data")
-                )
+                JsonRpcError(int(error.get("code", 0)), str(error.get("message", "")), error.get("data"))
             )
         else:
             future.set_result(message.get("result"))

@@ -58,7 +58,6 @@ class JobCurve:
         return not (self.loss or self.evals)
 
 
-
 def _step(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 

@@ -38,9 +38,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     for column in ("id", "name", "kind", "status", "runnable", "blocked by", "probe"):
         table.add_column(column)
     for job in jobs:
-        codes = sorted(
-            {str(d.get("code")) for d in job.get("blockedBy") or [] if isinstance(d, dict)}
-        )
+        codes = sorted({str(d.get("code")) for d in job.get("blockedBy") or [] if isinstance(d, dict)})
         table.add_row(
             str(job.get("id")),
             str(job.get("name")),
@@ -116,9 +114,7 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
             run_place(run),
             str(run.get("status")),
             str(run.get("stoppedBy") or "-"),
-            str(
-                run.get("exitCode") if run.get("exitCode") is not None else run.get("signal") or "-"
-            ),
+            str(run.get("exitCode") if run.get("exitCode") is not None else run.get("signal") or "-"),
             fmt_step(run.get("step"), run.get("totalSteps")),
             str(run.get("endedAt") or "-"),
         )

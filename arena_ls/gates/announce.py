@@ -21,8 +21,20 @@ from arena_ls.gates.facts import ModuleFacts
 from arena_ls.gates.patterns import lazy
 
 _PLACEHOLDER = lazy(r"%(?:\([^)]*\))?[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGrsa]|\{[^{}]*\}")
-_PRINTERS = frozenset({"print", "info", "warning", "debug", "log", "write", "echo", "secho",
-                       "set_description", "set_postfix_str"})
+_PRINTERS = frozenset(
+    {
+        "print",
+        "info",
+        "warning",
+        "debug",
+        "log",
+        "write",
+        "echo",
+        "secho",
+        "set_description",
+        "set_postfix_str",
+    }
+)
 _SAMPLE = "123"
 
 
@@ -33,8 +45,7 @@ def builtin_patterns() -> tuple[re.Pattern[str], ...]:
     return BUILTIN_CHECKPOINT_PATTERNS
 
 
-def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str],
-                          text: str = "") -> bool:
+def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str], text: str = "") -> bool:
     """True when some line the file prints announces a checkpoint the supervisor can read."""
     if text and not job_patterns and "@arena" not in text and not _mentions_checkpoint(text):
         return False  # nothing could match: no need to read the strings
@@ -60,8 +71,7 @@ def _mentions_checkpoint(text: str) -> bool:
 def _arena_announcement(texts: list[str]) -> bool:
     """An ``@arena`` prefix somewhere, and the ``checkpoint`` event named somewhere."""
     has_prefix = any("@arena" in text for text in texts)
-    names_event = any("checkpoint" in text and ('"event"' in text or text == "checkpoint")
-                      for text in texts)
+    names_event = any("checkpoint" in text and ('"event"' in text or text == "checkpoint") for text in texts)
     return has_prefix and names_event
 
 
@@ -129,8 +139,7 @@ def _strings_in(expr: ast.expr) -> Iterator[str]:
 
 def _is_printer(call: ast.Call) -> bool:
     func = call.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(
-        func, ast.Attribute) else ""
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
     return name in _PRINTERS
 
 
@@ -139,16 +148,25 @@ def render(node: ast.expr) -> str:
     if isinstance(node, ast.Constant):
         return _fill(node.value) if isinstance(node.value, str) else _SAMPLE
     if isinstance(node, ast.JoinedStr):
-        return "".join(render(part) if isinstance(part, ast.Constant) else _SAMPLE
-                       for part in node.values)
+        return "".join(render(part) if isinstance(part, ast.Constant) else _SAMPLE for part in node.values)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return render(node.left) + render(node.right)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(
-            node.left, ast.Constant) and isinstance(node.left.value, str):
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+    ):
         return _fill(node.left.value)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-            node.func.attr == "format" and isinstance(node.func.value, ast.Constant)
-            and isinstance(node.func.value.value, str)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and (
+            node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str)
+        )
+    ):
         return _fill(node.func.value.value)
     return _SAMPLE
 

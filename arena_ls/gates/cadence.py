@@ -35,12 +35,31 @@ _NEUTRAL_NAME = lazy(
     r"|out_dir|checkpoint_dir|ckpt_dir|push_to_hub|wandb|tensorboard",
     re.IGNORECASE,
 )
-_CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp",
-                           "flags", "FLAGS", "params", "training_args", "train_args", "options",
-                           "settings", "hps"})
-_STEP_HOOKS = lazy(r"^(training_step|on_(train_)?batch_(start|end)|on_step_(begin|end)"
-                         r"|on_before_optimizer_step|on_after_backward|on_before_backward"
-                         r"|on_optimizer_step)$")
+_CONFIG_ROOTS = frozenset(
+    {
+        "args",
+        "opt",
+        "opts",
+        "cfg",
+        "config",
+        "conf",
+        "hparams",
+        "hp",
+        "flags",
+        "FLAGS",
+        "params",
+        "training_args",
+        "train_args",
+        "options",
+        "settings",
+        "hps",
+    }
+)
+_STEP_HOOKS = lazy(
+    r"^(training_step|on_(train_)?batch_(start|end)|on_step_(begin|end)"
+    r"|on_before_optimizer_step|on_after_backward|on_before_backward"
+    r"|on_optimizer_step)$"
+)
 _EPOCH_HOOKS = lazy(r"^on_\w*epoch\w*$")
 _SMALL_BOUND = 10
 
@@ -89,34 +108,42 @@ class CadenceAnalyzer:
         for index, (site, chain) in enumerate(_segments(path)):
             outer = root.node if index == 0 else site.scope.node
             for test in _early_exit_tests(outer, chain, site.node.lineno):
-                terms.extend(_Term(divisor, expr, site.scope)
-                             for divisor, expr in _modulo_terms(test, positive=False)
-                             if not _is_rank_modulo(expr))
+                terms.extend(
+                    _Term(divisor, expr, site.scope)
+                    for divisor, expr in _modulo_terms(test, positive=False)
+                    if not _is_rank_modulo(expr)
+                )
             for node, field in chain:
                 if isinstance(node, ast.ExceptHandler) and field == "body":
                     return Cadence(kind="handler", node=where)
                 if not isinstance(node, ast.If) or field not in ("body", "orelse"):
                     continue
                 # rank guards (``rank % ngpus == 0``) say which process saves, not how often
-                found = [(divisor, expr) for divisor, expr in
-                         _modulo_terms(node.test, positive=field == "body")
-                         if not _is_rank_modulo(expr)]
+                found = [
+                    (divisor, expr)
+                    for divisor, expr in _modulo_terms(node.test, positive=field == "body")
+                    if not _is_rank_modulo(expr)
+                ]
                 # a test with a modulo term is the cadence guard (its ``or last_step`` is fine)
                 terms.extend(_Term(divisor, expr, site.scope) for divisor, expr in found)
                 if not found and not self._is_neutral(node.test, site.scope):
                     dynamic.append(node.test)
         epoch_level = self._epoch_level(root, path)
         if dynamic:
-            return Cadence(kind="unknown", node=dynamic[0],
-                           reason=f"it runs only when `{_text(dynamic[0])}`",
-                           on_stop=any(_is_stop_check(test) for test in dynamic))
+            return Cadence(
+                kind="unknown",
+                node=dynamic[0],
+                reason=f"it runs only when `{_text(dynamic[0])}`",
+                on_stop=any(_is_stop_check(test) for test in dynamic),
+            )
         if terms:
             return self._from_terms(terms, epoch_level)
         if epoch_level:
             return Cadence(kind="epoch", node=where)
         if isinstance(root, Scope) and not _STEP_HOOKS.match(root.name):
-            return Cadence(kind="unknown", node=where,
-                           reason=f"it runs in `{root.name}`, whose cadence is not known")
+            return Cadence(
+                kind="unknown", node=where, reason=f"it runs in `{root.name}`, whose cadence is not known"
+            )
         return Cadence(kind="every", node=where, steps=1)
 
     def _from_terms(self, terms: list[_Term], epoch_level: bool) -> Cadence:
@@ -129,10 +156,14 @@ class CadenceAnalyzer:
             if value.known and (number is None or number <= 0):
                 shown = "None" if value.value is None else repr(value.value)
                 subject = f"`{_text(term.divisor)}`"
-                where = f" ({value.origin})" if value.origin and not isinstance(
-                    term.divisor, ast.Constant) else ""
-                return Cadence(kind="never", node=term.node,
-                               origin=f"{subject}{where} is {shown}, so it never runs")
+                where = (
+                    f" ({value.origin})"
+                    if value.origin and not isinstance(term.divisor, ast.Constant)
+                    else ""
+                )
+                return Cadence(
+                    kind="never", node=term.node, origin=f"{subject}{where} is {shown}, so it never runs"
+                )
             if number is None:
                 unresolved.append((term, value))
             else:
@@ -144,8 +175,9 @@ class CadenceAnalyzer:
         term, value = unresolved[0]
         text = _text(term.divisor)
         why = f" ({value.origin})" if value.origin and value.origin != text else ""
-        return Cadence(kind="unknown", node=term.node,
-                       reason=f"the value of `{text}` cannot be resolved{why}")
+        return Cadence(
+            kind="unknown", node=term.node, reason=f"the value of `{text}` cannot be resolved{why}"
+        )
 
     # levels ----------------------------------------------------------------------
 
@@ -155,15 +187,13 @@ class CadenceAnalyzer:
             return bool(_EPOCH_HOOKS.match(root.name))
         innermost: LoopSite = root
         for node, field in path.links():
-            if isinstance(node, LOOP_TYPES) and field in ("body", "test") and (
-                    not is_retry_loop(node)):
+            if isinstance(node, LOOP_TYPES) and field in ("body", "test") and (not is_retry_loop(node)):
                 inner = self.facts.loop_site(node)
                 if inner is not None:
                     innermost = inner
         on_path = {id(node) for node, _field in path.links()}
         return any(
-            id(loop.node) not in on_path and not is_retry_loop(loop.node)
-            and self._is_stepping(loop)
+            id(loop.node) not in on_path and not is_retry_loop(loop.node) and self._is_stepping(loop)
             for loop in self.graph.nested_loops(innermost)
         )
 
@@ -189,8 +219,7 @@ class CadenceAnalyzer:
         is none of these.
         """
         if isinstance(test, ast.BoolOp):
-            if isinstance(test.op, ast.Or) and any(self._always_true(v, scope)
-                                                   for v in test.values):
+            if isinstance(test.op, ast.Or) and any(self._always_true(v, scope) for v in test.values):
                 return True
             return all(self._is_neutral(value, scope) for value in test.values)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -200,8 +229,11 @@ class CadenceAnalyzer:
                 return True
             if isinstance(node, ast.Name) and _NEUTRAL_NAME.search(node.id):
                 return True
-        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and (
-                test.func.id in ("isinstance", "hasattr", "callable")):
+        if (
+            isinstance(test, ast.Call)
+            and isinstance(test.func, ast.Name)
+            and (test.func.id in ("isinstance", "hasattr", "callable"))
+        ):
             return True
         if self._after_warmup(test, scope) or self._set_once_check(test, scope):
             return True
@@ -209,8 +241,11 @@ class CadenceAnalyzer:
 
     def _set_once_check(self, test: ast.expr, scope: Scope) -> bool:
         """``saver is not None`` (or ``is None``) on a name assigned at most once: loop-invariant."""
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-                and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+        if not (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        ):
             return False
         left, right = test.left, test.comparators[0]
         if not (isinstance(right, ast.Constant) and right.value is None):
@@ -261,11 +296,12 @@ class CadenceAnalyzer:
                 return True
             assignments = self.facts.all_assignments(expr.id)
             return bool(assignments) and all(
-                self.resolver.resolve(item.value, item.scope, item.stmt.lineno).known
-                for item in assignments)
+                self.resolver.resolve(item.value, item.scope, item.stmt.lineno).known for item in assignments
+            )
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
             return expr.func.id in ("isinstance", "hasattr", "callable", "len") and all(
-                self._is_config(arg, scope) for arg in expr.args)
+                self._is_config(arg, scope) for arg in expr.args
+            )
         return False
 
 
@@ -284,14 +320,21 @@ def _early_exit_tests(outer: ast.AST, chain: Chain, line: int) -> Iterator[ast.e
     ``if step % 100 != 0: continue`` makes the rest of the loop body run every 100 steps.
     """
     blocks: list[list[ast.stmt]] = [getattr(outer, "body", [])]
-    blocks.extend(getattr(node, field) for node, field in chain if field in _BLOCK_FIELDS
-                  and isinstance(getattr(node, field, None), list))
+    blocks.extend(
+        getattr(node, field)
+        for node, field in chain
+        if field in _BLOCK_FIELDS and isinstance(getattr(node, field, None), list)
+    )
     for block in blocks:
         for stmt in block:
             if (stmt.end_lineno or stmt.lineno) >= line:
                 break
-            if isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 and (
-                    isinstance(stmt.body[0], (ast.Continue, ast.Return))):
+            if (
+                isinstance(stmt, ast.If)
+                and not stmt.orelse
+                and len(stmt.body) == 1
+                and (isinstance(stmt.body[0], (ast.Continue, ast.Return)))
+            ):
                 yield stmt.test
 
 
@@ -310,8 +353,7 @@ def _modulo_terms(test: ast.expr, positive: bool) -> Iterator[tuple[ast.expr, as
         left, right = test.left, test.comparators[0]
         modulo = left if _is_counter_modulo(left) else right if _is_counter_modulo(right) else None
         other = right if modulo is left else left
-        if modulo is None or not isinstance(other, (ast.Constant, ast.Name, ast.Attribute,
-                                                    ast.BinOp)):
+        if modulo is None or not isinstance(other, (ast.Constant, ast.Name, ast.Attribute, ast.BinOp)):
             return
         assert isinstance(modulo, ast.BinOp)
         op = test.ops[0]
@@ -321,8 +363,11 @@ def _modulo_terms(test: ast.expr, positive: bool) -> Iterator[tuple[ast.expr, as
 
 def _is_counter_modulo(expr: ast.expr) -> bool:
     """``step % N`` on a counter; not ``"%d" % step`` string formatting."""
-    return (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod)
-            and not isinstance(expr.left, (ast.Constant, ast.JoinedStr)))
+    return (
+        isinstance(expr, ast.BinOp)
+        and isinstance(expr.op, ast.Mod)
+        and not isinstance(expr.left, (ast.Constant, ast.JoinedStr))
+    )
 
 
 _STOP = lazy(r"stop|ARENA_STOP_FILE|interrupt|terminat|preempt", re.IGNORECASE)
@@ -333,8 +378,7 @@ def _is_stop_check(test: ast.expr) -> bool:
     return bool(_STOP.search(ast.unparse(test)))
 
 
-_RANK_NAME = lazy(r"rank|process_index|local_process|gpu_id|device_id|worker_id",
-                        re.IGNORECASE)
+_RANK_NAME = lazy(r"rank|process_index|local_process|gpu_id|device_id|worker_id", re.IGNORECASE)
 
 
 def _is_rank_modulo(test: ast.expr) -> bool:
@@ -345,8 +389,7 @@ def _is_rank_modulo(test: ast.expr) -> bool:
     if not (isinstance(modulo, ast.BinOp) and isinstance(modulo.op, ast.Mod)):
         return False
     left = modulo.left
-    name = left.id if isinstance(left, ast.Name) else (
-        left.attr if isinstance(left, ast.Attribute) else "")
+    name = left.id if isinstance(left, ast.Name) else (left.attr if isinstance(left, ast.Attribute) else "")
     return bool(name) and bool(_RANK_NAME.search(name))
 
 

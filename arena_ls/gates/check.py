@@ -26,8 +26,7 @@ ManifestLinter = Callable[[Path], tuple[list[tuple[Path, Finding]], list[Path]]]
 """Lints a manifest: its own findings (with the file each is in) and the scripts it names."""
 
 DEFAULT_MANIFEST = Path("training") / "manifest.json"
-_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "__pycache__", "node_modules", ".aide",
-                           "build", "dist"})
+_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "__pycache__", "node_modules", ".aide", "build", "dist"})
 
 
 class UsageError(Exception):
@@ -39,14 +38,12 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def main_check(argv: list[str], *, stdout: TextIO,
-               manifest_linter: ManifestLinter | None = None) -> int:
+def main_check(argv: list[str], *, stdout: TextIO, manifest_linter: ManifestLinter | None = None) -> int:
     """Run ``arena check`` with ``argv`` (the arguments after ``check``); return the exit status."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-        results, checked = _collect(args.paths, manifest_linter,
-                                    fp32_only=True if args.fp32_only else None)
+        results, checked = _collect(args.paths, manifest_linter, fp32_only=True if args.fp32_only else None)
     except UsageError as error:
         print(f"arena check: {error}", file=sys.stderr)
         return 2
@@ -59,13 +56,19 @@ def main_check(argv: list[str], *, stdout: TextIO,
 
 
 def _parser() -> _Parser:
-    parser = _Parser(prog="arena check",
-                     description="Check trainer scripts against the arena gates.")
-    parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="trainer .py files or folders (default: the manifest's scripts)")
+    parser = _Parser(prog="arena check", description="Check trainer scripts against the arena gates.")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="trainer .py files or folders (default: the manifest's scripts)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--fp32-only", action="store_true",
-                        help="the GPU has no fast half precision: report mixed precision (AR011)")
+    parser.add_argument(
+        "--fp32-only",
+        action="store_true",
+        help="the GPU has no fast half precision: report mixed precision (AR011)",
+    )
     return parser
 
 
@@ -87,8 +90,9 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def _collect(paths: list[str], manifest_linter: ManifestLinter | None,
-             *, fp32_only: bool | None) -> tuple[list[tuple[Path, Finding]], int]:
+def _collect(
+    paths: list[str], manifest_linter: ManifestLinter | None, *, fp32_only: bool | None
+) -> tuple[list[tuple[Path, Finding]], int]:
     """The findings, and how many files were read (manifests and scripts)."""
     if not paths:
         if manifest_linter is None:
@@ -105,8 +109,7 @@ def _collect(paths: list[str], manifest_linter: ManifestLinter | None,
             scripts.extend(_python_files(path))
         elif path.suffix == ".json":
             if manifest_linter is None:
-                print(f"arena check: skipping manifest {raw} (checked by the server)",
-                      file=sys.stderr)
+                print(f"arena check: skipping manifest {raw} (checked by the server)", file=sys.stderr)
                 continue
             manifest_findings, named = manifest_linter(path)
             manifests += 1
@@ -165,5 +168,7 @@ def _write(results: list[tuple[Path, Finding]], fmt: str, stdout: TextIO) -> Non
         stdout.write(json.dumps(items, indent=2) + "\n")
         return
     for path, finding in results:
-        stdout.write(f"{path}:{finding.line + 1}:{finding.col + 1}: {finding.severity} "
-                     f"{finding.code} {finding.message}\n")
+        stdout.write(
+            f"{path}:{finding.line + 1}:{finding.col + 1}: {finding.severity} "
+            f"{finding.code} {finding.message}\n"
+        )

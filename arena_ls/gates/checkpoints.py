@@ -26,12 +26,13 @@ _STEP_KEY = lazy(
     r"|global_iter|tokens_seen|samples_seen)$",
     re.IGNORECASE,
 )
-_EPOCH_KEY = lazy(r"^(epoch|epochs|cur_epoch|current_epoch|epoch_num|epoch_idx)$",
-                        re.IGNORECASE)
-_BATCH_KEY = lazy(r"^(batch|batch_idx|batch_index|batch_num|batch_no|batch_i|batch_id"
-                        r"|batches_seen|batch_step)$", re.IGNORECASE)
-_MODULE_NAME = lazy(r"model|net|module|encoder|decoder|transformer|gpt|llm",
-                          re.IGNORECASE)
+_EPOCH_KEY = lazy(r"^(epoch|epochs|cur_epoch|current_epoch|epoch_num|epoch_idx)$", re.IGNORECASE)
+_BATCH_KEY = lazy(
+    r"^(batch|batch_idx|batch_index|batch_num|batch_no|batch_i|batch_id"
+    r"|batches_seen|batch_step)$",
+    re.IGNORECASE,
+)
+_MODULE_NAME = lazy(r"model|net|module|encoder|decoder|transformer|gpt|llm", re.IGNORECASE)
 _MAX_DEPTH = 6
 
 
@@ -100,8 +101,7 @@ class SaveAnalyzer:
     def __init__(self, facts: ModuleFacts, graph: CallGraph) -> None:
         self.facts = facts
         self.graph = graph
-        self.registers_state = any(
-            site.name == "register_for_checkpointing" for site in facts.calls)
+        self.registers_state = any(site.name == "register_for_checkpointing" for site in facts.calls)
 
     def is_save(self, site: CallSite) -> bool:
         if not is_save_call(site):
@@ -110,8 +110,7 @@ class SaveAnalyzer:
 
     def contents(self, path: Path) -> Contents:
         site = path.target
-        if site.name in ("save_checkpoint", "save_state") and not isinstance(site.node.func,
-                                                                           ast.Attribute):
+        if site.name in ("save_checkpoint", "save_state") and not isinstance(site.node.func, ast.Attribute):
             return Contents(known=False, node=site.node)  # a helper imported from elsewhere
         if site.name == "save_checkpoint":
             weights_only = is_true(keyword(site.node, "weights_only"))
@@ -135,13 +134,11 @@ class SaveAnalyzer:
         """``torch.save(obj, f)``, ``save_file(tensors, f)``, ``fabric.save(path, state)``."""
         if site.name == "save_file":
             return argument(site.node, 0, "tensors")
-        if isinstance(site.node.func, ast.Attribute) and last_identifier(
-                site.node.func.value) == "fabric":
+        if isinstance(site.node.func, ast.Attribute) and last_identifier(site.node.func.value) == "fabric":
             return argument(site.node, 1, "state")
         return argument(site.node, 0, "obj")
 
-    def _object(self, expr: ast.expr, scope: Scope, path: Path, index: int,
-                depth: int) -> Contents:
+    def _object(self, expr: ast.expr, scope: Scope, path: Path, index: int, depth: int) -> Contents:
         if depth > _MAX_DEPTH:
             return Contents(known=False, node=expr)
         if isinstance(expr, ast.Dict):
@@ -156,8 +153,7 @@ class SaveAnalyzer:
             return Contents(known=True, node=expr, whole_module=True)
         return Contents(known=False, node=expr)
 
-    def _call(self, expr: ast.Call, scope: Scope, path: Path, index: int,
-              depth: int) -> Contents:
+    def _call(self, expr: ast.Call, scope: Scope, path: Path, index: int, depth: int) -> Contents:
         if isinstance(expr.func, ast.Name) and expr.func.id == "dict":
             keys = _Keys(extras=bool(expr.args))
             keys.add_keywords(expr.keywords)
@@ -173,12 +169,12 @@ class SaveAnalyzer:
             inner = self._object(expr.func.value, scope, path, index, depth + 1)
             return dataclasses.replace(inner, node=expr)
         if _MODULE_NAME.search(last_identifier(expr.func)) or (
-                isinstance(expr.func, ast.Name) and expr.func.id in self.facts.classes):
+            isinstance(expr.func, ast.Name) and expr.func.id in self.facts.classes
+        ):
             return Contents(known=True, node=expr, whole_module=True)
         return Contents(known=False, node=expr)
 
-    def _name(self, expr: ast.Name, scope: Scope, path: Path, index: int,
-              depth: int) -> Contents:
+    def _name(self, expr: ast.Name, scope: Scope, path: Path, index: int, depth: int) -> Contents:
         name = expr.id
         if name in scope.params() and scope.kind == "function":
             argument_expr = self._argument_from_caller(scope, name, path, index)
@@ -202,8 +198,7 @@ class SaveAnalyzer:
             return Contents(known=True, node=expr, whole_module=True)
         return Contents(known=False, node=expr)
 
-    def _argument_from_caller(self, scope: Scope, name: str, path: Path,
-                              index: int) -> ast.expr | None:
+    def _argument_from_caller(self, scope: Scope, name: str, path: Path, index: int) -> ast.expr | None:
         if index <= 0:
             return None
         call = path.sites[index - 1].node
@@ -211,15 +206,13 @@ class SaveAnalyzer:
         if found is not None:
             return found
         positional = scope.positional_params()
-        if positional and positional[0] in ("self", "cls") and isinstance(call.func,
-                                                                          ast.Attribute):
+        if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
             positional = positional[1:]
         if name in positional:
             return argument(call, positional.index(name), name)
         return None
 
-    def _with_items(self, contents: Contents, scope: Scope, name: str, start: int,
-                    end: int) -> Contents:
+    def _with_items(self, contents: Contents, scope: Scope, name: str, start: int, end: int) -> Contents:
         """Add ``name["key"] = ...`` and ``name.update(...)`` made between two lines."""
         keys = _Keys()
         touched = False
@@ -228,10 +221,14 @@ class SaveAnalyzer:
                 keys.add_key(item.target, item.value)
                 touched = True
         for site in scope.calls:
-            if site.name == "update" and dotted(receiver(site.node)) == name and (
-                    start <= site.node.lineno <= end):
-                keys.extras = keys.extras or bool(site.node.args and not isinstance(
-                    site.node.args[0], ast.Dict))
+            if (
+                site.name == "update"
+                and dotted(receiver(site.node)) == name
+                and (start <= site.node.lineno <= end)
+            ):
+                keys.extras = keys.extras or bool(
+                    site.node.args and not isinstance(site.node.args[0], ast.Dict)
+                )
                 for arg in site.node.args:
                     if isinstance(arg, ast.Dict):
                         keys.add_dict(arg)
@@ -256,18 +253,23 @@ class SaveAnalyzer:
         for node in ast.walk(expr):
             if isinstance(node, ast.FormattedValue):
                 return True
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-                    node.func.attr == "format"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and (node.func.attr == "format")
+            ):
                 return True
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(
-                    node.left, ast.Constant):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Mod)
+                and isinstance(node.left, ast.Constant)
+            ):
                 return True
             if isinstance(node, ast.Name):
                 names.append(node.id)
         for name in names:
             for assignment in scope.assigns.get(name, []):
-                if assignment.value is not expr and self._mentions_counter_shallow(
-                        assignment.value):
+                if assignment.value is not expr and self._mentions_counter_shallow(assignment.value):
                     return True
         return False
 
@@ -289,5 +291,8 @@ def _from_keys(keys: _Keys, node: ast.AST) -> Contents:
 
 def _is_optimizer_state(expr: ast.expr) -> bool:
     """``optimizer.state_dict()`` (any receiver whose name mentions opt)."""
-    return (isinstance(expr, ast.Call) and last_identifier(expr.func) == "state_dict"
-            and "opt" in dotted(receiver(expr)).lower())
+    return (
+        isinstance(expr, ast.Call)
+        and last_identifier(expr.func) == "state_dict"
+        and "opt" in dotted(receiver(expr)).lower()
+    )

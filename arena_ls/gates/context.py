@@ -19,15 +19,22 @@ from arena_ls.gates.values import Resolver
 _HOOK = lazy(r"^(training_step|on_\w+)$")
 _CUDA_MENTION = lazy(r"cuda|gpu|nccl|device_map", re.IGNORECASE)
 _CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map")
-_GPU_CHOOSING_PACKAGES = frozenset({"lightning", "pytorch_lightning", "transformers", "trl",
-                                    "accelerate", "deepspeed", "composer", "ignite"})
+_GPU_CHOOSING_PACKAGES = frozenset(
+    {"lightning", "pytorch_lightning", "transformers", "trl", "accelerate", "deepspeed", "composer", "ignite"}
+)
 
 
 class TrainerContext:
     """A parsed trainer and the analyses the rules share."""
 
-    def __init__(self, source: SourceText, tree: ast.Module, *, fp32_only: bool | None,
-                 checkpoint_patterns: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        source: SourceText,
+        tree: ast.Module,
+        *,
+        fp32_only: bool | None,
+        checkpoint_patterns: tuple[str, ...] = (),
+    ) -> None:
         self.source = source
         self.tree = tree
         self.fp32_only = fp32_only
@@ -73,15 +80,16 @@ class TrainerContext:
         if training.loop is not None:
             return [training.loop]
         if training.framework is not None:
-            return [scope for scope in self.facts.scopes
-                    if scope.kind == "function" and scope.class_name and _HOOK.match(scope.name)]
+            return [
+                scope
+                for scope in self.facts.scopes
+                if scope.kind == "function" and scope.class_name and _HOOK.match(scope.name)
+            ]
         return []
 
     def paths(self, key: str, predicate: Predicate) -> list[tuple[Root, Path]]:
         """Paths from the training roots to calls matching ``predicate``, in source order."""
-        found = [
-            (root, path) for root in self.roots for path in self.graph.paths(root, key, predicate)
-        ]
+        found = [(root, path) for root in self.roots for path in self.graph.paths(root, key, predicate)]
         found.sort(key=lambda item: _position(item[1].first))
         return found
 
@@ -96,8 +104,13 @@ class TrainerContext:
         return min(matches, key=_position) if matches else None
 
 
-def mentions_in_code(source: SourceText, facts: ModuleFacts, pattern: re.Pattern[str],
-                     literals: tuple[str, ...], skip_lines: range = range(0)) -> bool:
+def mentions_in_code(
+    source: SourceText,
+    facts: ModuleFacts,
+    pattern: re.Pattern[str],
+    literals: tuple[str, ...],
+    skip_lines: range = range(0),
+) -> bool:
     """Whether ``pattern`` occurs in the code: not in a comment, not in a docstring.
 
     ``literals`` are lowercase strings every match contains: they are found
@@ -138,8 +151,12 @@ def _docstring_lines(facts: ModuleFacts) -> set[int]:
     facts.docstring_lines = lines
     for scope in facts.scopes:
         body = getattr(scope.node, "body", [])
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and (
-                isinstance(body[0].value.value, str)):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and (isinstance(body[0].value.value, str))
+        ):
             lines.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
     return lines
 

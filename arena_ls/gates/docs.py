@@ -1,7 +1,7 @@
 """Generate ``docs/rules.md`` from the rule registry.
 
-    python -m arena_ls.gates.docs            # (re)write docs/rules.md
-    python -m arena_ls.gates.docs --check    # exit 1 when docs/rules.md is stale
+python -m arena_ls.gates.docs            # (re)write docs/rules.md
+python -m arena_ls.gates.docs --check    # exit 1 when docs/rules.md is stale
 """
 
 from __future__ import annotations
@@ -82,8 +82,9 @@ def render() -> str:
     """The whole of docs/rules.md."""
     parts = [_HEADER]
     for rule in RULES.values():
-        parts.append(f"| [{rule.code}](#{rule.code.lower()}) | {rule.name} | {rule.severity} "
-                     f"| {_table_text(rule)} |\n")
+        parts.append(
+            f"| [{rule.code}](#{rule.code.lower()}) | {rule.name} | {rule.severity} | {_table_text(rule)} |\n"
+        )
     parts.append(_READING)
     for rule in RULES.values():
         parts.append("\n" + _section(rule))
@@ -116,7 +117,7 @@ def _manifest_rules() -> str:
 def _table_text(rule: Rule) -> str:
     summary = rule.doc.summary
     prefix = f"{rule.code} {rule.name}: "
-    text = summary[len(prefix):] if summary.startswith(prefix) else summary
+    text = summary[len(prefix) :] if summary.startswith(prefix) else summary
     return text.replace("|", "\\|")
 
 

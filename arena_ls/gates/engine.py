@@ -27,8 +27,9 @@ def _log_exception(message: str, *args: object) -> None:
     logging.getLogger(__name__).exception(message, *args)
 
 
-def lint_trainer(source: str | bytes, *, fp32_only: bool | None = None,
-                 checkpoint_patterns: tuple[str, ...] = ()) -> list[Finding]:
+def lint_trainer(
+    source: str | bytes, *, fp32_only: bool | None = None, checkpoint_patterns: tuple[str, ...] = ()
+) -> list[Finding]:
     """Every gate finding for one trainer script, sorted by position.
 
     ``fp32_only`` is the device profile: True turns AR011 on, None (unknown)
@@ -46,8 +47,7 @@ def lint_trainer(source: str | bytes, *, fp32_only: bool | None = None,
             gc.enable()
 
 
-def _lint(text: SourceText, fp32_only: bool | None,
-          checkpoint_patterns: tuple[str, ...]) -> list[Finding]:
+def _lint(text: SourceText, fp32_only: bool | None, checkpoint_patterns: tuple[str, ...]) -> list[Finding]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -56,8 +56,7 @@ def _lint(text: SourceText, fp32_only: bool | None,
         return [syntax_error_finding(text, error)]
     suppressions = parse_suppressions(text)
     try:
-        ctx = TrainerContext(text, tree, fp32_only=fp32_only,
-                             checkpoint_patterns=checkpoint_patterns)
+        ctx = TrainerContext(text, tree, fp32_only=fp32_only, checkpoint_patterns=checkpoint_patterns)
     except Exception:  # a bug must not take the server down; the log says what happened
         _log_exception("could not analyse the trainer; no gate findings for it")
         return []

@@ -223,22 +223,24 @@ class _Walker:
             for target in stmt.targets:
                 self._class_attribute(target, stmt.value, scope)
 
-    def _record_target(self, target: ast.expr, value: ast.expr, stmt: ast.stmt,
-                       scope: Scope) -> None:
+    def _record_target(self, target: ast.expr, value: ast.expr, stmt: ast.stmt, scope: Scope) -> None:
         if isinstance(target, ast.Name):
-            scope.assigns.setdefault(target.id, []).append(
-                Assignment(target.id, value, stmt, scope))
+            scope.assigns.setdefault(target.id, []).append(Assignment(target.id, value, stmt, scope))
         elif isinstance(target, ast.Attribute):
             self.facts.attr_assigns.setdefault(target.attr, []).append(
-                Assignment(target.attr, value, stmt, scope))
+                Assignment(target.attr, value, stmt, scope)
+            )
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             key = target.slice
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 scope.item_assigns.setdefault(target.value.id, []).append(
-                    Assignment(key.value, value, stmt, scope))
-        elif (isinstance(target, (ast.Tuple, ast.List))
-              and isinstance(value, (ast.Tuple, ast.List))
-              and len(target.elts) == len(value.elts)):
+                    Assignment(key.value, value, stmt, scope)
+                )
+        elif (
+            isinstance(target, (ast.Tuple, ast.List))
+            and isinstance(value, (ast.Tuple, ast.List))
+            and len(target.elts) == len(value.elts)
+        ):
             for sub_target, sub_value in zip(target.elts, value.elts, strict=True):
                 self._record_target(sub_target, sub_value, stmt, scope)
 
@@ -258,8 +260,7 @@ class _Walker:
         if stmt.module and not stmt.level:
             self.facts.imports.add(stmt.module.split(".")[0])
             for alias in stmt.names:
-                self.facts.imported_names[alias.asname or alias.name] = (
-                    f"{stmt.module}.{alias.name}")
+                self.facts.imported_names[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
 
     # compound statements -------------------------------------------------------
 
@@ -269,8 +270,7 @@ class _Walker:
             self.expressions(decorator, scope, chain)
         self.expressions(stmt.args, scope, chain)
         class_name = scope.name if scope.kind == "class" else scope.class_name
-        inner = Scope(node=stmt, kind="function", name=stmt.name, parent=scope,
-                      class_name=class_name)
+        inner = Scope(node=stmt, kind="function", name=stmt.name, parent=scope, class_name=class_name)
         self.facts.scopes.append(inner)
         scope.functions[stmt.name] = inner
         if scope.kind == "class":
@@ -283,8 +283,7 @@ class _Walker:
         assert isinstance(stmt, ast.ClassDef)
         for expr in (*stmt.decorator_list, *stmt.bases, *stmt.keywords):
             self.expressions(expr, scope, chain)
-        inner = Scope(node=stmt, kind="class", name=stmt.name, parent=scope,
-                      class_name=stmt.name)
+        inner = Scope(node=stmt, kind="class", name=stmt.name, parent=scope, class_name=stmt.name)
         self.facts.scopes.append(inner)
         bases = [_base_name(base) for base in stmt.bases]
         self.facts.classes[stmt.name] = ClassInfo(node=stmt, scope=inner, bases=bases)
@@ -377,8 +376,20 @@ _FIELD_CACHE: dict[type, tuple[str, ...]] = {}
 
 def _child_fields(kind: type) -> tuple[str, ...]:
     """The fields of a node class that can hold child nodes (never nested statements)."""
-    skip = {"ctx", "op", "ops", "type_comment", "kind", "id", "attr", "conversion", "is_async",
-            "level", "simple", "asname"}
+    skip = {
+        "ctx",
+        "op",
+        "ops",
+        "type_comment",
+        "kind",
+        "id",
+        "attr",
+        "conversion",
+        "is_async",
+        "level",
+        "simple",
+        "asname",
+    }
     if issubclass(kind, ast.stmt):
         skip |= {"body", "orelse", "finalbody", "handlers", "cases"}
     fields = tuple(name for name in getattr(kind, "_fields", ()) if name not in skip)
@@ -427,4 +438,3 @@ def iter_statements(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
         for case in getattr(stmt, "cases", ()) or ():
             nested.extend(case.body)
         stack.extend(reversed(nested))
-

@@ -27,8 +27,9 @@ from arena_ls.gates.source import SourceText
 FrameworkKind = Literal["lightning", "hf"]
 _LIGHTNING_PACKAGES = frozenset({"lightning", "pytorch_lightning"})
 _HF_PACKAGES = frozenset({"transformers", "trl"})
-_HF_ARGUMENT_CLASSES = frozenset({"SFTConfig", "DPOConfig", "GRPOConfig", "RewardConfig",
-                                  "ORPOConfig", "KTOConfig", "PPOConfig"})
+_HF_ARGUMENT_CLASSES = frozenset(
+    {"SFTConfig", "DPOConfig", "GRPOConfig", "RewardConfig", "ORPOConfig", "KTOConfig", "PPOConfig"}
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
@@ -84,8 +85,7 @@ def find_training_loop(facts: ModuleFacts, graph: CallGraph, source: SourceText)
         return TrainingLoop(kind="loop", anchor=source.header_span(loop.node), loop=loop)
     framework = find_framework(facts)
     if framework is not None:
-        return TrainingLoop(kind="framework", anchor=source.span(framework.call.node),
-                            framework=framework)
+        return TrainingLoop(kind="framework", anchor=source.span(framework.call.node), framework=framework)
     return TrainingLoop(kind="none", anchor=source.line_span(0))
 
 
@@ -103,9 +103,11 @@ def _outermost_backward_loop(facts: ModuleFacts, graph: CallGraph) -> LoopSite |
         return inner.scope in reached[id(outer)]
 
     outermost = [
-        loop for loop in candidates
-        if not any(other is not loop and contains(other, loop) and not contains(loop, other)
-                   for other in candidates)
+        loop
+        for loop in candidates
+        if not any(
+            other is not loop and contains(other, loop) and not contains(loop, other) for other in candidates
+        )
     ]
     pool = outermost or candidates
     return max(pool, key=lambda loop: (_size(loop.node), -loop.node.lineno))
@@ -127,8 +129,11 @@ def is_retry_loop(node: ast.stmt) -> bool:
     if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
         return False
     body = node.body
-    tries = [(index, stmt) for index, stmt in enumerate(body) if isinstance(stmt, ast.Try)
-             or type(stmt).__name__ == "TryStar"]
+    tries = [
+        (index, stmt)
+        for index, stmt in enumerate(body)
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar"
+    ]
     if not tries:
         return False
     if isinstance(node, (ast.For, ast.AsyncFor)) and _bounded_attempts(node):
@@ -136,9 +141,11 @@ def is_retry_loop(node: ast.stmt) -> bool:
     for index, stmt in tries:
         after = body[index + 1] if index + 1 < len(body) else None
         try_node: ast.Try = stmt  # type: ignore[assignment]
-        if (try_node.body and isinstance(try_node.body[-1], ast.Break)) or any(
-                isinstance(item, ast.Break) for item in try_node.orelse) or isinstance(
-                after, ast.Break):
+        if (
+            (try_node.body and isinstance(try_node.body[-1], ast.Break))
+            or any(isinstance(item, ast.Break) for item in try_node.orelse)
+            or isinstance(after, ast.Break)
+        ):
             return True
     return False
 
@@ -147,14 +154,22 @@ def _bounded_attempts(node: ast.For | ast.AsyncFor) -> bool:
     """``for attempt in range(3)`` (``retry``, ``tries``...; ``_`` only with a small literal)."""
     target = node.target
     iterator = node.iter
-    if not (isinstance(target, ast.Name) and isinstance(iterator, ast.Call)
-            and call_name(iterator) == "range" and len(iterator.args) == 1):
+    if not (
+        isinstance(target, ast.Name)
+        and isinstance(iterator, ast.Call)
+        and call_name(iterator) == "range"
+        and len(iterator.args) == 1
+    ):
         return False
     if _RETRY_NAME.search(target.id):
         return True
     bound = iterator.args[0]
-    return (target.id.strip("_") == "" and isinstance(bound, ast.Constant)
-            and isinstance(bound.value, int) and bound.value <= _MAX_ANONYMOUS_ATTEMPTS)
+    return (
+        target.id.strip("_") == ""
+        and isinstance(bound, ast.Constant)
+        and isinstance(bound.value, int)
+        and bound.value <= _MAX_ANONYMOUS_ATTEMPTS
+    )
 
 
 def _size(node: ast.stmt) -> int:
@@ -168,19 +183,18 @@ def find_framework(facts: ModuleFacts) -> Framework | None:
             if site.name == "LightningCLI":
                 return Framework(kind="lightning", call=site, trainer_call=None)
             if site.name == "fit" and _is_trainer(site, constructors):
-                return Framework(kind="lightning", call=site,
-                                 trainer_call=constructors.get(_owner(site)))
+                return Framework(kind="lightning", call=site, trainer_call=constructors.get(_owner(site)))
     if facts.imports & _HF_PACKAGES:
         for site in facts.calls:
             if site.name == "train" and _is_trainer(site, constructors):
                 args_calls = tuple(
-                    other.node for other in facts.calls
-                    if other.name.endswith("TrainingArguments")
-                    or other.name in _HF_ARGUMENT_CLASSES
+                    other.node
+                    for other in facts.calls
+                    if other.name.endswith("TrainingArguments") or other.name in _HF_ARGUMENT_CLASSES
                 )
-                return Framework(kind="hf", call=site,
-                                 trainer_call=constructors.get(_owner(site)),
-                                 args_calls=args_calls)
+                return Framework(
+                    kind="hf", call=site, trainer_call=constructors.get(_owner(site)), args_calls=args_calls
+                )
     return None
 
 
@@ -204,4 +218,3 @@ def _trainer_constructors(facts: ModuleFacts) -> dict[str, ast.Call]:
                 if isinstance(value, ast.Call) and call_name(value).endswith("Trainer"):
                     found[name] = value
     return found
-

@@ -26,8 +26,9 @@ from arena_ls.gates.sites import is_backward, is_oom_type
 
 _BROAD = frozenset({"RuntimeError", "Exception", "BaseException"})
 _ATTEMPT = lazy(r"attempt|retr|tries|trial", re.IGNORECASE)
-_MESSAGE_CHECKS = frozenset({"find", "search", "match", "startswith", "endswith", "index",
-                             "count", "fullmatch", "__contains__"})
+_MESSAGE_CHECKS = frozenset(
+    {"find", "search", "match", "startswith", "endswith", "index", "count", "fullmatch", "__contains__"}
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
@@ -77,9 +78,9 @@ class OomAnalyzer:
 
     def _sites_in(self, try_site: TrySite, node: ast.AST, field: str) -> list[CallSite]:
         return [
-            site for site in try_site.scope.calls
-            if any(link_node is node and link_field == field for link_node, link_field in
-                   site.chain)
+            site
+            for site in try_site.scope.calls
+            if any(link_node is node and link_field == field for link_node, link_field in site.chain)
         ]
 
     def _around_step(self, try_site: TrySite) -> bool:
@@ -98,7 +99,8 @@ class OomAnalyzer:
         framework = self.ctx.training.framework
         params = _enclosing_params(try_site.scope)
         step_calls = [
-            site for site in body
+            site
+            for site in body
             if (framework is not None and site is framework.call)
             or (isinstance(site.node.func, ast.Name) and site.node.func.id in params)
             or self.graph.sites_reach([site], "backward", is_backward)
@@ -110,8 +112,7 @@ class OomAnalyzer:
         return self._in_retry_loop(try_site)
 
     def _in_retry_loop(self, try_site: TrySite) -> bool:
-        loops = [node for node, field in try_site.chain
-                 if isinstance(node, LOOP_TYPES) and field == "body"]
+        loops = [node for node, field in try_site.chain if isinstance(node, LOOP_TYPES) and field == "body"]
         if not loops:
             return False
         loop = loops[-1]
@@ -119,8 +120,7 @@ class OomAnalyzer:
         if _ATTEMPT.search(ast.unparse(header)):
             return True
         node = try_site.node
-        return any(isinstance(stmt, (ast.Break, ast.Return)) for stmt in (*node.body,
-                                                                          *node.orelse))
+        return any(isinstance(stmt, (ast.Break, ast.Return)) for stmt in (*node.body, *node.orelse))
 
     # wrappers --------------------------------------------------------------------
 
@@ -134,8 +134,7 @@ class OomAnalyzer:
 
     def _wrapper_applied(self, handlers: list[OomHandler]) -> bool:
         wrappers = {
-            id(_outermost_function(found.try_site.scope)): _outermost_function(
-                found.try_site.scope)
+            id(_outermost_function(found.try_site.scope)): _outermost_function(found.try_site.scope)
             for found in handlers
             if self._calls_parameter(found.try_site) and self._retries(found)
         }
@@ -143,10 +142,14 @@ class OomAnalyzer:
             return False
         for scope in self.facts.scopes:
             node = scope.node
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and any(
                     self._is_wrapper(decorator, scope.parent or scope, wrappers)
-                    for decorator in node.decorator_list) and self.graph.sites_reach(
-                    scope.calls, "backward", is_backward):
+                    for decorator in node.decorator_list
+                )
+                and self.graph.sites_reach(scope.calls, "backward", is_backward)
+            ):
                 return True
         for site in self.facts.calls:
             callee = self.graph.function_for(site.node.func, site.scope)
@@ -162,15 +165,14 @@ class OomAnalyzer:
     def _passes_step(self, site: CallSite) -> bool:
         for arg in [*site.node.args, *(item.value for item in site.node.keywords)]:
             if isinstance(arg, ast.Lambda):
-                inner = [self.facts.site_for(node) for node in ast.walk(arg.body)
-                         if isinstance(node, ast.Call)]
-                if self.graph.sites_reach([s for s in inner if s is not None], "backward",
-                                          is_backward):
+                inner = [
+                    self.facts.site_for(node) for node in ast.walk(arg.body) if isinstance(node, ast.Call)
+                ]
+                if self.graph.sites_reach([s for s in inner if s is not None], "backward", is_backward):
                     return True
             elif isinstance(arg, (ast.Name, ast.Attribute)):
                 function = self.graph.function_for(arg, site.scope)
-                if function is not None and self.graph.sites_reach(function.calls, "backward",
-                                                                   is_backward):
+                if function is not None and self.graph.sites_reach(function.calls, "backward", is_backward):
                     return True
         return False
 

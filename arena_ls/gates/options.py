@@ -21,10 +21,10 @@ from arena_ls.gates.rules.base import Violation
 from arena_ls.gates.source import comment_start
 
 _OPTION_CALLS = frozenset({"add_argument", "option", "Option", "add_option"})
-_DATACLASS_PARSERS = frozenset({"HfArgumentParser", "cli", "parse", "CLI", "wrap", "Fire",
-                                "ArgumentParser"})
-_DATACLASS_PACKAGES = frozenset({"transformers", "tyro", "simple_parsing", "jsonargparse",
-                                 "pyrallis", "draccus", "fire"})
+_DATACLASS_PARSERS = frozenset({"HfArgumentParser", "cli", "parse", "CLI", "wrap", "Fire", "ArgumentParser"})
+_DATACLASS_PACKAGES = frozenset(
+    {"transformers", "tyro", "simple_parsing", "jsonargparse", "pyrallis", "draccus", "fire"}
+)
 START_STEP_NAMES = frozenset({"start_step", "resume_step"})
 
 
@@ -60,11 +60,11 @@ class CliOptions:
                     text = string_value(arg)
                     if text is not None and text.startswith("-"):
                         self.flags.add(text)
-            elif site.name == "HfArgumentParser" and "TrainingArguments" in ast.unparse(
-                    site.node):
+            elif site.name == "HfArgumentParser" and "TrainingArguments" in ast.unparse(site.node):
                 self.flags.add("--resume_from_checkpoint")
         if facts.imports & _DATACLASS_PACKAGES and any(
-                site.name in _DATACLASS_PARSERS for site in facts.calls):
+            site.name in _DATACLASS_PARSERS for site in facts.calls
+        ):
             for info in facts.classes.values():
                 self.names.update(info.attributes)
             for site in facts.calls_named("Fire"):
@@ -75,8 +75,7 @@ class CliOptions:
         self.names.update(flag.lstrip("-").replace("-", "_") for flag in self.flags)
 
     def has_resume(self) -> bool:
-        return any(name.startswith("resume") and name not in START_STEP_NAMES
-                   for name in self.names)
+        return any(name.startswith("resume") and name not in START_STEP_NAMES for name in self.names)
 
     def has_start_step(self) -> bool:
         return bool(self.names & START_STEP_NAMES)
@@ -114,7 +113,9 @@ class CliOptions:
                 for assignment in assignments:
                     value = assignment.value
                     if isinstance(value, ast.Call) and dotted(value.func).split(".")[-1] in (
-                            "ArgumentParser", "HfArgumentParser"):
+                        "ArgumentParser",
+                        "HfArgumentParser",
+                    ):
                         constructors.setdefault(name, value)
         if len(constructors) < 2:
             return None
@@ -138,15 +139,16 @@ class CliOptions:
 
     def insertion(self) -> Insertion | None:
         """Just after the last ``parser.add_argument(...)`` statement, at its indentation."""
-        candidates = [site for site in self.ctx.facts.calls_named("add_argument")
-                      if receiver(site.node) is not None]
+        candidates = [
+            site for site in self.ctx.facts.calls_named("add_argument") if receiver(site.node) is not None
+        ]
         for site in sorted(candidates, key=lambda s: s.node.lineno, reverse=True):
             stmt = _statement_of(site)
             if stmt is None:
                 continue
             source = self.ctx.source
             end_line = (stmt.end_lineno or stmt.lineno) - 1
-            tail = source.line(end_line)[source.char_col(end_line, stmt.end_col_offset or 0):]
+            tail = source.line(end_line)[source.char_col(end_line, stmt.end_col_offset or 0) :]
             cut = comment_start(tail)
             if (tail if cut < 0 else tail[:cut]).strip():
                 return None  # another statement follows on the same line
@@ -154,8 +156,14 @@ class CliOptions:
             last = end_line + 1 >= len(source.lines)
             line = end_line if last else end_line + 1
             col = len(source.line(end_line)) if last else 0
-            return Insertion(line=line, col=col, indent=source.indentation(stmt),
-                             parser=parser, leading_newline=last, newline=source.newline)
+            return Insertion(
+                line=line,
+                col=col,
+                indent=source.indentation(stmt),
+                parser=parser,
+                leading_newline=last,
+                newline=source.newline,
+            )
         return None
 
 

@@ -154,8 +154,9 @@ class CallGraph:
         """Whether any of these call sites matches, or runs a function that does."""
         return any(self._from_site(site, key, predicate, MAX_HOPS, frozenset()) for site in sites)
 
-    def _from_site(self, site: CallSite, key: str, predicate: Predicate, hops: int,
-                   stack: frozenset[int]) -> list[tuple[CallSite, ...]]:
+    def _from_site(
+        self, site: CallSite, key: str, predicate: Predicate, hops: int, stack: frozenset[int]
+    ) -> list[tuple[CallSite, ...]]:
         result: list[tuple[CallSite, ...]] = []
         if predicate(site):
             result.append((site,))
@@ -170,8 +171,9 @@ class CallGraph:
                     return result
         return result
 
-    def _in_scope(self, scope: Scope, key: str, predicate: Predicate, hops: int,
-                  stack: frozenset[int]) -> list[tuple[CallSite, ...]]:
+    def _in_scope(
+        self, scope: Scope, key: str, predicate: Predicate, hops: int, stack: frozenset[int]
+    ) -> list[tuple[CallSite, ...]]:
         memo_key = (key, id(scope), hops)
         cached = self._memo.get(memo_key)
         if cached is not None:
@@ -204,9 +206,9 @@ class CallGraph:
     def nested_loops(self, loop: LoopSite) -> list[LoopSite]:
         """Loops inside a loop's body, directly or in the functions it runs."""
         inner = [
-            other for other in loop.scope.loops
-            if other is not loop and any(node is loop.node and field == "body"
-                                         for node, field in other.chain)
+            other
+            for other in loop.scope.loops
+            if other is not loop and any(node is loop.node and field == "body" for node, field in other.chain)
         ]
         for scope in self.reached_scopes(loop.calls):
             inner.extend(scope.loops)
@@ -221,8 +223,10 @@ def _instance_classes(facts: ModuleFacts) -> dict[str, str]:
         for name, assignments in group.items():
             for assignment in assignments:
                 value = assignment.value
-                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and (
-                        value.func.id in facts.classes):
+                if (
+                    isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Name)
+                    and (value.func.id in facts.classes)
+                ):
                     found[name] = value.func.id
     return found
-

@@ -39,7 +39,5 @@ _MODULES = (
     ar014_checkpoint_announce,
 )
 
-RULES: MappingProxyType[str, Rule] = MappingProxyType(
-    {module.RULE.code: module.RULE for module in _MODULES})
+RULES: MappingProxyType[str, Rule] = MappingProxyType({module.RULE.code: module.RULE for module in _MODULES})
 """Every trainer rule by code, AR000 (the syntax error) included, in code order."""
-

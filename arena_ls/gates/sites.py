@@ -29,8 +29,7 @@ def is_optimizer_step(site: CallSite) -> bool:
     if site.name != "step":
         return False
     owner = dotted(receiver(site.node)).lower()
-    return ("opt" in owner or owner.endswith("scaler") or "engine" in owner) and (
-        "sched" not in owner)
+    return ("opt" in owner or owner.endswith("scaler") or "engine" in owner) and ("sched" not in owner)
 
 
 def is_empty_cache(site: CallSite) -> bool:
@@ -50,7 +49,8 @@ def is_save_call(site: CallSite) -> bool:
     if name == "save":
         # torch.save / th.save / Lightning Fabric's fabric.save; not np.save or json.save
         return isinstance(func, ast.Attribute) and (
-            dotted(func.value) in ("torch", "th") or last_identifier(func.value) == "fabric")
+            dotted(func.value) in ("torch", "th") or last_identifier(func.value) == "fabric"
+        )
     return True
 
 

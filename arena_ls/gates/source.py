@@ -62,9 +62,7 @@ class SourceText:
         end_line = line if end_line is None else end_line - 1
         col = self.char_col(line, getattr(node, "col_offset", 0))
         end_offset = getattr(node, "end_col_offset", None)
-        end_col = len(self.line(end_line)) if end_offset is None else self.char_col(
-            end_line, end_offset
-        )
+        end_col = len(self.line(end_line)) if end_offset is None else self.char_col(end_line, end_offset)
         return Span(line, col, end_line, end_col)
 
     def header_span(self, stmt: ast.stmt) -> Span:

@@ -36,8 +36,7 @@ class Entry:
         return f"set at line {line}" + (f" when {when}" if when else "")
 
 
-def splat_entries(facts: ModuleFacts, expr: ast.expr, scope: Scope, key: str,
-                  depth: int = 0) -> list[Entry]:
+def splat_entries(facts: ModuleFacts, expr: ast.expr, scope: Scope, key: str, depth: int = 0) -> list[Entry]:
     """Every place ``key`` is given a value in the dict that ``**expr`` passes."""
     if depth > _MAX_DEPTH:
         return []
@@ -50,8 +49,7 @@ def splat_entries(facts: ModuleFacts, expr: ast.expr, scope: Scope, key: str,
     return []
 
 
-def _dict_literal(facts: ModuleFacts, node: ast.Dict, scope: Scope, key: str,
-                  depth: int) -> Iterator[Entry]:
+def _dict_literal(facts: ModuleFacts, node: ast.Dict, scope: Scope, key: str, depth: int) -> Iterator[Entry]:
     for dict_key, value in zip(node.keys, node.values, strict=False):
         if dict_key is None:
             yield from splat_entries(facts, value, scope, key, depth + 1)
@@ -59,8 +57,7 @@ def _dict_literal(facts: ModuleFacts, node: ast.Dict, scope: Scope, key: str,
             yield Entry(value, dict_key, scope, _conditions(scope, dict_key.lineno))
 
 
-def _dict_call(facts: ModuleFacts, node: ast.Call, scope: Scope, key: str,
-               depth: int) -> Iterator[Entry]:
+def _dict_call(facts: ModuleFacts, node: ast.Call, scope: Scope, key: str, depth: int) -> Iterator[Entry]:
     for arg in node.args:
         yield from splat_entries(facts, arg, scope, key, depth + 1)
     for item in node.keywords:
@@ -70,8 +67,7 @@ def _dict_call(facts: ModuleFacts, node: ast.Call, scope: Scope, key: str,
             yield Entry(item.value, item, scope, _conditions(scope, item.value.lineno))
 
 
-def _named_dict(facts: ModuleFacts, name: str, scope: Scope, key: str,
-                depth: int) -> Iterator[Entry]:
+def _named_dict(facts: ModuleFacts, name: str, scope: Scope, key: str, depth: int) -> Iterator[Entry]:
     current: Scope | None = scope
     while current is not None:
         assignments = current.assigns.get(name, [])
@@ -94,7 +90,8 @@ def _conditions(scope: Scope, line: int) -> tuple[str, ...]:
     for stmt in iter_statements(getattr(scope.node, "body", [])):
         if isinstance(stmt, ast.If) and stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
             in_body = bool(stmt.body) and stmt.body[0].lineno <= line <= (
-                stmt.body[-1].end_lineno or stmt.body[-1].lineno)
+                stmt.body[-1].end_lineno or stmt.body[-1].lineno
+            )
             test = ast.unparse(stmt.test)
             test = test if len(test) <= 50 else test[:47] + "..."
             if in_body:

@@ -16,8 +16,7 @@ from arena_ls.gates.model import Finding, TextEdit
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.source import SourceText, comment_line, comment_start
 
-_DIRECTIVE = lazy(r"#\s*arena:\s*ignore(?P<file>-file)?(?:\[(?P<codes>[^\]]*)\])?",
-                        re.IGNORECASE)
+_DIRECTIVE = lazy(r"#\s*arena:\s*ignore(?P<file>-file)?(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 ALL = "*"
 _TRIPLE_DOUBLE = '"' * 3
 _TRIPLE_SINGLE = "'" * 3
@@ -59,8 +58,9 @@ def parse_suppressions(source: SourceText) -> Suppressions:
             codes = _codes(match.group("codes"))
             target = file if match.group("file") else by_line.setdefault(index, set())
             target.update(codes)
-    return Suppressions(by_line={k: frozenset(v) for k, v in by_line.items()},
-                        file=frozenset(file), lines=source.lines)
+    return Suppressions(
+        by_line={k: frozenset(v) for k, v in by_line.items()}, file=frozenset(file), lines=source.lines
+    )
 
 
 def _codes(text: str | None) -> set[str]:
@@ -85,8 +85,7 @@ def suppression_edit(source: str, finding: Finding) -> TextEdit:
         if codes is None:
             return TextEdit(target, len(line), target, len(line), "")
         merged = ", ".join(sorted(_codes(codes) | {finding.code}))
-        return TextEdit(target, directive.start(), target, directive.end(),
-                        f"# arena: ignore[{merged}]")
+        return TextEdit(target, directive.start(), target, directive.end(), f"# arena: ignore[{merged}]")
     end = len(line.rstrip())
     return TextEdit(target, end, target, end, f"  # arena: ignore[{finding.code}]")
 
@@ -101,8 +100,7 @@ def _comment_start(line: str) -> int:
     start = comment_start(line)
     if start >= 0:
         return start
-    closes = [index for index in (line.find(_TRIPLE_DOUBLE), line.find(_TRIPLE_SINGLE))
-              if index >= 0]
+    closes = [index for index in (line.find(_TRIPLE_DOUBLE), line.find(_TRIPLE_SINGLE)) if index >= 0]
     if not closes:
         return -1
     close = min(closes)

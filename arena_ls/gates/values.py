@@ -73,17 +73,16 @@ def collect_options(facts: ModuleFacts) -> dict[str, ArgOption]:
     """argparse options by ``dest``; the first definition of a dest wins."""
     options: dict[str, ArgOption] = {}
     for site in facts.calls_named("add_argument"):
-        flags = tuple(
-            text for text in (string_value(arg) for arg in site.node.args) if text is not None
-        )
+        flags = tuple(text for text in (string_value(arg) for arg in site.node.args) if text is not None)
         if not flags or not all(flag.startswith("-") for flag in flags):
             continue
         dest = string_value(keyword(site.node, "dest")) or _dest_from_flags(flags)
         action = string_value(keyword(site.node, "action"))
         options.setdefault(
             dest,
-            ArgOption(flags=flags, dest=dest, call=site.node,
-                      default=keyword(site.node, "default"), action=action),
+            ArgOption(
+                flags=flags, dest=dest, call=site.node, default=keyword(site.node, "default"), action=action
+            ),
         )
     return options
 
@@ -163,14 +162,16 @@ class Resolver:
             if unknown is not None:
                 value, arg = unknown
                 why = f" ({value.origin} is not known here)" if value.origin else ""
-                return Value(known=False, origin=f"parameter {name}, passed `{_describe(arg)}` "
-                             f"at line {arg.lineno}{why}")
+                return Value(
+                    known=False,
+                    origin=f"parameter {name}, passed `{_describe(arg)}` at line {arg.lineno}{why}",
+                )
             lines = ", ".join(str(arg.lineno) for _value, arg in values)
-            return Value(known=False, origin=f"parameter {name}, given different values at "
-                         f"lines {lines}")
+            return Value(known=False, origin=f"parameter {name}, given different values at lines {lines}")
         if default is None:
-            return Value(known=False, origin=f"parameter {name}, which has no default and no "
-                         "same-file caller")
+            return Value(
+                known=False, origin=f"parameter {name}, which has no default and no same-file caller"
+            )
         value = self.resolve(default, function.parent or function)
         where = f"the default of parameter {name} at line {default.lineno}"
         return _with_origin(value, where)
@@ -192,14 +193,16 @@ class Resolver:
             if arg is None and name in positional:
                 index = positional.index(name) - (1 if method else 0)
                 if 0 <= index < len(call.args) and not any(
-                        isinstance(item, ast.Starred) for item in call.args[: index + 1]):
+                    isinstance(item, ast.Starred) for item in call.args[: index + 1]
+                ):
                     arg = call.args[index]
             if arg is not None:
                 found.append((arg, site.scope))
         return found
 
-    def instance_of(self, expr: ast.expr, scope: Scope, line: int,
-                    depth: int = 0) -> tuple[ClassInfo, ast.Call | None] | None:
+    def instance_of(
+        self, expr: ast.expr, scope: Scope, line: int, depth: int = 0
+    ) -> tuple[ClassInfo, ast.Call | None] | None:
         """The same-file class an expression is an instance of, and its constructor call."""
         if depth > 6:
             return None
@@ -209,8 +212,11 @@ class Resolver:
             if info is not None:
                 return info, expr
             if name in ("field", "ib", "attrib", "Factory"):
-                factory = keyword(expr, "default_factory") or keyword(expr, "factory") or (
-                    expr.args[0] if name == "Factory" and expr.args else None)
+                factory = (
+                    keyword(expr, "default_factory")
+                    or keyword(expr, "factory")
+                    or (expr.args[0] if name == "Factory" and expr.args else None)
+                )
                 if isinstance(factory, ast.Name) and factory.id in self.facts.classes:
                     return self.facts.classes[factory.id], None
                 default = keyword(expr, "default")
@@ -232,14 +238,14 @@ class Resolver:
                 return self.instance_of(defaults[-1], info.scope, defaults[-1].lineno, depth + 1)
         return None
 
-    def _instance_of_name(self, name: str, scope: Scope, line: int,
-                          depth: int) -> tuple[ClassInfo, ast.Call | None] | None:
+    def _instance_of_name(
+        self, name: str, scope: Scope, line: int, depth: int
+    ) -> tuple[ClassInfo, ast.Call | None] | None:
         current: Scope | None = scope
         while current is not None:
             assignment = self.assignment_before(current, name, line if current is scope else 0)
             if assignment is not None:
-                return self.instance_of(assignment.value, assignment.scope,
-                                        assignment.stmt.lineno, depth + 1)
+                return self.instance_of(assignment.value, assignment.scope, assignment.stmt.lineno, depth + 1)
             params = current.params()
             if name in params:
                 for arg, caller in self.call_arguments(current, name):
@@ -293,30 +299,29 @@ class Resolver:
             values = info.attributes.get(expr.attr)
             if values:
                 value = self.resolve(values[-1], info.scope)
-                return _with_origin(
-                    value, f"{info.node.name}.{expr.attr} at line {values[-1].lineno}")
+                return _with_origin(value, f"{info.node.name}.{expr.attr} at line {values[-1].lineno}")
         assignments = self.facts.attr_assigns.get(expr.attr, [])
         resolved = [self._from_assignment(item) for item in assignments]
         known = [value for value in resolved if value.known]
-        if known and len({repr(value.value) for value in known}) == 1 and len(known) == len(
-                resolved):
+        if known and len({repr(value.value) for value in known}) == 1 and len(known) == len(resolved):
             return known[-1]
         return Value(known=False, origin=_describe(expr))
 
-    def _field(self, owner: tuple[ClassInfo, ast.Call | None], attr: str, scope: Scope,
-               line: int) -> Value | None:
+    def _field(
+        self, owner: tuple[ClassInfo, ast.Call | None], attr: str, scope: Scope, line: int
+    ) -> Value | None:
         """A field of a same-file config instance: the constructor's keyword, else its default."""
         info, call = owner
         given = keyword(call, attr) if call is not None else None
         if given is not None:
             value = self.resolve(given, scope, line)
-            return _with_origin(value, f"{attr}= given to {info.node.name}(...) at line "
-                                f"{given.lineno}")
+            return _with_origin(value, f"{attr}= given to {info.node.name}(...) at line {given.lineno}")
         defaults = info.attributes.get(attr)
         if defaults:
             value = self.resolve(defaults[-1], info.scope)
-            return _with_origin(value, f"the default of {info.node.name}.{attr} at line "
-                                f"{defaults[-1].lineno}")
+            return _with_origin(
+                value, f"the default of {info.node.name}.{attr} at line {defaults[-1].lineno}"
+            )
         return None
 
     def option_default(self, option: ArgOption) -> Value:
@@ -341,8 +346,11 @@ class Resolver:
         source = self._assignment_in_chain(scope, expr.value.id, line)
         if source is None:
             return Value(known=False, origin=f"{expr.value.id} is not assigned in this file")
-        return Value(known=False, origin=f"{expr.value.id} comes from `{_describe(source.value)}` "
-                     f"at line {source.stmt.lineno}, read at run time")
+        return Value(
+            known=False,
+            origin=f"{expr.value.id} comes from `{_describe(source.value)}` "
+            f"at line {source.stmt.lineno}, read at run time",
+        )
 
     def _assignment_in_chain(self, scope: Scope, name: str, line: int) -> Assignment | None:
         current: Scope | None = scope
@@ -418,8 +426,10 @@ class Resolver:
             pick = min if call_name(expr) == "min" else max
             return Value(known=True, value=pick(n for n in numbers if n is not None))
         positive = call_name(expr) == "max" and any((n or 0) > 0 for n in numbers)
-        positive = positive or (call_name(expr) == "min" and all(
-            (v.positive or (n or 0) > 0) for v, n in zip(values, numbers, strict=True)))
+        positive = positive or (
+            call_name(expr) == "min"
+            and all((v.positive or (n or 0) > 0) for v, n in zip(values, numbers, strict=True))
+        )
         return Value(known=False, origin=f"{call_name(expr)}(...)", positive=positive)
 
     def _binop(self, expr: ast.expr, scope: Scope, line: int) -> Value:
@@ -461,8 +471,11 @@ def _annotation(function: Scope, name: str) -> str:
         return ""
     for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
         if arg.arg == name and arg.annotation is not None:
-            return last_identifier(arg.annotation) if isinstance(
-                arg.annotation, (ast.Name, ast.Attribute)) else ""
+            return (
+                last_identifier(arg.annotation)
+                if isinstance(arg.annotation, (ast.Name, ast.Attribute))
+                else ""
+            )
     return ""
 
 

@@ -42,9 +42,7 @@ def architecture(capability: tuple[int, int]) -> str:
     return names.get(major, "unknown architecture")
 
 
-def describe_device_profile(
-    setting: bool | None, gpus: Sequence[Gpu], gpu_error: str | None = None
-) -> str:
+def describe_device_profile(setting: bool | None, gpus: Sequence[Gpu], gpu_error: str | None = None) -> str:
     """One line for status displays, e.g. ``FP32-only (Pascal 6.1: no tensor cores)``."""
     if setting is not None:
         profile = "FP32-only" if setting else "mixed precision allowed"

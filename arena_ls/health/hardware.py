@@ -308,9 +308,7 @@ _PROCESS_GETTERS = (
 """Newest first: an older driver lacks the newer entry points."""
 
 
-def _compute_processes(
-    nvml: Any, handle: Any, index: int
-) -> tuple[tuple[GpuProcess, ...], str | None]:
+def _compute_processes(nvml: Any, handle: Any, index: int) -> tuple[tuple[GpuProcess, ...], str | None]:
     """The GPU's compute processes, and a note when they could not be listed."""
     for getter_name in _PROCESS_GETTERS:
         getter = getattr(nvml, getter_name, None)

@@ -89,9 +89,7 @@ def check_power(hw: Hardware, settings: PreflightSettings) -> Check:
             False,
             f"on battery ({level}); plug in or set arena.preflight.requirePluggedIn to false",
         )
-    return Check(
-        "power", True, f"on battery ({level}); allowed by arena.preflight.requirePluggedIn"
-    )
+    return Check("power", True, f"on battery ({level}); allowed by arena.preflight.requirePluggedIn")
 
 
 def check_ram(hw: Hardware, settings: PreflightSettings) -> Check:
@@ -113,9 +111,7 @@ def check_gpu_contention(
     """Foreign compute processes on any GPU; returns the check and warning lines."""
     mode = settings.gpu_contention
     if mode == "off":
-        return Check(
-            "gpu-contention", True, "not checked (arena.preflight.gpuContention is off)"
-        ), []
+        return Check("gpu-contention", True, "not checked (arena.preflight.gpuContention is off)"), []
     if not reading.gpus:
         reason = reading.error or "no GPU found"
         return Check("gpu-contention", True, f"no GPU to check: {reason}"), []
@@ -128,9 +124,7 @@ def check_gpu_contention(
     incomplete = f" (GPU reading incomplete: {reading.error})" if reading.error else ""
     if not foreign:
         count = len(reading.gpus)
-        return Check(
-            "gpu-contention", True, f"no foreign process on {count} GPU(s){incomplete}"
-        ), []
+        return Check("gpu-contention", True, f"no foreign process on {count} GPU(s){incomplete}"), []
     busy = "; ".join(foreign)
     if mode == "warn":
         warning = f"GPU in use by another process: {busy}; starting anyway (gpuContention is warn)"

@@ -43,9 +43,7 @@ def mark_ours(health: Health, our_pids: AbstractSet[int]) -> Health:
 
 
 def _mark_ours(gpu: Gpu, our_pids: AbstractSet[int]) -> Gpu:
-    processes = tuple(
-        attrs.evolve(process, ours=process.pid in our_pids) for process in gpu.processes
-    )
+    processes = tuple(attrs.evolve(process, ours=process.pid in our_pids) for process in gpu.processes)
     return attrs.evolve(gpu, processes=processes)
 
 

@@ -123,6 +123,12 @@ ends, the verdict `{ok, peakVramMb, at, message}` is kept in
 `<stateDir>/probes/<id>.json` under a hash of the trainer's content (and the
 limit) at the probe's launch. `JobInfo.probe` shows the verdict for the
 trainer as it is now, or null: editing the trainer makes it null again.
+The verdict is measured and recorded by the server that started the probe, so
+`arena start JOB --probe` always follows the probe to its end and prints the
+verdict (`probe passed: …` on stdout, exit 0; `probe failed: …` on stderr,
+exit 1); a client that detached at once would close its server and lose the
+verdict (seen while preparing the real-GPU check: the probe ran and
+`JobInfo.probe` stayed null).
 
 A probe passes when the run ended by itself with exit 0 and its peak stayed
 within `probe.maxVramMb`. Without a readable GPU the probe says so and fails,

@@ -30,8 +30,9 @@ BUILTIN_CHECKPOINT_PATTERNS: tuple[re.Pattern[str], ...] = (
         re.IGNORECASE,
     ),
     # Hugging Face: "Saving model checkpoint to out/checkpoint-200"
-    re.compile(r"\bsaving\s+model\s+checkpoint\s+to\s+(?P<path>\S*?checkpoint-(?P<step>\d+)\S*)",
-               re.IGNORECASE),
+    re.compile(
+        r"\bsaving\s+model\s+checkpoint\s+to\s+(?P<path>\S*?checkpoint-(?P<step>\d+)\S*)", re.IGNORECASE
+    ),
 )
 """Plain checkpoint lines recognised when the job has no ``checkpoint.pattern``.
 

@@ -186,8 +186,7 @@ class EventParser:
         if _has_announcement(data):
             return True
         lowered = data.lower()
-        return self.use_defaults and (b"/" in data or b"loss" in lowered
-                                      or b"checkpoint" in lowered)
+        return self.use_defaults and (b"/" in data or b"loss" in lowered or b"checkpoint" in lowered)
 
     def parse_chunk(self, data: bytes) -> Iterator[Event]:
         """Events in a chunk of complete lines (undecodable bytes replaced)."""
@@ -211,9 +210,11 @@ class EventParser:
         of plain lines then costs one ``memchr`` for ``@`` instead of
         decoding and matching every line.
         """
-        if (self.checkpoint_pattern is not None or len(data) <= tail_bytes
-                or (self.use_defaults and not self.speaks_arena
-                    and _may_have_builtin_checkpoint(data))):
+        if (
+            self.checkpoint_pattern is not None
+            or len(data) <= tail_bytes
+            or (self.use_defaults and not self.speaks_arena and _may_have_builtin_checkpoint(data))
+        ):
             yield from self.parse_chunk(data)
             return
         tail_start = data.rfind(b"\n", 0, len(data) - tail_bytes) + 1

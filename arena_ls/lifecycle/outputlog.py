@@ -61,6 +61,7 @@ def check_record(index: int, stream: int, flags: int, length: int) -> None:
     if length > MAX_RECORD_BYTES:
         raise DamagedLog(f"output.idx record {index} claims {length} bytes, more than any record holds")
 
+
 class OutputWriter:
     """Agent side: appends chunks from the trainer's pipes, whole lines at a time.
 
@@ -226,8 +227,6 @@ def count_recorded_lines(idx_path: Path, records: int | None = None) -> int:
     if flags == FLAG_FINAL_PARTIAL:
         return int(seq) + 1
     return int(seq) + data.count(b"\n")
-
-
 
 
 # --------------------------------------------------------------------------- pumps

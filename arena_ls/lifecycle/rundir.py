@@ -195,7 +195,6 @@ def read_json(path: Path) -> Any:
         raise CorruptState(f"{path}: {error}") from error
 
 
-
 @attrs.define
 class RunDir:
     """One run's folder and the files in it."""

@@ -52,7 +52,6 @@ DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
 
 
-
 class RunView:
     """What a server knows of one run."""
 
@@ -163,9 +162,7 @@ class RunView:
 
     def _check_damaged_live(self) -> None:
         state = self.state
-        self.damaged_but_live = (
-            state is not None and not state.status.is_final and self.agent_alive()
-        )
+        self.damaged_but_live = state is not None and not state.status.is_final and self.agent_alive()
 
     def snapshot(self) -> Any:
         """What a client is told about: the recorded state and the status."""

@@ -111,4 +111,3 @@ def downsample(points: list[Point]) -> list[Point]:
     if finite:
         keep |= {min(finite)[1], max(finite)[1]}
     return [points[i] for i in sorted(keep)]
-

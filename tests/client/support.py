@@ -108,9 +108,7 @@ class ArenaProcess:
                     if match:
                         return match
                 left = deadline - time.monotonic()
-                exited = self.process.poll() is not None and not any(
-                    r.is_alive() for r in self._readers
-                )
+                exited = self.process.poll() is not None and not any(r.is_alive() for r in self._readers)
                 if left <= 0 or exited:
                     raise AssertionError(
                         f"no line matching {pattern!r} (exit {self.process.poll()}):\n"

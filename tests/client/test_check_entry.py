@@ -13,9 +13,17 @@ from tests.gates.support import FIXTURES
 CLEAN = FIXTURES / "clean" / "well_written.py"
 MANIFEST = {
     "version": 1,
-    "jobs": [{"id": "tiny", "kind": "train", "command": "{python}",
-              "args": ["training/runner.py"], "script": "training/runner.py", "status": "ready",
-              "resume": {"args": ["--resume", "--start-step", "{step}"]}}],
+    "jobs": [
+        {
+            "id": "tiny",
+            "kind": "train",
+            "command": "{python}",
+            "args": ["training/runner.py"],
+            "script": "training/runner.py",
+            "status": "ready",
+            "resume": {"args": ["--resume", "--start-step", "{step}"]},
+        }
+    ],
 }
 UNANNOUNCED = FIXTURES / "ar014" / "fires_save_never_announced.py"
 PROBE = """
@@ -32,8 +40,14 @@ sys.exit(code)
 
 
 def _arena(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_check_loads_no_client_stack(tmp_path: Path) -> None:
@@ -97,7 +111,13 @@ def test_a_lint_of_a_trainer_loads_only_the_standard_library(tmp_path: Path) -> 
         "loaded = {name.split('.')[0] for name in sys.modules}\n"
         "print('THIRD-PARTY', sorted(loaded & {'attr', 'attrs', 'cattrs', 'pygls', 'psutil'}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe, "check", "train.py"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "check", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "THIRD-PARTY []", done.stdout

@@ -464,10 +464,7 @@ def test_demo_follows_tiny_lm_and_shows_its_checkpoints(tmp_path: Path) -> None:
     assert re.search(r"run tiny-lm-\S+ succeeded · exit code 0", done.stdout)
     for step in (5, 10, 15, 20):
         assert f"  step {step}: {root.resolve() / f'ckpt-{step}.pt'}" in done.stdout
-    assert (
-        done.stdout.splitlines()[-1]
-        == f"latest checkpoint: {root.resolve() / 'ckpt-20.pt'} (step 20)"
-    )
+    assert done.stdout.splitlines()[-1] == f"latest checkpoint: {root.resolve() / 'ckpt-20.pt'} (step 20)"
 
 
 def test_a_second_demo_trains_again_after_a_finished_run(tmp_path: Path) -> None:

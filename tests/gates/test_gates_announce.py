@@ -12,14 +12,15 @@ from tests.gates.support import FIXTURES, apply_edits, only
 
 UNANNOUNCED = (FIXTURES / "ar014" / "fires_save_never_announced.py").read_text()
 PLAIN_LINE = UNANNOUNCED.replace(
-    "    pass  # the supervisor never hears which step was saved",
-    '    print(f"ckpt {step} written")')
+    "    pass  # the supervisor never hears which step was saved", '    print(f"ckpt {step} written")'
+)
 
 
 def test_the_jobs_checkpoint_pattern_counts_as_an_announcement() -> None:
     assert only(lint_trainer(PLAIN_LINE, fp32_only=True), "AR014")
-    with_pattern = lint_trainer(PLAIN_LINE, fp32_only=True,
-                                checkpoint_patterns=(r"ckpt (?P<step>\d+) written",))
+    with_pattern = lint_trainer(
+        PLAIN_LINE, fp32_only=True, checkpoint_patterns=(r"ckpt (?P<step>\d+) written",)
+    )
     assert not only(with_pattern, "AR014")
 
 
@@ -29,8 +30,9 @@ def test_a_bad_job_pattern_is_ignored_not_a_crash() -> None:
 
 
 def test_the_message_names_the_job_pattern_when_there_is_one() -> None:
-    [finding] = only(lint_trainer(PLAIN_LINE, fp32_only=True,
-                                  checkpoint_patterns=(r"never (?P<step>\d+)",)), "AR014")
+    [finding] = only(
+        lint_trainer(PLAIN_LINE, fp32_only=True, checkpoint_patterns=(r"never (?P<step>\d+)",)), "AR014"
+    )
     assert "checkpoint.pattern" in finding.message
 
 
@@ -62,10 +64,12 @@ def test_the_quick_fix_after_a_save_in_the_loop_uses_the_saved_step() -> None:
 
 
 def test_no_quick_fix_when_the_save_shares_its_line_with_an_if() -> None:
-    source = ("import torch\n"
-              "for step in range(10):\n"
-              "    loss.backward()\n"
-              "    if step % 5 == 0: torch.save({'optimizer': o.state_dict(), 'step': step}, p)\n")
+    source = (
+        "import torch\n"
+        "for step in range(10):\n"
+        "    loss.backward()\n"
+        "    if step % 5 == 0: torch.save({'optimizer': o.state_dict(), 'step': step}, p)\n"
+    )
     [finding] = only(lint_trainer(source), "AR014")
     assert finding.edits == ()
 
@@ -75,19 +79,22 @@ def test_a_docstring_that_mentions_a_checkpoint_line_is_not_an_announcement() ->
     assert only(lint_trainer(source, fp32_only=True), "AR014")
 
 
-@pytest.mark.parametrize("line", [
-    "saved checkpoint to checkpoints/ckpt.pt at step 200",
-    "Saving checkpoint (step=200)",
-    "2026-01-01 INFO checkpoint saved: step=200 path=ckpt.pt",
-    "saving checkpoint ckpt.pt step 200",
-    "Saving model checkpoint to out/checkpoint-200",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "saved checkpoint to checkpoints/ckpt.pt at step 200",
+        "Saving checkpoint (step=200)",
+        "2026-01-01 INFO checkpoint saved: step=200 path=ckpt.pt",
+        "saving checkpoint ckpt.pt step 200",
+        "Saving model checkpoint to out/checkpoint-200",
+    ],
+)
 def test_the_gate_and_the_supervisor_agree_on_the_built_in_spellings(line: str) -> None:
     event = EventParser().parse(line)
     assert isinstance(event, Checkpoint) and event.step == 200
     source = UNANNOUNCED.replace(
-        "    pass  # the supervisor never hears which step was saved",
-        f"    print({line!r})")
+        "    pass  # the supervisor never hears which step was saved", f"    print({line!r})"
+    )
     assert not only(lint_trainer(source, fp32_only=True), "AR014")
 
 
@@ -106,10 +113,10 @@ def test_a_jobs_checkpoint_pattern_replaces_the_built_in_spellings() -> None:
 def test_with_a_job_pattern_the_gate_no_longer_accepts_the_built_in_spellings() -> None:
     source = UNANNOUNCED.replace(
         "    pass  # the supervisor never hears which step was saved",
-        '    print(f"saved checkpoint to ckpt.pt at step {step}")')
+        '    print(f"saved checkpoint to ckpt.pt at step {step}")',
+    )
     assert not only(lint_trainer(source, fp32_only=True), "AR014")
-    assert only(lint_trainer(source, fp32_only=True,
-                             checkpoint_patterns=(r"ckpt (?P<step>\d+)",)), "AR014")
+    assert only(lint_trainer(source, fp32_only=True, checkpoint_patterns=(r"ckpt (?P<step>\d+)",)), "AR014")
 
 
 def test_a_trainer_that_speaks_arena_is_not_counted_twice() -> None:
@@ -122,14 +129,16 @@ def test_a_trainer_that_speaks_arena_is_not_counted_twice() -> None:
 
 
 def test_no_quick_fix_when_no_step_is_visible_at_the_save() -> None:
-    source = ("import torch\n"
-              "def save_checkpoint(state, filename):\n"
-              "    torch.save(state, filename)\n"
-              "for epoch in range(90):\n"
-              "    for x in loader:\n"
-              "        model(x.cuda()).sum().backward()\n"
-              "        optimizer.step()\n"
-              "    save_checkpoint({'epoch': epoch, 'optimizer': optimizer.state_dict()}, 'c.pt')\n")
+    source = (
+        "import torch\n"
+        "def save_checkpoint(state, filename):\n"
+        "    torch.save(state, filename)\n"
+        "for epoch in range(90):\n"
+        "    for x in loader:\n"
+        "        model(x.cuda()).sum().backward()\n"
+        "        optimizer.step()\n"
+        "    save_checkpoint({'epoch': epoch, 'optimizer': optimizer.state_dict()}, 'c.pt')\n"
+    )
     [finding] = only(lint_trainer(source), "AR014")
     assert finding.edits == ()  # `step` would not exist inside save_checkpoint
 

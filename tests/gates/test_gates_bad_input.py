@@ -8,7 +8,7 @@ import pytest
 from arena_ls.gates import lint_trainer
 from tests.gates.support import codes, only
 
-TRAINER = '''\
+TRAINER = """\
 import torch
 from torch.utils.data import DataLoader
 
@@ -16,7 +16,7 @@ loader = DataLoader(dataset, num_workers=4)
 for step, batch in enumerate(loader):
     loss = model(batch.cuda())  # a GPU trainer (a CPU-only one is exempt from AR001-AR003)
     loss.backward()
-'''
+"""
 
 
 def test_syntax_error_is_one_ar000_at_the_error() -> None:
@@ -71,7 +71,7 @@ def test_utf8_bom_and_columns_after_non_ascii_text() -> None:
     source = "\ufeff" + TRAINER.replace("dataset,", "dataset_é,")
     finding = only(lint_trainer(source.encode("utf-8")), "AR010")[0]
     line = source.lstrip("\ufeff").split("\n")[finding.line]
-    assert line[finding.col:finding.end_col] == "num_workers=4"
+    assert line[finding.col : finding.end_col] == "num_workers=4"
     str_finding = only(lint_trainer(source), "AR010")[0]
     assert (str_finding.line, str_finding.col) == (finding.line, finding.col)
 
@@ -94,7 +94,7 @@ def test_other_line_endings_keep_positions(newline: str) -> None:
 
 
 def test_odd_but_valid_python_does_not_break_rules() -> None:
-    source = '''\
+    source = """\
 import torch
 async def agen():
     async for batch in stream():
@@ -109,7 +109,7 @@ match cmd:
             except* ValueError:
                 pass
 lambda: [x for x in (y := range(3))]
-'''
+"""
     assert "AR000" not in codes(source)
 
 
@@ -164,16 +164,24 @@ def test_findings_are_sorted_by_position() -> None:
     assert keys == sorted(keys)
 
 
-def test_a_rule_that_crashes_is_skipped_and_logged(monkeypatch: pytest.MonkeyPatch,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_a_rule_that_crashes_is_skipped_and_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from arena_ls.gates import registry
     from arena_ls.gates.rules.base import Rule
 
     def explode(_ctx: object) -> list[object]:
         raise RuntimeError("boom")
 
-    broken = Rule(code="AR010", name="x", message="x", severity="warning", fix_title=None,
-                  doc=registry.RULES["AR010"].doc, check=explode)  # type: ignore[arg-type]
+    broken = Rule(
+        code="AR010",
+        name="x",
+        message="x",
+        severity="warning",
+        fix_title=None,
+        doc=registry.RULES["AR010"].doc,
+        check=explode,
+    )  # type: ignore[arg-type]
     rules = dict(registry.RULES)
     rules["AR010"] = broken
     monkeypatch.setattr("arena_ls.gates.engine.RULES", rules)

@@ -27,15 +27,16 @@ def run(argv: list[str], **kwargs: object) -> tuple[int, str]:
 def test_clean_file_exits_0_and_says_all_clean() -> None:
     assert run([str(CLEAN)]) == (0, "all clean: 1 file\n")
     assert run([str(CLEAN), str(CLEAN.parent / "retry_inside_each_micro_step.py")]) == (
-        0, "all clean: 2 files\n")
+        0,
+        "all clean: 2 files\n",
+    )
 
 
 def test_error_findings_exit_1_with_severity_and_a_summary() -> None:
     code, out = run([str(ERRORS)])
     assert code == 1
     assert out.splitlines() == [
-        f"{ERRORS}:31:8: error AR005 checkpoint cadence above 500 steps: it saves every "
-        "2000 steps",
+        f"{ERRORS}:31:8: error AR005 checkpoint cadence above 500 steps: it saves every 2000 steps",
         f"{ERRORS}:32:9: error AR014 checkpoints are saved but the step saved is never "
         "announced: print an @arena checkpoint line after the save, or the run cannot be "
         "resumed from it",
@@ -54,13 +55,22 @@ def test_summary_counts_files_with_findings_and_information() -> None:
     from arena_ls.gates.check import summary
 
     def finding(severity: str) -> Finding:
-        return Finding(code="AR000", message="m", severity=severity,  # type: ignore[arg-type]
-                       line=0, col=0, end_line=0, end_col=0)
+        return Finding(
+            code="AR000",
+            message="m",
+            severity=severity,  # type: ignore[arg-type]
+            line=0,
+            col=0,
+            end_line=0,
+            end_col=0,
+        )
 
     a, b = Path("a.py"), Path("b.py")
     assert summary([], 3) == "all clean: 3 files"
-    assert summary([(a, finding("error")), (a, finding("error")), (b, finding("warning"))],
-                   5) == "2 errors, 1 warning in 2 files"
+    assert (
+        summary([(a, finding("error")), (a, finding("error")), (b, finding("warning"))], 5)
+        == "2 errors, 1 warning in 2 files"
+    )
     assert summary([(a, finding("information"))], 1) == "0 errors, 0 warnings, 1 information in 1 file"
 
 
@@ -76,9 +86,16 @@ def test_json_format() -> None:
     items = json.loads(out)
     assert [item["code"] for item in items] == ["AR005", "AR014", "AR012"]
     first = items[0]
-    assert first == {"path": str(ERRORS), "line": 31, "col": 8, "endLine": 31, "endCol": 24,
-                     "code": "AR005", "severity": "error",
-                     "message": "checkpoint cadence above 500 steps: it saves every 2000 steps"}
+    assert first == {
+        "path": str(ERRORS),
+        "line": 31,
+        "col": 8,
+        "endLine": 31,
+        "endCol": 24,
+        "code": "AR005",
+        "severity": "error",
+        "message": "checkpoint cadence above 500 steps: it saves every 2000 steps",
+    }
 
 
 def test_json_format_with_no_findings_is_an_empty_array() -> None:
@@ -119,8 +136,7 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--fp32-only" in capsys.readouterr().out
 
 
-def test_manifests_are_skipped_without_the_hook(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_manifests_are_skipped_without_the_hook(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = tmp_path / "manifest.json"
     manifest.write_text("{}")
     assert run([str(manifest), str(CLEAN)]) == (0, "all clean: 1 file\n")
@@ -137,9 +153,15 @@ class FakeManifestLinter:
 
     def __call__(self, path: Path) -> tuple[list[tuple[Path, Finding]], list[Path]]:
         self.calls.append(path)
-        finding = Finding(code="AR109", message="the job needs approval",
-                          severity=self.severity, line=3, col=4, end_line=3,  # type: ignore[arg-type]
-                          end_col=9)
+        finding = Finding(
+            code="AR109",
+            message="the job needs approval",
+            severity=self.severity,
+            line=3,
+            col=4,
+            end_line=3,  # type: ignore[arg-type]
+            end_col=9,
+        )
         return [(path, finding)], self.scripts
 
 
@@ -157,8 +179,9 @@ def test_manifest_hook_lints_the_manifest_and_its_scripts(tmp_path: Path) -> Non
     assert out.splitlines()[-1] == "2 errors, 0 warnings, 1 information in 2 files"
 
 
-def test_no_path_with_the_hook_uses_the_default_manifest(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_path_with_the_hook_uses_the_default_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "training").mkdir()
     (tmp_path / "training" / "manifest.json").write_text("{}")
     monkeypatch.chdir(tmp_path)
@@ -166,8 +189,10 @@ def test_no_path_with_the_hook_uses_the_default_manifest(tmp_path: Path,
     code, out = run([], manifest_linter=hook)
     assert hook.calls == [Path("training") / "manifest.json"]
     assert code == 0
-    assert out == ("training/manifest.json:4:5: information AR109 the job needs approval\n"
-                   "0 errors, 0 warnings, 1 information in 1 file\n")
+    assert out == (
+        "training/manifest.json:4:5: information AR109 the job needs approval\n"
+        "0 errors, 0 warnings, 1 information in 1 file\n"
+    )
 
 
 def test_manifest_error_findings_count_for_the_exit_code(tmp_path: Path) -> None:

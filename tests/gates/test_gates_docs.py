@@ -14,9 +14,18 @@ from arena_ls.gates.registry import RULES
 from arena_ls.gates.rules.base import SECTIONS
 
 CONTRACT_SEVERITIES = {
-    "AR001": "error", "AR002": "error", "AR003": "warning", "AR004": "error",
-    "AR005": "error", "AR006": "error", "AR007": "error", "AR008": "error",
-    "AR009": "warning", "AR010": "warning", "AR011": "warning", "AR012": "warning",
+    "AR001": "error",
+    "AR002": "error",
+    "AR003": "warning",
+    "AR004": "error",
+    "AR005": "error",
+    "AR006": "error",
+    "AR007": "error",
+    "AR008": "error",
+    "AR009": "warning",
+    "AR010": "warning",
+    "AR011": "warning",
+    "AR012": "warning",
     "AR014": "error",
 }
 
@@ -76,8 +85,7 @@ def test_check_mode_exit_codes(tmp_path: Path) -> None:
 
 
 def test_rule_doc_url() -> None:
-    assert rule_doc_url("AR004") == (
-        "https://github.com/arena-ls/arena-ls/blob/main/docs/rules.md#ar004")
+    assert rule_doc_url("AR004") == ("https://github.com/arena-ls/arena-ls/blob/main/docs/rules.md#ar004")
 
 
 ALL_THE_ADVICE = Path(__file__).parent / "fixtures" / "clean" / "all_the_advice.py"
@@ -88,8 +96,7 @@ def _added_lines(rule_code: str) -> set[str]:
     """The lines a rule's "Write instead" adds to its "Example that fires"."""
     doc = RULES[rule_code].doc
     before = {line.strip() for line in doc.example.splitlines()}
-    return {line.strip() for line in doc.instead.splitlines()
-            if line.strip() and line.strip() not in before}
+    return {line.strip() for line in doc.instead.splitlines() if line.strip() and line.strip() not in before}
 
 
 @pytest.mark.parametrize("code", [code for code in RULES if code not in ADVICE_IS_AN_ABSENCE])

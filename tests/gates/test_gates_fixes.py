@@ -9,7 +9,7 @@ import pytest
 from arena_ls.gates import Finding, lint_trainer, suppression_edit
 from tests.gates.support import FIXTURES, apply_edits, codes, only
 
-PARSER = '''\
+PARSER = """\
 import argparse
 
 import torch
@@ -23,7 +23,7 @@ parser.add_argument(
 )  # how long
 args = parser.parse_args()
 first_step = getattr(args, "start_step", 0)  # used once the option exists (AR008)
-'''
+"""
 
 
 def _fixed(source: str, code: str) -> tuple[Finding, str]:
@@ -35,8 +35,7 @@ def _fixed(source: str, code: str) -> tuple[Finding, str]:
 @pytest.mark.parametrize("code", ["AR007", "AR008"])
 def test_option_fix_inserts_after_the_last_add_argument(code: str) -> None:
     finding, fixed = _fixed(PARSER, code)
-    assert finding.fix_title == {"AR007": "Add a --resume option",
-                                 "AR008": "Add a --start-step option"}[code]
+    assert finding.fix_title == {"AR007": "Add a --resume option", "AR008": "Add a --start-step option"}[code]
     lines = fixed.splitlines()
     inserted = lines[lines.index(")  # how long") + 1]
     assert inserted.startswith("parser.add_argument(")
@@ -47,8 +46,7 @@ def test_option_fix_inserts_after_the_last_add_argument(code: str) -> None:
 
 def test_both_option_fixes_together() -> None:
     findings = lint_trainer(PARSER)
-    edits = [edit for finding in findings if finding.code in ("AR007", "AR008")
-             for edit in finding.edits]
+    edits = [edit for finding in findings if finding.code in ("AR007", "AR008") for edit in finding.edits]
     fixed = apply_edits(PARSER, edits)
     ast.parse(fixed)
     assert not codes(fixed) & {"AR007", "AR008"}
@@ -75,8 +73,9 @@ def test_option_fix_keeps_indentation_and_parser_variable(relative: str) -> None
 def test_option_fix_at_the_end_of_a_file_without_newline() -> None:
     source = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr')"
     _finding, fixed = _fixed(source, "AR007")
-    assert fixed.endswith('p.add_argument("--resume", action="store_true", '
-                          'help="resume from the latest checkpoint")')
+    assert fixed.endswith(
+        'p.add_argument("--resume", action="store_true", help="resume from the latest checkpoint")'
+    )
     assert "AR007" not in codes(fixed)
 
 
@@ -93,12 +92,11 @@ def test_no_fix_without_an_add_argument_statement() -> None:
 
 
 def test_no_fix_when_another_statement_shares_the_line() -> None:
-    source = ("import argparse\np = argparse.ArgumentParser()\n"
-              "p.add_argument('--lr'); args = p.parse_args()\n")
+    source = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr'); args = p.parse_args()\n"
     assert only(lint_trainer(source), "AR007")[0].edits == ()
 
 
-LOADER = '''\
+LOADER = """\
 import argparse
 from torch.utils.data import DataLoader
 
@@ -107,7 +105,7 @@ parser.add_argument("--workers", type=int, default=6)
 args = parser.parse_args()
 a = DataLoader(ds, batch_size=8, num_workers=4)
 b = DataLoader(ds, num_workers=args.workers)
-'''
+"""
 
 
 def test_num_workers_fix_sets_the_literal_to_zero() -> None:
@@ -120,8 +118,9 @@ def test_num_workers_fix_sets_the_literal_to_zero() -> None:
 
 
 def test_num_workers_from_cpu_count_has_no_mechanical_fix() -> None:
-    source = "import os\nfrom torch.utils.data import DataLoader\n" \
-             "d = DataLoader(ds, num_workers=os.cpu_count())\n"
+    source = (
+        "import os\nfrom torch.utils.data import DataLoader\nd = DataLoader(ds, num_workers=os.cpu_count())\n"
+    )
     finding = only(lint_trainer(source), "AR010")[0]
     assert finding.edits == () and finding.fix_title is None
 
@@ -131,29 +130,25 @@ class TestSuppressionEdit:
         finding = only(lint_trainer(LOADER), "AR010")[0]
         edit = suppression_edit(LOADER, finding)
         fixed = apply_edits(LOADER, [edit])
-        assert fixed.splitlines()[finding.line].endswith(
-            "num_workers=4)  # arena: ignore[AR010]")
+        assert fixed.splitlines()[finding.line].endswith("num_workers=4)  # arena: ignore[AR010]")
         assert len(only(lint_trainer(fixed), "AR010")) == 1
 
     def test_merges_into_an_existing_ignore_comment(self) -> None:
         source = LOADER.replace("num_workers=4)", "num_workers=4)  # keep # arena: ignore[AR004]")
         finding = only(lint_trainer(source), "AR010")[0]
         fixed = apply_edits(source, [suppression_edit(source, finding)])
-        assert fixed.splitlines()[finding.line].endswith(
-            "# keep # arena: ignore[AR004, AR010]")
+        assert fixed.splitlines()[finding.line].endswith("# keep # arena: ignore[AR004, AR010]")
         assert len(only(lint_trainer(fixed), "AR010")) == 1
 
     def test_keeps_other_comments(self) -> None:
         source = LOADER.replace("num_workers=4)", "num_workers=4)  # four is plenty")
         finding = only(lint_trainer(source), "AR010")[0]
         fixed = apply_edits(source, [suppression_edit(source, finding)])
-        assert fixed.splitlines()[finding.line].endswith(
-            "# four is plenty  # arena: ignore[AR010]")
+        assert fixed.splitlines()[finding.line].endswith("# four is plenty  # arena: ignore[AR010]")
 
     def test_a_bare_ignore_needs_no_change(self) -> None:
         source = "x = 1  # arena: ignore\n"
-        finding = Finding(code="AR001", message="m", severity="error", line=0, col=0,
-                          end_line=0, end_col=5)
+        finding = Finding(code="AR001", message="m", severity="error", line=0, col=0, end_line=0, end_col=5)
         assert apply_edits(source, [suppression_edit(source, finding)]) == source
 
     def test_every_loop_level_finding_can_be_silenced(self) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from arena_ls.gates import lint_trainer
 
-ARGS = '''\
+ARGS = """\
 import argparse
 import os
 import signal
@@ -17,9 +17,9 @@ import torch
 parser = argparse.ArgumentParser()
 parser.add_argument("--resume", action="store_true")
 parser.add_argument("--start-step", type=int, default=0)
-'''
+"""
 
-PLAIN_LOOP = '''\
+PLAIN_LOOP = """\
 import torch
 from model import Net, loader
 
@@ -32,9 +32,11 @@ for epoch in range(10):
         loss.backward()
         optimizer.step()
 torch.save(model.state_dict(), "model.pt")
-'''
+"""
 
-FUNCTION_WRAPPED_STEP = ARGS + '''\
+FUNCTION_WRAPPED_STEP = (
+    ARGS
+    + """\
 args = parser.parse_args()
 stop = False
 signal.signal(signal.SIGTERM, lambda signum, frame: globals().update(stop=True))
@@ -57,9 +59,12 @@ for step in range(args.start_step, 1000):
     if step % 100 == 0:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "step": step}, "ckpt.pt")
-'''
+"""
+)
 
-ARGPARSE_DEFAULTS = ARGS + '''\
+ARGPARSE_DEFAULTS = (
+    ARGS
+    + """\
 from torch.utils.data import DataLoader
 from model import Net, dataset, evaluate
 
@@ -89,9 +94,12 @@ for step, (x, y) in enumerate(loader):
                     "step": step}, "ckpt.pt")
     if os.path.exists(os.environ["ARENA_STOP_FILE"]):
         break
-'''
+"""
+)
 
-WHILE_TRUE_COUNTER = ARGS + '''\
+WHILE_TRUE_COUNTER = (
+    ARGS
+    + """\
 from model import GPT, get_batch
 
 args = parser.parse_args()
@@ -115,9 +123,10 @@ while True:
     iter_num += 1
     if iter_num >= max_iters:
         break
-'''
+"""
+)
 
-HF_SAVE_STATE = '''\
+HF_SAVE_STATE = """\
 import argparse
 import os
 
@@ -143,9 +152,11 @@ for batch in loader:
     completed_steps += 1
     if completed_steps % args.checkpointing_steps == 0:
         accelerator.save_state(os.path.join(args.output_dir, f"step_{completed_steps}"))
-'''
+"""
 
-LIGHTNING_SAVE_CHECKPOINT = ARGS + '''\
+LIGHTNING_SAVE_CHECKPOINT = (
+    ARGS
+    + """\
 import lightning as L
 from model import LitModel, DataModule
 
@@ -153,9 +164,12 @@ args = parser.parse_args()
 trainer = L.Trainer(max_epochs=3)
 trainer.fit(LitModel(), datamodule=DataModule())
 trainer.save_checkpoint("final.ckpt")
-'''
+"""
+)
 
-FABRIC_SAVE = ARGS + '''\
+FABRIC_SAVE = (
+    ARGS
+    + """\
 from lightning.fabric import Fabric
 from model import Net, loader
 
@@ -179,9 +193,12 @@ for step, batch in enumerate(fabric.setup_dataloaders(loader)):
         print(f"saved checkpoint to ckpt.ckpt at step {step}", flush=True)
     if os.path.exists(os.environ["ARENA_STOP_FILE"]):
         break
-'''
+"""
+)
 
-GRAD_ACCUM_PLUS_ONE = ARGS + '''\
+GRAD_ACCUM_PLUS_ONE = (
+    ARGS
+    + """\
 from model import Net, loader
 
 args = parser.parse_args()
@@ -201,9 +218,10 @@ for step, batch in enumerate(loader):
                     "step": step + 1}, "ckpt.pt")
     if os.path.exists(os.environ["ARENA_STOP_FILE"]):
         break
-'''
+"""
+)
 
-NANOGPT_LIKE = '''\
+NANOGPT_LIKE = """\
 import os
 from contextlib import nullcontext
 
@@ -246,9 +264,11 @@ while True:
     iter_num += 1
     if iter_num > max_iters:
         break
-'''
+"""
 
-CLASS_SELF_LOSS = ARGS + '''\
+CLASS_SELF_LOSS = (
+    ARGS
+    + """\
 from model import Net, loader
 
 
@@ -278,7 +298,8 @@ class Trainer:
 
 
 Trainer().fit(parser.parse_args().start_step)
-'''
+"""
+)
 
 IMPORTED_TRAINER = '''\
 """Entry point: the loop lives in a class imported from another file of the project."""
@@ -288,7 +309,7 @@ from mylib.training import Trainer
 Trainer(load_config("configs/small.yaml")).train()
 '''
 
-HF_TRAINER = '''\
+HF_TRAINER = """\
 from transformers import (AutoModelForCausalLM, HfArgumentParser, Trainer,
                           TrainingArguments)
 
@@ -298,18 +319,23 @@ training_args = TrainingArguments(output_dir="out", save_steps=1000, fp16=True,
                                   evaluation_strategy="steps", eval_steps=10)
 trainer = Trainer(model=AutoModelForCausalLM.from_pretrained("gpt2"), args=training_args)
 trainer.train(resume_from_checkpoint=cli.resume_from_checkpoint)
-'''
+"""
 
-LIGHTNING_FIT = ARGS + '''\
+LIGHTNING_FIT = (
+    ARGS
+    + """\
 import pytorch_lightning as pl
 from model import LitModel
 
 args = parser.parse_args()
 trainer = pl.Trainer(max_epochs=3, precision="16-mixed", val_check_interval=5)
 trainer.fit(LitModel())
-'''
+"""
+)
 
-EPOCH_CHECKPOINT = ARGS + '''\
+EPOCH_CHECKPOINT = (
+    ARGS
+    + """\
 from model import Net, loader
 
 args = parser.parse_args()
@@ -331,9 +357,10 @@ for epoch in range(args.start_step, 90):
             raise SystemExit(0)
     torch.save({"epoch": epoch + 1, "state_dict": model.state_dict(),
                 "optimizer": optimizer.state_dict()}, "checkpoint.pth.tar")
-'''
+"""
+)
 
-MODEL_FILE_ONLY = '''\
+MODEL_FILE_ONLY = """\
 import torch.nn as nn
 
 
@@ -344,9 +371,11 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.fc(x)
-'''
+"""
 
-SAFETENSORS_WEIGHTS = ARGS + '''\
+SAFETENSORS_WEIGHTS = (
+    ARGS
+    + """\
 from safetensors.torch import save_file
 from model import Net, get_batch
 
@@ -368,9 +397,12 @@ for step in range(args.start_step, 3000):
         save_file(model.state_dict(), "model.safetensors")
     if os.path.exists(os.environ["ARENA_STOP_FILE"]):
         break
-'''
+"""
+)
 
-KEYBOARD_INTERRUPT_MAIN = ARGS + '''\
+KEYBOARD_INTERRUPT_MAIN = (
+    ARGS
+    + """\
 from model import Net, get_batch
 
 
@@ -402,9 +434,12 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
+)
 
-COMPACT_GOOD = ARGS + '''\
+COMPACT_GOOD = (
+    ARGS
+    + """\
 from model import Net, get_batch, evaluate
 
 args = parser.parse_args()
@@ -429,9 +464,12 @@ for step in range(args.start_step, 3000):
         print(f'@arena {{"event": "checkpoint", "step": {step}, "path": "ckpt.pt"}}')
     if os.path.exists(os.environ["ARENA_STOP_FILE"]):
         break
-'''
+"""
+)
 
-EARLY_CONTINUE = ARGS + '''\
+EARLY_CONTINUE = (
+    ARGS
+    + """\
 from model import Net, get_batch
 
 args = parser.parse_args()
@@ -461,9 +499,10 @@ for step in range(args.start_step, 3000):
     if step % 25 != 0:
         continue
     torch.cuda.empty_cache()
-'''
+"""
+)
 
-CLASS_BASED_GPT = '''\
+CLASS_BASED_GPT = """\
 import argparse
 import os
 from contextlib import nullcontext
@@ -525,7 +564,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 LOOP_LEVEL = {"AR001", "AR002", "AR004", "AR009"}
 
@@ -540,14 +579,21 @@ TABLE: list[tuple[str, str, bool | None, set[str]]] = [
     ("fabric_save", FABRIC_SAVE, True, set()),
     # empty_cache every `accum` = 8 loop steps is below 10; saves every 8 * 100 = 800 steps
     ("grad_accum_plus_one", GRAD_ACCUM_PLUS_ONE, True, {"AR001", "AR003", "AR005", "AR014"}),
-    ("nanogpt_like", NANOGPT_LIKE, True,
-     {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014"}),
-    ("nanogpt_like_unknown_profile", NANOGPT_LIKE, None,
-     {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR014"}),
+    (
+        "nanogpt_like",
+        NANOGPT_LIKE,
+        True,
+        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014"},
+    ),
+    (
+        "nanogpt_like_unknown_profile",
+        NANOGPT_LIKE,
+        None,
+        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR014"},
+    ),
     ("class_self_loss", CLASS_SELF_LOSS, True, {"AR001", "AR002", "AR009", "AR014"}),
     ("imported_trainer", IMPORTED_TRAINER, True, LOOP_LEVEL | {"AR007", "AR008"}),
-    ("hf_trainer", HF_TRAINER, True,
-     {"AR001", "AR002", "AR005", "AR008", "AR009", "AR011", "AR012"}),
+    ("hf_trainer", HF_TRAINER, True, {"AR001", "AR002", "AR005", "AR008", "AR009", "AR011", "AR012"}),
     ("lightning_fit", LIGHTNING_FIT, True, {"AR001", "AR002", "AR005", "AR011", "AR012"}),
     ("epoch_checkpoint", EPOCH_CHECKPOINT, True, {"AR005", "AR014"}),
     ("model_file_only", MODEL_FILE_ONLY, True, LOOP_LEVEL | {"AR007", "AR008"}),
@@ -557,14 +603,19 @@ TABLE: list[tuple[str, str, bool | None, set[str]]] = [
     # `step % 1000 == 0`
     ("early_continue_and_return", EARLY_CONTINUE, True, {"AR005", "AR014"}),
     # the periodic save only runs when validation improves; the other only at the end
-    ("class_based_gpt", CLASS_BASED_GPT, True,
-     {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014"}),
+    (
+        "class_based_gpt",
+        CLASS_BASED_GPT,
+        True,
+        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014"},
+    ),
     ("compact_good", COMPACT_GOOD, True, set()),
 ]
 
 
-@pytest.mark.parametrize(("source", "fp32_only", "expected"),
-                         [row[1:] for row in TABLE], ids=[row[0] for row in TABLE])
+@pytest.mark.parametrize(
+    ("source", "fp32_only", "expected"), [row[1:] for row in TABLE], ids=[row[0] for row in TABLE]
+)
 def test_trainer_codes(source: str, fp32_only: bool | None, expected: set[str]) -> None:
     found = {finding.code for finding in lint_trainer(source, fp32_only=fp32_only)}
     assert found == expected
@@ -593,8 +644,11 @@ def test_no_loop_reports_at_line_1() -> None:
 @pytest.mark.parametrize("source", [HF_TRAINER, LIGHTNING_FIT])
 def test_framework_findings_sit_on_the_framework_call(source: str) -> None:
     findings = lint_trainer(source, fp32_only=True)
-    call_line = next(i for i, text in enumerate(source.splitlines())
-                     if text.startswith("trainer.train(") or text.startswith("trainer.fit("))
+    call_line = next(
+        i
+        for i, text in enumerate(source.splitlines())
+        if text.startswith("trainer.train(") or text.startswith("trainer.fit(")
+    )
     for code in ("AR001", "AR002"):
         finding = next(f for f in findings if f.code == code)
         assert finding.line == call_line

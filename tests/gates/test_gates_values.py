@@ -10,7 +10,7 @@ import pytest
 from arena_ls.gates.facts import collect_facts
 from arena_ls.gates.values import Resolver
 
-HEADER = '''\
+HEADER = """\
 import argparse
 from dataclasses import dataclass, field
 
@@ -34,7 +34,7 @@ class Config:
 
 cfg = {"eval_interval": 300}
 BASE = 10
-'''
+"""
 
 
 def resolve(expression: str) -> object:
@@ -46,37 +46,40 @@ def resolve(expression: str) -> object:
     return value.value if value.known else "unknown"
 
 
-@pytest.mark.parametrize(("expression", "expected"), [
-    ("500", 500),
-    ("SAVE_EVERY", 250),
-    ("args.ckpt_every", 1000),
-    ("opt.ckpt_every", 1000),
-    ("args.val_every", 0),
-    ("args.checkpointing_steps", None),
-    ("int(args.eval_iv)", 40),
-    ("args.log_every", None),
-    ("args.fp16", False),
-    ("args.overridden", 7),
-    ("cfg.empty_cache_every", 50),
-    ("self.config.keep", 3),
-    ('cfg["eval_interval"]', 300),
-    ('cfg.get("missing", 12)', 12),
-    ("BASE * 5 + 1", 51),
-    ("min(8, SAVE_EVERY)", 8),
-    ("args.unknown_option", "unknown"),
-    ("len(data)", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("500", 500),
+        ("SAVE_EVERY", 250),
+        ("args.ckpt_every", 1000),
+        ("opt.ckpt_every", 1000),
+        ("args.val_every", 0),
+        ("args.checkpointing_steps", None),
+        ("int(args.eval_iv)", 40),
+        ("args.log_every", None),
+        ("args.fp16", False),
+        ("args.overridden", 7),
+        ("cfg.empty_cache_every", 50),
+        ("self.config.keep", 3),
+        ('cfg["eval_interval"]', 300),
+        ('cfg.get("missing", 12)', 12),
+        ("BASE * 5 + 1", 51),
+        ("min(8, SAVE_EVERY)", 8),
+        ("args.unknown_option", "unknown"),
+        ("len(data)", "unknown"),
+    ],
+)
 def test_resolve(expression: str, expected: object) -> None:
     assert resolve(expression) == expected
 
 
 def test_a_function_default_and_a_later_local_assignment() -> None:
-    source = '''\
+    source = """\
 def train(save_every=400):
     every = save_every
     every = every * 2
     return every
-'''
+"""
     facts = collect_facts(ast.parse(source))
     scope = facts.module.functions["train"]
     ret = scope.returns[-1]

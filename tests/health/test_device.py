@@ -64,9 +64,7 @@ def test_architecture_names(capability: tuple[int, int], name: str) -> None:
 
 def test_descriptions() -> None:
     assert describe_device_profile(None, [PASCAL]) == "FP32-only (Pascal 6.1: no tensor cores)"
-    assert describe_device_profile(None, [AMPERE]) == (
-        "mixed precision allowed (Ampere 8.6: tensor cores)"
-    )
+    assert describe_device_profile(None, [AMPERE]) == ("mixed precision allowed (Ampere 8.6: tensor cores)")
     assert describe_device_profile(True, [AMPERE]) == "FP32-only (set by arena.device.fp32Only)"
     assert describe_device_profile(False, [PASCAL]) == (
         "mixed precision allowed (set by arena.device.fp32Only)"

@@ -47,9 +47,7 @@ def test_from_dict() -> None:
     assert hw.disk_free_mb(Path("/anywhere")) == 900
 
 
-def test_from_env_rereads_the_file_on_every_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_from_env_rereads_the_file_on_every_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "machine.json"
     write_fake_hardware(path, MACHINE)
     monkeypatch.setenv(ENV_VAR, str(path))

@@ -171,9 +171,7 @@ def test_on_battery_fails_with_the_level_and_the_setting() -> None:
     check = check_power(hw, DEFAULTS)
 
     assert not check.ok
-    assert check.message == (
-        "on battery (57%); plug in or set arena.preflight.requirePluggedIn to false"
-    )
+    assert check.message == ("on battery (57%); plug in or set arena.preflight.requirePluggedIn to false")
 
 
 def test_on_battery_passes_when_the_setting_allows_it() -> None:

@@ -38,9 +38,7 @@ def test_wire_has_every_key_with_nulls() -> None:
 
 
 def test_wire_values_and_gpu_shape() -> None:
-    gpu = fake_gpu(
-        0, name="NVIDIA GeForce RTX 3090", capability=(8, 6), processes=[(4242, 3000), (77, None)]
-    )
+    gpu = fake_gpu(0, name="NVIDIA GeForce RTX 3090", capability=(8, 6), processes=[(4242, 3000), (77, None)])
     hw = FakeHardware(
         ram_total_mb=32000,
         ram_available_mb=8000,

@@ -119,9 +119,7 @@ class FakeHardware:
         self.cpu_percent = float(cpu.get("percent", default.cpu_percent))
         self.cpu_count = int(cpu.get("count", default.cpu_count))
         self.battery_info = _battery_from_dict(data.get("battery"))
-        self.gpu_list = [
-            _gpu_from_dict(entry, index) for index, entry in enumerate(data.get("gpus") or [])
-        ]
+        self.gpu_list = [_gpu_from_dict(entry, index) for index, entry in enumerate(data.get("gpus") or [])]
         self.gpu_error = data.get("gpuError")
         self.disk_free = int(data.get("diskFreeMb", default.disk_free))
 

@@ -15,7 +15,7 @@ from lsprotocol import types
 from tests.helpers.lsp import RESUME, ArenaClient, start_server, stop_server, wait_for, write_manifest
 
 # A tiny trainer that follows every gate but one: it saves, and never says which step it saved.
-TRAINER = '''\
+TRAINER = """\
 import argparse
 import os
 import time
@@ -71,7 +71,7 @@ while step < args.steps:
         save(step)
         break
     time.sleep(0.02)
-'''
+"""
 
 
 @pytest.fixture
@@ -80,11 +80,22 @@ def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     (root / "train.py").write_text(TRAINER)
-    write_manifest(root, [{
-        "id": "lm", "kind": "train", "command": "{python}", "args": ["train.py"],
-        "script": "train.py", "status": "ready", "resume": RESUME,
-        "env": {"OMP_NUM_THREADS": "1"}, "stop": {"method": "file", "graceSeconds": 60},
-    }])
+    write_manifest(
+        root,
+        [
+            {
+                "id": "lm",
+                "kind": "train",
+                "command": "{python}",
+                "args": ["train.py"],
+                "script": "train.py",
+                "status": "ready",
+                "resume": RESUME,
+                "env": {"OMP_NUM_THREADS": "1"},
+                "stop": {"method": "file", "graceSeconds": 60},
+            }
+        ],
+    )
     return root
 
 
@@ -102,22 +113,25 @@ def _codes(client: ArenaClient, uri: str) -> set[str]:
 
 
 def _lines_of(client: ArenaClient, run_id: str) -> list[str]:
-    return [line["text"] for batch in client.log_batches if batch["runId"] == run_id
-            for line in batch["lines"]]
+    return [
+        line["text"] for batch in client.log_batches if batch["runId"] == run_id for line in batch["lines"]
+    ]
 
 
 def _announced_checkpoint(client: ArenaClient, run_id: str) -> bool:
-    return any(text.startswith("@arena ") and '"checkpoint"' in text
-               for text in _lines_of(client, run_id))
+    return any(text.startswith("@arena ") and '"checkpoint"' in text for text in _lines_of(client, run_id))
 
 
 async def test_unannounced_saves_are_refused_and_the_quick_fix_makes_the_run_resumable(
-        client: ArenaClient, workspace: Path) -> None:
+    client: ArenaClient, workspace: Path
+) -> None:
     trainer = workspace / "train.py"
     uri = trainer.as_uri()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
-                                             text=TRAINER)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=TRAINER)
+        )
+    )
     await wait_for(lambda: "AR014" in _codes(client, uri), what="AR014 on the trainer")
     assert _codes(client, uri) == {"AR014"}, "the trainer passes every other gate"
 
@@ -126,36 +140,49 @@ async def test_unannounced_saves_are_refused_and_the_quick_fix_makes_the_run_res
     assert [d["code"] for d in refused.data["diagnostics"]] == ["AR014"]
 
     diagnostic = next(d for d in client.diagnostics[uri] if d.code == "AR014")
-    actions = await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=diagnostic.range,
-        context=types.CodeActionContext(diagnostics=[diagnostic])))
-    fix = next(a for a in actions or [] if isinstance(a, types.CodeAction)
-               and not a.title.startswith("Suppress"))
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=diagnostic.range,
+            context=types.CodeActionContext(diagnostics=[diagnostic]),
+        )
+    )
+    fix = next(
+        a for a in actions or [] if isinstance(a, types.CodeAction) and not a.title.startswith("Suppress")
+    )
     assert fix.edit and fix.edit.changes
     fixed = _apply(TRAINER, list(fix.edit.changes[uri]))
     trainer.write_text(fixed)
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
-    client.text_document_did_save(
-        types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
-    await wait_for(lambda: uri in client.diagnostics and not _codes(client, uri),
-                   what="the trainer to pass every gate")
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)],
+        )
+    )
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
+    await wait_for(
+        lambda: uri in client.diagnostics and not _codes(client, uri), what="the trainer to pass every gate"
+    )
 
     first = await client.call("arena/start", {"id": "lm"})
-    await wait_for(lambda: _announced_checkpoint(client, first["runId"]), 240,
-                   what="an announced checkpoint")
+    await wait_for(lambda: _announced_checkpoint(client, first["runId"]), 240, what="an announced checkpoint")
     stopped = await client.call("arena/stop", {})
     assert stopped["status"] == "stopped" and stopped["stoppedBy"] == "file"
     step = stopped["lastCheckpoint"]["step"]
     assert step >= 10
-    saved = [json.loads(text[len("@arena "):]) for text in _lines_of(client, first["runId"])
-             if text.startswith("@arena ") and '"checkpoint"' in text]
+    saved = [
+        json.loads(text[len("@arena ") :])
+        for text in _lines_of(client, first["runId"])
+        if text.startswith("@arena ") and '"checkpoint"' in text
+    ]
     assert saved[-1]["step"] == step and saved[-1]["path"] == "ckpt.pt"
 
     second = await client.call("arena/start", {"id": "lm"})
-    await wait_for(lambda: f"resumed at step {step}" in _lines_of(client, second["runId"]), 240,
-                   what=f"the relaunch to resume at step {step}")
+    await wait_for(
+        lambda: f"resumed at step {step}" in _lines_of(client, second["runId"]),
+        240,
+        what=f"the relaunch to resume at step {step}",
+    )
 
 
 def _apply(text: str, edits: list[types.TextEdit]) -> str:
@@ -169,5 +196,5 @@ def _apply(text: str, edits: list[types.TextEdit]) -> str:
 
     ordered = sorted(edits, key=lambda edit: offset(edit.range.start), reverse=True)
     for edit in ordered:
-        text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end):]
+        text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
     return text

@@ -1,4 +1,4 @@
-'''AR000 syntax-error: the trainer does not parse, so no other gate can run.
+"""AR000 syntax-error: the trainer does not parse, so no other gate can run.
 
 What it checks
 --------------
@@ -26,7 +26,7 @@ Write instead
 for step in range(100):
     loss.backward()
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -58,8 +58,15 @@ def syntax_error_finding(source: SourceText, error: BaseException) -> Finding:
         detail = error.msg if isinstance(error, SyntaxError) else str(error)
         if isinstance(error, (RecursionError, MemoryError)):
             detail = "the code is nested too deeply to parse"
-    return Finding(code=CODE, message=f"{MESSAGE}: {detail}", severity="error", line=line,
-                   col=col, end_line=end_line, end_col=end_col)
+    return Finding(
+        code=CODE,
+        message=f"{MESSAGE}: {detail}",
+        severity="error",
+        line=line,
+        col=col,
+        end_line=end_line,
+        end_col=end_col,
+    )
 
 
 def _null_byte(source: SourceText) -> tuple[int, int]:
@@ -70,5 +77,12 @@ def _null_byte(source: SourceText) -> tuple[int, int]:
     return 0, 0
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
-            doc=parse_doc(__doc__), check=None)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=None,
+)

@@ -1,4 +1,4 @@
-'''AR001 oom-retry: the training step is not retried after a CUDA out-of-memory error.
+"""AR001 oom-retry: the training step is not retried after a CUDA out-of-memory error.
 
 What it checks
 --------------
@@ -45,7 +45,7 @@ for step, batch in enumerate(loader):
     optimizer.step()
     optimizer.zero_grad()
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -66,10 +66,20 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     verdict = OomAnalyzer(ctx).verdict()
     if verdict.ok:
         return
-    detail = f": {verdict.near_miss}" if verdict.near_miss else (
-        ": catch torch.cuda.OutOfMemoryError, free the cache and retry the step")
+    detail = (
+        f": {verdict.near_miss}"
+        if verdict.near_miss
+        else (": catch torch.cuda.OutOfMemoryError, free the cache and retry the step")
+    )
     yield Violation(span=ctx.training.anchor, message=MESSAGE + ctx.training.note + detail)
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

@@ -1,4 +1,4 @@
-'''AR002 empty-cache: the training loop never calls `torch.cuda.empty_cache()`.
+"""AR002 empty-cache: the training loop never calls `torch.cuda.empty_cache()`.
 
 What it checks
 --------------
@@ -40,7 +40,7 @@ for step, (x, y) in enumerate(loader):
     if step % 50 == 0:
         torch.cuda.empty_cache()
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -55,8 +55,10 @@ NAME = "empty-cache"
 MESSAGE = "no torch.cuda.empty_cache() in the training loop"
 
 
-CUDA_FREE = ("this trainer never uses CUDA (no cuda device, no .cuda(), no torch.cuda), so "
-             "the GPU rules AR001-AR003 and AR011 do not apply to it")
+CUDA_FREE = (
+    "this trainer never uses CUDA (no cuda device, no .cuda(), no torch.cuda), so "
+    "the GPU rules AR001-AR003 and AR011 do not apply to it"
+)
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
@@ -68,8 +70,9 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     if training.kind == "loop":
         if ctx.paths("empty_cache", is_empty_cache):
             return
-        elsewhere = (f" (the call at line {anywhere.node.lineno} is outside the loop)"
-                     if anywhere is not None else "")
+        elsewhere = (
+            f" (the call at line {anywhere.node.lineno} is outside the loop)" if anywhere is not None else ""
+        )
         yield Violation(span=training.anchor, message=MESSAGE + elsewhere)
         return
     if anywhere is None:
@@ -77,5 +80,12 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         yield Violation(span=training.anchor, message=MESSAGE + training.note + hint)
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

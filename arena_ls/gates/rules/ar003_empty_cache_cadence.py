@@ -1,4 +1,4 @@
-'''AR003 empty-cache-cadence: `empty_cache()` runs outside every 10 to 100 steps.
+"""AR003 empty-cache-cadence: `empty_cache()` runs outside every 10 to 100 steps.
 
 What it checks
 --------------
@@ -39,7 +39,7 @@ for step, (x, y) in enumerate(loader):
     if step % 50 == 0:
         torch.cuda.empty_cache()
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -68,8 +68,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
 
 
 def _in_range(cadence: Cadence) -> bool:
-    return cadence.kind == "every" and cadence.steps is not None and (
-        LOW <= cadence.steps <= HIGH)
+    return cadence.kind == "every" and cadence.steps is not None and (LOW <= cadence.steps <= HIGH)
 
 
 def _describe(cadence: Cadence) -> str:
@@ -86,5 +85,12 @@ def _describe(cadence: Cadence) -> str:
     return f"the cadence cannot be determined: {cadence.reason}"
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="warning", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="warning",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

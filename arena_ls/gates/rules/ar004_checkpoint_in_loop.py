@@ -1,4 +1,4 @@
-'''AR004 checkpoint-in-loop: the training loop never saves a checkpoint.
+"""AR004 checkpoint-in-loop: the training loop never saves a checkpoint.
 
 What it checks
 --------------
@@ -41,7 +41,7 @@ for step, (x, y) in enumerate(loader):
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "step": step}, "ckpt.pt")
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -63,17 +63,20 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     if training.kind == "loop":
         if ctx.paths("save", ctx.saves.is_save):
             return
-        after = (f" (the save at line {anywhere.node.lineno} runs outside the loop)"
-                 if anywhere is not None else "")
+        after = (
+            f" (the save at line {anywhere.node.lineno} runs outside the loop)"
+            if anywhere is not None
+            else ""
+        )
         yield Violation(span=training.anchor, message=MESSAGE + after)
         return
     framework = training.framework
     if framework is not None:
-        off = _checkpointing_off(framework.setting("enable_checkpointing"),
-                                 framework.setting("save_strategy"))
+        off = _checkpointing_off(
+            framework.setting("enable_checkpointing"), framework.setting("save_strategy")
+        )
         if off:
-            yield Violation(span=training.anchor,
-                            message=f"{MESSAGE}{training.note}: {off}")
+            yield Violation(span=training.anchor, message=f"{MESSAGE}{training.note}: {off}")
         return
     if anywhere is None:
         yield Violation(span=training.anchor, message=MESSAGE + training.note)
@@ -86,9 +89,16 @@ def _checkpointing_off(enable: ast.expr | None, strategy: ast.expr | None) -> st
     if text is None and isinstance(strategy, ast.Attribute):
         text = strategy.attr
     if text is not None and text.lower() == "no":
-        return "its checkpointing is turned off (save_strategy=\"no\")"
+        return 'its checkpointing is turned off (save_strategy="no")'
     return ""
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

@@ -1,4 +1,4 @@
-'''AR005 checkpoint-cadence: checkpoints are saved less often than every 500 steps.
+"""AR005 checkpoint-cadence: checkpoints are saved less often than every 500 steps.
 
 What it checks
 --------------
@@ -62,7 +62,7 @@ for step, (x, y) in enumerate(loader):
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "step": step}, "ckpt.pt")
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -94,8 +94,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     too_rare = [c for c in cadences if c.kind == "every" and (c.steps or 0) > LIMIT]
     if too_rare:
         worst = too_rare[0]
-        yield Violation(span=ctx.span(worst.node),
-                        message=f"{MESSAGE}: it saves {worst.every}")
+        yield Violation(span=ctx.span(worst.node), message=f"{MESSAGE}: it saves {worst.every}")
         return
     order = {"never": 0, "unknown": 1, "epoch": 2, "handler": 3}
     # a save made when the trainer is asked to stop is no cadence: report the others first
@@ -109,17 +108,20 @@ def _often_enough(cadence: Cadence) -> bool:
 
 def _warning(cadence: Cadence) -> str:
     if cadence.kind == "never":
-        return (f"checkpoint cadence: {cadence.origin} by default; "
-                f"give it a default of at most {LIMIT} steps")
+        return f"checkpoint cadence: {cadence.origin} by default; give it a default of at most {LIMIT} steps"
     if cadence.kind == "epoch":
-        return ("checkpoint cadence unknown: the checkpoint is saved once per epoch, and the "
-                f"number of steps in an epoch is not known here (save at most every {LIMIT} "
-                "steps)")
+        return (
+            "checkpoint cadence unknown: the checkpoint is saved once per epoch, and the "
+            f"number of steps in an epoch is not known here (save at most every {LIMIT} "
+            "steps)"
+        )
     if cadence.kind == "handler":
         return "checkpoint cadence unknown: the only save in the loop runs in an exception handler"
     if cadence.on_stop:
-        return ("checkpoint cadence unknown: the only save in the loop runs when the trainer is "
-                f"asked to stop ({cadence.reason}); also save at most every {LIMIT} steps")
+        return (
+            "checkpoint cadence unknown: the only save in the loop runs when the trainer is "
+            f"asked to stop ({cadence.reason}); also save at most every {LIMIT} steps"
+        )
     return f"checkpoint cadence unknown: {cadence.reason}"
 
 
@@ -131,8 +133,9 @@ def _framework(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]
     if strategy is not None and strategy.lower() == "epoch":
         node = framework.setting("save_strategy")
         assert node is not None
-        yield Violation(span=ctx.span(node), severity="warning",
-                        message=_warning(Cadence(kind="epoch", node=node)))
+        yield Violation(
+            span=ctx.span(node), severity="warning", message=_warning(Cadence(kind="epoch", node=node))
+        )
         return
     yield from _too_rare(ctx, framework.setting("save_steps"), "save_steps")
 
@@ -143,10 +146,13 @@ def _lightning(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]
         return  # AR004 reports that
     callbacks = ctx.facts.calls_named("ModelCheckpoint")
     if not callbacks:
-        yield Violation(span=ctx.span(framework.call.node), severity="warning",
-                        message="checkpoint cadence unknown: Lightning's default checkpoint is "
-                        "saved once per epoch, and the number of steps in an epoch is not known "
-                        f"here (add ModelCheckpoint(every_n_train_steps=N) with N <= {LIMIT})")
+        yield Violation(
+            span=ctx.span(framework.call.node),
+            severity="warning",
+            message="checkpoint cadence unknown: Lightning's default checkpoint is "
+            "saved once per epoch, and the number of steps in an epoch is not known "
+            f"here (add ModelCheckpoint(every_n_train_steps=N) with N <= {LIMIT})",
+        )
         return
     rare: list[Violation] = []
     for site in callbacks:
@@ -162,10 +168,13 @@ def _lightning(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]
     site = callbacks[0]
     epochs = keyword(site.node, "every_n_epochs")
     where = f" (every_n_epochs={ast.unparse(epochs)})" if epochs is not None else ""
-    yield Violation(span=ctx.span(site.node), severity="warning",
-                    message="checkpoint cadence unknown: ModelCheckpoint saves once per epoch"
-                    f"{where}, and the number of steps in an epoch is not known here (give it "
-                    f"every_n_train_steps=N with N <= {LIMIT})")
+    yield Violation(
+        span=ctx.span(site.node),
+        severity="warning",
+        message="checkpoint cadence unknown: ModelCheckpoint saves once per epoch"
+        f"{where}, and the number of steps in an epoch is not known here (give it "
+        f"every_n_train_steps=N with N <= {LIMIT})",
+    )
 
 
 def _too_rare(ctx: TrainerContext, value: ast.expr | None, label: str) -> Iterator[Violation]:
@@ -175,9 +184,15 @@ def _too_rare(ctx: TrainerContext, value: ast.expr | None, label: str) -> Iterat
     steps = resolved.as_int()
     if steps is not None and steps > LIMIT:
         origin = f" ({resolved.origin})" if resolved.origin else ""
-        yield Violation(span=ctx.span(value),
-                        message=f"{MESSAGE}: {label}={steps}{origin}")
+        yield Violation(span=ctx.span(value), message=f"{MESSAGE}: {label}={steps}{origin}")
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

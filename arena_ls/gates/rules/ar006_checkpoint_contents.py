@@ -1,4 +1,4 @@
-'''AR006 checkpoint-contents: the saved checkpoint lacks the optimizer state or the step.
+"""AR006 checkpoint-contents: the saved checkpoint lacks the optimizer state or the step.
 
 What it checks
 --------------
@@ -45,7 +45,7 @@ for step, (x, y) in enumerate(loader):
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "step": step}, "ckpt.pt")
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -88,25 +88,39 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
 def _accepting_epoch(ctx: TrainerContext, root: Root, path: Path, contents: Contents) -> Contents:
     """A save made once per epoch that records the epoch has its position."""
     if contents.epoch and not contents.step and ctx.cadence(root, path).kind == "epoch":
-        return Contents(known=contents.known, node=contents.node, optimizer=contents.optimizer,
-                        step=True, epoch=True)
+        return Contents(
+            known=contents.known, node=contents.node, optimizer=contents.optimizer, step=True, epoch=True
+        )
     return contents
 
 
 def _single_site_paths(ctx: TrainerContext) -> list[Path]:
-    return [Path(sites=(site,), first_chain=site.chain) for site in ctx.facts.calls
-            if ctx.saves.is_save(site)]
+    return [
+        Path(sites=(site,), first_chain=site.chain) for site in ctx.facts.calls if ctx.saves.is_save(site)
+    ]
 
 
 def _message(contents: Contents) -> str:
     if contents.whole_module:
-        return ("the saved checkpoint lacks the optimizer state and the step: it pickles the "
-                "whole module; save a dict with the model's and the optimizer's state_dict() "
-                "and the step")
-    missing = [name for name, present in (("the optimizer state", contents.optimizer),
-                                          ("the step", contents.step)) if not present]
+        return (
+            "the saved checkpoint lacks the optimizer state and the step: it pickles the "
+            "whole module; save a dict with the model's and the optimizer's state_dict() "
+            "and the step"
+        )
+    missing = [
+        name
+        for name, present in (("the optimizer state", contents.optimizer), ("the step", contents.step))
+        if not present
+    ]
     return f"the saved checkpoint lacks {' and '.join(missing)}"
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

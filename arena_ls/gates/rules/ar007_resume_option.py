@@ -1,4 +1,4 @@
-'''AR007 resume-option: the trainer has no `--resume` option.
+"""AR007 resume-option: the trainer has no `--resume` option.
 
 What it checks
 --------------
@@ -34,7 +34,7 @@ parser.add_argument("--start-step", type=int, default=0)
 parser.add_argument("--resume", action="store_true")
 args = parser.parse_args()
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -55,9 +55,15 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
     if options.has_resume():
         return
-    yield options.missing(MESSAGE + ": the watchdog cannot restart this trainer from a checkpoint",
-                          ARGUMENTS)
+    yield options.missing(MESSAGE + ": the watchdog cannot restart this trainer from a checkpoint", ARGUMENTS)
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=FIX_TITLE,
+    doc=parse_doc(__doc__),
+    check=check,
+)

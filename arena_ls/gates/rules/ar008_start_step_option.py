@@ -1,4 +1,4 @@
-'''AR008 start-step-option: the trainer has no `--start-step` option.
+"""AR008 start-step-option: the trainer has no `--start-step` option.
 
 What it checks
 --------------
@@ -36,7 +36,7 @@ parser.add_argument("--start-step", type=int, default=0)
 args = parser.parse_args()
 step = args.start_step
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -59,15 +59,17 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
     if options.has_start_step():
         declared = options.start_step_declaration()
-        if (declared is not None and ctx.training.framework is None
-                and not _value_used(ctx, *declared)):
+        if declared is not None and ctx.training.framework is None and not _value_used(ctx, *declared):
             call, dest = declared
-            yield Violation(span=ctx.span(call),
-                            message=f"--start-step is parsed but `{dest}` is never used: a "
-                            "relaunch with --start-step N would start from the beginning")
+            yield Violation(
+                span=ctx.span(call),
+                message=f"--start-step is parsed but `{dest}` is never used: a "
+                "relaunch with --start-step N would start from the beginning",
+            )
         return
-    yield options.missing(MESSAGE + ": a relaunch cannot tell the trainer which step it resumes from",
-                          ARGUMENTS)
+    yield options.missing(
+        MESSAGE + ": a relaunch cannot tell the trainer which step it resumes from", ARGUMENTS
+    )
 
 
 def _value_used(ctx: TrainerContext, declaration: ast.Call, dest: str) -> bool:
@@ -82,5 +84,12 @@ def _value_used(ctx: TrainerContext, declaration: ast.Call, dest: str) -> bool:
     return mentions_in_code(ctx.source, ctx.facts, pattern, literals, declared)
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=FIX_TITLE,
+    doc=parse_doc(__doc__),
+    check=check,
+)

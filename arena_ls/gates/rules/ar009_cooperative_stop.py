@@ -1,4 +1,4 @@
-'''AR009 cooperative-stop: the trainer cannot be asked to stop.
+"""AR009 cooperative-stop: the trainer cannot be asked to stop.
 
 What it checks
 --------------
@@ -44,7 +44,7 @@ for step, (x, y) in enumerate(loader):
         save_checkpoint(step)
         break
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -61,13 +61,14 @@ from arena_ls.gates.rules.base import Rule, Violation, parse_doc
 CODE = "AR009"
 NAME = "cooperative-stop"
 MESSAGE = "no cooperative stop: neither a stop-file poll nor a SIGTERM/SIGINT handler"
-WINDOWS = ("; on Windows, where SIGTERM cannot be delivered, the trainer needs the stop file "
-           "(poll ARENA_STOP_FILE) or a SIGBREAK handler")
+WINDOWS = (
+    "; on Windows, where SIGTERM cannot be delivered, the trainer needs the stop file "
+    "(poll ARENA_STOP_FILE) or a SIGBREAK handler"
+)
 _EXISTS = frozenset({"exists", "isfile", "is_file", "lexists"})
 _SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGBREAK"})
 _NOT_HANDLERS = frozenset({"SIG_DFL", "SIG_IGN", "default_int_handler"})
-_STOP_TEXT = lazy(r"ARENA_STOP_FILE|stop_?file|(?<![A-Za-z0-9])stop(?![A-Za-z0-9])",
-                        re.IGNORECASE)
+_STOP_TEXT = lazy(r"ARENA_STOP_FILE|stop_?file|(?<![A-Za-z0-9])stop(?![A-Za-z0-9])", re.IGNORECASE)
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
@@ -82,9 +83,11 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         if polls and ctx.paths("stop_poll", stop_file.polls):
             return
         if polls:
-            yield Violation(span=training.anchor,
-                            message=f"{MESSAGE} (the stop file is checked at line "
-                            f"{polls[0].node.lineno}, outside the training loop){WINDOWS}")
+            yield Violation(
+                span=training.anchor,
+                message=f"{MESSAGE} (the stop file is checked at line "
+                f"{polls[0].node.lineno}, outside the training loop){WINDOWS}",
+            )
             return
     elif polls:
         return
@@ -133,8 +136,9 @@ class _StopFilePolls:
         verdict = self._variables.get(name)
         if verdict is None:
             self._variables[name] = False  # a cycle (a = b; b = a) reads as "no"
-            verdict = any(self._names_stop_file(item.value, depth + 1)
-                          for item in self.ctx.facts.all_assignments(name))
+            verdict = any(
+                self._names_stop_file(item.value, depth + 1) for item in self.ctx.facts.all_assignments(name)
+            )
             self._variables[name] = verdict
         return verdict
 
@@ -154,10 +158,16 @@ def _mentions_stop(node: ast.AST) -> bool:
     text = string_value(node)
     if text is not None:
         return bool(_STOP_TEXT.search(text))
-    name = node.id if isinstance(node, ast.Name) else (
-        node.attr if isinstance(node, ast.Attribute) else None)
+    name = node.id if isinstance(node, ast.Name) else (node.attr if isinstance(node, ast.Attribute) else None)
     return name is not None and bool({"stop", "stopfile"} & set(name.lower().split("_")))
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="warning", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="warning",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

@@ -1,4 +1,4 @@
-'''AR010 dataloader-workers: a DataLoader starts worker processes (`num_workers` > 0).
+"""AR010 dataloader-workers: a DataLoader starts worker processes (`num_workers` > 0).
 
 What it checks
 --------------
@@ -34,7 +34,7 @@ Write instead
 ```python
 loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=0)
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -65,8 +65,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
             yield from _loader(ctx, site, "dataloader_num_workers", None)
 
 
-def _loader(ctx: TrainerContext, site: CallSite, name: str,
-            position: int | None) -> Iterator[Violation]:
+def _loader(ctx: TrainerContext, site: CallSite, name: str, position: int | None) -> Iterator[Violation]:
     item = keyword_node(site.node, name)
     value_expr: ast.expr | None = item.value if item is not None else None
     where: ast.AST | None = item
@@ -81,12 +80,12 @@ def _loader(ctx: TrainerContext, site: CallSite, name: str,
     if not (value.positive or (workers is not None and workers > 0)):
         return
     shown = f"{name}={workers}" if workers is not None else f"{name} from os.cpu_count()"
-    origin = f", {value.origin}" if value.origin and not isinstance(value_expr,
-                                                                    ast.Constant) else ""
-    yield Violation(span=ctx.span(where),
-                    message=f"{MESSAGE} ({shown}{origin}): each worker is another "
-                    "process holding a copy of the dataset",
-                    edits=_fix(ctx, value))
+    origin = f", {value.origin}" if value.origin and not isinstance(value_expr, ast.Constant) else ""
+    yield Violation(
+        span=ctx.span(where),
+        message=f"{MESSAGE} ({shown}{origin}): each worker is another process holding a copy of the dataset",
+        edits=_fix(ctx, value),
+    )
 
 
 def _through_splats(ctx: TrainerContext, site: CallSite, name: str) -> Iterator[Violation]:
@@ -100,21 +99,30 @@ def _through_splats(ctx: TrainerContext, site: CallSite, name: str) -> Iterator[
             if not (value.positive or (workers is not None and workers > 0)):
                 continue
             shown = f"{name}={workers}" if workers is not None else f"{name} from os.cpu_count()"
-            yield Violation(span=ctx.span(item),
-                            message=f"{MESSAGE} ({shown} through **{ast.unparse(item.value)}, "
-                            f"{entry.path}): each worker is another process holding a copy "
-                            "of the dataset", edits=_fix(ctx, value))
+            yield Violation(
+                span=ctx.span(item),
+                message=f"{MESSAGE} ({shown} through **{ast.unparse(item.value)}, "
+                f"{entry.path}): each worker is another process holding a copy "
+                "of the dataset",
+                edits=_fix(ctx, value),
+            )
             return
 
 
 def _fix(ctx: TrainerContext, value: Value) -> tuple[TextEdit, ...]:
     node = value.node
-    if not isinstance(node, ast.Constant) or isinstance(node.value, bool) or not isinstance(
-            node.value, int):
+    if not isinstance(node, ast.Constant) or isinstance(node.value, bool) or not isinstance(node.value, int):
         return ()
     span = ctx.span(node)
     return (TextEdit(span.line, span.col, span.end_line, span.end_col, "0"),)
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="warning", fix_title=FIX_TITLE,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="warning",
+    fix_title=FIX_TITLE,
+    doc=parse_doc(__doc__),
+    check=check,
+)

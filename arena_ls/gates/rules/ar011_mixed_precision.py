@@ -1,4 +1,4 @@
-'''AR011 mixed-precision: half precision or TF32 on a GPU profiled as FP32-only.
+"""AR011 mixed-precision: half precision or TF32 on a GPU profiled as FP32-only.
 
 What it checks
 --------------
@@ -44,7 +44,7 @@ Write instead
 loss = model(x).mean()
 loss.backward()
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -62,10 +62,12 @@ from arena_ls.gates.sites import is_backward
 CODE = "AR011"
 NAME = "mixed-precision"
 MESSAGE = "mixed precision while the device profile is FP32-only"
-_HALF_TEXT = lazy(r"^(b?f(loat)?16|half|bf16|fp16|16|16-mixed|bf16-mixed|16-true"
-                        r"|bf16-true|fp8|int8)$", re.IGNORECASE)
-_EXPORT_FUNCTION = lazy(r"export|convert|save|dump|publish|push|upload|quantiz|^write_",
-                              re.IGNORECASE)
+_HALF_TEXT = lazy(
+    r"^(b?f(loat)?16|half|bf16|fp16|16|16-mixed|bf16-mixed|16-true"
+    r"|bf16-true|fp8|int8)$",
+    re.IGNORECASE,
+)
+_EXPORT_FUNCTION = lazy(r"export|convert|save|dump|publish|push|upload|quantiz|^write_", re.IGNORECASE)
 _FLAG_KEYWORDS = frozenset({"fp16", "bf16", "tf32", "half_precision_backend", "use_amp", "amp"})
 _TEXT_KEYWORDS = frozenset({"precision", "mixed_precision", "torch_dtype"})
 
@@ -74,8 +76,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     if ctx.fp32_only is not True or ctx.cuda_free:
         return
     seen: set[int] = set()
-    for node, what in sorted(_sites(ctx), key=lambda item: (item[0].lineno,
-                                                            item[0].col_offset)):
+    for node, what in sorted(_sites(ctx), key=lambda item: (item[0].lineno, item[0].col_offset)):
         if node.lineno in seen:
             continue
         seen.add(node.lineno)
@@ -94,18 +95,24 @@ def _sites(ctx: TrainerContext) -> Iterator[tuple[ast.expr | ast.stmt | ast.keyw
             reason = _keyword(ctx, item, site.scope)
             if reason:
                 found.append((item, reason))
-        if found and not _for_export(ctx, site.scope, site.node, after) and uses.active(
-                site.chain, site.scope):
+        if (
+            found
+            and not _for_export(ctx, site.scope, site.node, after)
+            and uses.active(site.chain, site.scope)
+        ):
             yield from found
     for ref in ctx.facts.dtype_refs:
-        if isinstance(ref.node, ast.Attribute) and dotted(ref.node.value) == "torch" and not (
-                _for_export(ctx, ref.scope, ref.node, after)) and uses.is_use(ref.node) and (
-                uses.active(ref.chain, ref.scope)):
+        if (
+            isinstance(ref.node, ast.Attribute)
+            and dotted(ref.node.value) == "torch"
+            and not (_for_export(ctx, ref.scope, ref.node, after))
+            and uses.is_use(ref.node)
+            and (uses.active(ref.chain, ref.scope))
+        ):
             yield ref.node, f"torch.{ref.node.attr}"
     for assignment in ctx.facts.attr_assigns.get("allow_tf32", []):
         value = ctx.resolver.resolve(assignment.value, assignment.scope)
-        if value.known and value.value is True and uses.active_at(assignment.stmt,
-                                                                  assignment.scope):
+        if value.known and value.value is True and uses.active_at(assignment.stmt, assignment.scope):
             yield assignment.stmt, "TF32 is switched on"
 
 
@@ -126,8 +133,9 @@ class _Uses:
 
     def parents(self) -> dict[int, ast.AST]:
         if self._parents is None:
-            self._parents = {id(child): node for node in ast.walk(self.ctx.tree)
-                             for child in ast.iter_child_nodes(node)}
+            self._parents = {
+                id(child): node for node in ast.walk(self.ctx.tree) for child in ast.iter_child_nodes(node)
+            }
         return self._parents
 
     def is_use(self, node: ast.AST) -> bool:
@@ -137,8 +145,11 @@ class _Uses:
         while parent is not None and not isinstance(parent, ast.stmt):
             if isinstance(parent, ast.Compare):
                 return False
-            if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and (
-                    parent.func.id in ("isinstance", "getattr", "hasattr")):
+            if (
+                isinstance(parent, ast.Call)
+                and isinstance(parent.func, ast.Name)
+                and (parent.func.id in ("isinstance", "getattr", "hasattr"))
+            ):
                 return False
             if isinstance(parent, ast.IfExp) and child is not parent.test:
                 taken = self._truth(parent.test, self._scope_of(node))
@@ -158,8 +169,7 @@ class _Uses:
         for scope in self.ctx.facts.scopes:
             start = getattr(scope.node, "lineno", 0)
             end = getattr(scope.node, "end_lineno", 0) or start
-            if scope.kind == "function" and start <= line <= end and start >= getattr(
-                    best.node, "lineno", 0):
+            if scope.kind == "function" and start <= line <= end and start >= getattr(best.node, "lineno", 0):
                 best = scope
         return best
 
@@ -170,16 +180,29 @@ class _Uses:
         lookups: list[tuple[ast.expr, Scope]] = []
         if isinstance(parent, ast.Subscript) and parent.value is table:
             lookups.append((parent.slice, self._scope_of(parent)))
-        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(
-                parent.targets[0], ast.Name):
+        elif (
+            isinstance(parent, ast.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name)
+        ):
             name = parent.targets[0].id
             for node in ast.walk(self.ctx.tree):
-                if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and (
-                        node.value.id == name):
+                if (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.value, ast.Name)
+                    and (node.value.id == name)
+                ):
                     lookups.append((node.slice, self._scope_of(node)))
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-                        node.func.attr == "get" and isinstance(node.func.value, ast.Name)
-                        and node.func.value.id == name and node.args):
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and (
+                        node.func.attr == "get"
+                        and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == name
+                        and node.args
+                    )
+                ):
                     lookups.append((node.args[0], self._scope_of(node)))
         if not lookups:
             return None
@@ -202,8 +225,7 @@ class _Uses:
 
     def active_at(self, stmt: ast.stmt, scope: Scope) -> bool:
         for node in iter_statements(getattr(scope.node, "body", [])):
-            if isinstance(node, ast.If) and node.lineno < stmt.lineno <= (
-                    node.end_lineno or node.lineno):
+            if isinstance(node, ast.If) and node.lineno < stmt.lineno <= (node.end_lineno or node.lineno):
                 in_body = any(item is stmt for item in iter_statements(node.body))
                 truth = self._truth(node.test, scope)
                 if truth is not None and truth != in_body:
@@ -303,8 +325,7 @@ def _keyword(ctx: TrainerContext, item: ast.keyword, scope: Scope) -> str:
     if item.arg in _TEXT_KEYWORDS:
         value = ctx.resolver.resolve(item.value, scope)
         text = value.value if value.known else None
-        if isinstance(text, (str, int)) and not isinstance(text, bool) and _HALF_TEXT.match(
-                str(text)):
+        if isinstance(text, (str, int)) and not isinstance(text, bool) and _HALF_TEXT.match(str(text)):
             return f"{item.arg}={text!r}"
     return ""
 
@@ -317,8 +338,7 @@ def _after_training(ctx: TrainerContext) -> tuple[Scope, int] | None:
     return loop.scope, loop.node.end_lineno or loop.node.lineno
 
 
-def _for_export(ctx: TrainerContext, scope: Scope, node: ast.AST,
-                after: tuple[Scope, int] | None) -> bool:
+def _for_export(ctx: TrainerContext, scope: Scope, node: ast.AST, after: tuple[Scope, int] | None) -> bool:
     """Half precision used to export weights: after the loop, or in an export function.
 
     An export function is named so (``export_*``, ``write_*``, ``save_*``...) or
@@ -326,8 +346,9 @@ def _for_export(ctx: TrainerContext, scope: Scope, node: ast.AST,
     """
     current: Scope | None = scope
     while current is not None:
-        if current.kind == "function" and (_EXPORT_FUNCTION.search(current.name)
-                                           or _writes_without_training(ctx, current)):
+        if current.kind == "function" and (
+            _EXPORT_FUNCTION.search(current.name) or _writes_without_training(ctx, current)
+        ):
             return True
         current = current.parent
     if after is not None:
@@ -337,8 +358,19 @@ def _for_export(ctx: TrainerContext, scope: Scope, node: ast.AST,
     return False
 
 
-_WRITES = frozenset({"write", "tofile", "save", "save_file", "dump", "writelines",
-                     "write_bytes", "write_text", "save_pretrained"})
+_WRITES = frozenset(
+    {
+        "write",
+        "tofile",
+        "save",
+        "save_file",
+        "dump",
+        "writelines",
+        "write_bytes",
+        "write_text",
+        "save_pretrained",
+    }
+)
 
 
 def _writes_without_training(ctx: TrainerContext, function: Scope) -> bool:
@@ -351,5 +383,12 @@ def _writes_without_training(ctx: TrainerContext, function: Scope) -> bool:
     return not ctx.graph.reaches(function, "backward", is_backward)
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="warning", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="warning",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

@@ -1,4 +1,4 @@
-'''AR012 eval-cadence: evaluation runs more often than every 20 steps.
+"""AR012 eval-cadence: evaluation runs more often than every 20 steps.
 
 What it checks
 --------------
@@ -42,7 +42,7 @@ for step, (x, y) in enumerate(loader):
     if step % 200 == 0:
         evaluate(model, val_loader)
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -80,16 +80,16 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         return
     unknown = [c for c in cadences if c.kind == "unknown"]
     if unknown:
-        yield Violation(span=ctx.span(unknown[0].node),
-                        message=f"evaluation cadence unknown: {unknown[0].reason}")
+        yield Violation(
+            span=ctx.span(unknown[0].node), message=f"evaluation cadence unknown: {unknown[0].reason}"
+        )
 
 
 def _framework(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]:
     if framework.kind == "lightning":
         node = framework.setting("val_check_interval")
     else:
-        strategy = framework.setting("eval_strategy") or framework.setting(
-            "evaluation_strategy")
+        strategy = framework.setting("eval_strategy") or framework.setting("evaluation_strategy")
         if (string_value(strategy) or "").lower() != "steps":
             return
         node = framework.setting("eval_steps")
@@ -103,5 +103,12 @@ def _framework(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]
         yield Violation(span=ctx.span(node), message=f"{MESSAGE}: it runs every {steps} steps")
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="warning", fix_title=None,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="warning",
+    fix_title=None,
+    doc=parse_doc(__doc__),
+    check=check,
+)

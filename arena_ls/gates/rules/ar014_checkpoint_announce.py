@@ -1,4 +1,4 @@
-'''AR014 checkpoint-announce: checkpoints are saved but the step saved is never announced.
+"""AR014 checkpoint-announce: checkpoints are saved but the step saved is never announced.
 
 What it checks
 --------------
@@ -51,7 +51,7 @@ for step, (x, y) in enumerate(loader):
         print("@arena " + json.dumps({"event": "checkpoint", "step": step,
                                       "path": "ckpt.pt"}), flush=True)
 ```
-'''
+"""
 
 from __future__ import annotations
 
@@ -73,8 +73,7 @@ NAME = "checkpoint-announce"
 MESSAGE = "checkpoints are saved but the step saved is never announced"
 FIX_TITLE = "Announce each checkpoint with an @arena line"
 _NOT_A_PATH = frozenset({"open", "BytesIO", "NamedTemporaryFile", "TemporaryFile"})
-_STEP_NAME = lazy(r"step|^(iter_num|iteration|it|global_iter|num_updates|updates)$",
-                        re.IGNORECASE)
+_STEP_NAME = lazy(r"step|^(iter_num|iteration|it|global_iter|num_updates|updates)$", re.IGNORECASE)
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
@@ -85,12 +84,12 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         return
     if announces_checkpoints(ctx.facts, ctx.checkpoint_patterns, ctx.source.text):
         return
-    pattern = (" or a line the job's checkpoint.pattern matches" if ctx.checkpoint_patterns
-               else "")
-    message = (f"{MESSAGE}: print an @arena checkpoint line after the save{pattern}, "
-               "or the run cannot be resumed from it")
-    yield Violation(span=ctx.span(paths[0].first.node), message=message,
-                    edits=_fix(ctx, paths))
+    pattern = " or a line the job's checkpoint.pattern matches" if ctx.checkpoint_patterns else ""
+    message = (
+        f"{MESSAGE}: print an @arena checkpoint line after the save{pattern}, "
+        "or the run cannot be resumed from it"
+    )
+    yield Violation(span=ctx.span(paths[0].first.node), message=message, edits=_fix(ctx, paths))
 
 
 # the quick fix -------------------------------------------------------------------
@@ -117,9 +116,11 @@ def _fix(ctx: TrainerContext, paths: list[Path]) -> tuple[TextEdit, ...]:
 
 def _binds_json(tree: ast.Module) -> bool:
     """``import json`` at the top level (``from json import dumps`` binds no ``json``)."""
-    return any(isinstance(stmt, ast.Import) and any(
-        alias.name == "json" and alias.asname in (None, "json") for alias in stmt.names)
-        for stmt in tree.body)
+    return any(
+        isinstance(stmt, ast.Import)
+        and any(alias.name == "json" and alias.asname in (None, "json") for alias in stmt.names)
+        for stmt in tree.body
+    )
 
 
 def _announce_after(ctx: TrainerContext, site: CallSite) -> TextEdit | None:
@@ -138,8 +139,10 @@ def _announce_after(ctx: TrainerContext, site: CallSite) -> TextEdit | None:
     if step is None:
         return None
     saved_to = _path_expression(site)
-    code = (f'{indent}print("@arena " + json.dumps({{"event": "checkpoint", '
-            f'"step": int({step}), "path": str({saved_to})}}), flush=True)')
+    code = (
+        f'{indent}print("@arena " + json.dumps({{"event": "checkpoint", '
+        f'"step": int({step}), "path": str({saved_to})}}), flush=True)'
+    )
     last = end + 1 >= len(source.lines)
     if last:
         col = len(source.line(end))
@@ -158,9 +161,11 @@ def _statement_of(site: CallSite) -> ast.stmt | None:
         return None
     call = site.node
     for stmt in block:
-        if isinstance(stmt, ast.stmt) and not isinstance(stmt, (*LOOP_TYPES, ast.If, ast.With,
-                                                                ast.Try)) and (
-                stmt.lineno <= call.lineno <= (stmt.end_lineno or stmt.lineno)):
+        if (
+            isinstance(stmt, ast.stmt)
+            and not isinstance(stmt, (*LOOP_TYPES, ast.If, ast.With, ast.Try))
+            and (stmt.lineno <= call.lineno <= (stmt.end_lineno or stmt.lineno))
+        ):
             return stmt
     return None
 
@@ -189,11 +194,11 @@ def _step_expression(ctx: TrainerContext, site: CallSite) -> str | None:
 
 def _step_in_dict(saved: ast.expr | None, site: CallSite) -> str | None:
     if isinstance(saved, ast.Name):
-        assignments = [item for item in site.scope.assigns.get(saved.id, [])
-                       if item.stmt.lineno <= site.node.lineno]
+        assignments = [
+            item for item in site.scope.assigns.get(saved.id, []) if item.stmt.lineno <= site.node.lineno
+        ]
         saved = assignments[-1].value if assignments else None
-    if isinstance(saved, ast.Call) and isinstance(saved.func, ast.Name) and (
-            saved.func.id == "dict"):
+    if isinstance(saved, ast.Call) and isinstance(saved.func, ast.Name) and (saved.func.id == "dict"):
         for item in saved.keywords:
             if item.arg and _STEP_NAME.search(item.arg):
                 return ast.unparse(item.value)
@@ -210,14 +215,16 @@ def _loop_counter(loop: ast.stmt) -> str | None:
     """``for step, batch in enumerate(...)``'s ``step``, or a ``counter += 1`` in a loop."""
     if isinstance(loop, (ast.For, ast.AsyncFor)):
         target = loop.target
-        if isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0],
-                                                                         ast.Name):
+        if isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name):
             return target.elts[0].id
         if isinstance(target, ast.Name) and _STEP_NAME.search(target.id):
             return target.id
     for stmt in iter_statements(loop.body):  # type: ignore[attr-defined]
-        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(
-                stmt.target, ast.Name):
+        if (
+            isinstance(stmt, ast.AugAssign)
+            and isinstance(stmt.op, ast.Add)
+            and isinstance(stmt.target, ast.Name)
+        ):
             return stmt.target.id
     return None
 
@@ -228,13 +235,17 @@ def _path_expression(site: CallSite) -> str:
         target = argument(node, 0, "output_dir")
     elif site.name in ("save_checkpoint",):
         target = argument(node, 0, "filepath")
-    elif site.name == "save" and isinstance(node.func, ast.Attribute) and ast.unparse(
-            node.func.value).endswith("fabric"):
+    elif (
+        site.name == "save"
+        and isinstance(node.func, ast.Attribute)
+        and ast.unparse(node.func.value).endswith("fabric")
+    ):
         target = argument(node, 0, "path")
     else:
         target = argument(node, 1, "f") or argument(node, 1, "filename")
-    if target is None or any(isinstance(node, ast.Call) and call_name(node) in _NOT_A_PATH
-                             for node in ast.walk(target)):
+    if target is None or any(
+        isinstance(node, ast.Call) and call_name(node) in _NOT_A_PATH for node in ast.walk(target)
+    ):
         return '""'  # an open file or a buffer: evaluating it again would do something
     return ast.unparse(target)
 
@@ -250,8 +261,7 @@ def _import_json(ctx: TrainerContext) -> TextEdit:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             line = stmt.lineno - 1
             break
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and (
-                stmt is body[0]):
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and (stmt is body[0]):
             line = stmt.end_lineno or stmt.lineno
             continue
         break
@@ -263,5 +273,12 @@ def _import_json(ctx: TrainerContext) -> TextEdit:
     return TextEdit(line, 0, line, 0, "import json" + newline)
 
 
-RULE = Rule(code=CODE, name=NAME, message=MESSAGE, severity="error", fix_title=FIX_TITLE,
-            doc=parse_doc(__doc__), check=check)
+RULE = Rule(
+    code=CODE,
+    name=NAME,
+    message=MESSAGE,
+    severity="error",
+    fix_title=FIX_TITLE,
+    doc=parse_doc(__doc__),
+    check=check,
+)

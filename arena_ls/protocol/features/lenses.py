@@ -90,8 +90,7 @@ def manifest_lenses(ls: ArenaServer) -> list[types.CodeLens]:
     manifest = ls.ws.manifest()
     infos = {info["id"]: info for info in ls.ws.job_infos(manifest)}
     return [
-        job_lens(ls, manifest, job_id, line, infos.get(job_id, {}))
-        for job_id, line in _entries(manifest)
+        job_lens(ls, manifest, job_id, line, infos.get(job_id, {})) for job_id, line in _entries(manifest)
     ]
 
 
