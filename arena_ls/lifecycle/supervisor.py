@@ -18,11 +18,13 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from arena_ls import platform
+from arena_ls.cluster.config import ClusterTarget, resolve_cluster
+from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
 from arena_ls.diagnostics import Diag
 from arena_ls.errors import (
     ALREADY_RUNNING,
@@ -58,9 +60,6 @@ from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult, load_manifest
 from arena_ls.settings import Settings
-
-if TYPE_CHECKING:
-    from arena_ls.cluster.config import ClusterTarget
 
 log = logging.getLogger(__name__)
 
@@ -376,15 +375,11 @@ class Supervisor:
             checks, warnings = self.preflight(job, gate_errors, self.our_pids())
         if job.run_on is None:
             return checks, warnings
-        from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
-
         kept = [check for check in checks if check.get("name") not in LOCAL_ONLY_CHECKS]
         return [check_cluster(self._cluster(job), job.resources.to_dict()), *kept], warnings
 
     def _cluster(self, job: Job) -> ClusterTarget:
         """The cluster a ``runOn`` job runs on (the manifest's, with the user's settings over it)."""
-        from arena_ls.cluster.config import resolve_cluster
-
         target = resolve_cluster(job, self.load_manifest().clusters, self.settings())
         assert target is not None
         return target
