@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from arena_ls import platform
 from arena_ls.lifecycle.rundir import RunDir, RunState
 from arena_ls.manifest import Job
 
@@ -150,3 +151,13 @@ class Backends:
     def for_run(self, name: str) -> RunBackend:
         """The back end a run's ``spec.json`` records (``UnknownBackend`` when this server lacks it)."""
         return self._by_name.get(name) or UnknownBackend(name)
+
+
+def detached_follower_alive(state: RunState | None, process: FollowerProcess | None) -> bool:
+    """Whether a run's detached follower lives: the one this server started, else the recorded one
+    (pid and creation time, so a reused pid is never mistaken for it)."""
+    if process is not None and process.poll() is None:
+        return True
+    if state is None:
+        return False
+    return platform.is_same_process(state.agent_pid, state.agent_create_time)

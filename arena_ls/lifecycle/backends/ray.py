@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from arena_ls import platform
-from arena_ls.lifecycle.backends.base import CLUSTER_BACKEND, FollowerProcess
+from arena_ls.lifecycle.backends.base import CLUSTER_BACKEND, FollowerProcess, detached_follower_alive
 from arena_ls.lifecycle.rundir import RunDir, RunState
 
 RAY = CLUSTER_BACKEND
@@ -36,11 +36,7 @@ class RayBackend:
         return exit_code != 0
 
     def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
-        if process is not None and process.poll() is None:
-            return True
-        if state is None:
-            return False
-        return platform.is_same_process(state.agent_pid, state.agent_create_time)
+        return detached_follower_alive(state, process)
 
     @property
     def revivable(self) -> bool:
