@@ -506,13 +506,9 @@ class ClusterAgent:
         return None if final_status(FAILED, can_relaunch=ran) is RunStatus.RESTARTING else RunStatus.CRASHED
 
     def _crash_loop(self, decision: GiveUp) -> None:
-        evidence = decision.crash_loop_evidence()
         with self.lock:
-            previous = self.state.failure
-            if previous is not None:
-                evidence += f"; last failure: {previous.kind}: {previous.evidence}"
-            self.state.failure = Failure("crash-loop", evidence)
-        self.say(f"crash loop: {evidence}; not relaunching")
+            self.state.failure = failure = decision.crash_loop_failure(self.state.failure)
+        self.say(f"crash loop: {failure.evidence}; not relaunching")
 
     def _finish(self, status: RunStatus) -> None:
         with self.lock:

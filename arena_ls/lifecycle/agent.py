@@ -561,13 +561,9 @@ class Agent:
             self._finish(RunStatus.CRASHED)
 
     def _crash_loop(self, decision: GiveUp) -> None:
-        evidence = decision.crash_loop_evidence()
         with self.lock:
-            previous = self.state.failure
-            if previous is not None:
-                evidence += f"; last failure: {previous.kind}: {previous.evidence}"
-            self.state.failure = Failure("crash-loop", evidence)
-        self.say(f"crash loop: {evidence}; not relaunching")
+            self.state.failure = failure = decision.crash_loop_failure(self.state.failure)
+        self.say(f"crash loop: {failure.evidence}; not relaunching")
         self._finish(RunStatus.CRASHED)
 
     def _backoff(self, relaunch: Relaunch) -> bool:

@@ -28,6 +28,8 @@ from typing import Protocol
 
 import attrs
 
+from arena_ls.lifecycle.rundir import Failure
+
 BACKOFF_CAP_SECONDS = 300.0
 """The longest wait before a relaunch, however many came before."""
 BACKOFF_POLL_SECONDS = 0.2
@@ -84,6 +86,13 @@ class GiveUp:
         """The ``crash-loop`` failure's evidence (before the previous failure is appended)."""
         where = f"step {self.step}" if self.step is not None else "the same point (no checkpoint)"
         return f"crashed again at {where} after a relaunch from it"
+
+    def crash_loop_failure(self, previous: Failure | None) -> Failure:
+        """The run's ``crash-loop`` failure, naming the failure before it (what crashed each time)."""
+        evidence = self.crash_loop_evidence()
+        if previous is not None:
+            evidence += f"; last failure: {previous.kind}: {previous.evidence}"
+        return Failure("crash-loop", evidence)
 
 
 Decision = Relaunch | GiveUp
