@@ -256,8 +256,8 @@ async def test_reference_trainer_stops_cooperatively_with_a_loadable_checkpoint(
 
 
 async def test_a_relaunch_rewinds_the_step_to_its_checkpoint(tmp_path: Path) -> None:
-    """Seen on a real H200: after a crash at step 570 and a relaunch from the checkpoint at 500,
-    ``step`` kept saying 570 until the resumed trainer printed progress; the steps past the
+    """Seen on a real H200: after a kill -9 at step 610 and a relaunch from the checkpoint at 600,
+    ``step`` kept saying 610 until the resumed trainer printed progress; the steps past the
     checkpoint are lost, and the progress bar must say so at once."""
     spec = job(
         "lm", "--steps", "40", "--ckpt-every", "5", "--crash-at", "13", "--interval", "0.05",
