@@ -512,6 +512,54 @@ def spawn_detached(argv: Sequence[str], *, cwd: Path, log_file: Path) -> subproc
         return subprocess.Popen(list(argv), **kwargs)
 
 
+SPARE_AGENT = sys.platform != "win32"
+"""Whether a job agent can be started ahead of need and handed its run later (``spawn_spare_agent``).
+
+POSIX: yes, over the spare's stdin. Windows: no. There the agent is
+started through the ``detach`` intermediate, inside a kill-on-close job
+created for it; the pipe the order would travel on has to pass through
+that intermediate, and the job would have to outlive it as well. That is
+not done, so a Windows run starts its agent cold (``spawn_detached``).
+"""
+
+
+def spawn_spare_agent(argv: Sequence[str], *, cwd: Path) -> subprocess.Popen[bytes] | None:
+    """Start a job agent that loads its code and then waits on its stdin for the run to take.
+
+    Detached as ``spawn_detached`` detaches (POSIX: a new session; it stays
+    the server's child, which reaps it). Its stdin is a pipe that only this
+    server holds. When the server goes away, for any reason, the pipe
+    reaches end-of-file and the spare exits. Windows: None (see ``SPARE_AGENT``).
+    """
+    if sys.platform == "win32" or not SPARE_AGENT:
+        return None
+    return subprocess.Popen(
+        list(argv),
+        cwd=str(cwd),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        start_new_session=True,
+    )
+
+
+def take_run_stdio(agent_log: str) -> None:
+    """In a spare agent handed its run: stdin from the null device, stderr to the run's ``agent.log``.
+
+    A cold agent is started with these as its standard streams; a spare
+    agent had its order pipe and the null device until now.
+    """
+    null = os.open(os.devnull, os.O_RDONLY)
+    log_fd = os.open(agent_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(null, 0)
+        os.dup2(log_fd, 2)
+    finally:
+        os.close(null)
+        os.close(log_fd)
+
+
 def spawn_failed(code: int) -> bool:
     """Has the process ``spawn_detached`` returned ended in a way that means no agent runs?
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from arena_ls.lifecycle.launch import SPARE_FLAG
+from arena_ls.lifecycle.spare import DISABLE_VARIABLE
+from arena_ls.platform import SPARE_AGENT
 from benchmarks.client import BenchClient, open_session
 
 FINAL = {"stopped", "succeeded", "crashed", "lost"}
@@ -30,9 +36,39 @@ async def settled(client: BenchClient) -> None:
     """Wait until the server has done what follows ``initialized`` (one ``arena/status`` round trip).
 
     supervisord is up and idle before its programs are timed; so is arena-ls.
-    Its own start-up is what the startup benchmark measures.
+    Its own start-up is what the startup benchmark measures. Being idle
+    includes the spare job agent the server loads for its next run
+    (``arena_ls/lifecycle/spare.py``): this waits until it has loaded (its
+    loading thread has ended), as a user's server has long before they
+    press Run. With ``ARENA_NO_SPARE_AGENT=1`` there is none to wait for.
     """
     await client.call("arena/status", {})
+    if os.environ.get(DISABLE_VARIABLE) != "1" and SPARE_AGENT:
+        await _spare_loaded(client.pid)
+
+
+async def _spare_loaded(server_pid: int, appear: float = 2.0, load: float = 10.0) -> None:
+    """Until the server's spare agent has loaded; soon if none appears (an older ``--product``)."""
+    started = time.monotonic()
+    while True:
+        spares = _spares(server_pid)
+        if any(threads == 1 for threads in spares):
+            return
+        waited = time.monotonic() - started
+        if waited > (load if spares else appear):
+            return
+        await asyncio.sleep(0.01)
+
+
+def _spares(server_pid: int) -> list[int]:
+    """The thread counts of the server's spare agents (one thread left: loaded, waiting for an order)."""
+    found = []
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(server_pid).children():
+            with contextlib.suppress(psutil.Error):
+                if SPARE_FLAG in child.cmdline():
+                    found.append(child.num_threads())
+    return found
 
 
 async def start(client: BenchClient, job_id: str) -> tuple[float, dict[str, Any]]:

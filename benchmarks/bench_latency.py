@@ -60,6 +60,12 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
                 asyncio.run(_editor_round(editor, seconds))
                 asyncio.run(_server_round(server, ticker_args))
                 _supervisord_round(server, daemon)
+    server.ratio(
+        "first_line.arena/supervisord",
+        server.figure("arena.first_line_ms", "ms"),
+        server.figure("supervisord_tail.first_line_ms", "ms"),
+        "<= 2",
+    )
     return [editor, server]
 
 

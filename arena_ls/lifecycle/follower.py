@@ -67,6 +67,9 @@ class FollowedRuns(Protocol):
     def report_damage(self, view: RunView) -> None:
         """Report a run's damage to the user (once)."""
 
+    def idle(self) -> None:
+        """No run is active: get ready for the next start (called after each full round that finds none)."""
+
 
 Condition = Callable[[RunView], bool]
 
@@ -154,6 +157,8 @@ class RunFollower:
         for view in list(self.runs.views.values()):
             active = self._poll_isolated(view, check_liveness) or active
         self._settle()
+        if not active:
+            self.runs.idle()
         return active
 
     def _poll_waited(self) -> None:

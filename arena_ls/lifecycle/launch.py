@@ -1,6 +1,11 @@
 """The job agent's entry point: start the trainer and its capture first, then load the rest.
 
-Started by a server as ``python -m arena_ls.lifecycle.launch RUN_DIR``.
+Started by a server as ``python -m arena_ls.lifecycle.launch RUN_DIR``, or
+ahead of need as ``... launch --spare`` (a *spare agent*, POSIX): it loads
+all of this, the agent included, and then waits on its stdin for the one
+order its server sends when a run starts (``{"runDir": ..., "agentLog": ...}``
+on one line). End-of-file instead (the server closed the pipe, or is gone)
+makes it exit, having started nothing. See ``arena_ls.lifecycle.spare``.
 Loading the agent (attrs, cattrs, psutil, the state folder's converters)
 takes over 100 ms of imports, and neither the trainer nor its first lines
 need wait for them: this module starts the trainer that ``spec.json``
@@ -15,8 +20,11 @@ which starts the trainer the usual way and reports the problem.
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from arena_ls import platform
 from arena_ls.lifecycle.trainer_start import launch_from_spec, record_launch, watch_stop
@@ -24,8 +32,10 @@ from arena_ls.lifecycle.trainer_start import launch_from_spec, record_launch, wa
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args == [SPARE_FLAG]:
+        return serve_as_spare()
     if len(args) != 1:
-        print("usage: python -m arena_ls.lifecycle.launch RUN_DIR", file=sys.stderr)
+        print(f"usage: python -m arena_ls.lifecycle.launch RUN_DIR | {SPARE_FLAG}", file=sys.stderr)
         return 2
     run_dir = Path(args[0]).resolve()
     platform.become_subreaper()  # before the trainer exists, so no orphan of its escapes us
@@ -38,6 +48,45 @@ def main(argv: list[str] | None = None) -> int:
     from arena_ls.lifecycle.agent import main as agent_main
 
     return agent_main([str(run_dir)], early=early)
+
+
+SPARE_FLAG = "--spare"
+
+
+def serve_as_spare() -> int:
+    """Wait for the run to take while the agent loads; exit 0 at end-of-file, having started nothing.
+
+    The agent loads on a thread, so an order that arrives before it has
+    loaded starts the trainer at once, as a cold launch would, and only the
+    agent's takeover waits for the rest of its imports.
+    """
+    # What the trainer's start itself imports (psutil, for the first record's creation times) is
+    # loaded here, before the agent's thread starts: the start never waits on that thread's imports.
+    import psutil  # noqa: F401
+
+    threading.Thread(target=_load_agent, name="load-agent", daemon=True).start()
+    order = read_order(sys.stdin.buffer.readline())
+    if order is None:
+        return 0
+    run_dir, agent_log = order
+    platform.take_run_stdio(agent_log)
+    return main([run_dir])
+
+
+def _load_agent() -> None:
+    import arena_ls.lifecycle.agent  # noqa: F401  (what a cold launch loads after the trainer started)
+
+
+def read_order(line: bytes) -> tuple[str, str] | None:
+    """The run a spare is handed: (run folder, agent log); None at end-of-file or for a garbled order."""
+    try:
+        order: Any = json.loads(line)
+        run_dir, agent_log = order["runDir"], order["agentLog"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(run_dir, str) or not isinstance(agent_log, str):
+        return None
+    return run_dir, agent_log
 
 
 if __name__ == "__main__":

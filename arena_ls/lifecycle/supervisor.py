@@ -56,6 +56,7 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
+from arena_ls.lifecycle.spare import SpareAgent
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult, load_manifest
@@ -140,7 +141,9 @@ class Supervisor:
         self.listener = listener
         self.gate_checker = gate_checker
         self.preflight = preflight
-        self.backends = backends if backends is not None else Backends(LocalBackend(), RayBackend())
+        if backends is None:
+            backends = Backends(LocalBackend(SpareAgent()), RayBackend())
+        self.backends = backends
         """Where runs execute; the supervisor reaches a run's back end only through these."""
         self.views: dict[str, RunView] = {}
         self._folder: StateFolder | None = None
@@ -250,6 +253,11 @@ class Supervisor:
 
     async def close(self) -> None:
         await self.follower.close()
+        self.backends.default.release()
+
+    def idle(self) -> None:
+        """No run of the workspace is active (the follower says so): get ready for the next start."""
+        self.backends.default.prepare(self.root)
 
     def poll_once(self) -> bool:
         """Follow every unfinished run once; True while any run is active."""

@@ -38,6 +38,8 @@ class FakeBackend:
     revived: list[str] = attrs.field(factory=list)
     ended: list[str] = attrs.field(factory=list)
     followers: list[FakeFollower] = attrs.field(factory=list)
+    prepared: list[Path] = attrs.field(factory=list)
+    released: int = 0
     start_seen: asyncio.Event = attrs.field(factory=asyncio.Event)
     stop_seen: asyncio.Event = attrs.field(factory=asyncio.Event)
 
@@ -48,6 +50,12 @@ class FakeBackend:
     @property
     def revivable(self) -> bool:
         return self.can_revive
+
+    def prepare(self, workspace: Path) -> None:
+        self.prepared.append(workspace)
+
+    def release(self) -> None:
+        self.released += 1
 
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
         if self.start_error is not None:

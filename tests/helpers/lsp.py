@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.protocol import (
@@ -26,6 +27,8 @@ from pygls.protocol import (
 )
 from pytest_lsp import client_capabilities
 from pytest_lsp.client import LanguageClient, register_lsp_features
+
+from arena_ls.lifecycle import launch
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "fake_trainer.py"
@@ -223,3 +226,19 @@ def write_manifest(root: Path, jobs: list[dict[str, Any]]) -> None:
 
 def run_dir(root: Path, run_id: str) -> Path:
     return root / ".aide" / "training" / "runs" / run_id
+
+
+def spares_of(client: ArenaClient) -> list[psutil.Process]:
+    """The server's spare agents: its children started with the spare flag."""
+    try:
+        children = psutil.Process(client.server_process.pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            if launch.SPARE_FLAG in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found

@@ -97,6 +97,31 @@ async def test_a_start_goes_through_the_chosen_back_end_and_answers_once_the_tra
     assert supervisor.our_pids() == {12345}, "our pids come from the back end"
 
 
+async def test_the_default_back_end_prepares_while_idle_only_and_is_released_at_close(
+    workspace: Path, recorder: Recorder
+) -> None:
+    backend = FakeBackend()
+    supervisor = supervisor_with(workspace, recorder, backend)
+    assert supervisor.poll_once() is False
+    assert backend.prepared == [supervisor.root], "an idle round prepares the next start"
+    starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
+    await asyncio.wait_for(backend.start_seen.wait(), WAIT)
+    run = backend.started[0]
+    write_state(run, status=RunStatus.RUNNING, pid=12345)
+    await asyncio.wait_for(starting, WAIT)
+    prepared = len(backend.prepared)
+    assert supervisor.poll_once() is True
+    assert len(backend.prepared) == prepared, "nothing is prepared while a run is active"
+    write_state(run, status=RunStatus.SUCCEEDED, pid=12345, exit_code=0)
+    backend.followers[0].exit_code = 0
+    supervisor.poll_once()  # the round that reads the final state still counts the run
+    assert len(backend.prepared) == prepared
+    assert supervisor.poll_once() is False
+    assert len(backend.prepared) == prepared + 1, "the next start is prepared once the run is over"
+    await supervisor.close()
+    assert backend.released == 1
+
+
 async def test_a_stop_is_asked_of_the_back_end_and_answers_at_the_final_status(
     workspace: Path, recorder: Recorder, closing: Any
 ) -> None:

@@ -180,6 +180,7 @@ class Runs:
         self.views = {view.run_id: view for view in views}
         self._folder = folder
         self.damage_reports: list[str] = []
+        self.idle_rounds = 0
 
     @property
     def folder(self) -> StateFolder:
@@ -193,6 +194,9 @@ class Runs:
     def report_damage(self, view: RunView) -> None:
         if view.damage is not None:
             self.damage_reports.append(view.run_id)
+
+    def idle(self) -> None:
+        self.idle_rounds += 1
 
 
 @pytest.fixture

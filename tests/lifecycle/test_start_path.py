@@ -14,7 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from arena_ls import platform
+from arena_ls.lifecycle.spare import DISABLE_VARIABLE
 from arena_ls.lifecycle.states import LEGAL_MOVES, RunStatus
 from tests.helpers.lsp import (
     ArenaClient,
@@ -22,6 +25,7 @@ from tests.helpers.lsp import (
     job,
     make_workspace,
     poll_until,
+    spares_of,
     start_server,
     stop_server,
     wait_for,
@@ -36,14 +40,35 @@ _LOG = os.environ.get("ARENA_TEST_STATE_LOG")
 
 
 class _HoldTheAgent:
-    \"\"\"Holds the import of the agent module until the gate file exists (at most 120 s).\"\"\"
+    \"\"\"Holds the import of the agent module until the gate file exists (at most 120 s).
+
+    It holds the module's execution, as a slow import does, and not the
+    finder: a finder runs under the interpreter's global import lock, which
+    a fork with a ``preexec_fn`` (the trainer's start) must take too.
+    \"\"\"
 
     def find_spec(self, name, path=None, target=None):
-        if name == "arena_ls.lifecycle.agent":
-            deadline = time.monotonic() + 120
-            while not os.path.exists(_GATE) and time.monotonic() < deadline:
-                time.sleep(0.01)
-        return None
+        if name != "arena_ls.lifecycle.agent":
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = _HeldLoader(spec.loader)
+        return spec
+
+
+class _HeldLoader:
+    def __init__(self, real):
+        self.real = real
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module):
+        deadline = time.monotonic() + 120
+        while not os.path.exists(_GATE) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.real.exec_module(module)
 
 
 if _GATE:
@@ -101,6 +126,23 @@ class Harness:
         return [state for state in written if state["runId"] == run_id]
 
 
+@pytest.fixture(params=["spare", "cold"])
+def agent_start(request: pytest.FixtureRequest) -> str:
+    """Each case twice: the run handed to the server's spare agent (POSIX), and a cold agent."""
+    if request.param == "spare" and not platform.SPARE_AGENT:
+        pytest.skip("Windows starts every agent cold")
+    return str(request.param)
+
+
+async def server(root: Path, env: dict[str, str], agent_start: str) -> ArenaClient:
+    """A server on ``root``; with ``spare``, once its spare agent is waiting (so the start uses it)."""
+    if agent_start == "cold":
+        return await start_server(root, env={**env, DISABLE_VARIABLE: "1"})
+    client = await start_server(root, env=env)
+    await wait_for(lambda: spares_of(client), what="the server's spare agent")
+    return client
+
+
 def reachable(start: RunStatus) -> set[RunStatus]:
     """Every status a run in ``start`` can reach by legal moves (the writer folds quick ones together)."""
     seen: set[RunStatus] = set()
@@ -137,11 +179,13 @@ async def run_status(client: ArenaClient, run_id: str) -> dict[str, Any]:
     return next(run for run in result["runs"] if run["runId"] == run_id)
 
 
-async def test_the_answer_carries_the_trainer_pid_before_the_agent_has_loaded(tmp_path: Path) -> None:
+async def test_the_answer_carries_the_trainer_pid_before_the_agent_has_loaded(
+    tmp_path: Path, agent_start: str
+) -> None:
     trainer = job("train", "--steps", "40", "--interval", "0.05", kind="train")
     root = make_workspace(tmp_path / "ws", [trainer])
     harness = Harness(tmp_path)
-    client = await start_server(root, env=harness.env)
+    client = await server(root, harness.env, agent_start)
     try:
         info = await client.call("arena/start", {"id": "train"})
         answered = len(client.statuses)  # every notification from here on was sent after the answer
@@ -178,10 +222,12 @@ async def test_the_answer_carries_the_trainer_pid_before_the_agent_has_loaded(tm
         await stop_server(client)
 
 
-async def test_a_trainer_that_dies_at_once_is_answered_then_crashes_with_its_evidence(tmp_path: Path) -> None:
+async def test_a_trainer_that_dies_at_once_is_answered_then_crashes_with_its_evidence(
+    tmp_path: Path, agent_start: str
+) -> None:
     root = make_workspace(tmp_path / "ws", [job("dies", "--steps", "0", "--exit-code", "3")])
     harness = Harness(tmp_path)
-    client = await start_server(root, env=harness.env)
+    client = await server(root, harness.env, agent_start)
     try:
         info = await client.call("arena/start", {"id": "dies"})
         answered = len(client.statuses)  # every notification from here on was sent after the answer
@@ -211,11 +257,12 @@ async def test_a_trainer_that_dies_at_once_is_answered_then_crashes_with_its_evi
 
 async def test_a_run_that_cannot_be_recorded_is_1009_even_if_its_trainer_dies_at_once(
     tmp_path: Path,
+    agent_start: str,
 ) -> None:
     """Neither the launcher's record nor the agent's can be written: 1009 with the cause."""
     root = make_workspace(tmp_path / "ws", [job("dies", "--steps", "0", "--exit-code", "3")])
     harness = Harness(tmp_path, STATE_WRITES_FAIL)
-    client = await start_server(root, env={"PYTHONPATH": str(harness.inject)})
+    client = await server(root, {"PYTHONPATH": str(harness.inject)}, agent_start)
     try:
         error = await client.call_error("arena/start", {"id": "dies"})
         assert (error.code, error.data["reason"]) == (1009, "launch-failed")
@@ -229,12 +276,14 @@ async def test_a_run_that_cannot_be_recorded_is_1009_even_if_its_trainer_dies_at
         await stop_server(client)
 
 
-async def test_a_checkpoint_announced_while_the_agent_loads_lets_the_run_stop(tmp_path: Path) -> None:
+async def test_a_checkpoint_announced_while_the_agent_loads_lets_the_run_stop(
+    tmp_path: Path, agent_start: str
+) -> None:
     """The trainer runs before its agent has loaded: a checkpoint in its log counts before the state has."""
     trainer = job("train", "--steps", "100000", "--interval", "0.02", "--ckpt-every", "3", kind="train")
     root = make_workspace(tmp_path / "ws", [trainer])
     harness = Harness(tmp_path)
-    client = await start_server(root, env=harness.env)
+    client = await server(root, harness.env, agent_start)
     try:
         info = await client.call("arena/start", {"id": "train"})
         run_id = info["runId"]
@@ -254,11 +303,11 @@ async def test_a_checkpoint_announced_while_the_agent_loads_lets_the_run_stop(tm
         await stop_server(client)
 
 
-async def test_a_stop_asked_while_the_agent_loads_is_begun_at_once(tmp_path: Path) -> None:
+async def test_a_stop_asked_while_the_agent_loads_is_begun_at_once(tmp_path: Path, agent_start: str) -> None:
     """The launcher creates the stop file itself; the agent, once loaded, finishes the same stop."""
     root = make_workspace(tmp_path / "ws", [job("coop", "--steps", "100000", "--interval", "0.02")])
     harness = Harness(tmp_path)
-    client = await start_server(root, env=harness.env)
+    client = await server(root, harness.env, agent_start)
     try:
         info = await client.call("arena/start", {"id": "coop"})
         run_id = info["runId"]
@@ -278,10 +327,10 @@ async def test_a_stop_asked_while_the_agent_loads_is_begun_at_once(tmp_path: Pat
         await stop_server(client)
 
 
-async def test_a_kill_asked_while_the_agent_loads_is_done_at_once(tmp_path: Path) -> None:
+async def test_a_kill_asked_while_the_agent_loads_is_done_at_once(tmp_path: Path, agent_start: str) -> None:
     root = make_workspace(tmp_path / "ws", [job("stubborn", "--steps", "100000", "--ignore-stop")])
     harness = Harness(tmp_path)
-    client = await start_server(root, env=harness.env)
+    client = await server(root, harness.env, agent_start)
     try:
         info = await client.call("arena/start", {"id": "stubborn"})
         run_id = info["runId"]

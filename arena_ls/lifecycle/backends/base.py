@@ -63,6 +63,12 @@ class RunBackend(Protocol):
     def start_failed(self, exit_code: int) -> bool:
         """Whether a follower's ``exit_code``, before it recorded a trainer, means the start failed."""
 
+    def prepare(self, workspace: Path) -> None:
+        """The workspace is idle: get ready for its next start (the local back end loads a spare agent)."""
+
+    def release(self) -> None:
+        """The server is closing: let go of what ``prepare`` holds (no run is affected)."""
+
     def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
         """Whether the run's follower lives: ``process`` if this server started it, else ``state``'s."""
 
@@ -110,6 +116,12 @@ class UnknownBackend:
 
     def start_failed(self, exit_code: int) -> bool:
         return False
+
+    def prepare(self, workspace: Path) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
 
     def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
         return True  # cannot tell: never lose a run for a missing extra

@@ -1,7 +1,9 @@
 """The local back end: a run is a detached job agent on this machine, which owns the trainer.
 
 The server spawns ``python -m arena_ls.lifecycle.launch RUN_DIR`` detached
-(it outlives the server and the editor); the agent starts the trainer,
+(it outlives the server and the editor), or hands the run to the spare
+agent it loaded while the workspace was idle (``spare.py``; POSIX); the
+agent starts the trainer,
 captures its output and records its state (``arena_ls.lifecycle.agent``).
 The trainer dies with its agent (Linux: ``PR_SET_PDEATHSIG``; Windows: a
 kill-on-close job object), so a run whose agent is gone is over: it cannot
@@ -10,27 +12,39 @@ be revived, only recorded ``lost`` and whatever is left of it killed.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from arena_ls import platform
 from arena_ls.lifecycle.backends.base import LOCAL, FollowerProcess, detached_follower_alive
 from arena_ls.lifecycle.rundir import RunDir, RunState
+from arena_ls.lifecycle.spare import SpareAgent, agent_argv
 
 
 class LocalBackend:
     """``RunBackend`` for runs on this machine."""
+
+    def __init__(self, spare: SpareAgent | None = None) -> None:
+        self.spare = spare
+        """The agent loaded ahead of the next run, where the server keeps one (None: every start is cold)."""
 
     @property
     def name(self) -> str:
         return LOCAL
 
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
-        return platform.spawn_detached(
-            [sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir.path)],
-            cwd=workspace,
-            log_file=run_dir.agent_log,
-        )
+        agent = self.spare.take(run_dir, workspace) if self.spare is not None else None
+        if agent is not None:
+            return agent
+        return platform.spawn_detached(agent_argv(run_dir), cwd=workspace, log_file=run_dir.agent_log)
+
+    def prepare(self, workspace: Path) -> None:
+        """The workspace is idle: load a spare agent for its next run (where this server keeps one)."""
+        if self.spare is not None:
+            self.spare.ensure(workspace)
+
+    def release(self) -> None:
+        if self.spare is not None:
+            self.spare.release()
 
     def start_failed(self, exit_code: int) -> bool:
         return platform.spawn_failed(exit_code)

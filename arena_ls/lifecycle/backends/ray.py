@@ -35,6 +35,12 @@ class RayBackend:
     def start_failed(self, exit_code: int) -> bool:
         return exit_code != 0
 
+    def prepare(self, workspace: Path) -> None:
+        return None  # a cluster submission is an HTTP request: nothing to load ahead
+
+    def release(self) -> None:
+        return None
+
     def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
         return detached_follower_alive(state, process)
 

@@ -1,0 +1,128 @@
+"""A spare job agent: started and loaded while the workspace is idle, handed the next run.
+
+Why: a run's first line waited for a fresh interpreter and the agent's
+imports before its trainer could even start (about 80 ms on a quiet
+machine, several times the trainer's own start-up). A spare agent pays
+that while nothing runs. ``arena/start`` then only writes one line to the
+spare's stdin, and the trainer starts within milliseconds.
+
+The rules, kept by ``SpareAgent``:
+
+- At most one spare per server and workspace, and only while no run of
+  this workspace is active (the supervisor asks for one when it finds the
+  workspace idle). A running trainer never shares the machine with an idle
+  spare (about 30 MB and an interpreter that waits).
+- The spare is handed a run once. Its stdin is a pipe that only its server
+  holds: nobody else can give it a run, and when the server goes away, for
+  any reason (a clean exit, a crash, kill -9), the spare reads end-of-file
+  and exits, having started nothing.
+- A spare that has died, or that was loaded for another workspace, is never
+  handed a run. The start falls back to a cold agent (``spawn_detached``),
+  the path Windows always takes (``platform.SPARE_AGENT``).
+- Once handed its run, the spare is that run's agent, the same as a cold
+  one: the same process tree, the same files, the same ``agent.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from arena_ls import platform
+from arena_ls.lifecycle import launch
+from arena_ls.lifecycle.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+DISABLE_VARIABLE = "ARENA_NO_SPARE_AGENT"
+"""Set to ``1`` in the server's environment to start every agent cold (for diagnosis and A/B benchmarks)."""
+
+SpawnSpare = Callable[[list[str], Path], "subprocess.Popen[bytes] | None"]
+
+
+def _spawn(argv: list[str], cwd: Path) -> subprocess.Popen[bytes] | None:
+    return platform.spawn_spare_agent(argv, cwd=cwd)
+
+
+def agent_argv(run_dir: RunDir) -> list[str]:
+    """A cold agent's command line: this server's interpreter, the launch module, the run folder."""
+    return [sys.executable, "-m", launch.__name__, str(run_dir.path)]
+
+
+def spare_argv() -> list[str]:
+    """The spare's command line: a cold agent's, with the spare flag for the run folder."""
+    return [sys.executable, "-m", launch.__name__, launch.SPARE_FLAG]
+
+
+class SpareAgent:
+    """One server's spare agent for one workspace (see the module docstring)."""
+
+    def __init__(self, spawn: SpawnSpare = _spawn, *, enabled: bool | None = None) -> None:
+        self._spawn = spawn
+        self.enabled = enabled if enabled is not None else _enabled_here()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._workspace: Path | None = None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The spare waiting now, if any (for tests and diagnostics)."""
+        return self._process
+
+    def ensure(self, workspace: Path) -> None:
+        """Have a live spare for ``workspace``: start one unless one waits already."""
+        if not self.enabled:
+            return
+        if self._process is not None and self._process.poll() is None and self._workspace == workspace:
+            return
+        self.release()
+        try:
+            self._process = self._spawn(spare_argv(), workspace)
+        except OSError as error:
+            log.warning("could not start a spare job agent (runs start cold): %s", error)
+            self._process = None
+        self._workspace = workspace if self._process is not None else None
+
+    def take(self, run_dir: RunDir, workspace: Path) -> subprocess.Popen[bytes] | None:
+        """Hand ``run_dir`` to the spare; the spare (now the run's agent), or None to start one cold."""
+        process, self._process = self._process, None
+        matches = self._workspace == workspace
+        self._workspace = None
+        if process is None:
+            return None
+        if not matches or process.poll() is not None or process.stdin is None:
+            _dismiss(process)
+            return None
+        order = json.dumps({"runDir": str(run_dir.path), "agentLog": str(run_dir.agent_log)}) + "\n"
+        try:
+            process.stdin.write(order.encode("utf-8"))
+            process.stdin.close()
+        except OSError as error:  # it died since: EPIPE
+            log.info("the spare job agent was gone (%s); starting the run's agent cold", error)
+            _dismiss(process)
+            return None
+        return process
+
+    def release(self) -> None:
+        """Let the spare go (it exits at end-of-file); the server is closing, or the spare is stale."""
+        process, self._process = self._process, None
+        self._workspace = None
+        if process is not None:
+            _dismiss(process)
+
+
+def _dismiss(process: subprocess.Popen[bytes]) -> None:
+    """Close the spare's order pipe (it exits, having started nothing) and reap it if it has already gone."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    process.poll()
+
+
+def _enabled_here() -> bool:
+    return platform.SPARE_AGENT and os.environ.get(DISABLE_VARIABLE, "") not in ("1", "true", "yes")
