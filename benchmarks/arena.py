@@ -52,7 +52,7 @@ async def _spare_loaded(server_pid: int, appear: float = 2.0, load: float = 10.0
     started = time.monotonic()
     while True:
         spares = _spares(server_pid)
-        if any(threads == 1 for threads in spares):
+        if any(spares):
             return
         waited = time.monotonic() - started
         if waited > (load if spares else appear):
@@ -60,14 +60,20 @@ async def _spare_loaded(server_pid: int, appear: float = 2.0, load: float = 10.0
         await asyncio.sleep(0.01)
 
 
-def _spares(server_pid: int) -> list[int]:
-    """The thread counts of the server's spare agents (one thread left: loaded, waiting for an order)."""
+def _spares(server_pid: int) -> list[bool]:
+    """Whether each of the server's spare agents is loaded: one thread left, blocked reading its stdin.
+
+    Linux: ``/proc/PID/syscall`` starts with ``0 0x0`` (``read`` of fd 0) while
+    it waits for its order; a freshly started spare has one thread too, so
+    the thread count alone would not say it has loaded.
+    """
     found = []
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(server_pid).children():
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, OSError):
                 if SPARE_FLAG in child.cmdline():
-                    found.append(child.num_threads())
+                    syscall = Path(f"/proc/{child.pid}/syscall").read_text()
+                    found.append(child.num_threads() == 1 and syscall.startswith("0 0x0 "))
     return found
 
 
