@@ -157,3 +157,17 @@ def _end_group(group: int | None) -> None:
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)
+
+
+def serve() -> None:
+    """``python -m benchmarks.rayhead``: a head for a process without Ray (the VS Code e2e
+    test runs in a venv of its own). Prints one JSON line (``address``, ``tokenFile``) once
+    the head is ready, holds it until stdin closes (the caller ended or died), then ends
+    exactly it."""
+    with ray_head() as head:
+        print(json.dumps({"address": head.address, "tokenFile": str(head.token_file)}), flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    serve()
