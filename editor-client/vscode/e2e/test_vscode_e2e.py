@@ -730,7 +730,7 @@ def _run_states(workspace: Path) -> list[dict[str, Any]]:
 
 
 def test_the_reference_job_runs_on_a_ray_cluster_with_progress_stop_and_resume(
-    cluster_session: tuple[CodeServer, Workbench],
+    cluster_session: tuple[CodeServer, Workbench], ray_head: dict[str, str]
 ) -> None:
     """The same buttons as locally: approval, progress in the status bar (``lab-lm @ lab``),
     Stop (a checkpoint first: no question), Show Status with the cluster's health, and a
@@ -770,3 +770,8 @@ def test_the_reference_job_runs_on_a_ray_cluster_with_progress_stop_and_resume(
     first, second = _run_states(server.workspace)
     assert second["status"] == "succeeded" and second["cluster"]["name"] == CLUSTER, second
     assert second["argv"][-3:] == ["--resume", "--start-step", str(step)], second["argv"]
+    # Neither the token nor the address reaches the Arena channel (docs/clusters.md).
+    log = server.arena_log()
+    assert "Starting the server:" in log and re.search(r"\[info\] arena_ls", log), log[-2000:]
+    assert Path(ray_head["tokenFile"]).read_text().strip() not in log, "the cluster's token is in the log"
+    assert ray_head["address"] not in log, "the cluster's address is in the log"
