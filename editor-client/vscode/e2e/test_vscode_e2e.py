@@ -669,7 +669,7 @@ def _end_head(process: subprocess.Popen[str]) -> None:
         process.wait(timeout=60)
 
 
-def make_cluster_workspace(root: Path) -> tuple[Path, Path]:
+def make_cluster_workspace(root: Path) -> Path:
     """The bundled workspace whose reference job (``tiny-lm``) gets ``runOn``, as a user would
     write it: small step counts, a stop by signal (a cluster has no stop file: AR111) and its
     checkpoints on storage the cluster shares (an absolute path, inside the workspace (AR110)
@@ -692,7 +692,7 @@ def make_cluster_workspace(root: Path) -> tuple[Path, Path]:
     manifest["clusters"] = {CLUSTER: {"kind": "ray"}}
     manifest["jobs"] = [job]
     manifest_path.write_text(json.dumps(manifest, indent=2))
-    return workspace, checkpoints
+    return workspace
 
 
 @pytest.fixture
@@ -701,7 +701,7 @@ def cluster_session(
 ) -> Iterator[tuple[CodeServer, Workbench]]:
     """code-server whose user settings name the head (``arena.clusters.lab``), as docs/clusters.md says."""
     lab = {"address": ray_head["address"], "tokenFile": ray_head["tokenFile"], "python": SERVER_PYTHON}
-    workspace, _ = make_cluster_workspace(tmp_path)
+    workspace = make_cluster_workspace(tmp_path)
     server = CodeServer(tmp_path, workspace, [SERVER_PYTHON], {"arena.clusters": {CLUSTER: lab}})
     try:
         driver = server.start()
@@ -770,6 +770,7 @@ def test_the_reference_job_runs_on_a_ray_cluster_with_progress_stop_and_resume(
     first, second = _run_states(server.workspace)
     assert second["status"] == "succeeded" and second["cluster"]["name"] == CLUSTER, second
     assert second["argv"][-3:] == ["--resume", "--start-step", str(step)], second["argv"]
+    assert (server.workspace / "checkpoints" / CLUSTER_JOB / "ckpt_latest.pt").exists(), "shared storage"
     # Neither the token nor the address reaches the Arena channel (docs/clusters.md).
     log = server.arena_log()
     assert "Starting the server:" in log and re.search(r"\[info\] arena_ls", log), log[-2000:]
