@@ -142,13 +142,20 @@ def _stop_jobs(head: RayHead) -> None:
             live = _live_jobs(head)
 
 
+END_GRACE_S = 3.0
+"""How long the head's processes get after SIGTERM. Measured here (Ray 2.60): ``gcs_server``
+and a Python process of the head are still there 15 s after it (and a new raylet appears),
+so every wait ended in SIGKILL anyway; the head's jobs are stopped before this, and nothing
+of the head is kept, so a short grace loses nothing and saves 12 s per head."""
+
+
 def _end_group(group: int | None) -> None:
     """End the head's process group only (SIGTERM, then SIGKILL): never another Ray here."""
     if group is None or group == os.getpgid(0):
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGTERM)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + END_GRACE_S
     while time.monotonic() < deadline:
         try:
             os.killpg(group, 0)
@@ -157,3 +164,17 @@ def _end_group(group: int | None) -> None:
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)
+
+
+def serve() -> None:
+    """``python -m benchmarks.rayhead``: a head for a process without Ray (the VS Code e2e
+    test runs in a venv of its own). Prints one JSON line (``address``, ``tokenFile``) once
+    the head is ready, holds it until stdin closes (the caller ended or died), then ends
+    exactly it."""
+    with ray_head() as head:
+        print(json.dumps({"address": head.address, "tokenFile": str(head.token_file)}), flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    serve()

@@ -325,35 +325,94 @@ local function probe_session(arena)
   vim.api.nvim_win_close(arena.state.status_win, true)
 end
 
---- A job with `runOn` (config.cluster): the statusline names where it runs (`JOB @ lab`), the
---- run succeeds on the cluster, and :ArenaLogs shows its lines (copied from Ray's log).
+--- Whether `value` is a JSON null or absent (vim.NIL, or nil on Neovim 0.7).
+local function missing(value)
+  return value == nil or value == vim.NIL
+end
+
+--- The reference trainer with `runOn` (config.cluster), as the main session runs a job here:
+--- :ArenaRun through the picker, progress in the statusline naming where it runs
+--- (`JOB @ lab 12%`), :ArenaStop once a checkpoint is announced (stopped by Ray's SIGTERM,
+--- the trainer saving first), :ArenaStatus with the cluster's health, then :ArenaRun again
+--- (the server resumes from that checkpoint) to success, and :ArenaLogs of the resumed run.
 local function cluster_session(arena)
   local job = config.ready_job
   local place = job .. " @ " .. config.cluster
-  vim.cmd("ArenaRun " .. job)
-  wait_for("statusline names the cluster", config.deadline_ms, function()
-    local run = arena.state.run
-    return run ~= nil and run.jobId == job and arena.statusline():find(place, 1, true) ~= nil
-  end, function()
-    return vim.json.encode({ statusline = arena.statusline(), notifications = results.notifications })
+  local function describe_run()
+    return vim.json.encode({ statusline = arena.statusline(), run = arena.state.run or {}, notifications = results.notifications })
+  end
+  vim.cmd("ArenaRun")
+  wait_for("picker offered jobs", 30000, function()
+    return results.picker ~= nil
   end)
+  wait_for("statusline shows the cluster run's progress", config.deadline_ms, function()
+    local run = arena.state.run
+    local line = arena.statusline()
+    return run ~= nil and run.jobId == job and line:find(place, 1, true) ~= nil and line:match("%d+%%") ~= nil
+  end, describe_run)
   results.statusline = arena.statusline()
   local run_id = arena.state.run.runId
-  wait_for("the cluster run ended", config.deadline_ms, function()
+  wait_for("a checkpoint is announced", config.deadline_ms, function()
     local run = arena.state.runs[run_id]
-    return run ~= nil and run.status ~= nil and not arena.is_live(run)
+    return run ~= nil and not missing(run.lastCheckpoint)
+  end, describe_run)
+
+  vim.cmd("ArenaStop")
+  wait_for_stopped(arena, "the cluster run stopped", run_id)
+  results.stopped_run = arena.state.runs[run_id]
+  results.statusline_after_stop = arena.statusline()
+
+  -- :ArenaStatus: the stopped run, and the cluster's health as Ray reports it (sampled in the
+  -- background: a window opened before the first sample says so, and is opened again).
+  local asked = false
+  wait_for("status window shows the cluster's health", 60000, function()
+    local win = arena.state.status_win
+    if win ~= nil and vim.api.nvim_win_is_valid(win) then
+      results.status_window = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false)
+      if vim.tbl_contains(results.status_window, "  " .. config.cluster_health) then
+        return true
+      end
+      vim.api.nvim_win_close(win, true)
+      asked = false
+    end
+    if not asked then
+      asked = true
+      vim.cmd("ArenaStatus")
+    end
+    return false
   end, function()
-    return vim.json.encode(arena.state.runs[run_id] or {})
+    return table.concat(results.status_window or {}, "\n")
   end)
-  results.final_run = arena.state.runs[run_id]
+  vim.api.nvim_win_close(arena.state.status_win, true)
+
+  vim.cmd("ArenaRun " .. job)
+  local resumed_id = nil
+  wait_for("the resumed run started", config.deadline_ms, function()
+    local run = arena.state.run
+    if run ~= nil and run.jobId == job and run.runId ~= run_id then
+      resumed_id = run.runId
+      return true
+    end
+    return false
+  end, describe_run)
+  wait_for("the resumed run ended", config.deadline_ms, function()
+    local run = arena.state.runs[resumed_id]
+    return run ~= nil and run.status ~= nil and not arena.is_live(run)
+  end, describe_run)
+  results.final_run = arena.state.runs[resumed_id]
   results.statusline_after = arena.statusline()
-  vim.cmd("ArenaLogs " .. run_id)
+  vim.cmd("ArenaLogs " .. resumed_id)
   local function log_lines()
     local buf = arena.state.log_buf
     return buf and vim.api.nvim_buf_is_valid(buf) and vim.api.nvim_buf_get_lines(buf, 0, -1, false) or {}
   end
   wait_for("logs buffer shows the run's last line", 60000, function()
-    return vim.tbl_contains(log_lines(), config.last_line)
+    for _, line in ipairs(log_lines()) do
+      if line:match(config.last_line) then
+        return true
+      end
+    end
+    return false
   end, function()
     return table.concat(log_lines(), "\n")
   end)

@@ -189,6 +189,20 @@ local function session()
   expect("status: blocked job", text:find("  ⊘ broken (train) blocked:\n      AR004: no save\n", 1, true) ~= nil, true)
   expect("status: a job's probe", text:find("  ▶ lm (train) ready · probe failed (6000 MB)\n", 1, true) ~= nil, true)
   expect("status: a job never probed", text:find("  ▶ tiny-lm (train) ready\n", 1, true) ~= nil, true)
+  expect("status: no cluster line without clusters", text:find("Cluster", 1, true), nil)
+  local cluster_lines = arena.health_lines({
+    gpus = {},
+    clusters = {
+      { name = "lab", nodes = 1, cpus = 2, gpus = 0, gpuNames = {}, error = vim.NIL },
+      { name = "big", nodes = 3, cpus = 96, gpus = 1, gpuNames = { "A100" } },
+      { name = "down", nodes = vim.NIL, error = "cluster 'down' is not reachable (Connection refused)" },
+      { name = "new", nodes = vim.NIL, at = vim.NIL },
+    },
+  })
+  expect("health: a cluster", cluster_lines[3], "Cluster lab: 1 node, 2 CPUs, 0 GPUs")
+  expect("health: a cluster's GPUs", cluster_lines[4], "Cluster big: 3 nodes, 96 CPUs, 1 GPU (A100)")
+  expect("health: a cluster's error", cluster_lines[5], "Cluster down: error: cluster 'down' is not reachable (Connection refused)")
+  expect("health: a cluster not sampled yet", cluster_lines[6], "Cluster new: not sampled yet")
   local insight_status = table.concat(arena.status_lines({ active = with_insights, jobs = {} }), "\n")
   expect(
     "status: the active run's insights",

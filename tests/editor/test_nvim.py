@@ -7,8 +7,9 @@ that needs approval (answering the prompt), and waits for diagnostics on a
 trainer that loses work. The Lua side (nvim_e2e.lua) waits for each event
 with a deadline and writes what it saw as JSON; this test asserts on it.
 
-One more case runs a job with ``runOn`` on the session's Ray head
-(``ray_head`` in tests/conftest.py).
+One more case runs the reference trainer with ``runOn`` on the session's
+Ray head (``ray_head`` in tests/conftest.py): progress, a stop with a
+checkpoint, and a resume to success, as locally.
 
 Skipped only when ``nvim`` is not installed (Debian: ``apt-get install -y neovim``);
 the cluster case also when ``ray`` is not (like tests/cluster).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +31,7 @@ import psutil
 import pytest
 
 from benchmarks.rayhead import RayHead
-from tests.cluster.support import CLUSTER, cluster_job, cluster_workspace
+from tests.cluster.support import CLUSTER, REFERENCE_CKPT_EVERY, REFERENCE_LOG_EVERY, reference_workspace
 from tests.cluster.support import options as cluster_options
 from tests.helpers.fake_hardware import write_fake_hardware
 
@@ -403,34 +405,51 @@ def test_nvim_shows_why_the_server_died_on_start(tmp_path: Path) -> None:
     assert f"No module named {MISSING_MODULE}" in message, message
 
 
-CLUSTER_STEPS = 8
+CLUSTER_JOB = "tiny-lm"
+CLUSTER_STEPS = 300
 
 
 @pytest.mark.timeout(NVIM_TIMEOUT_S + 60)
-def test_nvim_runs_a_job_on_the_cluster(tmp_path: Path, ray_head: RayHead) -> None:
-    """A job with ``runOn: "lab"`` on the session's Ray head, started from Neovim: the
-    statusline says ``tiny @ lab``, the run succeeds and :ArenaLogs shows every line once.
+def test_nvim_runs_the_reference_job_on_the_cluster(tmp_path: Path, ray_head: RayHead) -> None:
+    """The reference trainer with ``runOn: "lab"`` on the session's Ray head, from Neovim as
+    locally: the statusline says ``tiny-lm @ lab`` with its progress, :ArenaStop stops it by
+    signal with a checkpoint (no question: one was announced), :ArenaStatus shows the cluster's
+    health, and :ArenaRun again resumes from that checkpoint on the cluster to success, its
+    log showing every progress line from there once.
 
     Skipped like tests/cluster when ray is not installed (the ``ray_head`` fixture)."""
-    workspace = (tmp_path / "ws").resolve()
-    steps = ["--steps", str(CLUSTER_STEPS), "--interval", "0.05", "--numbered"]
-    cluster_workspace(workspace, [cluster_job("tiny", *steps)])
+    workspace = reference_workspace((tmp_path / "ws").resolve(), CLUSTER_JOB, CLUSTER_STEPS)
     results = _run_session(
         tmp_path,
         workspace,
         {
             "scenario": "cluster",
-            "ready_job": "tiny",
+            "ready_job": CLUSTER_JOB,
             "cluster": CLUSTER,
-            "last_line": f"numbered {CLUSTER_STEPS}",
+            "cluster_health": f"Cluster {CLUSTER}: 1 node, 2 CPUs, 0 GPUs",
+            "last_line": "^done: %d+ steps in",
             "deadline_ms": 180000,
             "settings": {**_settings(), **cluster_options(ray_head)},
         },
     )
 
-    assert "tiny @ lab" in results["statusline"], results["statusline"]
+    place = f"{CLUSTER_JOB} @ {CLUSTER}"
+    assert results["statusline"].startswith(f"⟳ {place} ") and "%" in results["statusline"], results
+    stopped = results["stopped_run"]
+    assert (stopped["status"], stopped["stoppedBy"]) == ("stopped", "signal"), stopped
+    step = stopped["lastCheckpoint"]["step"]
+    assert REFERENCE_CKPT_EVERY <= step < CLUSTER_STEPS, stopped
+    assert results["prompts"] == [], "a checkpoint was announced: the stop asks nothing"
+    assert results["statusline_after_stop"].startswith(f"■ {place} stopped"), results["statusline_after_stop"]
+    window = "\n".join(results["status_window"])
+    assert f"■ {place} stopped" in window, window
+
     final = results["final_run"]
-    assert final["status"] == "succeeded" and final["cluster"]["name"] == CLUSTER, final
-    assert results["statusline_after"].startswith("✓ tiny @ lab succeeded"), results["statusline_after"]
-    numbered = [line for line in results["log_lines"] if line.startswith("numbered ")]
-    assert numbered == [f"numbered {step}" for step in range(1, CLUSTER_STEPS + 1)], results["log_lines"]
+    assert (final["status"], final["step"], final["cluster"]["name"]) == ("succeeded", CLUSTER_STEPS, CLUSTER)
+    assert results["statusline_after"].startswith(f"✓ {place} succeeded"), results["statusline_after"]
+    lines = results["log_lines"]
+    assert any(re.match(rf"resumed from .* at step {step}$", line) for line in lines), lines
+    step_line = re.compile(rf"^step (\d+)/{CLUSTER_STEPS} loss")
+    progress = [int(m.group(1)) for line in lines if (m := step_line.match(line))]
+    first = step + REFERENCE_LOG_EVERY - step % REFERENCE_LOG_EVERY
+    assert progress == list(range(first, CLUSTER_STEPS + 1, REFERENCE_LOG_EVERY)), "each line once, in order"

@@ -13,7 +13,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if report.when != "call" or not report.failed:
         return
-    pair = getattr(item, "funcargs", {}).get("session")
+    funcargs = getattr(item, "funcargs", {})
+    pair = funcargs.get("session") or funcargs.get("cluster_session")
     if pair is None:
         return
     folder = pair[0].save_evidence(item.name)

@@ -10,6 +10,11 @@ with these variables:
 - ``ARENA_E2E_REPO``: the repository, whose ``training/`` folder is the workspace;
 - ``ARENA_E2E_SCREENSHOTS``: where screenshots and logs of a failed test go.
 
+The cluster test starts a real Ray head with that interpreter
+(``python -m benchmarks.rayhead``: this venv has no Ray) and skips, saying
+why, only when it has no Ray (``scripts/bootstrap.sh`` installs it, so CI
+runs it).
+
 Every wait is for a condition in the page (or on disk) with a deadline;
 nothing sleeps hoping that something happened.
 """
@@ -20,6 +25,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -198,7 +204,9 @@ def write_user_settings(user_data: Path, settings: dict[str, Any]) -> None:
 class CodeServer:
     """One code-server on 127.0.0.1 with the extension installed, and a headless Chromium on it."""
 
-    def __init__(self, root: Path, workspace: Path, interpreter: list[str]) -> None:
+    def __init__(
+        self, root: Path, workspace: Path, interpreter: list[str], settings: dict[str, Any] | None = None
+    ) -> None:
         self.root = root
         self.workspace = workspace
         self.user_data = root / "user-data"
@@ -208,7 +216,7 @@ class CodeServer:
         self.log_path = root / "code-server.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.driver: WebDriver | None = None
-        write_user_settings(self.user_data, {"arena.interpreter": interpreter})
+        write_user_settings(self.user_data, {"arena.interpreter": interpreter, **(settings or {})})
         self.config.write_text(f"bind-addr: 127.0.0.1:{self.port}\nauth: none\ncert: false\n")
 
     def _base_args(self) -> list[str]:
@@ -429,11 +437,13 @@ class Workbench:
         chosen = next((b for b in buttons if b.text.strip() == button), None)
         assert chosen is not None, f"no button {button!r} in the dialog: {[b.text for b in buttons]}"
         chosen.click()
+        # Closed, or replaced by the next question (a resume choice, then the approval).
         wait_for(
             "the dialog to close",
             lambda: (
                 not any(
-                    d.is_displayed() for d in self.driver.find_elements(By.CSS_SELECTOR, ".monaco-dialog-box")
+                    d.is_displayed() and d.text == text
+                    for d in self.driver.find_elements(By.CSS_SELECTOR, ".monaco-dialog-box")
                 )
             ),
         )
@@ -600,3 +610,169 @@ def test_a_python_without_arena_ls_gets_one_message_naming_the_cause_and_the_set
     wait_for("the Arena log to record the failure", lambda: "did not start" in server.arena_log())
     errors = [text for text in bench.notifications() if "arena" in text.lower() or "server" in text.lower()]
     assert len(errors) == 1, errors
+
+
+# -- the reference job on a Ray cluster ----------------------------------------------------
+
+CLUSTER = "lab"
+CLUSTER_JOB = "lab-lm"
+CLUSTER_JOB_NAME = "Tiny LM on the lab cluster"
+CLUSTER_STEPS = 300
+CLUSTER_CKPT_EVERY = 20
+HEAD_TIMEOUT = 180.0
+NO_RAY = 3
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real Ray head on loopback (token auth on), held by ``python -m benchmarks.rayhead``
+    run with the server's interpreter; ended (its jobs stopped first, then exactly its
+    processes) when this module's tests are done."""
+    has_ray = f"import sys, benchmarks.rayhead as r; sys.exit(0 if r.ray_installed() else {NO_RAY})"
+    probe = subprocess.run(
+        [SERVER_PYTHON, "-c", has_ray], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    if probe.returncode == NO_RAY:
+        pytest.skip(f"{SERVER_PYTHON} has no ray: pip install 'arena-ls[ray]' (bootstrap.sh, so CI, has it)")
+    assert probe.returncode == 0, probe.stderr
+    errors = tmp_path_factory.mktemp("rayhead") / "stderr.log"
+    with errors.open("wb") as stderr:
+        head = subprocess.Popen(
+            [SERVER_PYTHON, "-m", "benchmarks.rayhead"],
+            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )  # fmt: skip
+    try:
+        yield json.loads(_first_line(head, errors))
+    finally:
+        _end_head(head)
+
+
+def _first_line(process: subprocess.Popen[str], errors: Path) -> str:
+    """The head's address line, once it is ready; fails with its stderr when it is not."""
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], HEAD_TIMEOUT)
+    line = process.stdout.readline() if ready else ""
+    if not line:
+        raise AssertionError(f"no Ray head within {HEAD_TIMEOUT:.0f}s:\n{errors.read_text()[-3000:]}")
+    return line
+
+
+def _end_head(process: subprocess.Popen[str]) -> None:
+    """Closing its stdin ends the head; SIGINT if it hangs (its ``finally`` still ends the head)."""
+    assert process.stdin is not None
+    with contextlib.suppress(OSError):
+        process.stdin.close()
+    try:
+        process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+
+
+def make_cluster_workspace(root: Path) -> Path:
+    """The bundled workspace whose reference job (``tiny-lm``) gets ``runOn``, as a user would
+    write it: small step counts, a stop by signal (a cluster has no stop file: AR111) and its
+    checkpoints on storage the cluster shares (an absolute path, inside the workspace (AR110)
+    but never shipped with it; the cluster's node is this machine)."""
+    workspace = root / "workspace"
+    shutil.copytree(REPO / "training", workspace / "training")
+    checkpoints = workspace / "checkpoints" / CLUSTER_JOB
+    manifest_path = workspace / "training" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    reference = next(job for job in manifest["jobs"] if job["id"] == "tiny-lm")
+    args = [
+        "training/train.py", "--steps", str(CLUSTER_STEPS), "--ckpt-every", str(CLUSTER_CKPT_EVERY),
+        "--log-every", "5", "--eval-every", str(CLUSTER_STEPS), "--batch-size", "4",
+        "--sample-chars", "0", "--ckpt-dir", str(checkpoints),
+    ]  # fmt: skip
+    job = {
+        **reference, "id": CLUSTER_JOB, "name": CLUSTER_JOB_NAME, "args": args, "runOn": CLUSTER,
+        "status": "approval-required", "stop": {"method": "signal", "graceSeconds": 30},
+    }  # fmt: skip
+    manifest["clusters"] = {CLUSTER: {"kind": "ray"}}
+    manifest["jobs"] = [job]
+    manifest_path.write_text(json.dumps(manifest, indent=2))
+    return workspace
+
+
+@pytest.fixture
+def cluster_session(
+    request: pytest.FixtureRequest, tmp_path: Path, ray_head: dict[str, str]
+) -> Iterator[tuple[CodeServer, Workbench]]:
+    """code-server whose user settings name the head (``arena.clusters.lab``), as docs/clusters.md says."""
+    lab = {"address": ray_head["address"], "tokenFile": ray_head["tokenFile"], "python": SERVER_PYTHON}
+    workspace = make_cluster_workspace(tmp_path)
+    server = CodeServer(tmp_path, workspace, [SERVER_PYTHON], {"arena.clusters": {CLUSTER: lab}})
+    try:
+        driver = server.start()
+        yield server, Workbench(driver)
+    except BaseException:
+        folder = server.save_evidence(request.node.name)
+        print(f"\nscreenshot and logs of the failure: {folder}")
+        raise
+    finally:
+        server.stop()
+
+
+def _cluster_step(bench: Workbench) -> int | None:
+    """The step the running cluster job's status-bar item shows, if it shows one."""
+    for text in bench.status_texts():
+        match = re.match(rf"^⟳ {CLUSTER_JOB} @ {CLUSTER} (\d+)/{CLUSTER_STEPS} \(\d+%\)", text)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _run_states(workspace: Path) -> list[dict[str, Any]]:
+    """The cluster job's runs, oldest first, as their followers record them (``state.json``)."""
+    folders = sorted((workspace / ".aide" / "training" / "runs").glob(f"{CLUSTER_JOB}-*"))
+    return [json.loads((folder / "state.json").read_text()) for folder in folders]
+
+
+def test_the_reference_job_runs_on_a_ray_cluster_with_progress_stop_and_resume(
+    cluster_session: tuple[CodeServer, Workbench], ray_head: dict[str, str]
+) -> None:
+    """The same buttons as locally: approval, progress in the status bar (``lab-lm @ lab``),
+    Stop (a checkpoint first: no question), Show Status with the cluster's health, and a
+    second run that offers to resume from that checkpoint and runs to the end."""
+    server, bench = cluster_session
+    bench.status_item(r"^▶ Run$", STARTUP_TIMEOUT)
+
+    run_job(bench, f"▶ {CLUSTER_JOB_NAME}", CLUSTER_JOB)
+    bench.answer_dialog(rf"Run {CLUSTER_JOB}\? It needs approval", "Run")
+    bench.status_item(rf"^⟳ {CLUSTER_JOB} @ {CLUSTER} \d+/{CLUSTER_STEPS} \(\d+%\)", RUN_TIMEOUT)
+    # A step past the first checkpoint: the trainer announces a checkpoint after that step's
+    # progress line, so the server has seen it and the stop below asks nothing.
+    wait_for(
+        "a step past the first checkpoint",
+        lambda: (_cluster_step(bench) or 0) > CLUSTER_CKPT_EVERY,
+        RUN_TIMEOUT,
+    )
+    bench.click_status_item("■ Stop")
+    stopped = bench.status_item(rf"^■ {CLUSTER_JOB} @ {CLUSTER} stopped (\d+)/{CLUSTER_STEPS}", RUN_TIMEOUT)
+    bench.status_item(r"^▶ Run$")
+    [first] = _run_states(server.workspace)
+    assert first["status"] == "stopped" and first["stoppedBy"] == "signal", (stopped, first)
+    step = first["lastCheckpoint"]["step"]
+    assert CLUSTER_CKPT_EVERY < step < CLUSTER_STEPS, "the trainer saved where Ray's SIGTERM found it"
+
+    # The status document: the cluster's health (read from Ray) and the stopped run.
+    bench.command("Arena: Show Status")
+    bench.editor_text(rf"Cluster {CLUSTER}: 1 node, 2 CPUs, 0 GPUs", RUN_TIMEOUT)
+    bench.editor_text(rf"■ {CLUSTER_JOB} @ {CLUSTER} stopped")
+
+    # Run again: resume from the checkpoint the stop saved, on the cluster, to the end.
+    run_job(bench, f"▶ {CLUSTER_JOB_NAME}", CLUSTER_JOB)
+    bench.answer_dialog(rf"has a checkpoint at step {step} of {CLUSTER_STEPS}", f"Resume from step {step}")
+    bench.answer_dialog(rf"Run {CLUSTER_JOB}\? It needs approval", "Run")
+    bench.editor_text(rf"Active run: ⟳ {CLUSTER_JOB} @ {CLUSTER}", RUN_TIMEOUT)
+    bench.status_item(rf"^✓ {CLUSTER_JOB} @ {CLUSTER} succeeded {CLUSTER_STEPS}/{CLUSTER_STEPS}", RUN_TIMEOUT)
+    first, second = _run_states(server.workspace)
+    assert second["status"] == "succeeded" and second["cluster"]["name"] == CLUSTER, second
+    assert second["argv"][-3:] == ["--resume", "--start-step", str(step)], second["argv"]
+    assert (server.workspace / "checkpoints" / CLUSTER_JOB / "ckpt_latest.pt").exists(), "shared storage"
+    # Neither the token nor the address reaches the Arena channel (docs/clusters.md).
+    log = server.arena_log()
+    assert "Starting the server:" in log and re.search(r"\[info\] arena_ls", log), log[-2000:]
+    assert Path(ray_head["tokenFile"]).read_text().strip() not in log, "the cluster's token is in the log"
+    assert ray_head["address"] not in log, "the cluster's address is in the log"

@@ -365,6 +365,30 @@ local function run_details(run)
   return table.concat(details, ", ")
 end
 
+local function counted(value, noun)
+  value = val(value)
+  return string.format("%s %s%s", value == nil and "?" or tostring(value), noun, value == 1 and "" or "s")
+end
+
+--- A cluster's health line (`health.clusters`, contract 6.2): `Cluster lab: 1 node, 2 CPUs, 1 GPU
+--- (A100)`, its error, or that Ray has not been asked yet.
+function M.cluster_health_line(cluster)
+  local head = "Cluster " .. tostring(val(cluster.name)) .. ": "
+  local err = val(cluster.error)
+  if err then
+    return head .. "error: " .. tostring(err)
+  end
+  if val(cluster.nodes) == nil then
+    return head .. "not sampled yet"
+  end
+  local text = head .. table.concat({ counted(cluster.nodes, "node"), counted(cluster.cpus, "CPU"), counted(cluster.gpus, "GPU") }, ", ")
+  local names = val(cluster.gpuNames) or {}
+  if #names > 0 then
+    text = text .. " (" .. table.concat(names, ", ") .. ")"
+  end
+  return text
+end
+
 function M.health_lines(health)
   health = val(health)
   if type(health) ~= "table" then
@@ -403,6 +427,9 @@ function M.health_lines(health)
       table.insert(parts, gpu.temperature .. "°C")
     end
     table.insert(lines, table.concat(parts, ", "))
+  end
+  for _, cluster in ipairs(val(health.clusters) or {}) do
+    table.insert(lines, M.cluster_health_line(cluster))
   end
   return lines
 end

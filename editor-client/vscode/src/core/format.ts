@@ -5,7 +5,7 @@
 import { insightBadge, insightLines } from "./insights";
 import { probeSummary } from "./probe";
 import { isLive } from "./protocol";
-import type { Health, JobInfo, LogLine, RunInfo, RunStatus, StatusResult } from "./protocol";
+import type { ClusterHealth, Health, JobInfo, LogLine, RunInfo, RunStatus, StatusResult } from "./protocol";
 
 const ICONS: Readonly<Record<RunStatus, string>> = {
   starting: "⟳",
@@ -235,7 +235,25 @@ function formatMb(mb: number): string {
   return mb >= 1024 ? `${(mb / 1024).toFixed(1)} GB` : `${Math.round(mb)} MB`;
 }
 
-/** The health lines of the status report: RAM, CPU, battery and GPUs. */
+function counted(value: number | null | undefined, noun: string): string {
+  return `${value ?? "?"} ${noun}${value === 1 ? "" : "s"}`;
+}
+
+/** A cluster's health line: `Cluster lab: 1 node, 2 CPUs, 1 GPU (A100)`, its error, or not sampled yet. */
+export function clusterHealthLine(cluster: ClusterHealth): string {
+  const head = `Cluster ${cluster.name}: `;
+  if (cluster.error) {
+    return `${head}error: ${cluster.error}`;
+  }
+  if (cluster.nodes === null || cluster.nodes === undefined) {
+    return `${head}not sampled yet`;
+  }
+  const counts = [counted(cluster.nodes, "node"), counted(cluster.cpus, "CPU"), counted(cluster.gpus, "GPU")].join(", ");
+  const names = cluster.gpuNames ?? [];
+  return `${head}${counts}${names.length > 0 ? ` (${names.join(", ")})` : ""}`;
+}
+
+/** The health lines of the status report: RAM, CPU, battery, GPUs and the manifest's clusters. */
 export function healthLines(health: Health | null | undefined): string[] {
   if (!health) {
     return ["health: unknown"];
@@ -265,6 +283,7 @@ export function healthLines(health: Health | null | undefined): string[] {
     const heat = finite(gpu.temperature) ? `, ${gpu.temperature}°C` : "";
     lines.push(`GPU ${gpu.index}: ${gpu.name}${load}${memory}${heat}`);
   }
+  lines.push(...(health.clusters ?? []).map(clusterHealthLine));
   return lines;
 }
 

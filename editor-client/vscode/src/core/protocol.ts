@@ -122,6 +122,17 @@ export interface Gpu {
   temperature?: number | null;
 }
 
+/** One of `Health.clusters` (contract section 6.2): a cluster the manifest declares, as Ray reports it. */
+export interface ClusterHealth {
+  name: string;
+  nodes?: number | null;
+  cpus?: number | null;
+  gpus?: number | null;
+  gpuNames?: string[] | null;
+  error?: string | null;
+  at?: string | null;
+}
+
 export interface Health {
   at?: string | null;
   ram?: { totalMb: number; availableMb: number; percent: number } | null;
@@ -129,6 +140,7 @@ export interface Health {
   battery?: { percent: number; pluggedIn: boolean } | null;
   gpus?: Gpu[] | null;
   gpuError?: string | null;
+  clusters?: ClusterHealth[] | null;
 }
 
 export interface StatusResult {

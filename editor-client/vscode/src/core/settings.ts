@@ -23,6 +23,7 @@ export const SERVER_SETTING_KEYS = [
   "device.fp32Only",
   "logs.notifyHz",
   "watchdog.stallSeconds",
+  "clusters",
 ] as const;
 
 /** Keys whose null is meaningful to the server (null means "decide for me"). */
@@ -103,6 +104,10 @@ export function objectReader(section: unknown): SettingReader {
   };
 }
 
+function isEmptyObject(value: unknown): boolean {
+  return value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0;
+}
+
 function setNested(target: Record<string, unknown>, key: string, value: unknown): void {
   const parts = key.split(".");
   let node = target;
@@ -120,7 +125,8 @@ function setNested(target: Record<string, unknown>, key: string, value: unknown)
  * The server's settings as the nested object it reads from
  * `initializationOptions` and `workspace/configuration`. Client-only keys
  * are left out, and so are unset values (the server then uses its defaults);
- * an empty `python` means "the server's own interpreter" and is left out too.
+ * an empty `python` means "the server's own interpreter" and is left out too,
+ * and so is an empty object (`clusters` is `{}` until a user names one).
  */
 export function serverSettings(read: SettingReader): Record<string, unknown> {
   const settings: Record<string, unknown> = {};
@@ -137,6 +143,9 @@ export function serverSettings(read: SettingReader): Record<string, unknown> {
       continue;
     }
     if (typeof value === "string" && value.trim() === "") {
+      continue;
+    }
+    if (isEmptyObject(value)) {
       continue;
     }
     setNested(settings, key, value);

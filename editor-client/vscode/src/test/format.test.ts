@@ -201,6 +201,25 @@ describe("statusReport and health", () => {
     assert.deepEqual(healthLines(undefined), ["health: unknown"]);
   });
 
+  it("gives each of the manifest's clusters one line: its nodes, CPUs and GPUs, its error, or not sampled yet", () => {
+    const lines = healthLines({
+      gpus: [],
+      clusters: [
+        { name: "lab", nodes: 1, cpus: 2, gpus: 0, gpuNames: [], error: null },
+        { name: "big", nodes: 3, cpus: 96, gpus: 1, gpuNames: ["A100"], error: null },
+        { name: "down", nodes: null, cpus: null, gpus: null, error: "cluster 'down' is not reachable (Connection refused)" },
+        { name: "new", nodes: null, at: null },
+      ],
+    });
+    assert.deepEqual(lines.slice(2), [
+      "Cluster lab: 1 node, 2 CPUs, 0 GPUs",
+      "Cluster big: 3 nodes, 96 CPUs, 1 GPU (A100)",
+      "Cluster down: error: cluster 'down' is not reachable (Connection refused)",
+      "Cluster new: not sampled yet",
+    ]);
+    assert.equal(healthLines({ gpus: [] }).some((line) => line.startsWith("Cluster")), false);
+  });
+
   it("says so when nothing runs and no job exists", () => {
     const report = statusReport({ active: null, jobs: [], runs: [] });
     assert.match(report, /^Active run: none$/m);

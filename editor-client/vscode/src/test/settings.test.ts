@@ -97,6 +97,12 @@ describe("serverSettings", () => {
     assert.deepEqual(serverSettings(read), { preflight: { minFreeDiskMb: 10 } });
   });
 
+  it("passes the clusters' settings, and leaves an empty clusters object out", () => {
+    const lab = { address: "http://127.0.0.1:8265", tokenFile: "/home/me/lab.token", python: "/opt/venv/bin/python" };
+    assert.deepEqual(serverSettings(objectReader({ clusters: { lab } })), { clusters: { lab } });
+    assert.equal("clusters" in serverSettings(objectReader({ clusters: {} })), false);
+  });
+
   it("gives an empty object for no settings at all", () => {
     assert.deepEqual(serverSettings(objectReader(undefined)), {});
     assert.deepEqual(serverSettings(() => undefined), {});
