@@ -482,7 +482,11 @@ def run_job(bench: Workbench, label: str, typed: str) -> None:
 @pytest.fixture
 def session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[CodeServer, Workbench]]:
     interpreter = getattr(request, "param", None) or [SERVER_PYTHON]
-    server = CodeServer(tmp_path, make_workspace(tmp_path), interpreter)
+    yield from _started(CodeServer(tmp_path, make_workspace(tmp_path), interpreter), request)
+
+
+def _started(server: CodeServer, request: pytest.FixtureRequest) -> Iterator[tuple[CodeServer, Workbench]]:
+    """The started code-server and its workbench; evidence saved if the test fails; stopped after."""
     try:
         driver = server.start()
         yield server, Workbench(driver)
@@ -703,15 +707,7 @@ def cluster_session(
     lab = {"address": ray_head["address"], "tokenFile": ray_head["tokenFile"], "python": SERVER_PYTHON}
     workspace = make_cluster_workspace(tmp_path)
     server = CodeServer(tmp_path, workspace, [SERVER_PYTHON], {"arena.clusters": {CLUSTER: lab}})
-    try:
-        driver = server.start()
-        yield server, Workbench(driver)
-    except BaseException:
-        folder = server.save_evidence(request.node.name)
-        print(f"\nscreenshot and logs of the failure: {folder}")
-        raise
-    finally:
-        server.stop()
+    yield from _started(server, request)
 
 
 def _cluster_step(bench: Workbench) -> int | None:
