@@ -11,7 +11,12 @@ export interface ServerCommand {
   args: string[];
 }
 
-/** The server's settings (contract section 5), as dotted keys of the `arena` section. */
+/**
+ * The server's settings (contract section 5, insights and probe of 6.3), as
+ * dotted keys of the `arena` section. Each one is declared in package.json;
+ * tests/editor/test_vscode_settings_match.py checks both against the server's
+ * own table (arena_ls/settings.py).
+ */
 export const SERVER_SETTING_KEYS = [
   "manifest",
   "stateDir",
@@ -23,11 +28,32 @@ export const SERVER_SETTING_KEYS = [
   "device.fp32Only",
   "logs.notifyHz",
   "watchdog.stallSeconds",
+  "insights.enabled",
+  "insights.lossSpikeWindow",
+  "insights.lossSpikeMads",
+  "insights.lossSpikeMinJump",
+  "insights.lossSpikeHoldSeconds",
+  "insights.gradWindow",
+  "insights.gradWarmupSteps",
+  "insights.gradClipFraction",
+  "insights.gradParamRatio",
+  "insights.gpuBubbleUtilization",
+  "insights.gpuBubbleWindowSeconds",
+  "insights.gpuBubbleFraction",
+  "insights.gpuBubbleWarmupSeconds",
+  "insights.checkpointOverdueFactor",
+  "insights.thermalMaxCelsius",
+  "probe.allowWithoutGpu",
+  "probe.sampleSeconds",
   "clusters",
 ] as const;
 
-/** Keys whose null is meaningful to the server (null means "decide for me"). */
-const NULL_IS_A_VALUE: ReadonlySet<string> = new Set(["device.fp32Only"]);
+/**
+ * Keys whose null is meaningful to the server (null means "decide for me":
+ * the GPU's compute capability, the GPU's own slowdown temperature), so a
+ * null is sent rather than left out.
+ */
+const NULL_IS_A_VALUE: ReadonlySet<string> = new Set(["device.fp32Only", "insights.thermalMaxCelsius"]);
 
 export const DEFAULT_MANIFEST = "training/manifest.json";
 

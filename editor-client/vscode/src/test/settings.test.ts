@@ -103,6 +103,21 @@ describe("serverSettings", () => {
     assert.equal("clusters" in serverSettings(objectReader({ clusters: {} })), false);
   });
 
+  it("passes the insights' and the probe's settings, false, 0 and a null thermalMaxCelsius included", () => {
+    const read = objectReader({
+      insights: { enabled: false, gradWarmupSteps: 0, gpuBubbleFraction: 0.5, thermalMaxCelsius: null },
+      "probe.allowWithoutGpu": true,
+      probe: { sampleSeconds: 0.1 },
+    });
+    assert.deepEqual(serverSettings(read), {
+      insights: { enabled: false, gradWarmupSteps: 0, gpuBubbleFraction: 0.5, thermalMaxCelsius: null },
+      probe: { allowWithoutGpu: true, sampleSeconds: 0.1 },
+    });
+    assert.deepEqual(serverSettings(objectReader({ insights: { thermalMaxCelsius: 83 } })), {
+      insights: { thermalMaxCelsius: 83 },
+    });
+  });
+
   it("gives an empty object for no settings at all", () => {
     assert.deepEqual(serverSettings(objectReader(undefined)), {});
     assert.deepEqual(serverSettings(() => undefined), {});
@@ -113,6 +128,8 @@ describe("needsRestart", () => {
   it("restarts for the interpreter and for server settings, not for tracing", () => {
     assert.equal(needsRestart((key) => key === "arena.interpreter"), true);
     assert.equal(needsRestart((key) => key === "arena.preflight.minFreeRamMb"), true);
+    assert.equal(needsRestart((key) => key === "arena.insights.lossSpikeWindow"), true);
+    assert.equal(needsRestart((key) => key === "arena.probe.sampleSeconds"), true);
     assert.equal(needsRestart((key) => key === "arena.trace.server"), false);
     assert.equal(needsRestart(() => false), false);
   });
