@@ -164,9 +164,9 @@ def _schema_accepts(schema: dict[str, Any], value: Any) -> bool:
         return False
     if "enum" in schema and value not in schema["enum"]:
         return False
-    if isinstance(value, list) and "items" in schema:
-        if not all(_schema_accepts(schema["items"], item) for item in value):
-            return False
+    items = schema.get("items")
+    if isinstance(value, list) and items and not all(_schema_accepts(items, item) for item in value):
+        return False
     if _is_type(value, "number"):
         if "minimum" in schema and value < schema["minimum"]:
             return False
