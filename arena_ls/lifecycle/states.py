@@ -7,6 +7,7 @@ is drawn from ``LEGAL_MOVES``.
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 
@@ -66,3 +67,25 @@ def transition(run_id: str, current: RunStatus, target: RunStatus) -> RunStatus:
         raise IllegalTransition(f"run {run_id}: {current.value} -> {target.value} is not allowed")
     log.info("run %s: %s -> %s", run_id, current.value, target.value)
     return target
+
+
+def passed_through(before: RunStatus | None, after: RunStatus) -> list[RunStatus]:
+    """The statuses a run went through between two readings of its state (the shortest legal way).
+
+    A reader polls ``state.json``, so a quick stop (``running``, ``stopping``,
+    ``stopped`` within one poll) can look like ``running -> stopped``, which
+    is not a legal move. The contract announces every status change; these
+    are the ones in between. Empty when the move is legal, unknown, or none.
+    """
+    if before is None or before == after or after in LEGAL_MOVES[before]:
+        return []
+    routes: dict[RunStatus, list[RunStatus]] = {before: []}
+    queue = collections.deque([before])
+    while queue:
+        current = queue.popleft()
+        for target in sorted(LEGAL_MOVES[current], key=list(RunStatus).index):
+            if target not in routes:
+                routes[target] = [*routes[current], target]
+                queue.append(target)
+    route = routes.get(after)
+    return route[:-1] if route else []

@@ -25,6 +25,7 @@ from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.states import RunStatus, passed_through
 from arena_ls.lifecycle.supervisor import StopRequest
 from arena_ls.protocol import params as P
 from arena_ls.protocol.configuration import Configuration
@@ -35,6 +36,7 @@ from arena_ls.protocol.progress import RunProgress
 from arena_ls.protocol.refusals import refusals
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.protocol.transport import ArenaProtocol
+from arena_ls.protocol.wire import passing_info
 from arena_ls.protocol.workspace import Workspace
 from arena_ls.settings import Settings, parse_settings
 
@@ -60,6 +62,8 @@ class ArenaServer(LanguageServer):
         self.tasks = TaskRunner()
         self.logs = self._log_batcher()
         self.run_progress = RunProgress(self, self.tasks, self._cancel_run, self._gpu_text)
+        self._announced_status: dict[str, RunStatus] = {}
+        """The last status announced of each run (``run_changed`` fills in what no reading caught)."""
 
     # -- plug-ins and background work -----------------------------------------------------
 
@@ -97,6 +101,10 @@ class ArenaServer(LanguageServer):
 
     def run_changed(self, view: RunView) -> None:
         info = self.ws.run_info(view)
+        before = self._announced_status.get(view.run_id)
+        for status in passed_through(before, view.status):  # every status change, even one no poll caught
+            self.send_notification("arena/statusChanged", passing_info(info, status))
+        self._announced_status[view.run_id] = view.status
         self.send_notification("arena/statusChanged", info)
         self.run_progress.update(view)
         if view.is_final and view.status.value == "crashed":

@@ -62,6 +62,17 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
     return info
 
 
+FINAL_ONLY_FIELDS = ("endedAt", "exitCode", "signal", "stoppedBy", "failure")
+
+
+def passing_info(info: dict[str, Any], status: RunStatus) -> dict[str, Any]:
+    """``info`` as it was while the run passed through ``status`` (a status no reading caught).
+
+    The fields that only an ended run has are left null.
+    """
+    return {**info, "status": status.value, **dict.fromkeys(FINAL_ONLY_FIELDS)}
+
+
 def tail(view: RunView, count: int = STOP_TAIL_LINES) -> list[dict[str, Any]]:
     """The last ``count`` lines the server holds of a run, as ``LogLine`` objects."""
     return [line_wire(line) for line in list(view.ring)[-count:]]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle.states import LEGAL_MOVES, IllegalTransition, RunStatus, transition
+from arena_ls.lifecycle.states import LEGAL_MOVES, IllegalTransition, RunStatus, passed_through, transition
 from arena_ls.manifest import load_manifest_text
 from arena_ls.settings import Settings, parse_settings
 
@@ -114,3 +115,25 @@ def test_the_state_machine_rejects_illegal_moves() -> None:
             transition("r", final, RunStatus.RUNNING)
     with pytest.raises(IllegalTransition):
         transition("r", RunStatus.STARTING, RunStatus.RESTARTING)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "between"),
+    [
+        (RunStatus.RUNNING, RunStatus.STOPPED, [RunStatus.STOPPING]),  # a stop quicker than one poll
+        (RunStatus.STARTING, RunStatus.SUCCEEDED, [RunStatus.RUNNING]),
+        (RunStatus.STARTING, RunStatus.STOPPING, [RunStatus.RUNNING]),
+        (RunStatus.STARTING, RunStatus.RESTARTING, [RunStatus.RUNNING]),
+        (RunStatus.RUNNING, RunStatus.CRASHED, []),  # legal: nothing in between
+        (RunStatus.RUNNING, RunStatus.RUNNING, []),
+        (None, RunStatus.STOPPED, []),  # nothing announced yet (an adopted run)
+        (RunStatus.STOPPED, RunStatus.RUNNING, []),  # no legal way back: nothing invented
+    ],
+)
+def test_the_statuses_a_run_passed_through_between_two_readings(
+    before: RunStatus | None, after: RunStatus, between: list[RunStatus]
+) -> None:
+    assert passed_through(before, after) == between
+    route = [before, *between, after]
+    if before is not None and between:
+        assert all(b in LEGAL_MOVES[a] for a, b in itertools.pairwise(route)), route
