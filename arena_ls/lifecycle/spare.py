@@ -17,8 +17,9 @@ The rules, kept by ``SpareAgent``:
   any reason (a clean exit, a crash, kill -9), the spare reads end-of-file
   and exits, having started nothing.
 - A spare that has died, or that was loaded for another workspace, is never
-  handed a run. The start falls back to a cold agent (``spawn_detached``),
-  the path Windows always takes (``platform.SPARE_AGENT``).
+  handed a run: the start falls back to a cold agent (``spawn_detached``),
+  the path Windows always takes (``platform.SPARE_AGENT``). After three
+  spares died unasked, the server keeps none.
 - Once handed its run, the spare is that run's agent, the same as a cold
   one: the same process tree, the same files, the same ``agent.log``.
 """
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 
 DISABLE_VARIABLE = "ARENA_NO_SPARE_AGENT"
 """Set to ``1`` in the server's environment to start every agent cold (for diagnosis and A/B benchmarks)."""
+
+MOST_DEATHS = 3
+"""Spares that may die unasked before a server gives up keeping one (see ``SpareAgent.ensure``)."""
 
 SpawnSpare = Callable[[list[str], Path], "subprocess.Popen[bytes] | None"]
 
@@ -68,6 +72,8 @@ class SpareAgent:
         self.enabled = enabled if enabled is not None else _enabled_here()
         self._process: subprocess.Popen[bytes] | None = None
         self._workspace: Path | None = None
+        self.deaths = 0
+        """Spares that died before they were handed a run."""
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
@@ -75,11 +81,27 @@ class SpareAgent:
         return self._process
 
     def ensure(self, workspace: Path) -> None:
-        """Have a live spare for ``workspace``: start one unless one waits already."""
+        """Have a live spare for ``workspace``: start one unless one waits already.
+
+        A spare that died unasked counts as a failure; after ``MOST_DEATHS`` of
+        them this server stops keeping spares (a broken environment would
+        otherwise start an interpreter every idle round) and starts cold.
+        """
         if not self.enabled:
             return
         if self._process is not None and self._process.poll() is None and self._workspace == workspace:
             return
+        if self._process is not None and self._process.returncode is not None:
+            self.deaths += 1
+            if self.deaths >= MOST_DEATHS:
+                log.warning(
+                    "the spare job agent died %d times unasked (exit code %s): runs start cold from now on",
+                    self.deaths,
+                    self._process.returncode,
+                )
+                self.enabled = False
+                self.release()
+                return
         self.release()
         try:
             self._process = self._spawn(spare_argv(), workspace)

@@ -22,7 +22,7 @@ import pytest
 
 from arena_ls.lifecycle.launch import SPARE_FLAG, read_order
 from arena_ls.lifecycle.rundir import RunDir
-from arena_ls.lifecycle.spare import DISABLE_VARIABLE, SpareAgent, spare_argv
+from arena_ls.lifecycle.spare import DISABLE_VARIABLE, MOST_DEATHS, SpareAgent, spare_argv
 from tests.helpers.lsp import (
     ArenaClient,
     job,
@@ -58,7 +58,11 @@ class FakeSpare:
         self.closed = True
 
     def poll(self) -> int | None:
-        return None if self.alive else -9
+        return self.returncode
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.alive else 1
 
 
 class _BrokenPipe(io.BytesIO):
@@ -124,6 +128,19 @@ def test_a_spare_of_another_workspace_is_not_used_and_a_dead_one_is_replaced(tmp
     spawn.queue.append(third)
     agents.ensure(tmp_path / "b")
     assert agents.process is third
+
+
+def test_a_spare_that_keeps_dying_is_given_up(tmp_path: Path) -> None:
+    """A broken environment must not start an interpreter every idle round: three deaths, then cold."""
+    dying = [FakeSpare(100 + n) for n in range(MOST_DEATHS + 2)]
+    spawn = Spawner(*dying)
+    agents = SpareAgent(spawn, enabled=True)
+    for spare in dying:
+        agents.ensure(tmp_path)
+        spare.alive = False  # it exits before it is asked for
+    assert len(spawn.calls) == MOST_DEATHS and agents.deaths == MOST_DEATHS
+    assert not agents.enabled and agents.process is None
+    assert agents.take(RunDir(tmp_path / "r"), tmp_path) is None
 
 
 def test_no_spare_when_disabled_or_when_it_cannot_start(tmp_path: Path, monkeypatch: Any) -> None:
