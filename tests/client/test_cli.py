@@ -8,8 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from tests.client.support import (
     stop_every_run,
 )
 from tests.helpers.lsp import job, make_workspace
+from tests.helpers.waiting import wait_until
 
 RUN_INFO_FIELDS = {
     "runId", "jobId", "status", "pid", "agentPid", "startedAt", "endedAt", "exitCode", "signal",
@@ -104,13 +103,6 @@ def test_start_says_whether_it_resumes_and_from_which_step(workspace: Path) -> N
     fresh = run_arena(workspace, "start", "ckpt-train", "--fresh")
     assert fresh.returncode == 0, fresh.stderr
     assert fresh.stdout.splitlines()[1] == "starting from step 0 (--fresh)"
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Poll ``condition`` (each poll is a whole ``arena`` command) until it holds, or fail."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
 
 
 # -- options, pipes, help, git ------------------------------------------------------------

@@ -20,6 +20,12 @@ LONG = 180.0
 """Deadlines here are generous: a job on a loaded two-core machine with a Ray head beside it."""
 
 
+def train_workspace(tmp_path: Path, job_id: str, args: str, **extra: Any) -> Path:
+    """A workspace whose one ``train`` job runs the fake trainer on the cluster with ``args``
+    (split on spaces)."""
+    return cluster_workspace(tmp_path / "ws", [cluster_job(job_id, *args.split(), kind="train", **extra)])
+
+
 def numbered(lines: list[dict[str, Any]]) -> list[int]:
     return [int(line["text"].split()[1]) for line in lines if line["text"].startswith("numbered ")]
 
@@ -27,11 +33,7 @@ def numbered(lines: list[dict[str, Any]]) -> list[int]:
 async def test_a_job_runs_on_the_cluster_to_success_with_progress_and_metrics(
     tmp_path: Path, ray_head: RayHead
 ) -> None:
-    root = cluster_workspace(
-        tmp_path / "ws",
-        [cluster_job("tiny", "--steps", "20", "--interval", "0.02", "--ckpt-every", "5", "--numbered",
-                     kind="train")],
-    )  # fmt: skip
+    root = train_workspace(tmp_path, "tiny", "--steps 20 --interval 0.02 --ckpt-every 5 --numbered")
     client = await start_server(root, init_options=options(ray_head))
     try:
         info = await client.call("arena/start", {"id": "tiny"})
@@ -66,10 +68,7 @@ async def test_a_job_runs_on_the_cluster_to_success_with_progress_and_metrics(
 
 
 async def test_stop_with_a_checkpoint_then_resume_on_the_cluster(tmp_path: Path, ray_head: RayHead) -> None:
-    root = cluster_workspace(
-        tmp_path / "ws",
-        [cluster_job("long", "--steps", "100000", "--interval", "0.05", "--ckpt-every", "5", kind="train")],
-    )
+    root = train_workspace(tmp_path, "long", "--steps 100000 --interval 0.05 --ckpt-every 5")
     client = await start_server(root, init_options=options(ray_head))
     try:
         info = await client.call("arena/start", {"id": "long"})
@@ -109,11 +108,12 @@ async def test_stop_with_a_checkpoint_then_resume_on_the_cluster(tmp_path: Path,
 async def test_kill_9_of_the_trainer_on_the_cluster_resubmits_from_its_checkpoint(
     tmp_path: Path, ray_head: RayHead
 ) -> None:
-    root = cluster_workspace(
-        tmp_path / "ws",
-        [cluster_job("victim", "--steps", "60", "--interval", "0.1", "--ckpt-every", "5", kind="train",
-                     restart={"maxRestarts": 2, "backoffSeconds": 0.2})],
-    )  # fmt: skip
+    root = train_workspace(
+        tmp_path,
+        "victim",
+        "--steps 60 --interval 0.1 --ckpt-every 5",
+        restart={"maxRestarts": 2, "backoffSeconds": 0.2},
+    )
     client = await start_server(root, init_options=options(ray_head))
     try:
         info = await client.call("arena/start", {"id": "victim"})
@@ -138,11 +138,12 @@ async def test_kill_9_of_the_trainer_on_the_cluster_resubmits_from_its_checkpoin
 async def test_a_crash_loop_on_the_cluster_is_not_resubmitted_again(
     tmp_path: Path, ray_head: RayHead
 ) -> None:
-    root = cluster_workspace(
-        tmp_path / "ws",
-        [cluster_job("loop", "--steps", "30", "--interval", "0.01", "--ckpt-every", "5", "--crash-at", "7",
-                     kind="train", restart={"maxRestarts": 3, "backoffSeconds": 0.2})],
-    )  # fmt: skip
+    root = train_workspace(
+        tmp_path,
+        "loop",
+        "--steps 30 --interval 0.01 --ckpt-every 5 --crash-at 7",
+        restart={"maxRestarts": 3, "backoffSeconds": 0.2},
+    )
     client = await start_server(root, init_options=options(ray_head))
     try:
         info = await client.call("arena/start", {"id": "loop"})
@@ -158,11 +159,7 @@ async def test_a_crash_loop_on_the_cluster_is_not_resubmitted_again(
 async def test_a_new_server_re_adopts_a_cluster_run_with_every_line_once(
     tmp_path: Path, ray_head: RayHead
 ) -> None:
-    root = cluster_workspace(
-        tmp_path / "ws",
-        [cluster_job("steady", "--steps", "80", "--interval", "0.05", "--numbered", "--ckpt-every", "10",
-                     kind="train")],
-    )  # fmt: skip
+    root = train_workspace(tmp_path, "steady", "--steps 80 --interval 0.05 --numbered --ckpt-every 10")
     client = await start_server(root, init_options=options(ray_head))
     info = await client.call("arena/start", {"id": "steady"})
     run_id = info["runId"]

@@ -7,13 +7,13 @@ on how fast this machine is.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from arena_ls.health import HealthSampler
 from arena_ls.health.model import GpuReading
+from tests.helpers.waiting import wait_until
 
 from .support import FakeHardware, fake_gpu
 
@@ -22,11 +22,7 @@ HOUR = 3600.0
 
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
+    wait_until(condition, what, DEADLINE_S, pause=0.005)
 
 
 class GatedHardware(FakeHardware):

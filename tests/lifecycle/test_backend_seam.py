@@ -56,6 +56,21 @@ async def closing() -> Any:
         await supervisor.close()
 
 
+async def launched(supervisor: Supervisor, backend: FakeBackend) -> tuple[asyncio.Task[Any], RunDir]:
+    """Ask for a start and wait until the back end holds the run; the answer still waits for its pid."""
+    starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
+    await asyncio.wait_for(backend.start_seen.wait(), WAIT)
+    return starting, backend.started[0]
+
+
+async def running(supervisor: Supervisor, backend: FakeBackend) -> RunDir:
+    """A started run whose trainer the follower has recorded: the start has answered."""
+    starting, run = await launched(supervisor, backend)
+    write_state(run, status=RunStatus.RUNNING, pid=12345)
+    await asyncio.wait_for(starting, WAIT)
+    return run
+
+
 def dead_pid() -> tuple[int, float]:
     """A pid and creation time that name no living process."""
     return 2**22 + 17, 1.0
@@ -85,9 +100,7 @@ async def test_a_start_goes_through_the_chosen_back_end_and_answers_once_the_tra
     backend = FakeBackend()
     supervisor = supervisor_with(workspace, recorder, backend)
     closing(supervisor)
-    starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
-    await asyncio.wait_for(backend.start_seen.wait(), WAIT)
-    run = backend.started[0]
+    starting, run = await launched(supervisor, backend)
     assert run.read_spec().backend == "fake", "the run's folder records its back end"
     assert not starting.done(), "the answer waits for the trainer's pid"
     write_state(run, status=RunStatus.RUNNING, pid=12345)
@@ -104,11 +117,7 @@ async def test_the_default_back_end_prepares_while_idle_only_and_is_released_at_
     supervisor = supervisor_with(workspace, recorder, backend)
     assert supervisor.poll_once() is False
     assert backend.prepared == [supervisor.root], "an idle round prepares the next start"
-    starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
-    await asyncio.wait_for(backend.start_seen.wait(), WAIT)
-    run = backend.started[0]
-    write_state(run, status=RunStatus.RUNNING, pid=12345)
-    await asyncio.wait_for(starting, WAIT)
+    run = await running(supervisor, backend)
     prepared = len(backend.prepared)
     assert supervisor.poll_once() is True
     assert len(backend.prepared) == prepared, "nothing is prepared while a run is active"
@@ -128,11 +137,7 @@ async def test_a_stop_is_asked_of_the_back_end_and_answers_at_the_final_status(
     backend = FakeBackend()
     supervisor = supervisor_with(workspace, recorder, backend)
     closing(supervisor)
-    starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
-    await asyncio.wait_for(backend.start_seen.wait(), WAIT)
-    run = backend.started[0]
-    write_state(run, status=RunStatus.RUNNING, pid=12345)
-    await asyncio.wait_for(starting, WAIT)
+    run = await running(supervisor, backend)
     stopping = asyncio.create_task(supervisor.stop(StopRequest(id="quick", grace_seconds=7.0)))
     await asyncio.wait_for(backend.stop_seen.wait(), WAIT)
     assert backend.stops == [{"run": run.run_id, "kill": False, "grace": 7.0}]
@@ -155,13 +160,11 @@ async def test_a_follower_that_fails_before_recording_a_trainer_fails_the_start(
     backend = FakeBackend()
     supervisor = supervisor_with(workspace, recorder, backend)
     closing(supervisor)
-    starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
-    await asyncio.wait_for(backend.start_seen.wait(), WAIT)
+    starting, run = await launched(supervisor, backend)
     backend.followers[0].exit_code = 99  # what this back end calls a failed start
     with pytest.raises(ArenaError) as failed:
         await asyncio.wait_for(starting, WAIT)
     assert failed.value.code == LAUNCH_FAILED[0]
-    run = backend.started[0]
     assert run.read_state().status is RunStatus.LOST
     assert RunLock(supervisor.folder).holder() is None
 

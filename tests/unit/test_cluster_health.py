@@ -21,6 +21,7 @@ from arena_ls.cluster.config import ClusterTarget, declared_targets
 from arena_ls.cluster.health import ClusterHealth, ClusterHealthSampler, node_totals
 from arena_ls.manifest.model import ClusterDecl
 from arena_ls.settings import parse_settings
+from tests.helpers.waiting import wait_until
 from tests.unit.test_cluster_units import _Dashboard
 
 DEADLINE_S = 30.0
@@ -187,7 +188,4 @@ def test_the_status_table_has_one_line_per_cluster() -> None:
 
 
 def _wait_for(condition: Callable[[], Any]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        threading.Event().wait(0.02)
+    wait_until(condition, "the condition", DEADLINE_S)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from arena_ls.lifecycle import outputlog
 from arena_ls.lifecycle.capture import iter_all_lines
 from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter, Pump
+from tests.helpers.waiting import wait_until
 
 
 def pump_over_pipe(tmp_path: Path) -> tuple[Pump, int, OutputWriter]:
@@ -32,10 +32,8 @@ def test_what_came_before_the_listener_is_handed_over_first_and_in_order(tmp_pat
         if b"late" in complete:
             arrived.set()
 
-    deadline = time.monotonic() + 30
-    while len(list(iter_all_lines(tmp_path))) < 2:  # on disk before anyone listens
-        assert time.monotonic() < deadline, "the early lines never reached the log"
-        time.sleep(0.01)
+    # on disk before anyone listens
+    wait_until(lambda: len(list(iter_all_lines(tmp_path))) >= 2, "the early lines in the log", pause=0.01)
     pump.attach(listener)
     os.write(write_fd, b"late\nno newline")
     assert arrived.wait(30)
@@ -52,10 +50,8 @@ def test_past_the_backlog_bound_the_pump_waits_and_loses_nothing(
     monkeypatch.setattr(outputlog, "BACKLOG_BYTES", 10)
     pump, write_fd, writer = pump_over_pipe(tmp_path)
     os.write(write_fd, "".join(f"line {i}\n" for i in range(2000)).encode())  # 18 KB: the pipe holds it
-    deadline = time.monotonic() + 30
-    while not list(iter_all_lines(tmp_path)):  # the pump wrote a first piece, over the bound
-        assert time.monotonic() < deadline, "the pump never wrote"
-        time.sleep(0.01)
+    # the pump wrote a first piece, over the bound
+    wait_until(lambda: list(iter_all_lines(tmp_path)), "the pump's first write", pause=0.01)
     heard: list[bytes] = []
     pump.attach(lambda complete, update: heard.append(complete))
     os.close(write_fd)

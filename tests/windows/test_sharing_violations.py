@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from tests.helpers.lsp import (
     wait_for,
     wait_status,
 )
+from tests.helpers.waiting import wait_until
 from tests.lifecycle.test_launch import FAKE_TRAINER, write_run
 
 SITECUSTOMIZE = r'''
@@ -193,7 +193,7 @@ def test_a_failing_write_of_stopping_does_not_abort_the_stop(tmp_path: Path) -> 
             except (OSError, ValueError):
                 return False
 
-        deadline_wait(checkpointed, "a checkpoint")
+        wait_until(checkpointed, "a checkpoint")
         run.request_stop(kill=False, grace_seconds=60, by="test")
         assert agent.wait(timeout=90) == 0
     finally:
@@ -205,10 +205,3 @@ def test_a_failing_write_of_stopping_does_not_abort_the_stop(tmp_path: Path) -> 
     assert "stopping cooperatively" in texts
     assert state["lastCheckpoint"]["path"] == f"ckpt-{state['lastCheckpoint']['step']}.pt"
     assert faults(log).get("stopping", 0) >= 10, faults(log)
-
-
-def deadline_wait(condition: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)

@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from arena_ls.lifecycle.capture import iter_all_lines
 from arena_ls.lifecycle.rundir import RunDir
+from tests.helpers.waiting import wait_until
 from tests.lifecycle.test_launch import FAKE_TRAINER, write_run
 
 SITECUSTOMIZE = """
@@ -47,10 +47,8 @@ def test_the_signal_stage_sends_nothing_and_creates_the_stop_file(tmp_path: Path
     agent = subprocess.Popen([sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_path)], env=env)
     try:
         run = RunDir(run_path)
-        deadline = time.monotonic() + 60
-        while not any('"checkpoint"' in line.text for line in iter_all_lines(run_path)):
-            assert time.monotonic() < deadline, "no checkpoint announced"
-            time.sleep(0.02)
+        announced = lambda: any('"checkpoint"' in line.text for line in iter_all_lines(run_path))  # noqa: E731
+        wait_until(announced, "a checkpoint announced")
         run.request_stop(kill=False, grace_seconds=60, by="test")
         assert agent.wait(timeout=90) == 0
     finally:

@@ -31,7 +31,7 @@ for step in range(100):
 from __future__ import annotations
 
 from arena_ls.gates.model import Finding
-from arena_ls.gates.rules.base import Rule, parse_doc
+from arena_ls.gates.rules.base import declare
 from arena_ls.gates.source import SourceText
 
 CODE = "AR000"
@@ -77,12 +77,4 @@ def _null_byte(source: SourceText) -> tuple[int, int]:
     return 0, 0
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=None,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", None)

@@ -53,7 +53,7 @@ from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.oom import OomAnalyzer
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR001"
 NAME = "oom-retry"
@@ -74,12 +74,4 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     yield Violation(span=ctx.training.anchor, message=MESSAGE + ctx.training.note + detail)
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)

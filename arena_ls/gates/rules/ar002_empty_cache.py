@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.gates.sites import is_empty_cache
 
 CODE = "AR002"
@@ -80,12 +80,4 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         yield Violation(span=training.anchor, message=MESSAGE + training.note + hint)
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 
 from arena_ls.gates.cadence import Cadence
 from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.gates.sites import is_empty_cache
 
 CODE = "AR003"
@@ -85,12 +85,4 @@ def _describe(cadence: Cadence) -> str:
     return f"the cadence cannot be determined: {cadence.reason}"
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="warning",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check)

@@ -50,7 +50,7 @@ from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.names import is_false, string_value
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR004"
 NAME = "checkpoint-in-loop"
@@ -93,12 +93,4 @@ def _checkpointing_off(enable: ast.expr | None, strategy: ast.expr | None) -> st
     return ""
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)

@@ -73,7 +73,7 @@ from arena_ls.gates.cadence import Cadence
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.loop import Framework
 from arena_ls.gates.names import is_false, keyword, string_value
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR005"
 NAME = "checkpoint-cadence"
@@ -187,12 +187,4 @@ def _too_rare(ctx: TrainerContext, value: ast.expr | None, label: str) -> Iterat
         yield Violation(span=ctx.span(value), message=f"{MESSAGE}: {label}={steps}{origin}")
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)

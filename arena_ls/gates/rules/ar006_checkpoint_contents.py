@@ -54,7 +54,7 @@ from collections.abc import Iterator
 from arena_ls.gates.checkpoints import Contents
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.reach import Path, Root
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR006"
 NAME = "checkpoint-contents"
@@ -115,12 +115,4 @@ def _message(contents: Contents) -> str:
     return f"the saved checkpoint lacks {' and '.join(missing)}"
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)

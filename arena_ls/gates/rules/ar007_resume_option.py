@@ -42,7 +42,7 @@ from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.options import CliOptions
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR007"
 NAME = "resume-option"
@@ -58,12 +58,4 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     yield options.missing(MESSAGE + ": the watchdog cannot restart this trainer from a checkpoint", ARGUMENTS)
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=FIX_TITLE,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check, fix_title=FIX_TITLE)

@@ -46,7 +46,7 @@ from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext, mentions_in_code
 from arena_ls.gates.options import CliOptions
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR008"
 NAME = "start-step-option"
@@ -84,12 +84,4 @@ def _value_used(ctx: TrainerContext, declaration: ast.Call, dest: str) -> bool:
     return mentions_in_code(ctx.source, ctx.facts, pattern, literals, declared)
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=FIX_TITLE,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check, fix_title=FIX_TITLE)

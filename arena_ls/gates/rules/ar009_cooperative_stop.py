@@ -56,7 +56,7 @@ from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite
 from arena_ls.gates.names import argument, dotted, receiver, string_value
 from arena_ls.gates.patterns import lazy
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR009"
 NAME = "cooperative-stop"
@@ -162,12 +162,4 @@ def _mentions_stop(node: ast.AST) -> bool:
     return name is not None and bool({"stop", "stopfile"} & set(name.lower().split("_")))
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="warning",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check)

@@ -45,7 +45,7 @@ from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite
 from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import argument, keyword_node
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.gates.splats import splat_entries
 from arena_ls.gates.values import Value
 
@@ -117,12 +117,4 @@ def _fix(ctx: TrainerContext, value: Value) -> tuple[TextEdit, ...]:
     return (TextEdit(span.line, span.col, span.end_line, span.end_col, "0"),)
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="warning",
-    fix_title=FIX_TITLE,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check, fix_title=FIX_TITLE)

@@ -56,7 +56,7 @@ from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import Chain, Scope, iter_statements
 from arena_ls.gates.names import dotted, is_false, is_true, keyword, string_value
 from arena_ls.gates.patterns import lazy
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.gates.sites import is_backward
 
 CODE = "AR011"
@@ -383,12 +383,4 @@ def _writes_without_training(ctx: TrainerContext, function: Scope) -> bool:
     return not ctx.graph.reaches(function, "backward", is_backward)
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="warning",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check)

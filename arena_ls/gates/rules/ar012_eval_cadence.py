@@ -52,7 +52,7 @@ from arena_ls.gates.cadence import Cadence
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.loop import Framework
 from arena_ls.gates.names import string_value
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.gates.sites import is_evaluation
 
 CODE = "AR012"
@@ -103,12 +103,4 @@ def _framework(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]
         yield Violation(span=ctx.span(node), message=f"{MESSAGE}: it runs every {steps} steps")
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="warning",
-    fix_title=None,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check)

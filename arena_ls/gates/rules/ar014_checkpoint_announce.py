@@ -66,7 +66,7 @@ from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import argument, call_name, string_value
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import Path
-from arena_ls.gates.rules.base import Rule, Violation, parse_doc
+from arena_ls.gates.rules.base import Violation, declare
 
 CODE = "AR014"
 NAME = "checkpoint-announce"
@@ -273,12 +273,4 @@ def _import_json(ctx: TrainerContext) -> TextEdit:
     return TextEdit(line, 0, line, 0, "import json" + newline)
 
 
-RULE = Rule(
-    code=CODE,
-    name=NAME,
-    message=MESSAGE,
-    severity="error",
-    fix_title=FIX_TITLE,
-    doc=parse_doc(__doc__),
-    check=check,
-)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check, fix_title=FIX_TITLE)

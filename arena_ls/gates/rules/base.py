@@ -86,6 +86,28 @@ class Rule:
     """None only for AR000, which the engine reports when the file does not parse."""
 
 
+def declare(
+    docstring: str | None,
+    code: str,
+    name: str,
+    message: str,
+    severity: Severity,
+    check: Check | None,
+    *,
+    fix_title: str | None = None,
+) -> Rule:
+    """The rule a module declares: its documentation is that module's docstring."""
+    return Rule(
+        code=code,
+        name=name,
+        message=message,
+        severity=severity,
+        fix_title=fix_title,
+        doc=parse_doc(docstring),
+        check=check,
+    )
+
+
 def parse_doc(docstring: str | None) -> RuleDoc:
     """Split a rule module's docstring into its summary and its four sections."""
     text = (docstring or "").strip("\n")
