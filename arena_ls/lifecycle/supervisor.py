@@ -343,8 +343,7 @@ class Supervisor:
         resume_step = self._resume_step(job, request)
         argv = trainer_argv(job.argv(self._python(job)), job.resume_args, resume_step)
         if request.dry_run:
-            checks, _ = self._preflight(job, gate_errors)
-            return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
+            return self.dry_run(job, argv, gate_errors)
         if job.status == "approval-required" and request.approved is not True:
             raise ArenaError(
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
@@ -355,6 +354,15 @@ class Supervisor:
         for warning in warnings:
             self.listener.lifecycle(view, f"warning: {warning}")
         return await self._await_started(view)
+
+    def dry_run(self, job: Job, argv: list[str], gate_errors: list[Diag]) -> DryRun:
+        """What a start of ``job`` would run, and what its gates and pre-flight say; nothing starts."""
+        checks, _ = self._preflight(job, gate_errors)
+        return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
+
+    def trainer_argv(self, job: Job) -> list[str]:
+        """``job``'s command line as a fresh start would run it (no resume arguments)."""
+        return job.argv(self._python(job))
 
     def refuse_if_unsafe(self, job: Job, gate_errors: list[Diag]) -> list[str]:
         """1004 when the trainer fails error-severity gates, 1005 when a pre-flight check fails.

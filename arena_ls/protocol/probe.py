@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from arena_ls.diagnostics import Diag
 from arena_ls.errors import (
     APPROVAL_REQUIRED,
     DISABLED,
@@ -41,7 +42,7 @@ from arena_ls.health import Hardware, process_tree_pids
 from arena_ls.lifecycle.rundir import write_json_atomic
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.supervisor import StartRequest, Supervisor
+from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
 from arena_ls.manifest import Job
 from arena_ls.protocol.insights import PROBE_SUFFIX
 from arena_ls.protocol.tasks import TaskRunner
@@ -180,19 +181,16 @@ class ProbeService:
 
     # -- running one ----------------------------------------------------------------------
 
-    async def start(self, request: StartRequest) -> RunView:
-        """Start the probe run of a job; its verdict is recorded when it ends."""
+    async def start(self, request: StartRequest) -> RunView | DryRun:
+        """Start the probe run of a job; its verdict is recorded when it ends.
+
+        With ``dryRun`` nothing starts: the answer is the probe's command line
+        and what the gates and pre-flight say of it (contract 4.2).
+        """
         supervisor = self.supervisor
         job, _ = supervisor.resolve_job(request.id)
         if job.status == "disabled":
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
-        if job.status == "approval-required" and request.approved is not True:
-            raise ArenaError(
-                APPROVAL_REQUIRED, f"job {job.id!r} needs approval: probe it with approved: true"
-            )
-        await supervisor._refuse_if_active()
-        self._refuse_unsafe(job)
-        digest = self.trainer_hash(job)
         probe_job = attrs.evolve(
             job,
             id=job.id + PROBE_SUFFIX,
@@ -200,18 +198,28 @@ class ProbeService:
             args=job.probe_args if job.probe_args is not None else job.args,
             max_restarts=0,
         )
+        if request.dry_run:
+            return supervisor.dry_run(probe_job, supervisor.trainer_argv(probe_job), self._gate_errors(job))
+        if job.status == "approval-required" and request.approved is not True:
+            raise ArenaError(
+                APPROVAL_REQUIRED, f"job {job.id!r} needs approval: probe it with approved: true"
+            )
+        await supervisor._refuse_if_active()
+        warnings = supervisor.refuse_if_unsafe(job, self._gate_errors(job))
+        digest = self.trainer_hash(job)
         view = await supervisor._launch(probe_job, None)
+        for warning in warnings:
+            supervisor.listener.lifecycle(view, f"warning: {warning}")
         started = await supervisor._await_started(view)
         task = self.tasks.run_task(self._watch(view, job, digest), f"watching the probe of {job.id}")
         self.watching.add(task)
         task.add_done_callback(self.watching.discard)
         return started
 
-    def _refuse_unsafe(self, job: Job) -> None:
-        """The same gates and pre-flight checks as a start (1004, 1005)."""
-        supervisor = self.supervisor
-        gate_errors = supervisor.gate_checker(job) if supervisor.gate_checker and job.kind == "train" else []
-        supervisor.refuse_if_unsafe(job, gate_errors)
+    def _gate_errors(self, job: Job) -> list[Diag]:
+        """The trainer's error-severity gate results: a probe is refused on them as a start is (1004)."""
+        checker = self.supervisor.gate_checker
+        return checker(job) if checker is not None and job.kind == "train" else []
 
     async def _watch(self, view: RunView, job: Job, digest: str) -> None:
         peak = Peak()

@@ -22,7 +22,11 @@ STOP_TAIL_LINES = 20
 
 
 def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The contract's ``RunInfo``: every field present, null included."""
+    """The contract's ``RunInfo``: every field present, null included.
+
+    ``insights`` is empty unless ``extra`` carries the workspace's (a refusal's
+    ``active`` run, formatted far from the insights service, has none).
+    """
     state = view.state or RunState(run_id=view.run_id, job_id=view.spec.job_id)
     progress = view.progress
     checkpoint = state.last_checkpoint
@@ -56,6 +60,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "gpuMemoryMb": None,
         "gpuUtilization": None,
         "cluster": _cluster_wire(view.spec, state),
+        "insights": [],
     }
     if extra:
         info.update(extra)
@@ -92,11 +97,9 @@ def dry_run(result: DryRun) -> dict[str, Any]:
     }
 
 
-def stopped(view: RunView | None) -> dict[str, Any]:
-    """``arena/stop``'s answer: the run with its last lines, or ``idle`` when nothing was stopped."""
-    if view is None:
-        return {"status": "idle"}
-    return run_info(view, {"tail": tail(view)})
+def nothing_stopped() -> dict[str, Any]:
+    """``arena/stop``'s answer when no run was active (a stopped run answers its ``RunInfo``)."""
+    return {"status": "idle"}
 
 
 def logs_page(page: LogPage) -> dict[str, Any]:

@@ -125,7 +125,7 @@ class Workspace:
 
     async def stop_run(self, request: StopRequest) -> dict[str, Any]:
         view = await self.supervisor.stop(request)
-        return self._answer(view, tail=True) if view is not None else wire.stopped(None)
+        return self._answer(view, tail=True) if view is not None else wire.nothing_stopped()
 
     def _answer(self, view: RunView, *, tail: bool = False) -> dict[str, Any]:
         """A ``RunInfo`` answered to a request: with its ``insights`` (contract 6.3), not its GPU use."""

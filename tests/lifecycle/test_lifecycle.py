@@ -124,6 +124,7 @@ async def test_refusals_start_nothing(client: ArenaClient, workspace: Path) -> N
     error = await client.call_error("arena/start", {"id": "quick"})
     assert (error.code, error.data["reason"]) == (1003, "already-running")
     assert error.data["active"]["runId"] == running["runId"]
+    assert error.data["active"].keys() >= running.keys() - {"tail"}, "the active run is a whole RunInfo"
     assert run_count(workspace) == 1
 
     (workspace / "training" / "manifest.json").write_text('{"version": 1, "jobs": [')

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
+from arena_ls.gates.registry import RULES
 from tests.helpers.lsp import REPO, RESUME, ArenaClient, start_server, stop_server, wait_for, write_manifest
 
 GOOD = (REPO / "training" / "train.py").read_text()
@@ -201,6 +202,30 @@ async def test_suppression_quick_fix(client: ArenaClient, workspace: Path) -> No
     await wait_for(
         lambda: "AR007" not in codes(client, uri) and "AR008" in codes(client, uri), what="suppressed"
     )
+
+
+async def test_every_trainer_rule_offers_a_suppression_that_silences_it(
+    client: ArenaClient, workspace: Path
+) -> None:
+    """Each rule's documented example fires it; its ``Suppress`` action silences it on that line
+    (AR000, a syntax error, has none). Each example is its own ``train.py``, so no diagnostics
+    published for another example can be mistaken for its own."""
+    for code in sorted(code for code in RULES if code != "AR000"):
+        example = RULES[code].doc.example
+        folder = workspace / "examples" / code
+        folder.mkdir(parents=True)
+        uri = open_doc(client, folder / "train.py", example)
+        await wait_for(lambda code=code, uri=uri: code in codes(client, uri), what=f"{code} from its example")
+        fired = next(d for d in client.diagnostics[uri] if d.code == code)
+        actions = await actions_for(client, uri, code)
+        suppress = next((a for a in actions if a.title.startswith(f"Suppress {code}")), None)
+        assert suppress is not None and suppress.edit and suppress.edit.changes, f"no suppression for {code}"
+        change_doc(client, uri, apply(example, list(suppress.edit.changes[uri])), 2)
+
+        def silenced(code: str = code, uri: str = uri, line: int = fired.range.start.line) -> bool:
+            return not any(d.code == code and d.range.start.line == line for d in client.diagnostics[uri])
+
+        await wait_for(silenced, what=f"{code} suppressed on line {fired.range.start.line}")
 
 
 async def test_manifest_quick_fixes(client: ArenaClient, workspace: Path) -> None:

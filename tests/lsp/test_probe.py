@@ -48,7 +48,9 @@ def probe_job(hardware: Path, megabytes: int, **probe: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-async def fake_client(tmp_path: Path, megabytes: int, machine: dict[str, Any]) -> tuple[ArenaClient, Path]:
+async def fake_client(
+    tmp_path: Path, megabytes: int, machine: dict[str, Any], contention: str = "off"
+) -> tuple[ArenaClient, Path]:
     hardware = tmp_path / "hardware.json"
     write_fake_hardware(hardware, machine)
     root = make_workspace(tmp_path / "ws", [probe_job(hardware, megabytes, required=True)])
@@ -57,7 +59,7 @@ async def fake_client(tmp_path: Path, megabytes: int, machine: dict[str, Any]) -
         root,
         command=[sys.executable, "-m", "tests.helpers.fake_server"],
         env={"ARENA_FAKE_HARDWARE": str(hardware), "PYTHONPATH": str(REPO)},
-        init_options={"probe": {"sampleSeconds": 0.05}, "preflight": {"gpuContention": "off"}},
+        init_options={"probe": {"sampleSeconds": 0.05}, "preflight": {"gpuContention": contention}},
     )
     return client, root
 
@@ -148,3 +150,37 @@ async def wait_idle(client: ArenaClient) -> None:
         return status["active"] is None
 
     await poll_until(idle, "no active run")
+
+
+async def test_a_probe_dry_run_starts_nothing_and_answers_the_probes_command_line(tmp_path: Path) -> None:
+    client, root = await fake_client(tmp_path, 3000, {"gpus": [], "gpuError": None})
+    try:
+        preview = await client.call("arena/start", {"id": "lm", "probe": True, "dryRun": True})
+        assert preview.keys() == {"argv", "cwd", "gates", "preflight"}, preview
+        assert preview["argv"][1:4] == ["insight_trainer.py", "--steps", "30"], (
+            "the probe's args, not the job's"
+        )
+        assert "--fake-gpu" in preview["argv"] and preview["cwd"] == str(root)
+        status = await client.call("arena/status", {})
+        assert status["active"] is None and status["runs"] == [], "nothing was started"
+        assert not (root / ".aide" / "training" / "runs").exists() or not any(
+            (root / ".aide" / "training" / "runs").iterdir()
+        )
+    finally:
+        await stop_server(client)
+
+
+async def test_a_probe_logs_the_preflight_warnings_a_start_would(tmp_path: Path) -> None:
+    foreign = {"index": 0, "name": "GPU", "utilization": 30, "memoryUsedMb": 2048, "memoryTotalMb": 6144,
+               "computeCapability": "6.1", "processes": [{"pid": 999_999, "usedMemoryMb": 2048}]}  # fmt: skip
+    client, _ = await fake_client(tmp_path, 3000, {"gpus": [foreign], "gpuError": None}, contention="warn")
+    try:
+        run = await client.call("arena/start", {"id": "lm", "probe": True})
+        assert run["jobId"] == "lm.probe"
+        await wait_for(
+            lambda: any("warning:" in m.message and "999999" in m.message for m in client.log_messages),
+            what="the gpu-contention warning in the probe's log",
+        )
+    finally:
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+        await stop_server(client)

@@ -10,10 +10,12 @@ from typing import Any
 
 from lsprotocol import types
 
+from arena_ls.gates.registry import RULES
 from arena_ls.protocol.feature import LanguageFeature
 from arena_ls.protocol.server import ArenaServer
 
-TRAINER_CODES = {f"AR{n:03d}" for n in range(1, 13)}
+TRAINER_CODES = frozenset(code for code in RULES if code != "AR000")
+"""The trainer rules a ``# arena: ignore[CODE]`` comment silences (a syntax error cannot be)."""
 
 
 def _edit(raw: dict[str, Any]) -> types.TextEdit:
