@@ -133,10 +133,16 @@ _NESTED = ("preflight", "insights", "probe")
 """Sections held in their own settings object (``settings.preflight``...)."""
 
 
+def _object(value: Any) -> Any:
+    """``[]`` as ``{}``: Neovim encodes an empty Lua table as an empty array."""
+    return {} if value == [] else value
+
+
 def _flatten(options: Mapping[str, Any]) -> dict[str, Any]:
     """Accept both nested (``{"preflight": {"minFreeRamMb": 1}}``) and dotted keys."""
     flat: dict[str, Any] = {}
-    for key, value in options.items():
+    for key, raw in options.items():
+        value = _object(raw) if key in _SECTIONS else raw
         if isinstance(value, Mapping) and key in _SECTIONS:
             for sub, subvalue in value.items():
                 flat[f"{key}.{sub}"] = subvalue
@@ -196,12 +202,14 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
     adds a problem naming the key. ``options`` may be None or any JSON value.
     """
     settings = base or Settings()
+    options = _object(options)
     if options is None:
         return settings, []
     if not isinstance(options, Mapping):
         return settings, ["arena settings must be an object; using defaults"]
-    if isinstance(options.get("arena"), Mapping):
-        options = options["arena"]
+    arena = _object(options.get("arena"))
+    if isinstance(arena, Mapping):
+        options = arena
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
@@ -240,11 +248,12 @@ def _parse_clusters(
     """``clusters`` (nested, or dotted ``clusters.NAME.address`` keys); None when not given."""
     raw: dict[str, dict[str, Any]] = {}
     given = False
-    block = options.get("clusters")
+    block = _object(options.get("clusters"))
     if block is not None:
         given = True
         if isinstance(block, Mapping):
-            for name, fields in block.items():
+            for name, raw_fields in block.items():
+                fields = _object(raw_fields)
                 if isinstance(fields, Mapping):
                     raw.setdefault(str(name), {}).update(fields)
                 else:

@@ -110,6 +110,13 @@ def parse_metrics(raw: Any) -> str | None:
     return run_id
 
 
+def parse_show_blocked(raw: Any) -> str:
+    """``arena.showBlocked {id}``: the job id."""
+    params = as_object(raw, "arena.showBlocked", required=("id",))
+    job_id: str = field(params, "id", _JOB_ID)
+    return job_id
+
+
 def command_argument(args: tuple[Any, ...], command: str) -> Any:
     """``workspace/executeCommand`` passes the params object as its one argument."""
     if not args:

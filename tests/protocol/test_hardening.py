@@ -182,6 +182,12 @@ async def test_echoes_are_bounded_and_absurd_numbers_refused(server: RawServer, 
     ]:
         answer = await server.call(3, method, params)
         assert error_code(answer) == -32602, (method, answer)
+    command = "workspace/executeCommand"
+    answer = await server.call(6, command, {"command": "arena.showBlocked", "arguments": [{"id": huge}]})
+    assert "result" in answer and len(json.dumps(answer)) < 1000, "the id is echoed cut short"
+    assert all(len(json.dumps(note)) < 1000 for note in server.notifications), "and so in its message"
+    answer = await server.call(7, command, {"command": "arena.showBlocked", "arguments": [{"id": ["x"]}]})
+    assert error_code(answer) == -32602 and "id" in answer["error"]["message"]
     answer = await server.call(4, "x" * 1_000_000, {})
     assert error_code(answer) == -32601 and len(json.dumps(answer["error"])) < 1000
     status = await server.call(5, "arena/status", {})

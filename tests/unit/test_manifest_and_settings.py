@@ -6,11 +6,12 @@ import itertools
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from arena_ls.lifecycle.states import LEGAL_MOVES, IllegalTransition, RunStatus, passed_through, transition
 from arena_ls.manifest import load_manifest_text
-from arena_ls.settings import Settings, parse_settings
+from arena_ls.settings import ClusterSettings, Settings, parse_settings
 
 
 def load(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
@@ -105,6 +106,25 @@ def test_settings_bad_values_are_reported_and_defaulted() -> None:
     assert settings.logs_notify_hz == Settings().logs_notify_hz and settings.watchdog_stall_seconds == 30
     assert len(problems) == 2 and any("minFreeRamMb" in p for p in problems)
     assert parse_settings([1, 2])[1] and parse_settings(None) == (Settings(), [])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        [],
+        {"arena": []},
+        {"preflight": []},
+        {"clusters": []},
+        {"clusters": {"lab": []}},
+        {"arena": {"probe": []}},
+    ],
+)
+def test_an_empty_array_is_an_empty_object_as_neovim_sends_it(options: object) -> None:
+    """Neovim encodes an empty Lua table (``clusters = {}``) as ``[]``: no warning, the defaults."""
+    settings, problems = parse_settings(options)
+    assert problems == []
+    named = (("lab", ClusterSettings()),) if options == {"clusters": {"lab": []}} else ()
+    assert settings == attrs.evolve(Settings(), clusters=named)
 
 
 def test_the_state_machine_rejects_illegal_moves() -> None:

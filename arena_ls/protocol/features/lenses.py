@@ -15,6 +15,7 @@ from lsprotocol import types
 
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import params as P
+from arena_ls.protocol.echoes import bound, long_strings
 from arena_ls.protocol.feature import Command, LanguageFeature
 from arena_ls.protocol.server import ArenaServer
 from arena_ls.uris import uri_to_path
@@ -119,20 +120,15 @@ class CodeLenses(LanguageFeature):
 
     async def show_blocked(self, *args: Any) -> dict[str, Any]:
         """``arena.showBlocked {id}``: what blocks a job, as a message and as the answer."""
-        params = P.as_object(
-            P.command_argument(args, "arena.showBlocked"), "arena.showBlocked", required=("id",)
-        )
+        job_id = P.parse_show_blocked(P.command_argument(args, "arena.showBlocked"))
         ws = self.server.ws
         infos = {info["id"]: info for info in ws.job_infos()}
-        info = infos.get(params["id"], {"blockedBy": []})
+        info = infos.get(job_id, {"blockedBy": []})
         lines = [f"{d['code']} {d['message']}" for d in info["blockedBy"]]
-        text = (
-            f"{params['id']} is blocked by: " + "; ".join(lines)
-            if lines
-            else f"{params['id']} is not blocked"
-        )
+        echoed = bound(job_id, long_strings(job_id))
+        text = f"{echoed} is blocked by: " + "; ".join(lines) if lines else f"{echoed} is not blocked"
         self.server.window_show_message(types.ShowMessageParams(types.MessageType.Warning, text))
-        return {"id": params["id"], "blockedBy": info["blockedBy"]}
+        return {"id": echoed, "blockedBy": info["blockedBy"]}
 
     def active_changed(self) -> None:
         """Ask the client to refresh lenses when what they show has changed."""
