@@ -56,6 +56,8 @@ class ArenaServer(LanguageServer):
         self.hardware = hardware
         """Tests inject a fake machine; None: the real one (``SystemHardware``)."""
         self.configuration = Configuration()
+        self._problems_shown: frozenset[str] = frozenset()
+        """The settings problems last shown: the same settings read twice warn once."""
         self.root = Path.cwd()
         self.arena: Workspace | None = None
         self.features = FeatureRegistry()
@@ -88,10 +90,17 @@ class ArenaServer(LanguageServer):
         return self.configuration.settings
 
     def apply_settings(self, options: Any, *, base: Settings | None = None) -> None:
-        """Settings from the client on top of ``base`` (the initialization options); subscribers hear."""
+        """Settings from the client on top of ``base`` (the initialization options); subscribers hear.
+
+        Editors send the same settings as ``initializationOptions`` and again
+        through ``workspace/configuration``: a problem is shown when it first
+        appears, not each time the same settings are read.
+        """
         settings, problems = parse_settings(options, base or Settings())
         for problem in problems:
-            self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
+            if problem not in self._problems_shown:
+                self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
+        self._problems_shown = frozenset(problems)
         self.configuration.update(settings)
 
     # -- the listener the workspace reports to -----------------------------------------------

@@ -101,9 +101,13 @@ async def start_server(
     init_options: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     command: list[str] | None = None,
+    configuration: dict[str, Any] | None = None,
 ) -> ArenaClient:
-    """Start ``arena-ls`` on ``root`` and initialize a session."""
+    """Start ``arena-ls`` on ``root`` and initialize a session; ``configuration`` is what the
+    client answers to ``workspace/configuration``."""
     client = ArenaClient()
+    if configuration is not None:
+        client.set_configuration(configuration)
     server_env = dict(os.environ)
     server_env.update(env or {})
     await client.start_io(*(command or [sys.executable, "-m", "arena_ls"]), env=server_env)
