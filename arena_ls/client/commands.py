@@ -28,6 +28,7 @@ from arena_ls.client.render import (
 )
 from arena_ls.client.session import Options, connect
 from arena_ls.client.tables import print_status
+from arena_ls.timeutil import iso_utc_now
 
 DEMO_JOB = "tiny-lm"
 INTERRUPT_HINT = "Ctrl-C: detach (the run goes on) · Ctrl-C twice: stop it (checkpoint and exit)"
@@ -51,10 +52,11 @@ def start_params(args: argparse.Namespace) -> dict[str, Any]:
 
 async def cmd_start(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
+        requested_at = iso_utc_now()
         info = await session.request("arena/start", start_params(args))
         announce_start(options, info, fresh=bool(args.fresh))
         if getattr(args, "probe", False):
-            return await follow_probe(session, options, info, args.job)
+            return await follow_probe(session, options, info, args.job, requested_at)
         if not args.follow:
             write_plain(options.console, f"follow it with: arena logs -f {info.get('jobId')}")
             return EXIT_OK
@@ -67,7 +69,9 @@ PROBE_VERDICT_WAIT_S = 30.0
 """How long to wait, after a probe's run ended, for the server to record its verdict."""
 
 
-async def follow_probe(session: LspSession, options: Options, info: dict[str, Any], job_id: str) -> int:
+async def follow_probe(
+    session: LspSession, options: Options, info: dict[str, Any], job_id: str, requested_at: str
+) -> int:
     """Follow a probe to its verdict, print it, and exit 0 only when it passed.
 
     The server that started a probe measures its VRAM while it runs and records
@@ -82,7 +86,7 @@ async def follow_probe(session: LspSession, options: Options, info: dict[str, An
             flush=True,
         )
         return result.exit_code
-    verdict = await probe_verdict(session, job_id, str(info.get("startedAt") or ""))
+    verdict = await probe_verdict(session, job_id, verdict_since(info, requested_at))
     if verdict is None:
         print(f"arena: the probe of {job_id} ended without a verdict", file=sys.stderr, flush=True)
         return EXIT_FAILED
@@ -92,6 +96,12 @@ async def follow_probe(session: LspSession, options: Options, info: dict[str, An
         return EXIT_OK
     print(f"arena: {line}", file=sys.stderr, flush=True)
     return EXIT_FAILED
+
+
+def verdict_since(info: dict[str, Any], requested_at: str) -> str:
+    """The earliest time a verdict of this probe can bear: its start, or (a run that answered
+    before it started) the moment it was asked for; an earlier verdict is an old probe's."""
+    return str(info.get("startedAt") or requested_at)
 
 
 async def probe_verdict(session: LspSession, job_id: str, since: str) -> dict[str, Any] | None:

@@ -3,27 +3,32 @@
 Read from disk (so it survives server restarts), incrementally (each call
 scans only records it has not seen), and bounded: past ``MAX_POINTS`` the
 history is halved, keeping the first, last, lowest and highest losses.
+The reading runs on a worker thread: a long log is never parsed on the
+event loop, so ``arena/metrics`` of a big run does not hold up other requests.
 A health line (``@arena {"event": "health", ...}``) gives ``gradNorm`` and
 ``clipFraction`` to the progress point it follows (null on points without one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
 from typing import Any
 
 import attrs
 
 from arena_ls.insights.parse import health_in_chunk
 from arena_ls.lifecycle.capture import iter_records
-from arena_ls.lifecycle.events import Checkpoint, Eval, Progress
+from arena_ls.lifecycle.events import Checkpoint, Eval, EventParser, Progress
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.timeutil import iso_utc
 from arena_ls.validation import finite
 
 MAX_POINTS = 10_000
 KEEP_CACHES = 64
-"""Runs whose metrics are kept in memory (a workspace keeps its last 50 finished runs)."""
+"""Runs whose metrics are kept in memory (a workspace keeps its last 50 finished runs); past it
+the run asked about least recently is forgotten."""
 
 Point = tuple[int, float | None, float | None, float, float | None, float | None]
 """(step, loss, lr, at, gradNorm, clipFraction)."""
@@ -31,6 +36,10 @@ Point = tuple[int, float | None, float | None, float, float | None, float | None
 
 @attrs.define
 class MetricsCache:
+    parser: EventParser
+    """The cache's own: it reads the log from its first record, apart from the live follower."""
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    """Two requests for one run read on two threads, one after the other."""
     next_record: int = 0
     points: list[Point] = attrs.field(factory=list)
     checkpoints: list[tuple[int, str, float]] = attrs.field(factory=list)
@@ -45,20 +54,34 @@ class RunMetrics:
     def __init__(self) -> None:
         self._caches: dict[str, MetricsCache] = {}
 
-    def wire(self, view: RunView) -> dict[str, Any]:
+    async def wire(self, view: RunView) -> dict[str, Any]:
         """``arena/metrics`` of one run: what its log says, reading only what is new."""
-        if view.run_id not in self._caches and len(self._caches) >= KEEP_CACHES:
-            self._caches.clear()  # bounded: the files keep everything, a cache only saves re-reading
-        cache = self._caches.setdefault(view.run_id, MetricsCache())
-        return run_metrics(view, cache)
+        return await asyncio.to_thread(run_metrics, view, self.cache(view))
+
+    def cache(self, view: RunView) -> MetricsCache:
+        """The run's cache, now the most recently used; the least recently used goes past the bound."""
+        cache = self._caches.pop(view.run_id, None)
+        if cache is None:
+            spec = view.spec
+            cache = MetricsCache(EventParser.for_patterns(spec.progress_pattern, spec.checkpoint_pattern))
+        self._caches[view.run_id] = cache
+        while len(self._caches) > KEEP_CACHES:
+            del self._caches[next(iter(self._caches))]
+        return cache
 
 
 def run_metrics(view: RunView, cache: MetricsCache) -> dict[str, Any]:
+    with cache.lock:
+        _read_new_records(view, cache)
+        return _metrics_wire(view.run_id, cache)
+
+
+def _read_new_records(view: RunView, cache: MetricsCache) -> None:
     for index, stream, _, data, at in iter_records(view.run_dir.path, cache.next_record):
         cache.next_record = index + 1
         if stream == 2:
             continue
-        for event in view.parser.parse_chunk(data):
+        for event in cache.parser.parse_chunk(data):
             if isinstance(event, Progress):
                 cache.by_step[event.step] = len(cache.points)
                 cache.points.append((event.step, event.loss, event.lr, at, None, None))
@@ -73,8 +96,11 @@ def run_metrics(view: RunView, cache: MetricsCache) -> dict[str, Any]:
         if len(cache.points) > MAX_POINTS:
             cache.points = downsample(cache.points)
             cache.by_step = {point[0]: i for i, point in enumerate(cache.points)}
+
+
+def _metrics_wire(run_id: str, cache: MetricsCache) -> dict[str, Any]:
     return {
-        "runId": view.run_id,
+        "runId": run_id,
         "points": [
             {
                 "step": s,

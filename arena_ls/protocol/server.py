@@ -329,7 +329,7 @@ def _register_methods(server: ArenaServer) -> None:
     @server.feature("arena/metrics")
     @refusals
     async def metrics(ls: ArenaServer, params: Any) -> dict[str, Any]:
-        return ls.ws.metrics(P.parse_metrics(params))
+        return await ls.ws.metrics(P.parse_metrics(params))
 
     @server.command("arena.start")
     @refusals

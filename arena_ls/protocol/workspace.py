@@ -192,7 +192,7 @@ class Workspace:
     async def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
         return wire.logs_page(await self.supervisor.logs_async(run_id, cursor, limit))
 
-    def metrics(self, run_id: str | None) -> dict[str, Any]:
+    async def metrics(self, run_id: str | None) -> dict[str, Any]:
         view = (
             self.supervisor.view_for(run_id)
             if run_id
@@ -200,4 +200,4 @@ class Workspace:
         )
         if view is None:
             return {"runId": None, "points": [], "checkpoints": []}
-        return self.metrics_cache.wire(view)
+        return await self.metrics_cache.wire(view)

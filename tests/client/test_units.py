@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from arena_ls.client.commands import checkpoint_paths, finished_all_steps, pick_run, resume_text
+from arena_ls.client.commands import (
+    checkpoint_paths,
+    finished_all_steps,
+    pick_run,
+    probe_verdict,
+    resume_text,
+    verdict_since,
+)
 from arena_ls.client.errors import CliError, from_rpc_error
 from arena_ls.client.follow import Follower, OnInterrupt
 from arena_ls.client.lspclient import JsonRpcError, Notification, encode_message, read_message
@@ -355,3 +362,27 @@ def test_a_cluster_run_says_where_it_runs_in_the_terminal() -> None:
     console.print(runs_table([local, lab]))
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "r-1 (job tiny-lm @ lab)" in text and text.count("@ lab") == 2
+
+
+class ProbeStatusSession:
+    """``arena/status`` whose job ``lm`` shows an old verdict, then (from the second call) a new one."""
+
+    def __init__(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.answers = [old, new]
+        self.calls = 0
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        assert method == "arena/status"
+        probe = self.answers[min(self.calls, 1)]
+        self.calls += 1
+        return {"jobs": [{"id": "lm", "probe": probe}]}
+
+
+async def test_a_probe_that_answered_before_it_started_waits_for_its_own_verdict() -> None:
+    old = {"ok": False, "at": "2026-12-01T05:00:00.000Z", "message": "an earlier probe"}
+    new = {"ok": True, "at": "2026-12-01T05:10:02.000Z", "message": "this probe"}
+    since = verdict_since({"startedAt": None}, "2026-12-01T05:10:00.000Z")
+    assert since == "2026-12-01T05:10:00.000Z"
+    verdict = await probe_verdict(ProbeStatusSession(old, new), "lm", since)  # type: ignore[arg-type]
+    assert verdict == new, "the earlier probe's verdict is not this one's"
+    assert verdict_since({"startedAt": "2026-12-01T05:10:01.000Z"}, since) == "2026-12-01T05:10:01.000Z"
