@@ -178,7 +178,12 @@ class ArenaServer(LanguageServer):
         )
 
     async def end_session(self) -> None:
-        """The client left (TCP): close its view of the workspace; the runs go on."""
+        """The client left (TCP): close its view of the workspace; the runs go on.
+
+        Features drop their pending work first, so that no timer of the last
+        client's (a debounced publish) opens the workspace again for nobody.
+        """
+        self.features.notify("shutdown", lambda f: f.shutdown())
         if self.arena is not None:
             arena, self.arena = self.arena, None
             try:
@@ -229,6 +234,8 @@ def _register_lifecycle(server: ArenaServer) -> None:
             ls.root = Path(root)
         ls.apply_settings(params.initialization_options)
         ls.configuration.base = ls.settings
+        if ls.arena is not None:  # opened before this session began: it saw the old root and settings
+            ls.run_task(ls.arena.close(), "closing a workspace view opened before initialize")
         ls.arena = None
 
     @server.feature(types.INITIALIZED)

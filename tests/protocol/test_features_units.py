@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from lsprotocol import types
@@ -105,3 +106,17 @@ def test_the_server_holds_its_features_by_type_and_registers_their_commands() ->
     assert "arena.showBlocked" in server.protocol.fm.commands
     with pytest.raises(ValueError, match="already registered"):
         server.add_feature(CodeActions(server))
+
+
+async def test_a_client_that_leaves_leaves_no_pending_publish_and_no_workspace(tmp_path: Path) -> None:
+    """A TCP client that drops within the debounce of a keystroke: its publish must not run later
+    and open the workspace again for nobody, nor its documents be republished to the next client."""
+    server = create_server()
+    server.root = tmp_path
+    diagnostics = server.features.get(DiagnosticsFeature)
+    assert diagnostics is not None
+    diagnostics.published.add("file:///old-client/train.py")
+    diagnostics.schedule("file:///old-client/train.py", delay=3600.0)
+    await server.end_session()
+    assert diagnostics.timers == {} and diagnostics.published == set()
+    assert not server.has_workspace

@@ -108,9 +108,11 @@ class DiagnosticsFeature(LanguageFeature):
             self.schedule(uri, 0.0)
 
     def shutdown(self) -> None:
+        """The client left: no publish is pending, and none of its documents is republished later."""
         for timer in self.timers.values():
             timer.cancel()
         self.timers.clear()
+        self.published.clear()
 
     # -- which files --------------------------------------------------------------------
 
