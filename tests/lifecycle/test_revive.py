@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
+from arena_ls.errors import LAUNCH_FAILED, ArenaError
 from arena_ls.lifecycle import supervisor as supervisor_module
 from arena_ls.lifecycle.backends import ray as ray_backend
 from arena_ls.lifecycle.backends.base import Backends, RunBackend
@@ -212,5 +213,25 @@ async def test_a_stop_whose_run_never_ends_answers_the_run_as_it_stands(
         view = await asyncio.wait_for(supervisor.stop(StopRequest(id="quick", grace_seconds=0.0)), WAIT)
         assert view is not None and view.status is RunStatus.RUNNING, "answered, not waited on forever"
         assert backend.stops and backend.stops[0]["grace"] == 0.0
+    finally:
+        await supervisor.close()
+
+
+# -- 3. a start whose follower died: what it may have started is ended ---------------------------------
+
+
+async def test_a_failed_start_ends_what_its_follower_may_have_started(workspace: Path) -> None:
+    backend = FakeBackend()
+    supervisor = supervisor_with(workspace, backend)
+    try:
+        starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
+        await asyncio.wait_for(backend.start_seen.wait(), WAIT)
+        backend.followers[0].exit_code = 99  # died before it recorded a trainer (a submission, say)
+        with pytest.raises(ArenaError) as refused:
+            await asyncio.wait_for(starting, WAIT)
+        assert (refused.value.code, refused.value.reason) == LAUNCH_FAILED
+        run_id = backend.started[0].run_id
+        assert backend.ended == [run_id]
+        assert "the fake trainer was ended" in str(refused.value.data["evidence"])
     finally:
         await supervisor.close()
