@@ -28,6 +28,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+import attrs
+
 from arena_ls import platform
 from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
@@ -73,6 +75,10 @@ log = logging.getLogger("arena_ls.cluster.agent")
 POLL_SECONDS = 0.25
 """How often Ray's status and log are read (Ray's own log tail polls about once a second)."""
 UNREACHABLE_RETRY_SECONDS = 2.0
+REFUSED_GIVE_UP_SECONDS = 60.0
+"""How long the cluster may refuse to tell of the job (404: its job table lost it; 401/403: the
+token changed; another 4xx) before the follower gives the run up as ``lost``. Only an unreachable
+head (no answer, or a 5xx) is waited out without bound: the job keeps running there."""
 PROGRESS_WRITE_INTERVAL = 1.0
 TAIL_LINES = 200
 FINAL_WRITE_TIMEOUT = 30.0
@@ -107,6 +113,8 @@ class ClusterAgent:
         self.nan_evidence: str | None = None
         self.last_progress_write = 0.0
         self.unreachable_said = False
+        self.refused_since: float | None = None
+        """When the cluster began refusing (a 4xx) to tell of the job: see ``REFUSED_GIVE_UP_SECONDS``."""
 
     def _initial_state(self, adopt: bool) -> RunState:
         state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
@@ -120,7 +128,8 @@ class ClusterAgent:
         state.agent_create_time = platform.process_identity(os.getpid())
         if not adopt:
             state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
-            previous = self.folder.job_checkpoint(self.spec.job_id) if self.spec.resumed_from_step else None
+            resumed = self.spec.resumed_from_step is not None
+            previous = self.folder.job_checkpoint(self.spec.job_id) if resumed else None
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 state.last_checkpoint = previous
         return state
@@ -258,14 +267,19 @@ class ClusterAgent:
             record.submission_id = sid
             record.submissions.append(sid)
             self.state.argv = argv
-        self.writer.flush(5.0)  # the id is on disk before Ray hears of it (see the module docstring)
+        if not self.writer.flush(5.0):  # the id is on disk before Ray hears of it (see the module docstring)
+            return self._submit_failed(
+                f"its submission id could not be recorded in {self.run_dir.state_path}"
+            )
         self.say(starting_line(self.spec.job_id, argv))
         self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))
         failure = self._submit(sid, argv)
-        if failure is not None:
-            return self._submit_failed(failure)
-        self._accepted(sid)
-        return self._follow(sid, resubmit_missing=False)
+        if failure is None:
+            self._accepted(sid)
+            return self._follow(sid, resubmit_missing=False)
+        if failure.definite:
+            return self._submit_failed(failure.evidence)
+        return self._follow(sid, resubmit_missing=True)  # Ray may have it: following finds out
 
     def _accepted(self, sid: str) -> None:
         """Ray has the submission (``arena/start`` answers once this is on disk)."""
@@ -273,14 +287,23 @@ class ClusterAgent:
             self.record.accepted = sid
         self.writer.request()
 
-    def _submit(self, sid: str, argv: list[str]) -> str | None:
-        """Send the submission; None when Ray accepted it, else why not."""
+    def _submit(self, sid: str, argv: list[str]) -> NotSent | None:
+        """Send the submission; None when Ray accepted it, else why not (and whether Ray surely lacks it).
+
+        Only an answer that refuses it (a 4xx) or a package that never left is definite: a
+        request that timed out, was reset or got a 5xx may have reached Ray, so the submission
+        is followed by its recorded id (and sent again only if Ray does not know it)."""
         assert self.client is not None
         try:
             package = self._package()
             self.client.submit(submit_payload(self.spec, argv, sid, package))
-        except (ClusterError, PackageTooLarge, OSError) as error:
-            return str(error)
+        except ClusterError as error:
+            if _transient(error):
+                self.say(f"warning: no clear answer to submission {sid} ({error}); following it by its id")
+                return NotSent(str(error), definite=False)
+            return NotSent(str(error), definite=True)
+        except (PackageTooLarge, OSError) as error:
+            return NotSent(str(error), definite=True)
         return None
 
     def _package(self) -> str:
@@ -323,14 +346,22 @@ class ClusterAgent:
                 if error.kind == "not-found" and resubmit_missing:
                     resubmit_missing = False  # recorded but never sent: send it now, once
                     failure = self._submit(sid, self.state.argv)
-                    if failure is not None:
-                        return self._submit_failed(failure)
-                    self._accepted(sid)
+                    if failure is None:
+                        self._accepted(sid)
+                    elif failure.definite:
+                        return self._submit_failed(failure.evidence)
+                    else:
+                        resubmit_missing = True  # no clear answer again: Ray may or may not have it
                     continue
+                if not _transient(error) and self._refused_too_long():
+                    return self._given_up(error)
                 self._unreachable(error)
                 time.sleep(UNREACHABLE_RETRY_SECONDS)
                 continue
             resubmit_missing = False
+            self.refused_since = None
+            if self.record.accepted != sid:
+                self._accepted(sid)  # a submission that got no clear answer: Ray has it
             if self.unreachable_said:
                 self.unreachable_said = False
                 self.say(f"cluster {self.cluster.name} answers again")
@@ -344,6 +375,37 @@ class ClusterAgent:
                 self._running()
             time.sleep(POLL_SECONDS)
 
+    def _refused_too_long(self) -> bool:
+        """The cluster answers, but not about the job (404, 401/403, another 4xx): for too long?"""
+        now = time.monotonic()
+        if self.refused_since is None:
+            self.refused_since = now
+        return now - self.refused_since >= REFUSED_GIVE_UP_SECONDS
+
+    def _given_up(self, error: ClusterError) -> RunStatus:
+        """The cluster keeps refusing to tell of the job: the run is ``lost`` (its end cannot be learned)."""
+        evidence = f"{error} (for {REFUSED_GIVE_UP_SECONDS:g}s): the job is no longer followed"
+        self.say(f"giving the run up: {evidence}")
+        with self.lock:
+            self.state.failure = Failure("error", evidence)
+            self.state.ended_at = time.time()
+        return RunStatus.LOST
+
+    def abandon(self) -> str | None:
+        """Best effort: ask the cluster to stop the run's job (the run is given up as ``lost``)."""
+        sid = self.record.submission_id
+        if sid is None:
+            return None
+        try:
+            client = self.client or self._connect()
+            if isinstance(client, Failure):
+                return None
+            client.stop(sid)
+        except Exception as error:  # best effort: the verdict stands either way
+            log.warning("could not ask the cluster to stop %s: %s", sid, error)
+            return None
+        return f"asked cluster {self.cluster.name} to stop {sid}"
+
     def _unreachable(self, error: ClusterError) -> None:
         if not self.unreachable_said:
             self.unreachable_said = True
@@ -351,6 +413,8 @@ class ClusterAgent:
 
     def _running(self) -> None:
         with self.lock:
+            if self.state.status is RunStatus.STOPPING:
+                return  # a stop is under way (an earlier follower's): it ran, and is ending
             self.state.started_at = self.state.started_at or time.time()
             self.state.exit_code = None
             self.state.signal = None
@@ -465,8 +529,10 @@ class ClusterAgent:
             self.state.exit_code = 0 if ray_status == SUCCEEDED else exit_code
             self.state.signal = signal_name
             self.state.ended_at = time.time()
-        if self.stop_sent_at is not None and ray_status in (STOPPED, FAILED, SUCCEEDED):
-            by = stopped_by(time.time() - self.stop_sent_at, stop_wait_seconds(self.spec.grace_seconds))
+        stopping = self.stop_sent_at is not None or self.state.status is RunStatus.STOPPING
+        if stopping and ray_status in (STOPPED, FAILED, SUCCEEDED):
+            sent_at = self.stop_sent_at if self.stop_sent_at is not None else time.time()
+            by = stopped_by(time.time() - sent_at, stop_wait_seconds(self.spec.grace_seconds))
             with self.lock:
                 self.state.stopped_by = by
             self.say(f"stopped (by {by})")
@@ -517,7 +583,10 @@ class ClusterAgent:
             self.state.stalled = False
             if status is RunStatus.STOPPED and self.state.status is RunStatus.RUNNING:
                 self._move(RunStatus.STOPPING)
-            if status is RunStatus.SUCCEEDED and self.state.status is not RunStatus.RUNNING:
+            if status is RunStatus.SUCCEEDED and self.state.status in (
+                RunStatus.STARTING,
+                RunStatus.RESTARTING,
+            ):
                 self._move(RunStatus.RUNNING)  # it ran between two polls
             self._move(status)
         if status is RunStatus.SUCCEEDED:
@@ -535,19 +604,45 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m arena_ls.cluster.agent RUN_DIR [--adopt]", file=sys.stderr)
         return 2
     run_dir = RunDir(Path(paths[0]).resolve())
-    agent = ClusterAgent(run_dir, adopt)
+    agent: ClusterAgent | None = None
     try:
+        agent = ClusterAgent(run_dir, adopt)
         return agent.run()
     except Exception:
         log.exception("the cluster agent failed")
-        with agent.lock:
-            agent.state.failure = Failure("error", "the cluster agent failed; see agent.log")
-            if not agent.state.status.is_final:
-                agent.state.status = RunStatus.LOST
-            with contextlib.suppress(OSError):
-                agent.run_dir.write_state(agent.state)
-        RunLock(agent.folder).release(agent.spec.run_id)
+        if agent is None:  # it submitted nothing: the server judges the run by its files
+            return 1
+        give_up(agent)
         return 1
+
+
+def give_up(agent: ClusterAgent) -> None:
+    """The follower failed: an unfinished run is ``lost``, its job asked to stop, the lock freed."""
+    with agent.lock:
+        final = agent.state.status.is_final
+    stopped = None if final else agent.abandon()  # never leave a job running unfollowed
+    with agent.lock:
+        if not final:
+            evidence = "the cluster agent failed; see agent.log"
+            agent.state.failure = Failure("error", f"{evidence}; {stopped}" if stopped else evidence)
+            agent.state.status = RunStatus.LOST
+        with contextlib.suppress(OSError):
+            agent.run_dir.write_state(agent.state)
+    RunLock(agent.folder).release(agent.spec.run_id)
+
+
+@attrs.frozen
+class NotSent:
+    """Why a submission was not accepted; ``definite``: Ray surely lacks it (it refused it, or
+    nothing was sent), else it may have it (no clear answer came)."""
+
+    evidence: str
+    definite: bool
+
+
+def _transient(error: ClusterError) -> bool:
+    """No answer about the job at all (unreachable, or the head's own 5xx trouble): waited out."""
+    return error.kind == "unreachable" or (error.status is not None and error.status >= 500)
 
 
 if __name__ == "__main__":

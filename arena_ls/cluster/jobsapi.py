@@ -104,10 +104,6 @@ class JobsClient:
 
     # -- the Jobs API ------------------------------------------------------------------------
 
-    def version(self, timeout: float | None = None) -> dict[str, Any]:
-        answer = self.json("GET", "/api/version", timeout=timeout)
-        return answer if isinstance(answer, dict) else {}
-
     def list_jobs(self, timeout: float | None = None) -> list[Any]:
         """Every job (an authenticated request: the pre-flight's check of the token)."""
         answer = self.json("GET", "/api/jobs/", timeout=timeout)

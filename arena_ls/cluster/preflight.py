@@ -27,12 +27,16 @@ def check_cluster(target: ClusterTarget, resources: Mapping[str, float]) -> dict
         client = target.client(timeout=CHECK_TIMEOUT)
         client.list_jobs()  # answers only an authenticated client
         nodes = client.nodes()
+        missing = missing_resources(nodes, resources)
+        described = describe_nodes(nodes)
     except ClusterError as error:
         return _check(False, _advice(target.name, error))
-    missing = missing_resources(nodes, resources)
+    except (AttributeError, ValueError, TypeError) as error:  # an answer not shaped as Ray's
+        what = type(error).__name__
+        return _check(False, f"cluster {target.name!r} sent node details that cannot be read ({what})")
     if missing:
         return _check(False, f"cluster {target.name!r} has no node with {missing}")
-    return _check(True, f"cluster {target.name!r}: {describe_nodes(nodes)}")
+    return _check(True, f"cluster {target.name!r}: {described}")
 
 
 def missing_resources(nodes: list[dict[str, Any]], resources: Mapping[str, float]) -> str | None:

@@ -21,7 +21,9 @@ from typing import Any
 from arena_ls.lifecycle.rundir import RunSpec
 
 MAX_PACKAGE_BYTES = 500 * 1024 * 1024
-"""Ray's limit on a ``working_dir`` package (``GCS_STORAGE_MAX_SIZE``, 500 MiB)."""
+"""The limit on a ``working_dir``'s files: Ray documents 500 MiB; its server refuses a zipped
+package of ``GCS_STORAGE_MAX_SIZE`` (512 MiB in Ray 2.60, the gRPC message limit). The files are
+counted before compression, so 500 MiB leaves room for the zip's own overhead."""
 EXCLUDED_DIRS = frozenset({".aide", ".git", "checkpoints", "__pycache__", ".venv", "venv", "node_modules"})
 """Folders never shipped: state, history, checkpoints (they live on the cluster's storage), caches."""
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)

@@ -70,6 +70,9 @@ class FollowedRuns(Protocol):
     def idle(self) -> None:
         """No run is active: get ready for the next start (called after each full round that finds none)."""
 
+    def busy(self) -> None:
+        """A run is active: let go of what ``idle`` got ready (after each full round that finds one)."""
+
 
 Condition = Callable[[RunView], bool]
 
@@ -159,6 +162,8 @@ class RunFollower:
         self._settle()
         if not active:
             self.runs.idle()
+        else:
+            self.runs.busy()
         return active
 
     def _poll_waited(self) -> None:
@@ -185,6 +190,7 @@ class RunFollower:
         if view.damage is not None:
             if check_liveness:
                 self.runs.retry_damaged(view)
+                view.free_if_damaged(self.runs.folder)
             return False
         if view.is_final and view.cursor.record >= view.reader.record_count():
             return False

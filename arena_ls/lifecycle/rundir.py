@@ -285,6 +285,13 @@ class RunDir:
         os.close(fd)
         return True
 
+    def claim_age(self, what: str) -> float:
+        """Seconds since claim ``what`` was made (0 when it cannot be read: judged young)."""
+        try:
+            return max(0.0, time.time() - (self.path / f".{what}.claim").stat().st_mtime)
+        except OSError:
+            return 0.0
+
     def drop_claim(self, what: str) -> None:
         """Give a claim up (whoever claims it next wins it)."""
         with contextlib.suppress(OSError):

@@ -92,7 +92,7 @@ class RunView:
         self.agent_exit: int | None = None
         """The exit code of the follower this server started, once it has ended."""
         self.revival_claim: str | None = None
-        """The claim under which this server revived the run's follower (dropped when that one ends)."""
+        """The claim under which this server revived the run's follower (kept: one revival per dead one)."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
         self.seen_checkpoint: Checkpoint | None = None
@@ -235,9 +235,6 @@ class RunView:
         if self.agent is not None and (code := self.agent.poll()) is not None:
             self.agent_exit = code
             self.agent = None
-            if self.revival_claim is not None:  # so a follower that died early can be replaced
-                self.run_dir.drop_claim(self.revival_claim)
-                self.revival_claim = None
 
     def agent_alive(self) -> bool:
         """Whether the run's follower (a local run's agent) lives."""
@@ -252,8 +249,11 @@ class RunView:
         the back end kills it here, so no trainer runs unmanaged. Only one
         server records the verdict.
         """
-        if self.is_final or self.damage is not None:
+        if self.damage is not None:
+            self.free_if_damaged(folder)
             return False  # a damaged run is never written to: its files stay as found
+        if self.is_final:
+            return False
         if self.state is None:
             if time.time() - self.spec.created_at < AGENT_START_GRACE or self.agent_alive():
                 return False
@@ -276,23 +276,54 @@ class RunView:
         """Start a new follower for a run that outlives its last (one server per dead follower).
 
         False while the run goes on (revived here or by another server);
-        True when it could not be revived and was recorded ``lost``.
+        True when it could not be revived and was recorded ``lost``. The
+        claim is keyed on the dead follower (pid and creation time) and never
+        dropped: a new follower that ends before it recorded itself (its exit
+        says it failed, or it stays unrecorded for ``AGENT_START_GRACE``, even
+        after the server that started it went away) makes the run ``lost``,
+        never a second revival of the same dead follower.
         """
-        claim = f"revive-{state.agent_pid}"
-        if not self.run_dir.claim_once(claim):
-            return False  # another server revives it
-        follower = self.backend.revive(self.run_dir, state)
-        if follower is not None:
+        claim = f"revive-{state.agent_pid}-{state.agent_create_time}"
+        if self.run_dir.claim_once(claim):
+            follower = self.backend.revive(self.run_dir, state)
+            if follower is None:
+                self._record_lost(state, folder, "its follower is gone and a new one could not be started")
+                return True
             log.info("run %s: its follower was gone; started a new one (pid %s)", self.run_id, follower.pid)
             self.agent = follower
+            self.agent_exit = None
             self.revival_claim = claim
             return False
-        self._record_lost(state, folder, "its follower is gone and a new one could not be started")
+        code = self.agent_exit if claim == self.revival_claim else None
+        if code is not None and self.backend.start_failed(code):
+            evidence = f"its new follower exited with code {code} before it recorded itself"
+        elif self.run_dir.claim_age(claim) >= AGENT_START_GRACE:
+            evidence = f"its new follower did not record itself within {AGENT_START_GRACE:g}s"
+        else:
+            return False  # a new follower is starting (here or in another server)
+        if not self.run_dir.claim_once("verdict"):
+            return False
+        self._record_lost(state, folder, evidence)
         return True
+
+    def free_if_damaged(self, folder: StateFolder) -> None:
+        """A damaged run whose follower is gone never holds the workspace (contract 6.1).
+
+        Its files stay as found; the lock it holds goes (a cluster run's lock
+        is otherwise held while the run outlives its follower), and whatever
+        of it still runs is ended: its cluster job is asked to stop. Once,
+        by one server."""
+        if self.damage is None or self.damaged_but_live or self.state is None or self.state.status.is_final:
+            return
+        if RunLock(folder).holder() != self.run_id or not self.run_dir.claim_once("verdict"):
+            return
+        remains = self.backend.end_remains(self.run_dir, self.state)
+        log.info("run %s is damaged and its follower is gone: lock released; %s", self.run_id, remains)
+        RunLock(folder).release(self.run_id)
 
     def _record_lost(self, state: RunState, folder: StateFolder, evidence: str) -> None:
         """Record the ``lost`` verdict (in memory when the disk refuses it) and free the lock."""
-        remains = self.backend.end_remains(state)
+        remains = self.backend.end_remains(self.run_dir, state)
         if remains:
             evidence += f"; {remains}"
         state.status = RunStatus.LOST

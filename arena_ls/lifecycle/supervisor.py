@@ -73,6 +73,9 @@ SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
 HOLDER_WAIT = 5.0
 """How long a refused start waits for the active run's folder to become readable, to show it."""
+STOP_ANSWER_MARGIN = 30.0
+"""``arena/stop`` waits for the final status at most the grace window and this much more, then
+answers the run as it stands (a follower that cannot reach its cluster keeps asking it to stop)."""
 
 
 GateChecker = Callable[[Job], list[Diag]]
@@ -146,6 +149,8 @@ class Supervisor:
         self.backends = backends
         """Where runs execute; the supervisor reaches a run's back end only through these."""
         self.views: dict[str, RunView] = {}
+        self._prepared = False
+        """``idle`` got the default back end ready (a spare agent) and no start of ours used it since."""
         self._folder: StateFolder | None = None
         self._runlock: RunLock | None = None
         self.follower = RunFollower(self, listener)
@@ -258,6 +263,14 @@ class Supervisor:
     def idle(self) -> None:
         """No run of the workspace is active (the follower says so): get ready for the next start."""
         self.backends.default.prepare(self.root)
+        self._prepared = True
+
+    def busy(self) -> None:
+        """A run of the workspace is active, one another server started: let go of what ``idle``
+        got ready (a spare agent never waits beside a running trainer)."""
+        if self._prepared:
+            self._prepared = False
+            self.backends.default.release()
 
     def poll_once(self) -> bool:
         """Follow every unfinished run once; True while any run is active."""
@@ -343,28 +356,31 @@ class Supervisor:
         resume_step = self._resume_step(job, request)
         argv = trainer_argv(job.argv(self._python(job)), job.resume_args, resume_step)
         if request.dry_run:
-            return self.dry_run(job, argv, gate_errors)
+            return await self.dry_run(job, argv, gate_errors)
         if job.status == "approval-required" and request.approved is not True:
             raise ArenaError(
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
             )
         await self._refuse_if_active()
-        warnings = self.refuse_if_unsafe(job, gate_errors)
+        cluster_check = await self.check_cluster(job) if not gate_errors else None
+        warnings = self.refuse_if_unsafe(job, gate_errors, cluster_check)
         view = await self._launch(job, resume_step)
         for warning in warnings:
             self.listener.lifecycle(view, f"warning: {warning}")
         return await self._await_started(view)
 
-    def dry_run(self, job: Job, argv: list[str], gate_errors: list[Diag]) -> DryRun:
+    async def dry_run(self, job: Job, argv: list[str], gate_errors: list[Diag]) -> DryRun:
         """What a start of ``job`` would run, and what its gates and pre-flight say; nothing starts."""
-        checks, _ = self._preflight(job, gate_errors)
+        checks, _ = self._preflight(job, gate_errors, await self.check_cluster(job))
         return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
 
     def trainer_argv(self, job: Job) -> list[str]:
         """``job``'s command line as a fresh start would run it (no resume arguments)."""
         return job.argv(self._python(job))
 
-    def refuse_if_unsafe(self, job: Job, gate_errors: list[Diag]) -> list[str]:
+    def refuse_if_unsafe(
+        self, job: Job, gate_errors: list[Diag], cluster_check: dict[str, Any] | None = None
+    ) -> list[str]:
         """1004 when the trainer fails error-severity gates, 1005 when a pre-flight check fails.
 
         Returns the pre-flight warnings of a job that may start (a start and a probe alike).
@@ -376,14 +392,22 @@ class Supervisor:
                 f"{job.script} fails {len(gate_errors)} gate(s): {first.code} {first.message}",
                 diagnostics=[d.to_wire() for d in gate_errors],
             )
-        checks, warnings = self._preflight(job, gate_errors)
+        checks, warnings = self._preflight(job, gate_errors, cluster_check)
         failed = [c for c in checks if not c.get("ok")]
         if failed:
             names = ", ".join(f"{c['name']}: {c['message']}" for c in failed)
             raise ArenaError(PREFLIGHT_FAILED, f"pre-flight failed: {names}", checks=checks)
         return warnings
 
-    def _preflight(self, job: Job, gate_errors: list[Diag]) -> tuple[list[dict[str, Any]], list[str]]:
+    async def check_cluster(self, job: Job) -> dict[str, Any] | None:
+        """A cluster job's ``cluster`` check, run in a thread (an unreachable head takes seconds)."""
+        if job.run_on is None:
+            return None
+        return await asyncio.to_thread(check_cluster, self._cluster(job), job.resources.to_dict())
+
+    def _preflight(
+        self, job: Job, gate_errors: list[Diag], cluster_check: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], list[str]]:
         if self.preflight is None:
             checks: list[dict[str, Any]] = []
             warnings: list[str] = []
@@ -392,7 +416,9 @@ class Supervisor:
         if job.run_on is None:
             return checks, warnings
         kept = [check for check in checks if check.get("name") not in LOCAL_ONLY_CHECKS]
-        return [check_cluster(self._cluster(job), job.resources.to_dict()), *kept], warnings
+        if cluster_check is None:
+            cluster_check = check_cluster(self._cluster(job), job.resources.to_dict())
+        return [cluster_check, *kept], warnings
 
     def _cluster(self, job: Job) -> ClusterTarget:
         """The cluster a ``runOn`` job runs on (the manifest's, with the user's settings over it)."""
@@ -486,6 +512,7 @@ class Supervisor:
             evidence = f"the run could not be created in {self.folder.root}: {error}"
             raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence) from error
         spec = specs[-1]
+        self._prepared = False  # the start takes what idle got ready (or lets it go)
         try:
             agent = backend.start(run_dir, self.root)
         except OSError as error:
@@ -542,6 +569,9 @@ class Supervisor:
         evidence = launch_evidence(view.run_dir, code)
         kind = "disk-full" if "No space left" in evidence or "ENOSPC" in evidence else "error"
         state = view.state or RunState(run_id=view.run_id, job_id=view.spec.job_id)
+        remains = view.backend.end_remains(view.run_dir, state)  # a cluster job it may have submitted
+        if remains:
+            evidence += f"; {remains}"
         state.status = RunStatus.LOST
         state.failure = Failure(kind, evidence)
         state.ended_at = time.time()
@@ -593,7 +623,8 @@ class Supervisor:
         self.wake()
         if not request.wait:
             return view
-        await self.wait_final(view)
+        grace = request.grace_seconds if request.grace_seconds is not None else view.spec.grace_seconds
+        await self.wait_final(view, grace + STOP_ANSWER_MARGIN)
         view.read_new_lines(notify=False)
         return view
 

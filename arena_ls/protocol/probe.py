@@ -199,13 +199,17 @@ class ProbeService:
             max_restarts=0,
         )
         if request.dry_run:
-            return supervisor.dry_run(probe_job, supervisor.trainer_argv(probe_job), self._gate_errors(job))
+            return await supervisor.dry_run(
+                probe_job, supervisor.trainer_argv(probe_job), self._gate_errors(job)
+            )
         if job.status == "approval-required" and request.approved is not True:
             raise ArenaError(
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: probe it with approved: true"
             )
         await supervisor._refuse_if_active()
-        warnings = supervisor.refuse_if_unsafe(job, self._gate_errors(job))
+        gate_errors = self._gate_errors(job)
+        cluster_check = await supervisor.check_cluster(job) if not gate_errors else None
+        warnings = supervisor.refuse_if_unsafe(job, gate_errors, cluster_check)
         digest = self.trainer_hash(job)
         view = await supervisor._launch(probe_job, None)
         for warning in warnings:

@@ -78,7 +78,7 @@ class FakeBackend:
         self.revived.append(run_dir.run_id)
         return FakeFollower(pid=5_000_000)
 
-    def end_remains(self, state: RunState) -> str | None:
+    def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:
         self.ended.append(state.run_id)
         return "the fake trainer was ended"
 

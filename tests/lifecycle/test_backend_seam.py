@@ -211,21 +211,6 @@ def test_a_run_outliving_its_follower_is_revived_by_one_server_only(workspace: P
     assert first.ended == second.ended == []
 
 
-def test_a_revived_follower_that_ends_before_recording_itself_is_replaced(workspace: Path) -> None:
-    run = adopted_run(workspace, "fake", RunStatus.RUNNING)
-    backend = FakeBackend(can_revive=True, alive=False)
-    supervisor = supervisor_with(workspace, Recorder(), LocalBackend(), backend)
-    supervisor.scan()
-    view = supervisor.views[run.run_id]
-    assert backend.revived == [run.run_id]
-    assert view.agent is not None
-    view.agent.exit_code = 1  # type: ignore[attr-defined]  # it died before writing state.json
-    view.reap_agent()
-    assert view.check_lost(supervisor.folder) is False
-    assert backend.revived == [run.run_id, run.run_id], "a new follower, not a run stuck as running"
-    assert view.status is RunStatus.RUNNING
-
-
 def test_a_run_that_cannot_outlive_its_follower_is_recorded_lost_once(workspace: Path) -> None:
     run = adopted_run(workspace, "fake", RunStatus.RUNNING, pid=777)
     first, second = FakeBackend(alive=False), FakeBackend(alive=False)

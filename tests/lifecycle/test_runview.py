@@ -198,6 +198,8 @@ class Runs:
     def idle(self) -> None:
         self.idle_rounds += 1
 
+    def busy(self) -> None: ...
+
 
 @pytest.fixture
 async def follower(run: RunDir, folder: StateFolder) -> Any:

@@ -67,7 +67,8 @@ class RunBackend(Protocol):
         """The workspace is idle: get ready for its next start (the local back end loads a spare agent)."""
 
     def release(self) -> None:
-        """The server is closing: let go of what ``prepare`` holds (no run is affected)."""
+        """The server is closing, or a run it did not start is active: let go of what ``prepare``
+        holds (no run is affected)."""
 
     def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
         """Whether the run's follower lives: ``process`` if this server started it, else ``state``'s."""
@@ -86,7 +87,7 @@ class RunBackend(Protocol):
         wherever the trainer runs) with no output line lost or repeated.
         """
 
-    def end_remains(self, state: RunState) -> str | None:
+    def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:
         """The run is lost: end whatever of its trainer is left; what was done, for the evidence."""
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
@@ -133,7 +134,7 @@ class UnknownBackend:
     def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
         return None
 
-    def end_remains(self, state: RunState) -> str | None:
+    def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:
         return None
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:

@@ -59,7 +59,7 @@ class LocalBackend:
     def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
         return None  # the trainer died with its agent: nothing runs to be followed
 
-    def end_remains(self, state: RunState) -> str | None:
+    def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:
         """Kill what is left of the trainer's tree (it should have died with its agent)."""
         pid = state.pid
         if not pid:

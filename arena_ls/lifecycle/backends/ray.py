@@ -11,15 +11,22 @@ trainer runs on this machine, so there is nothing here to kill or to count.
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 from pathlib import Path
 
 from arena_ls import platform
+from arena_ls.cluster.config import read_token
+from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.lifecycle.backends.base import CLUSTER_BACKEND, FollowerProcess, detached_follower_alive
 from arena_ls.lifecycle.rundir import RunDir, RunState
 
+log = logging.getLogger(__name__)
+
 RAY = CLUSTER_BACKEND
 FOLLOWER_MODULE = "arena_ls.cluster.agent"
+STOP_TIMEOUT = 10.0
 
 
 class RayBackend:
@@ -57,8 +64,26 @@ class RayBackend:
         except OSError:
             return None
 
-    def end_remains(self, state: RunState) -> str | None:
-        return None  # the trainer runs on the cluster: nothing of it is here
+    def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:
+        """The run is lost: ask its cluster to stop its job, so that none runs on unfollowed.
+
+        Best effort, in a thread (an HTTP request must not hold up the server)."""
+        record = state.cluster
+        sid = record.submission_id if record is not None else None
+        if record is None or sid is None:
+            return None  # nothing was ever sent
+        try:
+            token_file = cluster.token_file if (cluster := run_dir.read_spec().cluster) else None
+        except (OSError, ValueError):
+            token_file = None
+        thread = threading.Thread(
+            target=_stop_job,
+            args=(record.name, record.address, token_file, sid),
+            name=f"stop {sid}",
+            daemon=True,
+        )
+        thread.start()
+        return f"asked cluster {record.name} to stop {sid}"
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # the follower asks Ray
@@ -73,3 +98,11 @@ class RayBackend:
             cwd=cwd,
             log_file=run_dir.agent_log,
         )
+
+
+def _stop_job(name: str, address: str, token_file: str | None, sid: str) -> None:
+    """Ask cluster ``name`` to stop submission ``sid`` (a lost run's job); failures are only logged."""
+    try:
+        JobsClient(name, address, read_token(name, token_file), STOP_TIMEOUT).stop(sid)
+    except ClusterError as error:
+        log.warning("could not ask cluster %s to stop %s: %s", name, sid, error)
