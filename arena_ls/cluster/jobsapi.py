@@ -87,12 +87,21 @@ class JobsClient:
                 "unauthenticated", f"cluster {self.name!r} refused the request ({code}: {why})", code
             )
         try:
-            detail = error.read().decode("utf-8", "replace").strip()[:300]
+            detail = self._redact(error.read().decode("utf-8", "replace")).strip()[:300]
         except OSError:
             detail = ""
         kind = "not-found" if code == 404 else "refused"
         what = path.split("?")[0]
         return ClusterError(kind, f"cluster {self.name!r} answered {code} to {what}: {detail}", code)
+
+    def _redact(self, text: str) -> str:
+        """``text`` (an answer's body) without the token or the address: a proxy or a debugging
+        server may echo the request, ``Authorization`` header included, into its error page."""
+        host = urllib.parse.urlsplit(self.base).netloc
+        for secret, shown in ((self._token, "<token>"), (self.base, "<address>"), (host, "<address>")):
+            if secret:
+                text = text.replace(secret, shown)
+        return text
 
     def json(self, method: str, path: str, payload: Any = None, timeout: float | None = None) -> Any:
         body = json.dumps(payload).encode() if payload is not None else None

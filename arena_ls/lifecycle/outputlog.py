@@ -118,10 +118,14 @@ class OutputWriter:
             return complete, b""
 
     def append_line(self, stream: int, text: str) -> None:
-        """Record a line of the supervisor's own (``stream`` is usually ARENA)."""
+        """Record a line of the supervisor's own (``stream`` is usually ARENA).
+
+        A text with newlines inside (an error page a cluster answered with) is
+        that many lines: the index counts what a reader splits, so that the
+        cursors of ``arena/logs`` stay valid."""
         data = text.rstrip("\n").encode("utf-8", "replace") + b"\n"
         with self._lock:
-            self._write(stream, FLAG_LINES, data, 1)
+            self._write(stream, FLAG_LINES, data, data.count(b"\n"))
 
     def finish_stream(self, stream: int) -> bytes:
         """At a stream's end: record its last line if it had no newline."""

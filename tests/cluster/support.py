@@ -11,10 +11,16 @@ from typing import Any
 import psutil
 
 from tests.cluster.conftest import RayHead
-from tests.helpers.lsp import REPO, RESUME, job, make_workspace
+from tests.helpers.lsp import REPO, RESUME, job, make_workspace, start_server, stop_server
 
 CLUSTER = "lab"
 SIGNAL_STOP = {"method": "signal", "graceSeconds": 10}
+PREFLIGHT_FAILED = 1005
+LOCAL_ONLY_CHECKS = {"power", "ram", "gpu-contention", "disk"}
+"""docs/preflight.md: the checks of this machine that the ``cluster`` check replaces."""
+TASK_CHECKS = ("cluster", "state-dir")
+TRAIN_CHECKS = ("cluster", "state-dir", "gates")
+"""The pre-flight of a cluster job, in order (the ``cluster`` check first)."""
 
 
 def cluster_job(job_id: str, *args: str, **extra: Any) -> dict[str, Any]:
@@ -80,3 +86,29 @@ def trainer_processes(run_id: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+async def refusal(
+    root: Path, init_options: dict[str, Any], job_id: str = "tiny", checks: tuple[str, ...] = TASK_CHECKS
+) -> dict[str, Any]:
+    """Start ``job_id``; return the failed ``cluster`` check of the 1005 refusal (and that no run exists).
+
+    The refusal lists ``checks`` in this order: the ``cluster`` check first, none of this machine's
+    ``power``, ``ram``, ``gpu-contention`` and ``disk`` (docs/preflight.md)."""
+    client = await start_server(root, init_options=init_options)
+    try:
+        error = await client.call_error("arena/start", {"id": job_id})
+        assert error.code == PREFLIGHT_FAILED, error
+        data: dict[str, Any] = error.data or {}
+        assert data["reason"] == "preflight-failed", data
+        names = [check["name"] for check in data["checks"]]
+        assert not LOCAL_ONLY_CHECKS & set(names), names
+        assert names == list(checks), names
+        status = await client.call("arena/status", {})
+        assert status["runs"] == [], "nothing was started"
+        check: dict[str, Any] = data["checks"][0]
+        assert check["ok"] is False
+        assert "cluster" in str(error) or "pre-flight" in str(error)
+        return check
+    finally:
+        await stop_server(client)

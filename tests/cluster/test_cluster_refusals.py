@@ -8,34 +8,20 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.cluster.conftest import RayHead, free_port
-from tests.cluster.support import CLUSTER, SIGNAL_STOP, cluster_job, cluster_workspace, options
+from tests.cluster.support import (
+    CLUSTER,
+    SIGNAL_STOP,
+    TASK_CHECKS,
+    cluster_job,
+    cluster_workspace,
+    options,
+    refusal,
+)
 from tests.helpers.lsp import REPO, RESUME, all_logs, start_server, stop_server, wait_status
-
-PREFLIGHT_FAILED = 1005
-
-
-async def refusal(root: Path, init_options: dict[str, Any], job_id: str = "tiny") -> dict[str, Any]:
-    """Start ``job_id``; return the failed ``cluster`` check of the 1005 refusal (and that no run exists)."""
-    client = await start_server(root, init_options=init_options)
-    try:
-        error = await client.call_error("arena/start", {"id": job_id})
-        assert error.code == PREFLIGHT_FAILED, error
-        checks = error.data["checks"]  # type: ignore[attr-defined]
-        names = [check["name"] for check in checks]
-        assert "cluster" in names and not {"power", "ram", "gpu-contention"} & set(names), names
-        status = await client.call("arena/status", {})
-        assert status["runs"] == [], "nothing was started"
-        check: dict[str, Any] = next(c for c in checks if c["name"] == "cluster")
-        assert check["ok"] is False
-        assert "cluster" in str(error) or "pre-flight" in str(error)
-        return check
-    finally:
-        await stop_server(client)
 
 
 @pytest.fixture
@@ -82,7 +68,7 @@ async def test_a_dry_run_shows_the_cluster_check_and_the_cluster_interpreter(
         assert result["argv"][0] == "/opt/cluster/python", "{python} is the cluster's interpreter"
         checks = {check["name"]: check for check in result["preflight"]}
         assert checks["cluster"]["ok"] is True and "1 node, 2 CPUs, 0 GPUs" in checks["cluster"]["message"]
-        assert not {"power", "ram", "gpu-contention", "disk"} & set(checks)
+        assert list(checks) == list(TASK_CHECKS), "the cluster check first, none of this machine's"
     finally:
         await stop_server(client)
 

@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from rich.console import Console
 
 from arena_ls.client.tables import cluster_text, health_table
+from arena_ls.cluster import health as health_module
 from arena_ls.cluster.config import ClusterTarget, declared_targets
 from arena_ls.cluster.health import ClusterHealth, ClusterHealthSampler, node_totals
 from arena_ls.manifest.model import ClusterDecl
@@ -28,11 +29,13 @@ DEADLINE_S = 30.0
 
 
 class _HeldDashboard(_Dashboard):
-    """Answers only once the test sets ``release``."""
+    """Answers only once the test sets ``release``; ``paths`` records every request, as it arrives."""
 
     release = threading.Event()
+    paths: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
+        self.paths.append(self.path)
         self.release.wait(DEADLINE_S)
         super().do_GET()
 
@@ -55,6 +58,7 @@ def dashboard() -> Iterator[str]:
 @pytest.fixture
 def held_dashboard() -> Iterator[str]:
     _HeldDashboard.release = threading.Event()
+    _HeldDashboard.paths = []
     try:
         yield from _serve(_HeldDashboard)
     finally:
@@ -108,6 +112,41 @@ def test_a_status_answers_while_the_cluster_has_not(held_dashboard: str, tmp_pat
     assert health.error is None and health.totals is not None
     assert (health.totals.nodes, health.totals.cpus, health.totals.gpus) == (1, 2.0, 0.0), (
         "the dead node is left out"
+    )
+
+
+def test_a_cluster_is_sampled_once_at_a_time_and_a_held_one_delays_no_other(
+    held_dashboard: str, dashboard: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/protocol.md: a sample is taken "one per cluster at a time". While ``lab``'s sample
+    hangs on its head, status requests keep asking (every one of them finds it missing) and
+    only one request reaches that head; another cluster is sampled meanwhile."""
+    monkeypatch.setattr(health_module, "SAMPLE_TIMEOUT_S", 2 * DEADLINE_S)  # held until released
+    sampler = ClusterHealthSampler(max_age_s=3600.0)
+    right = token(tmp_path)
+    lab = target(held_dashboard, right)
+    other = ClusterTarget("other", "ray", dashboard, str(right), ("python",))
+    sampler.latest([lab, other])
+    wait_until(lambda: _HeldDashboard.paths, "the first request of lab's sample", DEADLINE_S)
+    for _ in range(20):
+        assert sampler.latest([lab, other])[0] == ClusterHealth("lab"), "lab's sample is still in flight"
+
+    def other_sampled() -> ClusterHealth | None:
+        health = sampler.latest([lab, other])[1]
+        return health if health.at is not None else None
+
+    other_health = wait_until(other_sampled, "other's sample while lab's hangs", DEADLINE_S)
+    assert other_health is not None and other_health.error is None
+    assert _HeldDashboard.paths == ["/api/jobs/"], _HeldDashboard.paths
+    _HeldDashboard.release.set()
+    (lab_health, _) = sampled(sampler, [lab, other])
+    assert lab_health.error is None
+    for thread in threading.enumerate():  # every sample this sampler started is over: the count is final
+        if thread.name == "arena-cluster-health":
+            thread.join(DEADLINE_S)
+            assert not thread.is_alive(), "a sample thread still hangs"
+    assert _HeldDashboard.paths == ["/api/jobs/", "/nodes?view=summary"], (
+        f"one sample of lab (its two requests), not one per status request: {_HeldDashboard.paths}"
     )
 
 

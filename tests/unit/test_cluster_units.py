@@ -110,6 +110,20 @@ def test_cluster_settings_nested_and_dotted() -> None:
     assert problems == ["arena.clusters.gpu.tokenFile must be a non-empty string; using the default"]
 
 
+@pytest.mark.parametrize("bad", [[], [""], ["/py", 3], "", 5])
+def test_a_cluster_python_that_is_not_a_path_or_a_non_empty_list_keeps_the_default(bad: Any) -> None:
+    """docs/protocol.md: `clusters.NAME.python` is a path or a non-empty list of strings; a bad
+    value keeps the default (`python`: the workers' own) with one problem naming the key."""
+    settings, problems = parse_settings({"clusters": {"lab": {"python": bad, "address": "http://a:8265"}}})
+    assert settings.cluster("lab").python == ("python",)
+    assert settings.cluster("lab").address == "http://a:8265", "the cluster's other keys still apply"
+    assert problems == [
+        "arena.clusters.lab.python must be a path or a non-empty list of strings; using the default"
+    ]
+    dotted, problems = parse_settings({"clusters.lab.python": bad})
+    assert dotted.cluster("lab").python == ("python",) and len(problems) == 1, problems
+
+
 def test_settings_override_the_manifest_address(tmp_path: Path) -> None:
     result = manifest(
         tmp_path, [task(runOn="lab", stop={"method": "signal"})], {"lab": {"address": "http://m"}}
@@ -126,11 +140,20 @@ def test_a_token_file_is_read_stripped_and_its_problems_never_show_the_token(tmp
     path.write_text("  s3cret\n")
     assert read_token("lab", str(path)) == "s3cret"
     assert read_token("lab", None) is None
-    path.write_text("\n")
-    with pytest.raises(ClusterError, match="is empty"):
-        read_token("lab", str(path))
-    with pytest.raises(ClusterError, match=r"arena\.clusters\.lab\.tokenFile"):
-        read_token("lab", str(tmp_path / "missing"))
+    target = ClusterTarget("lab", "ray", "http://head:8265", str(path), ("python",))
+    client = target.client()
+    assert "s3cret" not in repr(client) and "s3cret" not in repr(target), "the token is read, not kept"
+    problems = []
+    for content, where in (("\n", str(path)), ("", str(tmp_path / "missing")), ("", str(tmp_path))):
+        if content:
+            path.write_text(content)
+        with pytest.raises(ClusterError) as problem:
+            read_token("lab", where)
+        problems.append(str(problem.value))
+    assert "is empty" in problems[0] and "No such file" in problems[1] and "directory" in problems[2]
+    for message in problems:
+        assert "arena.clusters.lab.tokenFile" in message, message
+        assert "s3cret" not in message and str(tmp_path) not in message, message
     target = ClusterTarget("lab", "ray", None, None, ("python",))
     with pytest.raises(ClusterError, match="has no address"):
         target.client()
@@ -181,7 +204,10 @@ def test_resources_map_to_the_entrypoint_reservation() -> None:
 def tree(root: Path) -> Path:
     for name in ("train.py", "data/corpus.txt", ".aide/training/runs/x/output.log", ".git/HEAD",
                  "checkpoints/ckpt.pt", "env312/pyvenv.cfg", "env312/lib/x.py", ".venv/bin/python",
-                 "pkg/__pycache__/m.pyc", "pkg/m.py", "state/runs/y"):  # fmt: skip
+                 "pkg/__pycache__/m.pyc", "pkg/m.py", "state/runs/y",
+                 "node_modules/left-pad/index.js", "web/node_modules/x/index.js",
+                 "venv-old/lib/x.py", "venv311/pyvenv.cfg", "venv311/bin/python",
+                 "myvenv/notes.txt", "venv_setup.py", "pkg/venvs.py"):  # fmt: skip
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(name)
@@ -189,9 +215,14 @@ def tree(root: Path) -> Path:
 
 
 def test_the_package_leaves_out_state_history_checkpoints_and_environments(tmp_path: Path) -> None:
+    """docs/clusters.md: out go `.aide/`, `.git`, `checkpoints`, `__pycache__`, `node_modules` (at any
+    depth) and virtual environments: a folder holding `pyvenv.cfg` (any name), or one named `.venv` or
+    `venv*` (with or without `pyvenv.cfg`). Files named like `venv*`, and folders that only end in
+    `venv`, stay in."""
     root = tree(tmp_path / "ws")
     names = sorted(name for name, _ in package_files(root, [Path("state")]))
-    assert names == ["data/corpus.txt", "pkg/m.py", "train.py"]
+    assert names == ["data/corpus.txt", "myvenv/notes.txt", "pkg/m.py", "pkg/venvs.py", "train.py",
+                     "venv_setup.py"]  # fmt: skip
 
 
 def test_the_same_tree_makes_the_same_package(tmp_path: Path) -> None:
@@ -269,6 +300,13 @@ def test_run_info_names_the_cluster_and_a_local_run_has_none(tmp_path: Path) -> 
 
 class _Dashboard(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        if self.path.startswith("/echo/"):  # a debugging proxy: its error page shows the request
+            echo = "".join(f"{name}: {value}\n" for name, value in self.headers.items())
+            self.send_response(500)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(f"{self.command} {self.path}\n{echo}".encode())
+            return
         if self.headers.get("Authorization") != "Bearer right":
             code = 401 if "Authorization" not in self.headers else 403
             self.send_response(code)
@@ -308,6 +346,12 @@ def test_the_client_sends_the_token_and_never_shows_it_or_the_address(dashboard:
     assert wrong.value.kind == "unauthenticated" and "refused" in str(wrong.value)
     assert "wrong" not in str(wrong.value).replace("'lab'", "") and dashboard not in str(wrong.value)
     assert "right" not in repr(JobsClient("lab", dashboard, "right"))
+    with pytest.raises(ClusterError) as echoed:
+        JobsClient("lab", f"http://{dashboard}/echo", "tok-4c7e1f").list_jobs()
+    shown = str(echoed.value)
+    assert echoed.value.kind == "refused" and "answered 500 to /api/jobs/" in shown, shown
+    assert "Bearer <token>" in shown and "Host: <address>" in shown, f"the page is quoted, blanked: {shown}"
+    assert "tok-4c7e1f" not in shown and dashboard not in shown, shown
     token = tmp_path / "token"
     token.write_text("right")
     target = ClusterTarget("lab", "ray", dashboard, str(token), ("python",))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from arena_ls.lifecycle import outputlog
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter, Pump
+from arena_ls.lifecycle.capture import OutputReader, iter_all_lines
+from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter, Pump
 from tests.helpers.waiting import wait_until
 
 
@@ -60,3 +60,24 @@ def test_past_the_backlog_bound_the_pump_waits_and_loses_nothing(
     expected = "".join(f"line {i}\n" for i in range(2000)).encode()
     assert b"".join(heard) == expected
     assert len(list(iter_all_lines(tmp_path))) == 2000
+
+
+def test_a_supervisor_line_with_newlines_inside_is_that_many_lines_and_cursors_stay_valid(
+    tmp_path: Path,
+) -> None:
+    """The cluster follower says a head's multi-line error page in one ``say``: the index must count
+    the lines a reader splits, else the cursor after them is refused by ``arena/logs``."""
+    writer = OutputWriter(tmp_path)
+    writer.append_line(ARENA, "the cluster did not accept the job: 500\nGET /x\nHost: <address>\n")
+    writer.append_line(ARENA, "after")
+    reader = OutputReader(tmp_path)
+    page = reader.read(reader.start(), 1000)
+    assert [line.text for line in page.lines] == [
+        "the cluster did not accept the job: 500", "GET /x", "Host: <address>", "after"
+    ]  # fmt: skip
+    assert [line.seq for line in page.lines] == [0, 1, 2, 3]
+    reader.check_cursor(page.cursor)  # the next page's cursor is one the server accepts
+    assert reader.read(page.cursor, 1000).lines == []
+    writer.append_line(ARENA, "later")
+    assert [line.text for line in reader.read(page.cursor, 1000).lines] == ["later"]
+    writer.close()
