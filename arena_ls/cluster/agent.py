@@ -38,6 +38,7 @@ from arena_ls.cluster.status import (
     STOPPED,
     SUCCEEDED,
     TERMINAL,
+    ended_at,
     exit_of,
     final_status,
     first_line,
@@ -532,7 +533,8 @@ class ClusterAgent:
         stopping = self.stop_sent_at is not None or self.state.status is RunStatus.STOPPING
         if stopping and ray_status in (STOPPED, FAILED, SUCCEEDED):
             sent_at = self.stop_sent_at if self.stop_sent_at is not None else time.time()
-            by = stopped_by(time.time() - sent_at, stop_wait_seconds(self.spec.grace_seconds))
+            ended = ended_at(info, time.time())
+            by = stopped_by(ended - sent_at, stop_wait_seconds(self.spec.grace_seconds))
             with self.lock:
                 self.state.stopped_by = by
             self.say(f"stopped (by {by})")

@@ -60,3 +60,15 @@ def first_line(message: str | None, limit: int = 300) -> str:
 def stopped_by(elapsed: float, wait_seconds: float) -> str:
     """``signal`` when the job ended within Ray's wait after its SIGTERM, else ``kill`` (Ray's SIGKILL)."""
     return "signal" if elapsed < wait_seconds else "kill"
+
+
+def ended_at(info: dict[str, object], seen_at: float) -> float:
+    """When Ray says the job ended (its ``end_time``, ms since the epoch), else when we saw it end.
+
+    Ray's own time does not include our polling or a loaded machine's delay
+    in answering, which would otherwise make a prompt stop look like a kill.
+    """
+    end_ms = info.get("end_time")
+    if isinstance(end_ms, (int, float)) and not isinstance(end_ms, bool) and end_ms > 0:
+        return min(float(end_ms) / 1000.0, seen_at)
+    return seen_at

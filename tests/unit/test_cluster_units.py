@@ -18,7 +18,7 @@ import pytest
 from arena_ls.cluster.config import ClusterTarget, read_token, resolve_cluster
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient, normalise_address
 from arena_ls.cluster.preflight import check_cluster, describe_nodes, missing_resources
-from arena_ls.cluster.status import exit_of, final_status, first_line, live_status, stopped_by
+from arena_ls.cluster.status import ended_at, exit_of, final_status, first_line, live_status, stopped_by
 from arena_ls.cluster.submission import (
     PackageTooLarge,
     build_package,
@@ -264,6 +264,10 @@ def test_the_exit_code_and_signal_come_from_rays_message() -> None:
     assert exit_of(None) == (None, None)
     assert first_line("first\nsecond") == "first" and len(first_line("x" * 900)) == 301
     assert stopped_by(2.0, 10) == "signal" and stopped_by(10.5, 10) == "kill"
+    seen = 1_000_010.47  # a loaded machine saw the end 10.47 s after the stop was sent at 1_000_000
+    assert ended_at({"end_time": 1_000_002_500}, seen) == 1_000_002.5, "Ray's own end time"
+    assert ended_at({"end_time": None}, seen) == seen and ended_at({}, seen) == seen
+    assert ended_at({"end_time": 9e15}, seen) == seen, "never later than seen"
 
 
 def test_resources_must_fit_on_one_node() -> None:
