@@ -15,7 +15,10 @@ that copy its output into the run's log, records it in ``state.json``
 ``Agent``, which takes over as if it had started the trainer itself.
 
 Whatever goes wrong here (an unreadable spec, say) is left to the agent,
-which starts the trainer the usual way and reports the problem.
+which starts the trainer the usual way and reports the problem. One thing
+comes first: the agent claims its run (``claim_run``, an exclusive file in
+the run folder); an agent that cannot starts nothing and exits
+``CLAIM_REFUSED_EXIT``, so a run's trainer is started by one agent only.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
-from arena_ls.lifecycle.trainer_start import launch_from_spec, record_launch, watch_stop
+from arena_ls.lifecycle.trainer_start import claim_run, launch_from_spec, record_launch, watch_stop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: python -m arena_ls.lifecycle.launch RUN_DIR | {SPARE_FLAG}", file=sys.stderr)
         return 2
     run_dir = Path(args[0]).resolve()
+    refused = claim_run(run_dir)  # before anything of the run starts: one agent per run, ever
+    if refused is not None:
+        print(f"arena-ls: {refused}; nothing started", file=sys.stderr)
+        return CLAIM_REFUSED_EXIT
     platform.become_subreaper()  # before the trainer exists, so no orphan of its escapes us
     early = launch_from_spec(run_dir)
     if early is not None:
@@ -51,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 SPARE_FLAG = "--spare"
+CLAIM_REFUSED_EXIT = 3
+"""The exit code of an agent that could not claim its run (``claim_run``): it started nothing."""
 
 
 def serve_as_spare() -> int:

@@ -37,6 +37,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from arena_ls import platform
 from arena_ls.lifecycle.atomicfile import write_json_atomic as write_json_atomic  # re-exported
 from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.trainer_start import AGENT_CLAIM
 from arena_ls.validation import finite
 
 log = logging.getLogger(__name__)
@@ -273,6 +274,11 @@ class RunDir:
             log.warning("could not write %s (%s); asking with an empty one", self.stop_request_path, error)
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(self.stop_request_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+
+    @property
+    def agent_claimed(self) -> bool:
+        """Whether an agent has taken the run (``trainer_start.claim_run``): it may have started one."""
+        return (self.path / AGENT_CLAIM).exists()
 
     def claim_once(self, what: str) -> bool:
         """An exclusive, once-only claim on the run among every server of the workspace."""

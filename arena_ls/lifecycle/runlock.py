@@ -36,6 +36,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import attrs
 
@@ -113,6 +114,15 @@ class Judgement:
 
 Alive = Callable[[int | None, float | None], bool]
 """Whether the process with this pid and creation time is alive (``platform.is_same_process``)."""
+
+
+class _Process(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+
+P = TypeVar("P", bound=_Process)
+"""A run's agent as ``RunLock.replace_agent`` records it (a ``subprocess.Popen``)."""
 
 
 def valid_run_id(text: str) -> bool:
@@ -272,6 +282,38 @@ class RunLock:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
+
+    def replace_agent(self, run_id: str, start: Callable[[], P | None]) -> P | None:
+        """Start the run's agent again with ``start`` and record it, if ``run_id`` still holds the lock.
+
+        The run's first agent died before it took the run, and the lock names
+        that dead agent: any claimant may judge it stale and take the
+        workspace meanwhile. So the check that the lock is still this run's,
+        the start and the record happen in one turn; when another run holds
+        the lock now (or the turn cannot be had), nothing is started: None.
+        """
+        try:
+            with self._turn():
+                current = self._read()
+                if current is None or current[0] is None or current[0].run_id != run_id:
+                    return None
+                process = start()
+                if process is not None:
+                    record = attrs.evolve(
+                        current[0],
+                        agent_pid=process.pid,
+                        agent_create_time=platform.process_identity(process.pid),
+                    )
+                    tmp = self._write_temp(record)
+                    try:
+                        platform.replace_file(tmp, self.path)
+                    except OSError as error:  # the agent's state names it soon: the lock follows that
+                        with contextlib.suppress(OSError):
+                            os.unlink(tmp)
+                        log.warning("could not record the new agent in the lock: %s", error)
+                return process
+        except RunHeld:
+            return None
 
     def release(self, run_id: str) -> None:
         """Release the lock if ``run_id`` holds it (never another run's lock)."""

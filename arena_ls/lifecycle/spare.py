@@ -20,6 +20,11 @@ The rules, kept by ``SpareAgent``:
   handed a run: the start falls back to a cold agent (``spawn_detached``),
   the path Windows always takes (``platform.SPARE_AGENT``). After three
   spares died unasked, the server keeps none.
+- A spare that dies after it was handed the run, before it claimed it
+  (``trainer_start.claim_run``), started nothing: the run's agent is
+  started cold (``LocalBackend.start_again``). After the claim, the start
+  fails (1009): the spare may have started the trainer, and no trainer is
+  started twice.
 - Once handed its run, the spare is that run's agent, the same as a cold
   one: the same process tree, the same files, the same ``agent.log``.
 """

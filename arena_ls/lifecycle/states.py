@@ -69,23 +69,39 @@ def transition(run_id: str, current: RunStatus, target: RunStatus) -> RunStatus:
     return target
 
 
-def passed_through(before: RunStatus | None, after: RunStatus) -> list[RunStatus]:
+MOST_RELAUNCHES_FILLED = 20
+"""The most relaunches ``passed_through`` fills in between two readings (a server that slept long)."""
+
+
+def passed_through(before: RunStatus | None, after: RunStatus, relaunches: int = 0) -> list[RunStatus]:
     """The statuses a run went through between two readings of its state (the shortest legal way).
 
     A reader polls ``state.json``, so a quick stop (``running``, ``stopping``,
     ``stopped`` within one poll) can look like ``running -> stopped``, which
-    is not a legal move. The contract announces every status change; these
-    are the ones in between. Empty when the move is legal, unknown, or none.
+    is not a legal move. And a quick relaunch can look like no move at all:
+    ``running``, then ``running`` again with ``restarts`` one higher, the
+    ``restarting`` in between missed. The contract announces every status
+    change; these are the ones in between: the shortest legal route from
+    ``before`` to ``after`` that enters ``restarting`` exactly ``relaunches``
+    times (the rise of ``restarts``, which the agent counts on entering
+    ``restarting``; at most ``MOST_RELAUNCHES_FILLED``). Empty when the move
+    is legal and no relaunch was missed, when ``before`` is unknown, or when
+    no legal route exists.
     """
-    if before is None or before == after or after in LEGAL_MOVES[before]:
+    if before is None:
         return []
-    routes: dict[RunStatus, list[RunStatus]] = {before: []}
-    queue = collections.deque([before])
-    while queue:
-        current = queue.popleft()
+    wanted = min(max(relaunches, 0), MOST_RELAUNCHES_FILLED)
+    if after is RunStatus.RESTARTING and before is not RunStatus.RESTARTING:
+        wanted = max(wanted, 1)  # reaching it enters it (a count that did not rise is not believed)
+    start, goal = (before, 0), (after, wanted)
+    routes: dict[tuple[RunStatus, int], list[RunStatus]] = {start: []}
+    queue = collections.deque([start])
+    while queue and goal not in routes:
+        current, entered = queue.popleft()
         for target in sorted(LEGAL_MOVES[current], key=list(RunStatus).index):
-            if target not in routes:
-                routes[target] = [*routes[current], target]
-                queue.append(target)
-    route = routes.get(after)
+            step = (target, entered + (target is RunStatus.RESTARTING))
+            if step[1] <= wanted and step not in routes:
+                routes[step] = [*routes[(current, entered)], target]
+                queue.append(step)
+    route = routes.get(goal)
     return route[:-1] if route else []

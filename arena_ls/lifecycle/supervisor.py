@@ -39,7 +39,7 @@ from arena_ls.errors import (
     ArenaError,
     InvalidParams,
 )
-from arena_ls.lifecycle.backends.base import Backends
+from arena_ls.lifecycle.backends.base import Backends, FollowerProcess
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
@@ -560,9 +560,31 @@ class Supervisor:
         if code is not None and not _trainer_known(view):
             view.refresh_state()
             if not _trainer_known(view):
+                if agent is not None and self._start_again(view, agent):
+                    return await self._await_started(view)
                 raise self._launch_failed(view, code)
         self.notify_if_changed(view)
         return view
+
+    def _start_again(self, view: RunView, failed: FollowerProcess) -> bool:
+        """The run's follower died before it recorded a trainer: start another where the back end
+        can prove nothing of the run started (a spare agent that died before it took the run).
+
+        Done in one turn of the lock, which must still be this run's: the lock
+        named the dead follower, so another server may have taken the workspace.
+        """
+        try:
+            again = self.runlock.replace_agent(
+                view.run_id, lambda: view.backend.start_again(view.run_dir, self.root, failed)
+            )
+        except OSError as error:
+            log.warning("run %s: could not start its agent again: %s", view.run_id, error)
+            return False
+        if again is None:
+            return False
+        view.agent, view.agent_exit = again, None
+        self.wake()
+        return True
 
     def _launch_failed(self, view: RunView, code: int) -> ArenaError:
         """The agent died before it recorded a trainer: the run is over, and the start failed."""

@@ -136,6 +136,35 @@ class EarlyLaunch:
             return self.stop_stage
 
 
+AGENT_CLAIM = ".agent.claim"
+"""The run's agent claim, in its folder: created, exclusively, by the one agent that may start its trainer."""
+
+
+def claim_run(run_dir: Path) -> str | None:
+    """Take the run for this agent before anything of it starts; None when taken, else why not.
+
+    Every agent, cold or spare, claims its run first (``O_EXCL``: one winner,
+    its pid inside), and one that cannot starts nothing. So the claim's
+    absence after an agent has died proves it started no trainer: that is
+    what lets a server start the run again cold when a spare agent died
+    after it was handed the run (``LocalBackend.start_again``), and never
+    start a trainer twice.
+    """
+    try:
+        fd = os.open(run_dir / AGENT_CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return f"another job agent has already taken the run ({AGENT_CLAIM} exists)"
+    except OSError as error:
+        return f"could not claim the run ({AGENT_CLAIM}): {error}"
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    except OSError:
+        pass  # the file's existence is the claim; the pid is for a reader
+    finally:
+        os.close(fd)
+    return None
+
+
 def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly."""
     try:

@@ -64,8 +64,9 @@ class ArenaServer(LanguageServer):
         self.tasks = TaskRunner()
         self.logs = self._log_batcher()
         self.run_progress = RunProgress(self, self.tasks, self._cancel_run, self._gpu_text)
-        self._announced_status: dict[str, RunStatus] = {}
-        """The last status announced of each run (``run_changed`` fills in what no reading caught)."""
+        self._announced_status: dict[str, tuple[RunStatus, int]] = {}
+        """The last status and ``restarts`` announced of each run (``run_changed`` fills in what no
+        reading caught)."""
 
     # -- plug-ins and background work -----------------------------------------------------
 
@@ -110,10 +111,14 @@ class ArenaServer(LanguageServer):
 
     def run_changed(self, view: RunView) -> None:
         info = self.ws.run_info(view)
+        restarts = view.state.restarts if view.state is not None else 0
         before = self._announced_status.get(view.run_id)
-        for status in passed_through(before, view.status):  # every status change, even one no poll caught
-            self.send_notification("arena/statusChanged", passing_info(info, status))
-        self._announced_status[view.run_id] = view.status
+        if before is not None:  # every status change, even one no poll caught (a stop, a relaunch)
+            before_status, counted = before
+            for status in passed_through(before_status, view.status, restarts - counted):
+                counted += status is RunStatus.RESTARTING
+                self.send_notification("arena/statusChanged", passing_info(info, status, counted))
+        self._announced_status[view.run_id] = (view.status, restarts)
         self.send_notification("arena/statusChanged", info)
         self.run_progress.update(view)
         if view.is_final and view.status.value == "crashed":

@@ -70,12 +70,12 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
 FINAL_ONLY_FIELDS = ("endedAt", "exitCode", "signal", "stoppedBy", "failure")
 
 
-def passing_info(info: dict[str, Any], status: RunStatus) -> dict[str, Any]:
+def passing_info(info: dict[str, Any], status: RunStatus, restarts: int) -> dict[str, Any]:
     """``info`` as it was while the run passed through ``status`` (a status no reading caught).
 
-    The fields that only an ended run has are left null.
+    ``restarts`` is the count at that point; the fields that only an ended run has are left null.
     """
-    return {**info, "status": status.value, **dict.fromkeys(FINAL_ONLY_FIELDS)}
+    return {**info, "status": status.value, "restarts": restarts, **dict.fromkeys(FINAL_ONLY_FIELDS)}
 
 
 def tail(view: RunView, count: int = STOP_TAIL_LINES) -> list[dict[str, Any]]:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from arena_ls.client.cli import build_parser
@@ -13,8 +18,10 @@ from arena_ls.client.commands import start_params
 from arena_ls.client.errors import from_rpc_error
 from arena_ls.client.lspclient import JsonRpcError
 from arena_ls.client.tables import print_status
-from tests.client.support import run_arena, status_json, stop_every_run
-from tests.helpers.lsp import job, make_workspace
+from tests.client.support import WAIT, arena_env, status_json, stop_every_run
+from tests.helpers.fake_hardware import write_fake_hardware
+from tests.helpers.lsp import REPO, job, make_workspace
+from tests.lsp.test_insights import INSIGHT_TRAINER
 
 
 def status_with(active: dict[str, Any], jobs: list[dict[str, Any]]) -> str:
@@ -54,17 +61,45 @@ def test_probe_required_is_a_refusal_with_a_hint() -> None:
     assert cli.message.endswith("run `arena start JOB --probe` first")
 
 
-def test_start_probe_follows_to_the_verdict_and_records_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("megabytes", "passed", "message"),
+    [
+        (3000, True, "peak 3000 MB, within the 5120 MB limit"),
+        (6000, False, "peak 6000 MB is above the 5120 MB limit (probe.maxVramMb)"),
+    ],
+)
+def test_start_probe_follows_to_the_verdict_and_records_it(
+    tmp_path: Path, megabytes: int, passed: bool, message: str
+) -> None:
     """Seen preparing the real-GPU check: ``arena start JOB --probe`` returned at once, its server closed, and
-    the verdict the server would have recorded at the probe's end was lost (``probe: null``)."""
-    probe = {"args": ["fake_trainer.py", "--steps", "3"], "maxVramMb": 5120}
+    the verdict the server would have recorded at the probe's end was lost (``probe: null``).
+
+    The probe's trainer lists itself on a fake GPU with ``megabytes`` (the server is the fake-hardware
+    launcher), so each outcome is pinned: a pass on stdout with exit 0, a failure on stderr with exit 1.
+    """
+    hardware = tmp_path / "hardware.json"
+    write_fake_hardware(hardware, {"gpus": [], "gpuError": None})
+    probe = {"args": ["insight_trainer.py", "--steps", "30", "--interval", "0.03",
+                      "--fake-gpu", str(hardware), str(megabytes)], "maxVramMb": 5120}  # fmt: skip
     root = make_workspace(tmp_path / "ws", [job("probed", "--steps", "3", probe=probe)])
+    shutil.copy(INSIGHT_TRAINER, root / "insight_trainer.py")
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"probe": {"sampleSeconds": 0.05}, "preflight": {"gpuContention": "off"}}))
+    env = {**arena_env(), "ARENA_FAKE_HARDWARE": str(hardware), "ARENA_SETTINGS": str(settings),
+           "PYTHONPATH": str(REPO)}  # fmt: skip
     try:
-        done = run_arena(root, "start", "probed", "--probe")
+        command = [sys.executable, "-m", "tests.helpers.fake_cli", "start", "probed", "--probe"]
+        done = subprocess.run(
+            [*command, "--root", str(root)], capture_output=True, text=True, env=env, cwd=root,
+            timeout=WAIT, check=False,
+        )  # fmt: skip
+        verdict_line = f"probe {'passed' if passed else 'failed'}: {message}"
+        shown, other = (done.stdout, done.stderr) if passed else (done.stderr, done.stdout)
+        assert verdict_line in shown, done
+        assert "probe passed" not in other and "probe failed" not in other, done
+        assert done.returncode == (0 if passed else 1), done
         recorded = next(j for j in status_json(root)["jobs"] if j["id"] == "probed")["probe"]
-        assert recorded is not None, done.stdout + done.stderr
-        verdict_line = f"probe {'passed' if recorded['ok'] else 'failed'}: {recorded['message']}"
-        assert verdict_line in done.stdout + done.stderr
-        assert done.returncode == (0 if recorded["ok"] else 1)
+        assert (recorded["ok"], recorded["peakVramMb"]) == (passed, megabytes), recorded
+        assert recorded["message"].startswith(message), recorded
     finally:
         stop_every_run(root)

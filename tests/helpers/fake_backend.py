@@ -69,6 +69,11 @@ class FakeBackend:
     def start_failed(self, exit_code: int) -> bool:
         return exit_code == 99
 
+    def start_again(
+        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
+    ) -> FollowerProcess | None:
+        return None
+
     def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
         if process is not None and process.poll() is None:
             return True

@@ -9,25 +9,31 @@ whether the server shuts down or is killed.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from pygls.exceptions import JsonRpcException
 
-from arena_ls.lifecycle.launch import SPARE_FLAG, read_order
+from arena_ls.lifecycle.launch import CLAIM_REFUSED_EXIT, SPARE_FLAG, read_order
 from arena_ls.lifecycle.rundir import RunDir
 from arena_ls.lifecycle.spare import DISABLE_VARIABLE, MOST_DEATHS, SpareAgent, spare_argv
+from arena_ls.lifecycle.trainer_start import AGENT_CLAIM
 from tests.helpers.lsp import (
     ArenaClient,
+    all_logs,
     job,
     kill_server,
     make_workspace,
+    run_dir,
     spares_of,
     start_server,
     stop_server,
@@ -36,6 +42,7 @@ from tests.helpers.lsp import (
 )
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Windows starts every agent cold")
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
 # --------------------------------------------------------------------------- the rules, with a fake process
@@ -220,13 +227,29 @@ async def test_no_spare_waits_while_a_run_is_active(tmp_path: Path) -> None:
         waiting = [s.pid for s in spares_of(client) if s.pid != info["agentPid"]]
         assert waiting == [], "a spare waited beside a running trainer"
         assert info["agentPid"] == spare.pid
-        stderr = Path(f"/proc/{spare.pid}/fd/2")
-        log = root / ".aide" / "training" / "runs" / info["runId"] / "agent.log"
-        if stderr.exists():  # Linux: the spare's streams are now a cold agent's
-            assert os.readlink(stderr) == str(log)
-            assert os.readlink(stderr.parent / "0") == os.devnull
         await client.call("arena/stop", {"kill": True, "confirm": True})
-        await wait_status(client, info["runId"], "stopped", "crashed", "lost")
+        stopped = await wait_status(client, info["runId"], "stopped", "crashed", "lost")
+        assert stopped["status"] == "stopped", stopped
+    finally:
+        await stop_server(client)
+
+
+@linux_only
+async def test_the_spare_that_became_the_agent_has_a_cold_agents_streams(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [job("slow", "--steps", "100000", "--interval", "0.05")])
+    client = await start_server(root)
+    try:
+        spare = await one_spare(client)
+        assert fd_target(spare.pid, 0).startswith("pipe:["), "waiting, it reads its order pipe"
+        info = await client.call("arena/start", {"id": "slow"})
+        await wait_status(client, info["runId"], "running")
+        assert info["agentPid"] == spare.pid
+        log = run_dir(root, info["runId"]) / "agent.log"
+        assert fd_target(spare.pid, 2) == str(log)
+        assert fd_target(spare.pid, 0) == os.devnull
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+        stopped = await wait_status(client, info["runId"], "stopped", "crashed", "lost")
+        assert stopped["status"] == "stopped", stopped
     finally:
         await stop_server(client)
 
@@ -259,12 +282,20 @@ async def test_no_spare_outlives_its_server(tmp_path: Path, ending: str) -> None
 
 
 async def test_the_switch_starts_every_agent_cold(tmp_path: Path) -> None:
-    root = make_workspace(tmp_path / "ws", [job("quick", "--steps", "3", "--interval", "0.01")])
+    root = make_workspace(tmp_path / "ws", [job("slow", "--steps", "100000", "--interval", "0.05")])
     client = await start_server(root, env={DISABLE_VARIABLE: "1"})
     try:
-        info = await client.call("arena/start", {"id": "quick"})
-        await wait_status(client, info["runId"], "succeeded", "crashed", "lost")
-        await client.call("arena/status", {})
+        await client.call("arena/status", {})  # an idle round: where spares are kept, one is started
+        assert spares_of(client) == []
+        info = await client.call("arena/start", {"id": "slow"})
+        await wait_status(client, info["runId"], "running")
+        agent = psutil.Process(info["agentPid"])
+        assert SPARE_FLAG not in agent.cmdline(), agent.cmdline()
+        assert agent.cmdline()[-3:] == ["-m", "arena_ls.lifecycle.launch", str(run_dir(root, info["runId"]))]
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+        stopped = await wait_status(client, info["runId"], "stopped", "crashed", "lost")
+        assert stopped["status"] == "stopped", stopped
+        await client.call("arena/status", {})  # an idle round again, after the run
         assert spares_of(client) == []
     finally:
         await stop_server(client)
@@ -281,3 +312,231 @@ def test_windows_never_starts_a_spare(tmp_path: Path, monkeypatch: Any) -> None:
     agents = SpareAgent(enabled=True)
     agents.ensure(tmp_path)
     assert agents.process is None and started == []
+
+
+# --------------------------------------------------------------------------- the order pipe (Linux: /proc)
+
+
+def fd_target(pid: int, fd: int) -> str:
+    return os.readlink(f"/proc/{pid}/fd/{fd}")
+
+
+def access_mode(pid: int, fd: int) -> int:
+    """``O_RDONLY``, ``O_WRONLY`` or ``O_RDWR``: how ``pid`` opened its ``fd`` (``/proc/PID/fdinfo``)."""
+    for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
+        if line.startswith("flags:"):
+            return int(line.split()[1], 8) & os.O_ACCMODE
+    raise AssertionError(f"no flags in /proc/{pid}/fdinfo/{fd}")
+
+
+def holders_of(target: str) -> dict[int, list[int]]:
+    """Every process of this user that has ``target`` (``pipe:[inode]``) open: pid -> its fds."""
+    found: dict[int, list[int]] = {}
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            entries = list(fd_dir.iterdir())
+        except OSError:  # another user's process, or one that just exited
+            continue
+        for entry in entries:
+            try:
+                if os.readlink(entry) == target:
+                    found.setdefault(int(fd_dir.parent.name), []).append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def assert_only_the_server_can_order(client: ArenaClient, spare: psutil.Process) -> str:
+    """The spare's stdin is a pipe (not a socket, not a file) whose write end only its server holds."""
+    order_pipe = fd_target(spare.pid, 0)
+    assert order_pipe.startswith("pipe:["), f"the spare's stdin is {order_pipe}"
+    server = client.server_process.pid
+    holders = holders_of(order_pipe)
+    assert set(holders) == {server, spare.pid}, f"{order_pipe} is open in {holders}"
+    assert holders[spare.pid] == [0] and access_mode(spare.pid, 0) == os.O_RDONLY
+    assert [access_mode(server, fd) for fd in holders[server]] == [os.O_WRONLY]
+    return order_pipe
+
+
+@linux_only
+async def test_the_order_pipe_is_held_by_the_server_alone_and_a_spare_serves_one_workspace(
+    tmp_path: Path,
+) -> None:
+    """Two workspaces, two servers, two spares: each order pipe's write end is in its own server
+    only (not in the other server, the other spare, nor this test), and each server hands its run
+    to its own spare while the other one goes on waiting, untouched."""
+    quick = [job("quick", "--steps", "3", "--interval", "0.01")]
+    root_a, root_b = make_workspace(tmp_path / "a", quick), make_workspace(tmp_path / "b", quick)
+    client_a = await start_server(root_a)
+    client_b = await start_server(root_b)
+    try:
+        spare_a, spare_b = await one_spare(client_a), await one_spare(client_b)
+        pipe_a = assert_only_the_server_can_order(client_a, spare_a)
+        assert_only_the_server_can_order(client_b, spare_b)
+        assert (spare_a.cwd(), spare_b.cwd()) == (str(root_a), str(root_b))
+
+        info_b = await client_b.call("arena/start", {"id": "quick"})
+        assert info_b["agentPid"] == spare_b.pid
+        final_b = await wait_status(client_b, info_b["runId"], "succeeded", "crashed", "lost")
+        assert final_b["status"] == "succeeded", final_b
+        assert run_dir(root_b, info_b["runId"]).is_dir()
+        assert not list(root_a.glob(".aide/training/runs/*")), "workspace a got a run"
+        assert spare_a.status() != psutil.STATUS_ZOMBIE and fd_target(spare_a.pid, 0) == pipe_a
+        assert assert_only_the_server_can_order(client_a, spare_a) == pipe_a, "a's spare is untouched"
+
+        info_a = await client_a.call("arena/start", {"id": "quick"})
+        assert info_a["agentPid"] == spare_a.pid
+        final_a = await wait_status(client_a, info_a["runId"], "succeeded", "crashed", "lost")
+        assert final_a["status"] == "succeeded", final_a
+        assert run_dir(root_a, info_a["runId"]).is_dir()
+        assert [p.name for p in root_b.glob(".aide/training/runs/*")] == [info_b["runId"]]
+    finally:
+        await stop_server(client_a)
+        await stop_server(client_b)
+
+
+# ------------------------------------------------------------------------ a spare that dies once handed a run
+
+
+def lock_of(root: Path) -> dict[str, Any] | None:
+    try:
+        record: dict[str, Any] = json.loads((root / ".aide" / "training" / "active.lock").read_text())
+    except (OSError, ValueError):
+        return None
+    return record
+
+
+async def handed_then_killed(client: ArenaClient, root: Path, *, claimed: bool) -> asyncio.Task[Any]:
+    """Start a run, let the server hand it to its spare, and SIGKILL the spare before it reads it.
+
+    The spare is stopped (SIGSTOP) first, so it cannot read its order; once
+    the lock names it as the run's agent, the order has been written to its
+    pipe and the pipe closed. ``claimed``: the run's agent claim is made
+    first, as a spare does before anything of the run starts, so the spare
+    died as if after it took the run.
+    """
+    spare = await one_spare(client)
+    spare.suspend()
+    start = asyncio.ensure_future(client.call("arena/start", {"id": "quick"}))
+    lock = await wait_for(
+        lambda: (record := lock_of(root)) and record.get("agentPid") == spare.pid and record,
+        what="the run handed to the spare",
+    )
+    if claimed:
+        (run_dir(root, lock["runId"]) / AGENT_CLAIM).write_text(str(spare.pid))
+    spare.kill()  # a stopped process dies at once, having read nothing
+    return start
+
+
+async def test_a_spare_killed_after_it_was_handed_the_run_means_a_cold_start(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [job("quick", "--steps", "3", "--interval", "0.01")])
+    client = await start_server(root)
+    try:
+        spare = await one_spare(client)
+        start = await handed_then_killed(client, root, claimed=False)
+        info = await start
+        assert info["agentPid"] != spare.pid
+        folder = run_dir(root, info["runId"])
+        assert (folder / AGENT_CLAIM).read_text() == str(info["agentPid"]), "the cold agent took the run"
+        final = await wait_status(client, info["runId"], "succeeded", "crashed", "lost")
+        assert final["status"] == "succeeded", final
+        lines = await all_logs(client, info["runId"])
+        assert sum(line["text"].startswith("argv: ") for line in lines) == 1, "the trainer started once"
+        assert sum(line["text"].startswith("starting quick") for line in lines) == 1, lines
+    finally:
+        await stop_server(client)
+
+
+async def test_a_spare_that_died_after_it_took_the_run_is_not_started_again(tmp_path: Path) -> None:
+    """The spare may have started the trainer (it died with it): the start fails, nothing runs twice."""
+    root = make_workspace(tmp_path / "ws", [job("quick", "--steps", "3", "--interval", "0.01")])
+    client = await start_server(root)
+    try:
+        start = await handed_then_killed(client, root, claimed=True)
+        with pytest.raises(JsonRpcException) as failed:
+            await start
+        error = failed.value
+        assert (error.code, error.data["reason"]) == (1009, "launch-failed"), error
+        assert "exited with code -9" in error.data["evidence"], "the spare's death, not a cold agent's"
+        folder = run_dir(root, error.data["runId"])
+        assert (
+            not (folder / "agent.log").exists() or "nothing started" not in (folder / "agent.log").read_text()
+        )
+        assert not (folder / "output.log").exists() or b"argv: " not in (folder / "output.log").read_bytes()
+        status = await client.call("arena/status", {})
+        assert status["active"] is None
+        info = await client.call("arena/start", {"id": "quick"})  # the workspace is free: the next start runs
+        final = await wait_status(client, info["runId"], "succeeded", "crashed", "lost")
+        assert final["status"] == "succeeded", final
+    finally:
+        await stop_server(client)
+
+
+CLAIM_CHECK = """
+import os, sys
+claim = os.path.join(os.path.dirname(os.environ["ARENA_STOP_FILE"]), ".agent.claim")
+with open(claim) as handle:
+    owner = handle.read()
+print(f"claimed by {owner}, started by {os.getppid()}", flush=True)
+sys.exit(0 if owner == str(os.getppid()) else 3)
+"""
+
+
+async def test_an_agent_claims_its_run_before_the_trainer_starts_and_only_one_can(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [job("check", args=["claim_check.py"])])
+    (root / "claim_check.py").write_text(CLAIM_CHECK)
+    client = await start_server(root)
+    try:
+        spare = await one_spare(client)
+        info = await client.call("arena/start", {"id": "check"})
+        assert info["agentPid"] == spare.pid
+        final = await wait_status(client, info["runId"], "succeeded", "crashed", "lost")
+        assert final["status"] == "succeeded", final
+        texts = [line["text"] for line in await all_logs(client, info["runId"])]
+        assert f"claimed by {spare.pid}, started by {spare.pid}" in texts, texts
+        folder = run_dir(root, info["runId"])
+        second = subprocess.run(
+            [sys.executable, "-m", "arena_ls.lifecycle.launch", str(folder)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert second.returncode == CLAIM_REFUSED_EXIT, second
+        assert "another job agent has already taken the run" in second.stderr
+        again = [line["text"] for line in await all_logs(client, info["runId"])]
+        assert again == texts, "a second agent started nothing"
+    finally:
+        await stop_server(client)
+
+
+# --------------------------------------------------------------------------- spares that keep dying
+
+
+async def test_three_spares_dying_unasked_end_the_spare_keeping_and_starts_go_cold(
+    tmp_path: Path,
+) -> None:
+    root = make_workspace(tmp_path / "ws", [job("quick", "--steps", "3", "--interval", "0.01")])
+    server_log = tmp_path / "server.log"
+    command = ["sh", "-c", f'exec "{sys.executable}" -m arena_ls 2>>"{server_log}"']
+    client = await start_server(root, command=command)
+    warning = f"the spare job agent died {MOST_DEATHS} times unasked"
+    try:
+        killed: list[int] = []
+        for _ in range(MOST_DEATHS):
+            spare = await one_spare(client, but_not=killed[-1] if killed else None)
+            assert spare.pid not in killed
+            spare.kill()
+            killed.append(spare.pid)
+            await wait_for(lambda pid=spare.pid: spare_gone(pid), what=f"the spare {spare.pid} to die")
+            await client.call("arena/status", {})  # an idle round: it sees the death
+        await wait_for(lambda: warning in server_log.read_text(), what="the warning on stderr")
+        for _ in range(3):
+            await client.call("arena/status", {})  # each an idle round: one would start a spare
+        assert spares_of(client) == [], "a fourth spare was started"
+        info = await client.call("arena/start", {"id": "quick"})
+        assert info["agentPid"] not in killed
+        final = await wait_status(client, info["runId"], "succeeded", "crashed", "lost")
+        assert final["status"] == "succeeded", final
+        await client.call("arena/status", {})  # idle again after the run
+        assert spares_of(client) == []
+        assert server_log.read_text().count(warning) == 1
+    finally:
+        await stop_server(client)

@@ -157,3 +157,43 @@ def test_the_statuses_a_run_passed_through_between_two_readings(
     route = [before, *between, after]
     if before is not None and between:
         assert all(b in LEGAL_MOVES[a] for a, b in itertools.pairwise(route)), route
+
+
+R = RunStatus
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "relaunches", "between"),
+    [
+        (R.RUNNING, R.RUNNING, 1, [R.RESTARTING]),  # a relaunch quicker than one poll
+        (R.RUNNING, R.RUNNING, 2, [R.RESTARTING, R.RUNNING, R.RESTARTING]),
+        (R.RUNNING, R.RESTARTING, 1, []),  # legal, and the one relaunch is the one read
+        (R.RUNNING, R.RESTARTING, 2, [R.RESTARTING, R.RUNNING]),
+        (R.RESTARTING, R.RUNNING, 0, []),  # restarts counts the entry into restarting
+        (R.RESTARTING, R.RUNNING, 1, [R.RUNNING, R.RESTARTING]),
+        (R.STARTING, R.RUNNING, 1, [R.RUNNING, R.RESTARTING]),
+        (R.RUNNING, R.CRASHED, 1, [R.RESTARTING]),  # relaunched, then crashed again
+        (R.RUNNING, R.STOPPED, 1, [R.RESTARTING]),  # stopped during the backoff
+        (R.RUNNING, R.RUNNING, 0, []),
+        (R.RUNNING, R.RUNNING, -1, []),  # restarts never goes down: nothing invented
+        (None, R.RUNNING, 3, []),  # nothing announced yet (an adopted run)
+        (R.STOPPED, R.RUNNING, 1, []),  # no legal way: nothing invented
+    ],
+)
+def test_a_relaunch_between_two_readings_is_filled_in(
+    before: RunStatus | None, after: RunStatus, relaunches: int, between: list[RunStatus]
+) -> None:
+    assert passed_through(before, after, relaunches) == between
+    if before is not None and between:
+        route = [before, *between, after]
+        assert all(b in LEGAL_MOVES[a] for a, b in itertools.pairwise(route)), route
+        entered = sum(status is R.RESTARTING for status in route[1:])
+        assert entered == relaunches, route
+
+
+def test_the_relaunches_filled_in_are_bounded() -> None:
+    """A server that slept through many relaunches does not flood the client with invented ones."""
+    from arena_ls.lifecycle.states import MOST_RELAUNCHES_FILLED
+
+    between = passed_through(R.RUNNING, R.RUNNING, 10_000)
+    assert between.count(R.RESTARTING) == MOST_RELAUNCHES_FILLED

@@ -63,6 +63,16 @@ class RunBackend(Protocol):
     def start_failed(self, exit_code: int) -> bool:
         """Whether a follower's ``exit_code``, before it recorded a trainer, means the start failed."""
 
+    def start_again(
+        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
+    ) -> FollowerProcess | None:
+        """The follower ``start`` returned died before it recorded a trainer: another one, or None.
+
+        Only where it is certain that nothing of the run was started (the
+        run is never started twice); None: the start failed (1009). Called
+        by the supervisor while the run still holds the workspace's lock.
+        """
+
     def prepare(self, workspace: Path) -> None:
         """The workspace is idle: get ready for its next start (the local back end loads a spare agent)."""
 
@@ -117,6 +127,11 @@ class UnknownBackend:
 
     def start_failed(self, exit_code: int) -> bool:
         return False
+
+    def start_again(
+        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
+    ) -> FollowerProcess | None:
+        return None
 
     def prepare(self, workspace: Path) -> None:
         return None

@@ -12,12 +12,15 @@ be revived, only recorded ``lost`` and whatever is left of it killed.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from arena_ls import platform
 from arena_ls.lifecycle.backends.base import LOCAL, FollowerProcess, detached_follower_alive
 from arena_ls.lifecycle.rundir import RunDir, RunState
 from arena_ls.lifecycle.spare import SpareAgent, agent_argv
+
+log = logging.getLogger(__name__)
 
 
 class LocalBackend:
@@ -26,6 +29,8 @@ class LocalBackend:
     def __init__(self, spare: SpareAgent | None = None) -> None:
         self.spare = spare
         """The agent loaded ahead of the next run, where the server keeps one (None: every start is cold)."""
+        self._handed: tuple[str, FollowerProcess] | None = None
+        """The last run handed to the spare, and that spare (``start_again`` starts it cold if it died)."""
 
     @property
     def name(self) -> str:
@@ -34,7 +39,47 @@ class LocalBackend:
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
         agent = self.spare.take(run_dir, workspace) if self.spare is not None else None
         if agent is not None:
+            self._handed = (run_dir.run_id, agent)
             return agent
+        return platform.spawn_detached(agent_argv(run_dir), cwd=workspace, log_file=run_dir.agent_log)
+
+    def start_again(
+        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
+    ) -> FollowerProcess | None:
+        """The spare handed this run died before it claimed it: it started nothing, so start the run cold.
+
+        The spare reads its order from a pipe, so it can die after the order
+        was written and before it read it (or before it claimed the run).
+        An agent claims its run before anything of it starts
+        (``trainer_start.claim_run``), and ``failed`` has been reaped, so
+        it can claim nothing any more: no claim means no trainer was ever
+        started, and a cold agent (which claims the run in turn) starts it
+        once. With the claim there, the spare may have started the trainer
+        (which died with it): the start fails rather than risk a second one.
+        A cold agent that died is never started again.
+        """
+        handed, self._handed = self._handed, None
+        if handed is None or handed[0] != run_dir.run_id or handed[1] is not failed:
+            return None
+        code = failed.poll()
+        if code is None:
+            return None
+        if run_dir.agent_claimed:
+            log.warning(
+                "run %s: the spare job agent (pid %s) died (exit code %s) after it took the run; "
+                "not starting it again",
+                run_dir.run_id,
+                failed.pid,
+                code,
+            )
+            return None
+        log.warning(
+            "run %s: the spare job agent (pid %s) died (exit code %s) before it took the run; "
+            "starting the run's agent cold",
+            run_dir.run_id,
+            failed.pid,
+            code,
+        )
         return platform.spawn_detached(agent_argv(run_dir), cwd=workspace, log_file=run_dir.agent_log)
 
     def prepare(self, workspace: Path) -> None:

@@ -42,6 +42,11 @@ class RayBackend:
     def start_failed(self, exit_code: int) -> bool:
         return exit_code != 0
 
+    def start_again(
+        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
+    ) -> FollowerProcess | None:
+        return None  # the follower may have submitted the job already
+
     def prepare(self, workspace: Path) -> None:
         return None  # a cluster submission is an HTTP request: nothing to load ahead
 
