@@ -36,6 +36,8 @@ from arena_ls.cluster.status import (
     STOPPED,
     SUCCEEDED,
     TERMINAL,
+    code_text,
+    ended_text,
     exit_of,
     final_status,
     first_line,
@@ -77,7 +79,10 @@ PROGRESS_WRITE_INTERVAL = 1.0
 TAIL_LINES = 200
 FINAL_WRITE_TIMEOUT = 30.0
 SUBMITTING = "submitting to cluster {name} as {sid}"
-"""The run's log line written before each submission: where that submission's own lines begin."""
+"""The run's log line written before each submission: where that submission's own lines begin.
+
+Its name stays unquoted (the other lines say ``cluster 'lab'``, as the Jobs API's errors do):
+a new follower finds this line in logs that earlier versions wrote."""
 
 
 class ClusterAgent:
@@ -147,9 +152,8 @@ class ClusterAgent:
                 RunLock(self.folder).record_agent(
                     self.spec.run_id, self.state.agent_pid or os.getpid(), self.state.agent_create_time
                 )
-            self.say(
-                f"following the run on cluster {self.cluster.name} again (a new follower, pid {os.getpid()})"
-            )
+            name, pid = self.cluster.name, os.getpid()
+            self.say(f"following the run on cluster {name!r} again (a new follower, pid {pid})")
         try:
             status = self._run_attempts()
             self._finish(status)
@@ -173,7 +177,7 @@ class ClusterAgent:
         if isinstance(client, Failure):
             with self.lock:
                 self.state.failure = client
-            self.say(f"cannot use cluster {self.cluster.name}: {client.evidence}")
+            self.say(f"cannot use cluster {self.cluster.name!r}: {client.evidence}")
             return RunStatus.CRASHED
         self.client = client
         sid = self.record.submission_id
@@ -322,6 +326,9 @@ class ClusterAgent:
             except ClusterError as error:
                 if error.kind == "not-found" and resubmit_missing:
                     resubmit_missing = False  # recorded but never sent: send it now, once
+                    self.say(f"cluster {self.cluster.name!r} never received {sid}: submitting it now")
+                    self.copied = 0  # Ray has no line of it, whatever output.log holds before it
+                    self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))  # its lines begin here
                     failure = self._submit(sid, self.state.argv)
                     if failure is not None:
                         return self._submit_failed(failure)
@@ -333,7 +340,7 @@ class ClusterAgent:
             resubmit_missing = False
             if self.unreachable_said:
                 self.unreachable_said = False
-                self.say(f"cluster {self.cluster.name} answers again")
+                self.say(f"cluster {self.cluster.name!r} answers again")
             if ray_status in TERMINAL:
                 return self._judge(ray_status, info)
             live = live_status(ray_status, stopping=self.stop_sent_at is not None)
@@ -440,7 +447,7 @@ class ClusterAgent:
             " (kill: Ray has no immediate kill, its SIGKILL follows the wait)" if request.get("kill") else ""
         )
         self.say(f"stop requested by {by}{kill}")
-        self.say(f"asked cluster {self.cluster.name} to stop {sid}: SIGTERM now, SIGKILL after {wait}s")
+        self.say(f"asked cluster {self.cluster.name!r} to stop {sid}: SIGTERM now, SIGKILL after {wait}s")
         with self.lock:
             if self.state.status is RunStatus.RUNNING:
                 self._move(RunStatus.STOPPING)
@@ -477,7 +484,7 @@ class ClusterAgent:
         if ray_status == STOPPED:  # stopped on the cluster itself (``ray job stop``)
             with self.lock:
                 self.state.stopped_by = "signal"
-            self.say(f"stopped on cluster {self.cluster.name}: {first_line(message)}")
+            self.say(f"stopped on cluster {self.cluster.name!r}: {first_line(message)}")
             return RunStatus.STOPPED
         return self._failed(message, exit_code, signal_name, ran)
 
@@ -495,12 +502,13 @@ class ClusterAgent:
             failure = Failure("error", first_line(message) or "the cluster reported the job failed")
         with self.lock:
             self.state.failure = failure
-        code = f"code {exit_code}" if signal_name is None else f"signal {signal_name}"
-        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code}")
+        if exit_code is not None or signal_name is not None:
+            self.say(ended_text(exit_code, signal_name))
+        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code_text(exit_code, signal_name)}")
         if failure is not None:
             self.say(f"failure: {failure.kind}: {failure.evidence}")
         if message:
-            self.say(f"cluster {self.cluster.name} says: {first_line(message)}")
+            self.say(f"cluster {self.cluster.name!r} says: {first_line(message)}")
         # A submission that never ran (its environment could not be set up) is not offered to the
         # watchdog; one that ran is (the watchdog may still give up: not relaunchable, budget, loop).
         return None if final_status(FAILED, can_relaunch=ran) is RunStatus.RESTARTING else RunStatus.CRASHED
