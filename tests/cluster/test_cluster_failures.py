@@ -25,7 +25,16 @@ from tests.cluster.support import (
     put_package,
     train_workspace,
 )
-from tests.helpers.lsp import ArenaClient, all_logs, run_dir, start_server, stop_server, wait_for, wait_status
+from tests.helpers.lsp import (
+    ArenaClient,
+    all_logs,
+    poll_until,
+    run_dir,
+    start_server,
+    stop_server,
+    wait_for,
+    wait_status,
+)
 
 LONG = 180.0
 """Deadlines are generous: a job on a loaded two-core machine with a Ray head beside it."""
@@ -73,11 +82,12 @@ async def test_the_head_going_away_while_a_job_runs_is_retried_and_every_line_ar
             copied = max(numbered([{"text": t} for t in texts(client, run_id)]))
             refused = proxy.refused
             target = min(copied + 5, 60)
-            await wait_for(
-                lambda: ray_numbered(ray_head, sid) >= target,
-                LONG,
-                f"the job going on on the cluster past line {copied} while the follower cannot reach it",
-            )
+
+            async def went_on() -> bool:
+                await asyncio.sleep(0.25)  # a poll of the head's log, not a wait for the event
+                return ray_numbered(ray_head, sid) >= target
+
+            await poll_until(went_on, f"the job going on past line {copied} without its follower", LONG)
             await wait_for(lambda: proxy.refused >= refused + 2, LONG, "two more tries of the follower")
             warned = sum(t.startswith(WARNING) for t in texts(client, run_id))
             assert warned == 1, "one warning, not one a try"
@@ -212,6 +222,9 @@ async def test_a_stop_on_the_cluster_asks_to_confirm_without_a_checkpoint_and_en
         info = await client.call("arena/start", {"id": "stubborn"})
         run_id, sid = info["runId"], info["cluster"]["submissionId"]
         await wait_status(client, run_id, "running", timeout=LONG)
+        # Ray says RUNNING while it still sets up the runtime environment: wait for the trainer
+        # itself, which ignores SIGTERM from before its first line.
+        await wait_for(lambda: any(t.startswith("argv:") for t in texts(client, run_id)), LONG, "the trainer")
 
         refused = await client.call_error("arena/stop", {"id": "stubborn"})
         assert refused.code == 1007, refused
