@@ -322,6 +322,7 @@ class ClusterAgent:
             try:
                 info = self.client.info(sid)
                 ray_status = str(info.get("status"))
+                self._answering()  # before the lines it missed, which the log copy catches up now
                 self._copy_logs(sid, final=ray_status in TERMINAL)
             except ClusterError as error:
                 if error.kind == "not-found" and resubmit_missing:
@@ -338,9 +339,6 @@ class ClusterAgent:
                 time.sleep(UNREACHABLE_RETRY_SECONDS)
                 continue
             resubmit_missing = False
-            if self.unreachable_said:
-                self.unreachable_said = False
-                self.say(f"cluster {self.cluster.name!r} answers again")
             if ray_status in TERMINAL:
                 return self._judge(ray_status, info)
             live = live_status(ray_status, stopping=self.stop_sent_at is not None)
@@ -350,6 +348,11 @@ class ClusterAgent:
             ):
                 self._running()
             time.sleep(POLL_SECONDS)
+
+    def _answering(self) -> None:
+        if self.unreachable_said:
+            self.unreachable_said = False
+            self.say(f"cluster {self.cluster.name!r} answers again")
 
     def _unreachable(self, error: ClusterError) -> None:
         if not self.unreachable_said:

@@ -97,10 +97,18 @@ async def test_the_head_going_away_while_a_job_runs_is_retried_and_every_line_ar
             final = await wait_status(client, run_id, "succeeded", "crashed", "lost", timeout=LONG)
             assert final["status"] == "succeeded" and final["exitCode"] == 0, final
             assert final["restarts"] == 0 and final["cluster"]["submissionId"] == sid, "never resubmitted"
-            lines = [line["text"] for line in await all_logs(client, run_id)]
+            logged = await all_logs(client, run_id)
+            lines = [line["text"] for line in logged]
             warnings = [t for t in lines if t.startswith(WARNING)]
             assert len(warnings) == 1 and warnings[0].endswith("; the job keeps running there, retrying")
-            assert lines.count(AGAIN) == 1 and lines.index(AGAIN) > lines.index(warnings[0])
+            assert lines.count(AGAIN) == 1
+            warned_at, again_at = lines.index(warnings[0]), lines.index(AGAIN)
+            assert warned_at < again_at
+            between = [line for line in logged[warned_at:again_at] if line["stream"] != "arena"]
+            assert not between, f"the lines caught up come after {AGAIN!r}: {between}"
+            assert copied < 60 and any(line["stream"] != "arena" for line in logged[again_at:]), (
+                "the job's lines from the outage, caught up"
+            )
             assert numbered([{"text": t} for t in lines]) == list(range(1, 61)), "every line once, in order"
             assert all(proxy.address.split("//")[1] not in t for t in lines), "no address in the log"
         finally:
