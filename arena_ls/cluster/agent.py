@@ -28,6 +28,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+import attrs
+
 from arena_ls import platform
 from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
@@ -83,6 +85,14 @@ SUBMITTING = "submitting to cluster {name} as {sid}"
 
 Its name stays unquoted (the other lines say ``cluster 'lab'``, as the Jobs API's errors do):
 a new follower finds this line in logs that earlier versions wrote."""
+
+
+@attrs.frozen
+class SubmitFailure:
+    """Why a submission failed; ``maybe_sent`` when its request may have reached Ray all the same."""
+
+    evidence: str
+    maybe_sent: bool = False
 
 
 class ClusterAgent:
@@ -266,8 +276,11 @@ class ClusterAgent:
         self.say(starting_line(self.spec.job_id, argv))
         self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))
         failure = self._submit(sid, argv)
-        if failure is not None:
-            return self._submit_failed(failure)
+        if failure is not None and not failure.maybe_sent:
+            return self._submit_failed(failure.evidence)
+        if failure is not None:  # Ray may have it all the same: ask for it, and send it if not
+            self.say(f"warning: no answer to the submission of {sid} ({failure.evidence}); asking for it")
+            return self._follow(sid, resubmit_missing=True)
         self._accepted(sid)
         return self._follow(sid, resubmit_missing=False)
 
@@ -277,14 +290,17 @@ class ClusterAgent:
             self.record.accepted = sid
         self.writer.request()
 
-    def _submit(self, sid: str, argv: list[str]) -> str | None:
+    def _submit(self, sid: str, argv: list[str]) -> SubmitFailure | None:
         """Send the submission; None when Ray accepted it, else why not."""
         assert self.client is not None
+        posting = False
         try:
             package = self._package()
+            posting = True
             self.client.submit(submit_payload(self.spec, argv, sid, package))
         except (ClusterError, PackageTooLarge, OSError) as error:
-            return str(error)
+            maybe_sent = posting and isinstance(error, ClusterError) and error.maybe_delivered
+            return SubmitFailure(str(error), maybe_sent)
         return None
 
     def _package(self) -> str:
@@ -331,14 +347,21 @@ class ClusterAgent:
                     self.copied = 0  # Ray has no line of it, whatever output.log holds before it
                     self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))  # its lines begin here
                     failure = self._submit(sid, self.state.argv)
-                    if failure is not None:
-                        return self._submit_failed(failure)
+                    if failure is not None and not failure.maybe_sent:
+                        return self._submit_failed(failure.evidence)
+                    if failure is not None:  # no answer: it may have arrived; look again, then send
+                        resubmit_missing = True
+                        self._unreachable(ClusterError("unreachable", failure.evidence))
+                        time.sleep(UNREACHABLE_RETRY_SECONDS)
+                        continue
                     self._accepted(sid)
                     continue
                 self._unreachable(error)
                 time.sleep(UNREACHABLE_RETRY_SECONDS)
                 continue
             resubmit_missing = False
+            if self.record.accepted != sid:
+                self._accepted(sid)  # Ray has it (a submission whose answer was lost, found)
             if ray_status in TERMINAL:
                 return self._judge(ray_status, info)
             live = live_status(ray_status, stopping=self.stop_sent_at is not None)

@@ -9,12 +9,15 @@ messages never carry the address or the token: they name the cluster.
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
 DEFAULT_TIMEOUT = 10.0
+SUBMIT_TIMEOUT = 60.0
+"""A submission can take Ray a while on a busy head (it starts the job's supervisor first)."""
 
 
 class ClusterError(Exception):
@@ -22,13 +25,17 @@ class ClusterError(Exception):
 
     Kinds: ``unreachable`` (no answer), ``unauthenticated`` (401/403),
     ``not-found`` (404), ``refused`` (another 4xx/5xx), ``bad-answer`` (not the
-    JSON Ray answers with).
+    JSON Ray answers with). ``maybe_delivered``: no answer came, but the request may have
+    reached the head (a timeout, a connection lost after sending), so it may have acted on it.
     """
 
-    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+    def __init__(
+        self, kind: str, message: str, status: int | None = None, maybe_delivered: bool = False
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.maybe_delivered = maybe_delivered
 
 
 def normalise_address(address: str) -> str:
@@ -77,7 +84,9 @@ class JobsClient:
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", error)
             text = getattr(reason, "strerror", None) or type(reason).__name__
-            raise ClusterError("unreachable", f"cluster {self.name!r} is not reachable ({text})") from None
+            sent = not isinstance(reason, (ConnectionRefusedError, socket.gaierror))
+            message = f"cluster {self.name!r} is not reachable ({text})"
+            raise ClusterError("unreachable", message, maybe_delivered=sent) from None
 
     def _http_error(self, error: urllib.error.HTTPError, path: str) -> ClusterError:
         code = error.code
@@ -114,7 +123,7 @@ class JobsClient:
         return answer if isinstance(answer, list) else []
 
     def submit(self, payload: dict[str, Any]) -> str:
-        answer = self.json("POST", "/api/jobs/", payload)
+        answer = self.json("POST", "/api/jobs/", payload, timeout=SUBMIT_TIMEOUT)
         if not isinstance(answer, dict) or not isinstance(answer.get("submission_id"), str):
             raise ClusterError("bad-answer", f"cluster {self.name!r} did not say which job it submitted")
         return str(answer["submission_id"])

@@ -104,14 +104,18 @@ class HeadProxy:
     ``mode``: ``pass`` forwards each connection to the head; ``reset`` accepts it and
     resets it at once (the head has gone away: every request fails); ``hold`` answers
     nothing to requests whose first line starts with one of ``hold_prefixes`` (the head
-    hangs on them) and forwards the others. ``refused`` counts the connections reset."""
+    hangs on them) and forwards the others; a request whose first line starts with one of
+    ``lose_prefixes`` reaches the head, whose answer is lost (the connection is reset once the
+    head begins to answer). ``refused`` counts the connections reset, ``lost`` the answers lost."""
 
     def __init__(self, head: RayHead) -> None:
         host, port = head.address.removeprefix("http://").rsplit(":", 1)
         self.upstream = (host, int(port))
         self.mode = "pass"
         self.hold_prefixes: tuple[str, ...] = ()
+        self.lose_prefixes: tuple[str, ...] = ()
         self.refused = 0
+        self.lost = 0
         self.held: list[socket.socket] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
@@ -128,6 +132,8 @@ class HeadProxy:
 
     def close(self) -> None:
         self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         self._listener.close()
         with self._lock:
             for sock in self._open + self.held:
@@ -146,11 +152,10 @@ class HeadProxy:
         if self.mode == "reset":
             with self._lock:
                 self.refused += 1
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            client.close()
+            _reset(client)
             return
         first = b""
-        if self.hold_prefixes:
+        if self.hold_prefixes or self.lose_prefixes:
             while b"\r\n" not in first:
                 chunk = client.recv(4096)
                 if not chunk:
@@ -171,8 +176,24 @@ class HeadProxy:
             self._open += [client, upstream]
         if first:
             upstream.sendall(first)
+        if first.decode("latin-1").startswith(self.lose_prefixes or ("\0",)):
+            threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
+            with contextlib.suppress(OSError):
+                upstream.recv(65536)  # the head has answered (it acted on the request): dropped
+            with self._lock:
+                self.lost += 1
+            _reset(client)
+            _reset(upstream)
+            return
         threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
         _pump(client, upstream)
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with a reset (RST), as a head that went away does."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 def _pump(source: socket.socket, target: socket.socket) -> None:

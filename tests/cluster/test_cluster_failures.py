@@ -157,6 +157,32 @@ async def test_a_submission_recorded_but_never_sent_is_sent_when_a_new_server_ad
             await stop_server(again)
 
 
+async def test_a_submission_whose_answer_is_lost_is_found_on_the_cluster_and_followed(
+    tmp_path: Path, ray_head: RayHead
+) -> None:
+    # Seen on a loaded machine: Ray took longer than the request's timeout to answer a
+    # submission it then ran; the follower took it for refused and the run ended `crashed`.
+    root = train_workspace(tmp_path, "unanswered", "--steps 20 --interval 0.05 --numbered")
+    with HeadProxy(ray_head) as proxy:
+        proxy.lose_prefixes = ("POST /api/jobs/",)  # the head gets the submission; its answer is lost
+        client = await start_server(root, init_options=options(ray_head, address=proxy.address))
+        try:
+            info = await client.call("arena/start", {"id": "unanswered"})
+            run_id, sid = info["runId"], info["cluster"]["submissionId"]
+            final = await wait_status(client, run_id, "succeeded", "crashed", "lost", timeout=LONG)
+            assert proxy.lost == 1, "one submission, whose answer was lost"
+            assert final["status"] == "succeeded" and final["restarts"] == 0, final
+            assert state_of(root, run_id)["cluster"]["submissions"] == [sid]
+            job = head_job(ray_head, sid)
+            assert job is not None and job["status"] == "SUCCEEDED", job
+            lines = await all_logs(client, run_id)
+            texts_ = [line["text"] for line in lines]
+            assert sum(t.startswith(f"warning: no answer to the submission of {sid}") for t in texts_) == 1
+            assert numbered(lines) == list(range(1, 21)), "every line once"
+        finally:
+            await stop_server(client)
+
+
 async def test_a_runtime_environment_ray_cannot_set_up_crashes_the_run_without_a_resubmission(
     tmp_path: Path, ray_head: RayHead
 ) -> None:
