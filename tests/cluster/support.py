@@ -193,6 +193,8 @@ def _reset(sock: socket.socket) -> None:
     """Close with a reset (RST), as a head that went away does."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)  # else a thread blocked reading it keeps it open
     sock.close()
 
 
