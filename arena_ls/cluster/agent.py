@@ -38,7 +38,9 @@ from arena_ls.cluster.status import (
     STOPPED,
     SUCCEEDED,
     TERMINAL,
+    code_text,
     ended_at,
+    ended_text,
     exit_of,
     final_status,
     first_line,
@@ -84,7 +86,10 @@ PROGRESS_WRITE_INTERVAL = 1.0
 TAIL_LINES = 200
 FINAL_WRITE_TIMEOUT = 30.0
 SUBMITTING = "submitting to cluster {name} as {sid}"
-"""The run's log line written before each submission: where that submission's own lines begin."""
+"""The run's log line written before each submission: where that submission's own lines begin.
+
+Its name stays unquoted (the other lines say ``cluster 'lab'``, as the Jobs API's errors do):
+a new follower finds this line in logs that earlier versions wrote."""
 
 
 class ClusterAgent:
@@ -157,9 +162,8 @@ class ClusterAgent:
                 RunLock(self.folder).record_agent(
                     self.spec.run_id, self.state.agent_pid or os.getpid(), self.state.agent_create_time
                 )
-            self.say(
-                f"following the run on cluster {self.cluster.name} again (a new follower, pid {os.getpid()})"
-            )
+            name, pid = self.cluster.name, os.getpid()
+            self.say(f"following the run on cluster {name!r} again (a new follower, pid {pid})")
         try:
             status = self._run_attempts()
             self._finish(status)
@@ -183,7 +187,7 @@ class ClusterAgent:
         if isinstance(client, Failure):
             with self.lock:
                 self.state.failure = client
-            self.say(f"cannot use cluster {self.cluster.name}: {client.evidence}")
+            self.say(f"cannot use cluster {self.cluster.name!r}: {client.evidence}")
             return RunStatus.CRASHED
         self.client = client
         sid = self.record.submission_id
@@ -300,7 +304,7 @@ class ClusterAgent:
             self.client.submit(submit_payload(self.spec, argv, sid, package))
         except ClusterError as error:
             if _transient(error):
-                self.say(f"warning: no clear answer to submission {sid} ({error}); following it by its id")
+                self.say(f"warning: no answer to the submission of {sid} ({error}); asking for it")
                 return NotSent(str(error), definite=False)
             return NotSent(str(error), definite=True)
         except (PackageTooLarge, OSError) as error:
@@ -342,17 +346,23 @@ class ClusterAgent:
             try:
                 info = self.client.info(sid)
                 ray_status = str(info.get("status"))
+                self._answering()  # before the lines it missed, which the log copy catches up now
                 self._copy_logs(sid, final=ray_status in TERMINAL)
             except ClusterError as error:
                 if error.kind == "not-found" and resubmit_missing:
                     resubmit_missing = False  # recorded but never sent: send it now, once
+                    self.say(f"cluster {self.cluster.name!r} never received {sid}: submitting it now")
+                    self.copied = 0  # Ray has no line of it, whatever output.log holds before it
+                    self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))  # its lines begin here
                     failure = self._submit(sid, self.state.argv)
                     if failure is None:
                         self._accepted(sid)
                     elif failure.definite:
                         return self._submit_failed(failure.evidence)
-                    else:
-                        resubmit_missing = True  # no clear answer again: Ray may or may not have it
+                    else:  # no clear answer again: Ray may or may not have it; look again, then send
+                        resubmit_missing = True
+                        self._unreachable(ClusterError("unreachable", failure.evidence))
+                        time.sleep(UNREACHABLE_RETRY_SECONDS)
                     continue
                 if not _transient(error) and self._refused_too_long():
                     return self._given_up(error)
@@ -363,9 +373,6 @@ class ClusterAgent:
             self.refused_since = None
             if self.record.accepted != sid:
                 self._accepted(sid)  # a submission that got no clear answer: Ray has it
-            if self.unreachable_said:
-                self.unreachable_said = False
-                self.say(f"cluster {self.cluster.name} answers again")
             if ray_status in TERMINAL:
                 return self._judge(ray_status, info)
             live = live_status(ray_status, stopping=self.stop_sent_at is not None)
@@ -405,7 +412,12 @@ class ClusterAgent:
         except Exception as error:  # best effort: the verdict stands either way
             log.warning("could not ask the cluster to stop %s: %s", sid, error)
             return None
-        return f"asked cluster {self.cluster.name} to stop {sid}"
+        return f"asked cluster {self.cluster.name!r} to stop {sid}"
+
+    def _answering(self) -> None:
+        if self.unreachable_said:
+            self.unreachable_said = False
+            self.say(f"cluster {self.cluster.name!r} answers again")
 
     def _unreachable(self, error: ClusterError) -> None:
         if not self.unreachable_said:
@@ -505,7 +517,7 @@ class ClusterAgent:
             " (kill: Ray has no immediate kill, its SIGKILL follows the wait)" if request.get("kill") else ""
         )
         self.say(f"stop requested by {by}{kill}")
-        self.say(f"asked cluster {self.cluster.name} to stop {sid}: SIGTERM now, SIGKILL after {wait}s")
+        self.say(f"asked cluster {self.cluster.name!r} to stop {sid}: SIGTERM now, SIGKILL after {wait}s")
         with self.lock:
             if self.state.status is RunStatus.RUNNING:
                 self._move(RunStatus.STOPPING)
@@ -545,7 +557,7 @@ class ClusterAgent:
         if ray_status == STOPPED:  # stopped on the cluster itself (``ray job stop``)
             with self.lock:
                 self.state.stopped_by = "signal"
-            self.say(f"stopped on cluster {self.cluster.name}: {first_line(message)}")
+            self.say(f"stopped on cluster {self.cluster.name!r}: {first_line(message)}")
             return RunStatus.STOPPED
         return self._failed(message, exit_code, signal_name, ran)
 
@@ -563,12 +575,13 @@ class ClusterAgent:
             failure = Failure("error", first_line(message) or "the cluster reported the job failed")
         with self.lock:
             self.state.failure = failure
-        code = f"code {exit_code}" if signal_name is None else f"signal {signal_name}"
-        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code}")
+        if exit_code is not None or signal_name is not None:
+            self.say(ended_text(exit_code, signal_name))
+        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code_text(exit_code, signal_name)}")
         if failure is not None:
             self.say(f"failure: {failure.kind}: {failure.evidence}")
         if message:
-            self.say(f"cluster {self.cluster.name} says: {first_line(message)}")
+            self.say(f"cluster {self.cluster.name!r} says: {first_line(message)}")
         # A submission that never ran (its environment could not be set up) is not offered to the
         # watchdog; one that ran is (the watchdog may still give up: not relaunchable, budget, loop).
         return None if final_status(FAILED, can_relaunch=ran) is RunStatus.RESTARTING else RunStatus.CRASHED

@@ -15,6 +15,8 @@ import urllib.request
 from typing import Any
 
 DEFAULT_TIMEOUT = 10.0
+SUBMIT_TIMEOUT = 60.0
+"""A submission can take Ray a while on a busy head (it starts the job's supervisor first)."""
 
 
 class ClusterError(Exception):
@@ -77,7 +79,8 @@ class JobsClient:
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", error)
             text = getattr(reason, "strerror", None) or type(reason).__name__
-            raise ClusterError("unreachable", f"cluster {self.name!r} is not reachable ({text})") from None
+            message = f"cluster {self.name!r} is not reachable ({text})"
+            raise ClusterError("unreachable", message) from None
 
     def _http_error(self, error: urllib.error.HTTPError, path: str) -> ClusterError:
         code = error.code
@@ -119,7 +122,7 @@ class JobsClient:
         return answer if isinstance(answer, list) else []
 
     def submit(self, payload: dict[str, Any]) -> str:
-        answer = self.json("POST", "/api/jobs/", payload)
+        answer = self.json("POST", "/api/jobs/", payload, timeout=SUBMIT_TIMEOUT)
         if not isinstance(answer, dict) or not isinstance(answer.get("submission_id"), str):
             raise ClusterError("bad-answer", f"cluster {self.name!r} did not say which job it submitted")
         return str(answer["submission_id"])

@@ -13,6 +13,7 @@ _LIVE = {PENDING: RunStatus.STARTING, RUNNING: RunStatus.RUNNING}
 _EXIT = re.compile(r"exit code (-?\d+)")
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 """The cluster's signals (Linux numbers), named the same on every laptop's platform."""
+_NUMBERS = {name: number for number, name in _SIGNALS.items()}
 
 
 def live_status(ray_status: str, stopping: bool) -> RunStatus | None:
@@ -48,6 +49,23 @@ def exit_of(message: str | None) -> tuple[int | None, str | None]:
     if code < 0:
         return None, _SIGNALS.get(-code, f"SIG{-code}")
     return code, None
+
+
+def code_text(exit_code: int | None, signal_name: str | None) -> str:
+    """``code N`` of a ``TRAINING_CRASHED`` line, as a local run writes it: a signal's is its
+    negative number (``code -9``), the way the trainer's exit status reports it; ``with no exit
+    status`` when Ray's message has none (its runtime environment failed, the node died)."""
+    if signal_name is None:
+        return f"code {exit_code}" if exit_code is not None else "with no exit status"
+    number = _NUMBERS.get(signal_name)
+    if number is None and signal_name.startswith("SIG") and signal_name[3:].isdigit():
+        number = int(signal_name[3:])
+    return f"code -{number}" if number is not None else f"signal {signal_name}"
+
+
+def ended_text(exit_code: int | None, signal_name: str | None) -> str:
+    """The line a local run writes when its trainer ended (``job was killed by SIGKILL``)."""
+    return f"job exited with code {exit_code}" if signal_name is None else f"job was killed by {signal_name}"
 
 
 def first_line(message: str | None, limit: int = 300) -> str:

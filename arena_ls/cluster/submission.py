@@ -20,10 +20,11 @@ from typing import Any
 
 from arena_ls.lifecycle.rundir import RunSpec
 
-MAX_PACKAGE_BYTES = 500 * 1024 * 1024
-"""The limit on a ``working_dir``'s files: Ray documents 500 MiB; its server refuses a zipped
-package of ``GCS_STORAGE_MAX_SIZE`` (512 MiB in Ray 2.60, the gRPC message limit). The files are
-counted before compression, so 500 MiB leaves room for the zip's own overhead."""
+MAX_PACKAGE_BYTES = 512 * 1024 * 1024
+"""Ray's default limit on a ``working_dir`` package (``GCS_STORAGE_MAX_SIZE``: its gRPC message limit)."""
+PACKAGE_LIMIT_VARIABLE = "RAY_max_grpc_message_size"
+"""The variable Ray's own client reads its package limit from (as here): a cluster configured
+with a smaller gRPC message limit is matched by setting it for the server too."""
 EXCLUDED_DIRS = frozenset({".aide", ".git", "checkpoints", "__pycache__", ".venv", "venv", "node_modules"})
 """Folders never shipped: state, history, checkpoints (they live on the cluster's storage), caches."""
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -134,18 +135,32 @@ def package_files(root: Path, skip: Sequence[Path] = ()) -> list[tuple[str, Path
     return files
 
 
-def build_package(root: Path, skip: Sequence[Path] = (), limit: int = MAX_PACKAGE_BYTES) -> tuple[str, bytes]:
-    """``(gcs URI, zip bytes)`` of the job's folder; ``PackageTooLarge`` above ``limit``.
+def package_limit(environ: Mapping[str, str] = os.environ) -> int:
+    """Ray's package limit: ``RAY_max_grpc_message_size`` when set (as Ray reads it), else 512 MiB."""
+    try:
+        return int(environ.get(PACKAGE_LIMIT_VARIABLE, MAX_PACKAGE_BYTES))
+    except ValueError:
+        return MAX_PACKAGE_BYTES
+
+
+def _size_text(size: int) -> str:
+    return f"{size // (1024 * 1024)} MiB" if size >= 1024 * 1024 else f"{size} bytes"
+
+
+def build_package(root: Path, skip: Sequence[Path] = (), limit: int | None = None) -> tuple[str, bytes]:
+    """``(gcs URI, zip bytes)`` of the job's folder; ``PackageTooLarge`` at or above ``limit``
+    (Ray refuses a package of exactly its limit too); ``limit`` defaults to ``package_limit()``.
 
     The size is checked as files are added, before anything is sent."""
+    limit = package_limit() if limit is None else limit
     buffer = io.BytesIO()
     total = 0
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
         for name, path in package_files(root, skip):
             total += path.stat().st_size
-            if total > limit:
+            if total >= limit:
                 raise PackageTooLarge(
-                    f"the job's folder is over {limit // (1024 * 1024)} MiB (Ray's limit for a working_dir) "
+                    f"the job's folder is over {_size_text(limit)} (Ray's limit for a working_dir) "
                     f"even without {', '.join(sorted(EXCLUDED_DIRS))}: at {name}"
                 )
             info = zipfile.ZipInfo(name, ZIP_TIME)
@@ -153,7 +168,7 @@ def build_package(root: Path, skip: Sequence[Path] = (), limit: int = MAX_PACKAG
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, path.read_bytes())
     data = buffer.getvalue()
-    if len(data) > limit:
+    if len(data) >= limit:
         raise PackageTooLarge(f"the job's package is {len(data)} bytes, over Ray's limit of {limit}")
     digest = hashlib.sha256(data).hexdigest()[:32]
     return f"gcs://_ray_pkg_{digest}.zip", data

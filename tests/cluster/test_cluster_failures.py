@@ -1,343 +1,279 @@
-"""The cluster follower when the cluster misbehaves: a fake ``JobsClient`` plays Ray, the follower is real.
+"""The failure modes of docs/clusters.md, each made to happen for real on the session's Ray head.
 
-No Ray head and no network: ``ClusterAgent`` follows a run folder on disk
-while the fake answers (or fails to answer) each request the way a head
-that lost its job table, changed its token, dropped a connection after
-accepting a submission, or refused one would. Each test runs the follower
-to its end in a thread and judges the run by its files.
+The head going away (a proxy the test switches off), a follower that died between recording
+a submission and sending it, a runtime environment Ray cannot set up, a job folder over
+Ray's package limit, and a stop that needs Ray's SIGKILL or a confirmation.
 """
 
 from __future__ import annotations
 
-import http.server
+import asyncio
+import contextlib
 import json
-import threading
-import time
-from collections.abc import Callable
+import os
+import signal
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import pytest
-
-from arena_ls.cluster import agent as agent_module
-from arena_ls.cluster.agent import ClusterAgent
-from arena_ls.cluster.jobsapi import ClusterError
-from arena_ls.lifecycle.backends.ray import RayBackend
-from arena_ls.lifecycle.rundir import (
-    CheckpointRecord,
-    ClusterRecord,
-    ClusterSpec,
-    RunDir,
-    RunSpec,
-    StateFolder,
+from arena_ls.cluster.submission import PACKAGE_LIMIT_VARIABLE, build_package
+from tests.cluster.conftest import RayHead
+from tests.cluster.support import (
+    HeadProxy,
+    head_job,
+    numbered,
+    options,
+    put_package,
+    train_workspace,
 )
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
-from tests.helpers.fake_backend import write_state
+from tests.helpers.lsp import (
+    ArenaClient,
+    all_logs,
+    poll_until,
+    run_dir,
+    start_server,
+    stop_server,
+    wait_for,
+    wait_status,
+)
 
-WAIT = 30.0
-"""Bounds a follower that never ends (the defect); a working one ends in well under a second."""
-CLUSTER = "lab"
-
-Answer = Callable[[str], dict[str, Any]]
-
-
-def unreachable() -> ClusterError:
-    return ClusterError("unreachable", f"cluster {CLUSTER!r} is not reachable (timed out)")
-
-
-def answered(code: int) -> ClusterError:
-    if code in (401, 403):
-        return ClusterError("unauthenticated", f"cluster {CLUSTER!r} refused the request ({code})", code)
-    kind = "not-found" if code == 404 else "refused"
-    return ClusterError(kind, f"cluster {CLUSTER!r} answered {code} to /api/jobs/x: nope", code)
+LONG = 180.0
+"""Deadlines are generous: a job on a loaded two-core machine with a Ray head beside it."""
+WARNING = "warning: cluster 'lab' is not reachable"
+AGAIN = "cluster 'lab' answers again"
 
 
-class FakeJobs:
-    """Ray's Jobs API as the follower uses it; ``infos`` are the answers to ``info``, in turn
-    (an exception is raised; the last answer repeats)."""
-
-    def __init__(
-        self, infos: list[dict[str, Any] | Exception], submit_error: Exception | None = None
-    ) -> None:
-        self.infos = infos
-        self.submit_error = submit_error
-        self.submitted: list[str] = []
-        self.stopped: list[str] = []
-        self.info_calls = 0
-
-    def package_exists(self, uri: str) -> bool:
-        return True
-
-    def upload_package(self, uri: str, data: bytes) -> None:
-        raise AssertionError("the package exists")
-
-    def submit(self, payload: dict[str, Any]) -> str:
-        sid = str(payload["submission_id"])
-        self.submitted.append(sid)
-        if self.submit_error is not None:
-            error, self.submit_error = self.submit_error, None
-            raise error
-        return sid
-
-    def info(self, submission_id: str) -> dict[str, Any]:
-        answer = self.infos[min(self.info_calls, len(self.infos) - 1)]
-        self.info_calls += 1
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    def logs(self, submission_id: str) -> str:
-        return ""
-
-    def stop(self, submission_id: str) -> bool:
-        self.stopped.append(submission_id)
-        return True
+def texts(client: ArenaClient, run_id: str | None = None) -> list[str]:
+    """The text of every ``arena/log`` line the client got (of ``run_id``, when given)."""
+    return [
+        line["text"]
+        for batch in client.log_batches
+        if run_id is None or batch["runId"] == run_id
+        for line in batch["lines"]
+    ]
 
 
-RUNNING = {"status": "RUNNING"}
-SUCCEEDED = {"status": "SUCCEEDED", "driver_exit_code": 0}
+def ray_numbered(head: RayHead, submission_id: str) -> int:
+    """The last ``numbered N`` line in Ray's own log of the submission (0 before the first)."""
+    logs = head.request("GET", f"/api/jobs/{submission_id}/logs")["logs"]
+    found = [int(t.split()[1]) for t in logs.splitlines() if t.startswith("numbered ")]
+    return max(found, default=0)
 
 
-@pytest.fixture(autouse=True)
-def quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Polls and retries in milliseconds; the cluster may refuse for 0.2 s before the run is given up."""
-    monkeypatch.setattr(agent_module, "POLL_SECONDS", 0.005)
-    monkeypatch.setattr(agent_module, "UNREACHABLE_RETRY_SECONDS", 0.005)
-    monkeypatch.setattr(agent_module, "REFUSED_GIVE_UP_SECONDS", 0.2)
+def state_of(root: Path, run_id: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((run_dir(root, run_id) / "state.json").read_text())
+    return document
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> StateFolder:
-    return StateFolder(tmp_path / ".aide" / "training")
-
-
-def make_run(folder: StateFolder, tmp_path: Path, **spec_fields: Any) -> RunDir:
-    (tmp_path / "train.py").write_text("print('hi')\n")
-
-    def build(run_id: str) -> RunSpec:
-        return RunSpec(
-            run_id=run_id, job_id="job", job_name="Job", kind="train", argv=["python", "train.py"],
-            cwd=str(tmp_path), stop_method="signal", backend="ray",
-            cluster=ClusterSpec(name=CLUSTER, kind="ray", address="http://127.0.0.1:9"), **spec_fields,
-        )  # fmt: skip
-
-    return RunLock(folder).claim("job", build)
-
-
-@pytest.fixture
-def run(folder: StateFolder, tmp_path: Path) -> RunDir:
-    return make_run(folder, tmp_path)
-
-
-def follower(run: RunDir, jobs: FakeJobs, *, adopt: bool = False) -> ClusterAgent:
-    agent = ClusterAgent(run, adopt)
-    agent._connect = lambda: jobs  # type: ignore[assignment,method-assign,return-value]
-    return agent
-
-
-def follow_to_the_end(target: Callable[[], Any]) -> None:
-    """Run the follower in a thread; fail (never hang) when it does not end."""
-    errors: list[BaseException] = []
-
-    def body() -> None:
+async def test_the_head_going_away_while_a_job_runs_is_retried_and_every_line_arrives_once(
+    tmp_path: Path, ray_head: RayHead
+) -> None:
+    root = train_workspace(tmp_path, "steady", "--steps 60 --interval 0.1 --numbered --ckpt-every 10")
+    with HeadProxy(ray_head) as proxy:
+        client = await start_server(root, init_options=options(ray_head, address=proxy.address))
         try:
-            target()
-        except BaseException as error:  # handed to the test
-            errors.append(error)
+            info = await client.call("arena/start", {"id": "steady"})
+            run_id, sid = info["runId"], info["cluster"]["submissionId"]
+            await wait_for(lambda: "numbered 5" in texts(client), LONG, "line 5")
 
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    thread.join(WAIT)
-    assert not thread.is_alive(), "the follower never gave the run up"
-    if errors:
-        raise errors[0]
+            proxy.mode = "reset"  # the head goes away: every request of the follower fails
+            await wait_for(
+                lambda: any(t.startswith(WARNING) for t in texts(client, run_id)), LONG, "the warning"
+            )
+            copied = max(numbered([{"text": t} for t in texts(client, run_id)]))
+            refused = proxy.refused
+            target = min(copied + 5, 60)
+
+            async def went_on() -> bool:
+                await asyncio.sleep(0.25)  # a poll of the head's log, not a wait for the event
+                return ray_numbered(ray_head, sid) >= target
+
+            await poll_until(went_on, f"the job going on past line {copied} without its follower", LONG)
+            await wait_for(lambda: proxy.refused >= refused + 2, LONG, "two more tries of the follower")
+            warned = sum(t.startswith(WARNING) for t in texts(client, run_id))
+            assert warned == 1, "one warning, not one a try"
+            assert AGAIN not in texts(client, run_id)
+
+            proxy.mode = "pass"  # the head answers again
+            final = await wait_status(client, run_id, "succeeded", "crashed", "lost", timeout=LONG)
+            assert final["status"] == "succeeded" and final["exitCode"] == 0, final
+            assert final["restarts"] == 0 and final["cluster"]["submissionId"] == sid, "never resubmitted"
+            logged = await all_logs(client, run_id)
+            lines = [line["text"] for line in logged]
+            warnings = [t for t in lines if t.startswith(WARNING)]
+            assert len(warnings) == 1 and warnings[0].endswith("; the job keeps running there, retrying")
+            assert lines.count(AGAIN) == 1
+            warned_at, again_at = lines.index(warnings[0]), lines.index(AGAIN)
+            assert warned_at < again_at
+            between = [line for line in logged[warned_at:again_at] if line["stream"] != "arena"]
+            assert not between, f"the lines caught up come after {AGAIN!r}: {between[:3]}"
+            assert copied < 60 and any(line["stream"] != "arena" for line in logged[again_at:]), (
+                "the job's lines from the outage, caught up"
+            )
+            assert numbered([{"text": t} for t in lines]) == list(range(1, 61)), "every line once, in order"
+            assert all(proxy.address.split("//")[1] not in t for t in lines), "no address in the log"
+        finally:
+            await stop_server(client)
 
 
-def lock_holder(folder: StateFolder) -> str | None:
-    return RunLock(folder).holder()
-
-
-# -- 1. a cluster that answers, but not about the job ------------------------------------------------
-
-
-@pytest.mark.parametrize("code", [404, 401, 403, 400])
-def test_a_cluster_that_keeps_refusing_to_tell_of_the_job_makes_the_run_lost(
-    run: RunDir, folder: StateFolder, code: int
+async def test_a_submission_recorded_but_never_sent_is_sent_when_a_new_server_adopts_the_run(
+    tmp_path: Path, ray_head: RayHead
 ) -> None:
-    jobs = FakeJobs([RUNNING, answered(code)])
-    follow_to_the_end(follower(run, jobs).run)
-    state = run.read_state()
-    assert state.status is RunStatus.LOST
-    assert state.failure is not None and state.failure.kind == "error"
-    assert f"{code}" in state.failure.evidence and "no longer followed" in state.failure.evidence
-    assert lock_holder(folder) is None, "the lock goes with the run"
+    root = train_workspace(tmp_path, "late", "--steps 20 --interval 0.05 --numbered --ckpt-every 5")
+    with HeadProxy(ray_head) as proxy:
+        # The head hangs on the package and the submission: the follower has recorded the id
+        # (and said so in the log) and is blocked before Ray hears of it. Then the laptop closes.
+        proxy.hold_prefixes = ("GET /api/packages/", "PUT /api/packages/", "POST /api/jobs/")
+        client = await start_server(root, init_options=options(ray_head, address=proxy.address))
+        start = asyncio.ensure_future(client.call("arena/start", {"id": "late"}))
+        runs = root / ".aide" / "training" / "runs"
+        await wait_for(lambda: proxy.held, LONG, "the follower's request to send the job")
+        (folder,) = runs.iterdir()
+        run_id = folder.name
+        recorded = state_of(root, run_id)
+        client.server_process.kill()
+        await client.server_process.wait()
+        os.kill(recorded["agentPid"], signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await start  # the server died under it
+        await client.stop()
+        sid = recorded["cluster"]["submissionId"]
+        assert sid == f"arena-{run_id}-1" and recorded["cluster"]["accepted"] is None, recorded
+        assert head_job(ray_head, sid) is None, "Ray never heard of the recorded submission"
+
+        proxy.hold_prefixes = ()
+        again = await start_server(root, init_options=options(ray_head, address=proxy.address))
+        try:
+            final = await wait_status(again, run_id, "succeeded", "crashed", "lost", timeout=LONG)
+            assert final["status"] == "succeeded", final
+            assert final["agentPid"] != recorded["agentPid"], "a new follower"
+            assert final["cluster"]["submissionId"] == sid and final["restarts"] == 0
+            assert state_of(root, run_id)["cluster"]["submissions"] == [sid], "sent once, under its own id"
+            job = head_job(ray_head, sid)
+            assert job is not None and job["status"] == "SUCCEEDED", job
+            lines = await all_logs(again, run_id)
+            assert f"cluster 'lab' never received {sid}: submitting it now" in [x["text"] for x in lines]
+            assert numbered(lines) == list(range(1, 21)), "every line once"
+        finally:
+            await stop_server(again)
 
 
-def test_an_unreachable_head_is_waited_out_however_long(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "REFUSED_GIVE_UP_SECONDS", 0.0)  # any 4xx would end it at once
-    silence: list[dict[str, Any] | Exception] = [unreachable(), ClusterError("refused", "busy", 503)] * 10
-    jobs = FakeJobs([RUNNING, *silence, SUCCEEDED])
-    follow_to_the_end(follower(run, jobs).run)
-    assert run.read_state().status is RunStatus.SUCCEEDED, "no answer is not an answer: the job ran on"
-
-
-def test_a_refusal_that_passes_is_forgotten(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "REFUSED_GIVE_UP_SECONDS", 3600.0)
-    jobs = FakeJobs([RUNNING, answered(404), answered(404), RUNNING, SUCCEEDED])
-    follow_to_the_end(follower(run, jobs).run)
-    assert run.read_state().status is RunStatus.SUCCEEDED
-
-
-# -- 2. a submission with no clear answer --------------------------------------------------------------
-
-
-def test_a_submission_whose_answer_was_lost_is_followed_not_failed(run: RunDir) -> None:
-    jobs = FakeJobs([RUNNING, SUCCEEDED], submit_error=unreachable())  # Ray has it; the answer never came
-    follow_to_the_end(follower(run, jobs).run)
-    state = run.read_state()
-    assert state.status is RunStatus.SUCCEEDED, state.failure
-    assert state.cluster is not None
-    assert len(jobs.submitted) == 1, "never sent twice: Ray knows it"
-    assert state.cluster.accepted == jobs.submitted[0]
-
-
-def test_a_submission_that_never_arrived_is_sent_again_under_its_id(run: RunDir) -> None:
-    jobs = FakeJobs(
-        [answered(404), RUNNING, SUCCEEDED], submit_error=ClusterError("refused", "bad gateway", 502)
-    )
-    follow_to_the_end(follower(run, jobs).run)
-    assert run.read_state().status is RunStatus.SUCCEEDED
-    assert len(jobs.submitted) == 2 and len(set(jobs.submitted)) == 1, "the recorded id, once more"
-
-
-def test_a_refused_submission_fails_the_run(run: RunDir, folder: StateFolder) -> None:
-    jobs = FakeJobs([answered(404)], submit_error=answered(400))
-    follow_to_the_end(follower(run, jobs).run)
-    state = run.read_state()
-    assert state.status is RunStatus.CRASHED
-    assert state.failure is not None and "did not accept" in state.failure.evidence
-    assert jobs.info_calls == 0
-    assert lock_holder(folder) is None
-
-
-def test_nothing_is_submitted_whose_id_is_not_on_disk(run: RunDir) -> None:
-    jobs = FakeJobs([RUNNING, SUCCEEDED])
-    agent = follower(run, jobs)
-    agent.writer.flush = lambda timeout: False  # type: ignore[method-assign]
-    follow_to_the_end(agent.run)
-    assert jobs.submitted == []
-    assert agent.state.status is RunStatus.CRASHED
-    assert agent.state.failure is not None and "could not be recorded" in agent.state.failure.evidence
-
-
-# -- 3. a follower that fails gives the job up, not only the run ---------------------------------------
-
-
-def test_a_follower_that_fails_asks_the_cluster_to_stop_its_job(
-    run: RunDir, folder: StateFolder, monkeypatch: pytest.MonkeyPatch
+async def test_a_submission_whose_answer_is_lost_is_found_on_the_cluster_and_followed(
+    tmp_path: Path, ray_head: RayHead
 ) -> None:
-    jobs = FakeJobs([RUNNING, RuntimeError("a bug in the follower")])
-    monkeypatch.setattr(ClusterAgent, "_connect", lambda self: jobs)
-    codes: list[int] = []
-    follow_to_the_end(lambda: codes.append(agent_module.main([str(run.path)])))
-    assert codes == [1]
-    state = run.read_state()
-    assert state.status is RunStatus.LOST
-    assert state.cluster is not None and jobs.stopped == [state.cluster.submission_id]
-    assert state.failure is not None and "asked cluster lab to stop" in state.failure.evidence
-    assert lock_holder(folder) is None
+    # Seen on a loaded machine: Ray took longer than the request's timeout to answer a
+    # submission it then ran; the follower took it for refused and the run ended `crashed`.
+    root = train_workspace(tmp_path, "unanswered", "--steps 20 --interval 0.05 --numbered")
+    with HeadProxy(ray_head) as proxy:
+        proxy.lose_prefixes = ("POST /api/jobs/",)  # the head gets the submission; its answer is lost
+        client = await start_server(root, init_options=options(ray_head, address=proxy.address))
+        try:
+            info = await client.call("arena/start", {"id": "unanswered"})
+            run_id, sid = info["runId"], info["cluster"]["submissionId"]
+            final = await wait_status(client, run_id, "succeeded", "crashed", "lost", timeout=LONG)
+            assert proxy.lost == 1, "one submission, whose answer was lost"
+            assert final["status"] == "succeeded" and final["restarts"] == 0, final
+            assert state_of(root, run_id)["cluster"]["submissions"] == [sid]
+            job = head_job(ray_head, sid)
+            assert job is not None and job["status"] == "SUCCEEDED", job
+            lines = await all_logs(client, run_id)
+            texts_ = [line["text"] for line in lines]
+            assert sum(t.startswith(f"warning: no answer to the submission of {sid}") for t in texts_) == 1
+            assert numbered(lines) == list(range(1, 21)), "every line once"
+        finally:
+            await stop_server(client)
 
 
-def test_a_follower_that_cannot_read_its_run_submits_nothing(tmp_path: Path) -> None:
-    broken = RunDir(tmp_path / "runs" / "job-1")
-    broken.path.mkdir(parents=True)
-    (broken.path / "spec.json").write_text("{not json")
-    assert agent_module.main([str(broken.path)]) == 1  # an error, not a traceback out of main
-
-
-class UnreachableOnStop(FakeJobs):
-    def stop(self, submission_id: str) -> bool:
-        raise unreachable()
-
-
-def test_a_stop_an_earlier_follower_began_ends_stopped(run: RunDir) -> None:
-    """Adopted while ``stopping`` (its stop not heard again): Ray's end of the job is the stop's end,
-    never an illegal move back to ``running``."""
-    sid = "arena-job-1"
-    record = ClusterRecord(
-        name=CLUSTER,
-        kind="ray",
-        address="http://127.0.0.1:9",
-        submission_id=sid,
-        submissions=[sid],
-        accepted=sid,
+async def test_a_runtime_environment_ray_cannot_set_up_crashes_the_run_without_a_resubmission(
+    tmp_path: Path, ray_head: RayHead
+) -> None:
+    root = train_workspace(
+        tmp_path,
+        "broken",
+        "--steps 20 --interval 0.05 --ckpt-every 5",
+        restart={"maxRestarts": 2, "backoffSeconds": 0.2},
     )
-    write_state(run, status=RunStatus.STOPPING, cluster=record, agent_pid=2**22 + 17, agent_create_time=1.0)
-    run.request_stop(kill=False, grace_seconds=None, by="a test")
-    jobs = UnreachableOnStop([{"status": "FAILED", "driver_exit_code": 143, "message": "terminated"}])
-    follow_to_the_end(follower(run, jobs, adopt=True).run)
-    state = run.read_state()
-    assert state.status is RunStatus.STOPPED, state.failure
-
-
-# -- 9. a resume from step 0 -----------------------------------------------------------------------------
-
-
-def test_a_resume_from_step_0_keeps_its_checkpoint(folder: StateFolder, tmp_path: Path) -> None:
-    folder.record_job_checkpoint("job", CheckpointRecord(step=0, path="ckpt-0", at=time.time()))
-    run = make_run(folder, tmp_path, resume_args=["--resume", "--start-step", "{step}"], resumed_from_step=0)
-    agent = follower(run, FakeJobs([SUCCEEDED]))
-    assert agent.state.last_checkpoint is not None and agent.state.last_checkpoint.step == 0
-    assert agent.state.argv[-2:] == ["--start-step", "0"]
-    agent.writer.close(5.0)
-    agent.output.close()
-
-
-# -- 3. a run the server gives up as lost: its job is asked to stop ----------------------------------
-
-
-class _StopHead(http.server.BaseHTTPRequestHandler):
-    heard: ClassVar[list[tuple[str, str | None]]] = []
-    done: ClassVar[threading.Event] = threading.Event()
-
-    def do_POST(self) -> None:
-        type(self).heard.append((self.path, self.headers.get("Authorization")))
-        body = json.dumps({"stopped": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-        type(self).done.set()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-
-def test_a_lost_cluster_run_has_its_job_asked_to_stop(folder: StateFolder, tmp_path: Path) -> None:
-    head = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StopHead)
-    threading.Thread(target=head.serve_forever, daemon=True).start()
+    # The job's package is already on the head, as far as arena-ls can tell (the same tree makes
+    # the same URI), but what the head holds under that URI is not a zip Ray can unpack.
+    uri, _ = build_package(root)
+    put_package(ray_head, uri, b"this is not a zip archive\n" * 64)
+    client = await start_server(root, init_options=options(ray_head))
     try:
-        token = tmp_path / "token"
-        token.write_text("s3cret\n")
-        address = f"http://127.0.0.1:{head.server_address[1]}"
-
-        def build(run_id: str) -> RunSpec:
-            cluster = ClusterSpec(name=CLUSTER, kind="ray", address=address, token_file=str(token))
-            return RunSpec(
-                run_id=run_id, job_id="job", job_name="Job", kind="task", argv=["x"], cwd=str(tmp_path),
-                backend="ray", cluster=cluster,
-            )  # fmt: skip
-
-        run = RunLock(folder).claim("job", build)
-        record = ClusterRecord(name=CLUSTER, kind="ray", address=address, submission_id="arena-job-1")
-        state = write_state(run, status=RunStatus.RUNNING, cluster=record)
-        said = RayBackend().end_remains(run, state)
-        assert said == f"asked cluster {CLUSTER} to stop arena-job-1"
-        assert _StopHead.done.wait(WAIT)
-        assert _StopHead.heard == [("/api/jobs/arena-job-1/stop", "Bearer s3cret")]
-        state.cluster = ClusterRecord(name=CLUSTER, kind="ray", address=address)
-        assert RayBackend().end_remains(run, state) is None, "nothing was sent: nothing to stop"
+        info = await client.call("arena/start", {"id": "broken"})
+        run_id, sid = info["runId"], info["cluster"]["submissionId"]
+        final = await wait_status(client, run_id, "crashed", "succeeded", "lost", timeout=LONG)
+        state = state_of(root, run_id)
+        assert state["cluster"]["package"] == uri, "the run used the broken package"
+        assert final["status"] == "crashed", final
+        assert final["restarts"] == 0 and state["cluster"]["submissions"] == [sid], "not resubmitted"
+        job = head_job(ray_head, sid)
+        assert job is not None and job["status"] == "FAILED" and job.get("driver_exit_code") is None, job
+        ray_first_line = str(job["message"]).strip().splitlines()[0]
+        assert final["failure"]["kind"] == "error", final
+        cut = ray_first_line[:300] + ("…" if len(ray_first_line) > 300 else "")
+        assert final["failure"]["evidence"] == cut, (final, job)
+        lines = [line["text"] for line in await all_logs(client, run_id)]
+        assert not any(t.startswith("restarting") for t in lines), lines
     finally:
-        head.shutdown()
-        head.server_close()
+        await stop_server(client)
+
+
+async def test_a_job_folder_over_rays_package_limit_crashes_the_run_naming_the_file(
+    tmp_path: Path, ray_head: RayHead
+) -> None:
+    root = train_workspace(tmp_path, "heavy", "--steps 5 --interval 0.05")
+    data = root / "data"
+    data.mkdir()
+    (data / "a.bin").write_bytes(os.urandom(600 * 1024))
+    (data / "b.bin").write_bytes(os.urandom(600 * 1024))  # a.bin + b.bin cross 1 MiB here
+    client = await start_server(
+        root,
+        init_options=options(ray_head),
+        env={PACKAGE_LIMIT_VARIABLE: str(1024 * 1024)},  # Ray's own variable for its limit
+    )
+    try:
+        info = await client.call("arena/start", {"id": "heavy"})
+        run_id, sid = info["runId"], info["cluster"]["submissionId"]
+        final = await wait_status(client, run_id, "crashed", "succeeded", "lost", timeout=LONG)
+        assert final["status"] == "crashed" and final["restarts"] == 0, final
+        evidence = final["failure"]["evidence"]
+        assert "over 1 MiB" in evidence and evidence.endswith("at data/b.bin"), evidence
+        assert head_job(ray_head, sid) is None, "nothing was sent"
+    finally:
+        await stop_server(client)
+
+
+async def test_a_stop_on_the_cluster_asks_to_confirm_without_a_checkpoint_and_ends_by_kill_when_ignored(
+    tmp_path: Path, ray_head: RayHead
+) -> None:
+    root = train_workspace(
+        tmp_path,
+        "stubborn",
+        "--steps 100000 --interval 0.05 --ignore-stop",
+        stop={"method": "signal", "graceSeconds": 1},
+    )
+    client = await start_server(root, init_options=options(ray_head))
+    try:
+        info = await client.call("arena/start", {"id": "stubborn"})
+        run_id, sid = info["runId"], info["cluster"]["submissionId"]
+        await wait_status(client, run_id, "running", timeout=LONG)
+        # Ray says RUNNING while it still sets up the runtime environment: wait for the trainer
+        # itself, which ignores SIGTERM from before its first line.
+        await wait_for(lambda: any(t.startswith("argv:") for t in texts(client, run_id)), LONG, "the trainer")
+
+        refused = await client.call_error("arena/stop", {"id": "stubborn"})
+        assert refused.code == 1007, refused
+        data = refused.data or {}
+        assert data["reason"] == "no-checkpoint" and isinstance(data["runtimeSeconds"], (int, float)), data
+        job = head_job(ray_head, sid)
+        assert job is not None and job["status"] == "RUNNING", "the refused stop left the job running"
+        assert not (run_dir(root, run_id) / "stop.json").exists()
+
+        stopped = await client.call("arena/stop", {"id": "stubborn", "confirm": True})
+        assert stopped["status"] == "stopped" and stopped["stoppedBy"] == "kill", stopped
+        job = head_job(ray_head, sid)
+        assert job is not None and job["status"] == "STOPPED", job
+        lines = [line["text"] for line in await all_logs(client, run_id)]
+        assert "stopped (by kill)" in lines
+        assert f"asked cluster 'lab' to stop {sid}: SIGTERM now, SIGKILL after 1s" in lines
+    finally:
+        await stop_server(client)

@@ -8,26 +8,15 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 from lsprotocol import types
 
 from tests.cluster.conftest import RayHead
-from tests.cluster.support import cluster_job, cluster_workspace, options, trainer_processes
+from tests.cluster.support import numbered, options, train_workspace, trainer_processes
 from tests.helpers.lsp import all_logs, run_dir, start_server, stop_server, wait_for, wait_status
 
 LONG = 180.0
 """Deadlines here are generous: a job on a loaded two-core machine with a Ray head beside it."""
-
-
-def train_workspace(tmp_path: Path, job_id: str, args: str, **extra: Any) -> Path:
-    """A workspace whose one ``train`` job runs the fake trainer on the cluster with ``args``
-    (split on spaces)."""
-    return cluster_workspace(tmp_path / "ws", [cluster_job(job_id, *args.split(), kind="train", **extra)])
-
-
-def numbered(lines: list[dict[str, Any]]) -> list[int]:
-    return [int(line["text"].split()[1]) for line in lines if line["text"].startswith("numbered ")]
 
 
 async def test_a_job_runs_on_the_cluster_to_success_with_progress_and_metrics(
@@ -128,7 +117,11 @@ async def test_kill_9_of_the_trainer_on_the_cluster_resubmits_from_its_checkpoin
         assert final["status"] == "succeeded" and final["restarts"] == 1, final
         assert final["cluster"]["submissionId"] != first, "a new submission id for the relaunch"
         texts = [line["text"] for line in await all_logs(client, run_id)]
-        assert any(t.startswith("TRAINING_CRASHED: victim") for t in texts)
+        # As a local run's (contract 4.1: killed by a signal, its code is the negative signal number).
+        crash = texts.index("TRAINING_CRASHED: victim code -9")
+        assert texts[crash - 1] == "job was killed by SIGKILL", texts
+        assert texts[crash + 1].startswith("failure: killed: "), texts
+        assert texts.count("TRAINING_CRASHED: victim code -9") == 1
         relaunch = next(t for t in texts if t.startswith("starting victim") and "--resume" in t)
         assert int(relaunch.rsplit("--start-step ", 1)[1]) >= 5
     finally:

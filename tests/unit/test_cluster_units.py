@@ -18,14 +18,26 @@ import pytest
 from arena_ls.cluster.config import ClusterTarget, read_token, resolve_cluster
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient, normalise_address
 from arena_ls.cluster.preflight import check_cluster, describe_nodes, missing_resources
-from arena_ls.cluster.status import ended_at, exit_of, final_status, first_line, live_status, stopped_by
+from arena_ls.cluster.status import (
+    code_text,
+    ended_at,
+    ended_text,
+    exit_of,
+    final_status,
+    first_line,
+    live_status,
+    stopped_by,
+)
 from arena_ls.cluster.submission import (
+    MAX_PACKAGE_BYTES,
+    PACKAGE_LIMIT_VARIABLE,
     PackageTooLarge,
     build_package,
     entrypoint,
     entrypoint_resources,
     env_vars,
     package_files,
+    package_limit,
     stop_wait_seconds,
     submit_payload,
 )
@@ -240,6 +252,14 @@ def test_a_package_over_the_limit_is_refused_before_sending(tmp_path: Path) -> N
     (root / "big.bin").write_bytes(b"x" * 4096)
     with pytest.raises(PackageTooLarge, match=r"big\.bin"):
         build_package(root, limit=4000)
+    with pytest.raises(PackageTooLarge, match=r"over 4096 bytes .*: at big\.bin"):
+        build_package(root, limit=4096)  # Ray refuses a package of exactly its limit too
+
+
+def test_the_package_limit_is_rays_own() -> None:
+    assert MAX_PACKAGE_BYTES == 512 * 1024 * 1024 == package_limit({})
+    assert package_limit({PACKAGE_LIMIT_VARIABLE: "1048576"}) == 1024 * 1024
+    assert package_limit({PACKAGE_LIMIT_VARIABLE: "lots"}) == MAX_PACKAGE_BYTES
 
 
 # -- status -------------------------------------------------------------------------------------
@@ -268,6 +288,14 @@ def test_the_exit_code_and_signal_come_from_rays_message() -> None:
     assert ended_at({"end_time": 1_000_002_500}, seen) == 1_000_002.5, "Ray's own end time"
     assert ended_at({"end_time": None}, seen) == seen and ended_at({}, seen) == seen
     assert ended_at({"end_time": 9e15}, seen) == seen, "never later than seen"
+
+
+def test_a_crash_is_written_as_a_local_run_writes_it() -> None:
+    assert code_text(*exit_of("failed with exit code -9, last")) == "code -9"
+    assert code_text(*exit_of("failed with exit code -64, last")) == "code -64"
+    assert code_text(3, None) == "code 3" and code_text(None, None) == "with no exit status"
+    assert ended_text(None, "SIGKILL") == "job was killed by SIGKILL"
+    assert ended_text(3, None) == "job exited with code 3"
 
 
 def test_resources_must_fit_on_one_node() -> None:

@@ -88,7 +88,7 @@ class RayBackend:
             daemon=True,
         )
         thread.start()
-        return f"asked cluster {record.name} to stop {sid}"
+        return f"asked cluster {record.name!r} to stop {sid}"
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # the follower asks Ray
