@@ -333,7 +333,7 @@ def test_a_lost_cluster_run_has_its_job_asked_to_stop(folder: StateFolder, tmp_p
         record = ClusterRecord(name=CLUSTER, kind="ray", address=address, submission_id="arena-job-1")
         state = write_state(run, status=RunStatus.RUNNING, cluster=record)
         said = RayBackend().end_remains(run, state)
-        assert said == f"asked cluster {CLUSTER} to stop arena-job-1"
+        assert said == f"asked cluster {CLUSTER!r} to stop arena-job-1"
         assert _StopHead.done.wait(WAIT)
         assert _StopHead.heard == [("/api/jobs/arena-job-1/stop", "Bearer s3cret")]
         state.cluster = ClusterRecord(name=CLUSTER, kind="ray", address=address)
