@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 F = TypeVar("F", bound=LanguageFeature)
 
+ANNOUNCED_KEPT = 256
+"""Runs whose last announced status is remembered before those no longer followed are forgotten."""
+
 
 class ArenaServer(LanguageServer):
     """The language server, holding this client's view of one workspace."""
@@ -110,16 +113,7 @@ class ArenaServer(LanguageServer):
         self.protocol.notify(method, payload)
 
     def run_changed(self, view: RunView) -> None:
-        info = self.ws.run_info(view)
-        restarts = view.state.restarts if view.state is not None else 0
-        before = self._announced_status.get(view.run_id)
-        if before is not None:  # every status change, even one no poll caught (a stop, a relaunch)
-            before_status, counted = before
-            for status in passed_through(before_status, view.status, restarts - counted):
-                counted += status is RunStatus.RESTARTING
-                self.send_notification("arena/statusChanged", passing_info(info, status, counted))
-        self._announced_status[view.run_id] = (view.status, restarts)
-        self.send_notification("arena/statusChanged", info)
+        info = self._announce(view)
         self.run_progress.update(view)
         if view.is_final and view.status.value == "crashed":
             failure = info.get("failure") or {}
@@ -131,6 +125,29 @@ class ArenaServer(LanguageServer):
                 )
             )
         self.active_changed()
+
+    def _announce(self, view: RunView) -> dict[str, Any]:
+        """``arena/statusChanged`` with the run's ``RunInfo``, after each status it passed through
+        since the last announcement (a stop, a relaunch no poll caught); the info is returned."""
+        info = self.ws.run_info(view)
+        restarts = view.state.restarts if view.state is not None else 0
+        before = self._announced_status.get(view.run_id)
+        if before is not None:
+            before_status, counted = before
+            for status in passed_through(before_status, view.status, restarts - counted):
+                counted += status is RunStatus.RESTARTING
+                self.send_notification("arena/statusChanged", passing_info(info, status, counted))
+        self._remember_announced(view.run_id, (view.status, restarts))
+        self.send_notification("arena/statusChanged", info)
+        return info
+
+    def _remember_announced(self, run_id: str, announced: tuple[RunStatus, int]) -> None:
+        """Bounded: past ``ANNOUNCED_KEPT`` runs, those the workspace no longer follows are forgotten."""
+        self._announced_status[run_id] = announced
+        if len(self._announced_status) > ANNOUNCED_KEPT and self.arena is not None:
+            followed = self.arena.supervisor.views
+            for known in [r for r in self._announced_status if r not in followed]:
+                del self._announced_status[known]
 
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
         self.logs.add(view.run_id, lines, skipped=view.take_unsummarised())
@@ -149,8 +166,9 @@ class ArenaServer(LanguageServer):
         self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"arena: {text}"))
 
     def insights_changed(self, view: RunView, new: list[Insight]) -> None:
-        """The run's insights changed: its ``RunInfo`` again, and a warning per kind new to the run."""
-        self.send_notification("arena/statusChanged", self.ws.run_info(view))
+        """The run's insights changed: its ``RunInfo`` again (after any status it passed through since
+        the last announcement, as ``run_changed`` does), and a warning per kind new to the run."""
+        self._announce(view)
         for insight in new:
             kind = types.MessageType.Warning if insight.severity == "warning" else types.MessageType.Info
             self.window_show_message(
