@@ -295,15 +295,18 @@ class ClusterAgent:
     def _submit(self, sid: str, argv: list[str]) -> NotSent | None:
         """Send the submission; None when Ray accepted it, else why not (and whether Ray surely lacks it).
 
-        Only an answer that refuses it (a 4xx) or a package that never left is definite: a
-        request that timed out, was reset or got a 5xx may have reached Ray, so the submission
-        is followed by its recorded id (and sent again only if Ray does not know it)."""
+        Only an answer that refuses it (a 4xx) or a failure before the submission itself was
+        sent (the package) is definite: a submission that timed out, was reset or got a 5xx
+        may have reached Ray, so it is followed by its recorded id (and sent again only if Ray
+        does not know it)."""
         assert self.client is not None
+        posting = False
         try:
             package = self._package()
+            posting = True
             self.client.submit(submit_payload(self.spec, argv, sid, package))
         except ClusterError as error:
-            if _transient(error):
+            if posting and _transient(error):
                 self.say(f"warning: no answer to the submission of {sid} ({error}); asking for it")
                 return NotSent(str(error), definite=False)
             return NotSent(str(error), definite=True)
