@@ -476,7 +476,7 @@ class ClusterAgent:
     def _scan(self, line: str) -> None:
         line = line.rstrip("\r").rsplit("\r", 1)[-1]
         self.tail.append(line)
-        event = self.parser.parse(line)
+        event = self.parser.parse_safely(line)
         if isinstance(event, Checkpoint):
             record = CheckpointRecord(step=event.step, path=event.path, at=time.time())
             with self.lock:

@@ -7,11 +7,12 @@ are read here, by the insights and by ``arena/metrics``. An optional
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
 from arena_ls.insights.model import HealthPoint
+from arena_ls.lifecycle.events import BEYOND, MAX_NUMBER, load_bounded_json
 from arena_ls.validation import finite
 
 PREFIX = b"@arena "
@@ -23,21 +24,35 @@ def parse_health(text: str, at: float) -> HealthPoint | None:
     if not text.startswith("@arena "):
         return None
     try:
-        payload = json.loads(text[7:])
-    except (ValueError, RecursionError):
+        payload = load_bounded_json(text[7:])
+    except (ValueError, RecursionError, MemoryError):
         return None
     if not isinstance(payload, dict) or payload.get("event") != "health":
         return None
+    values = [payload.get(key) for key in ("gradNorm", "clipFraction", "gradParamRatio", "step")]
+    if any(_beyond_range(value) for value in values):
+        return None  # an ordinary line (contract 7.1): no number beyond 10^15 is read
     point = HealthPoint(
         at=at,
-        grad_norm=finite(payload.get("gradNorm")),
-        clip_fraction=finite(payload.get("clipFraction")),
-        grad_param_ratio=finite(payload.get("gradParamRatio")),
-        step=_step(payload.get("step")),
+        grad_norm=finite(values[0]),
+        clip_fraction=finite(values[1]),
+        grad_param_ratio=finite(values[2]),
+        step=_step(values[3]),
     )
     if point.grad_norm is None and point.clip_fraction is None and point.grad_param_ratio is None:
         return None
     return point
+
+
+def _beyond_range(value: Any) -> bool:
+    """A number a health line may not carry: an integer or float beyond 10^15."""
+    if value is BEYOND:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return not -MAX_NUMBER <= value <= MAX_NUMBER
+    return math.isfinite(value) and abs(value) > MAX_NUMBER
 
 
 def _step(value: Any) -> int | None:

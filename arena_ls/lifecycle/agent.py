@@ -386,7 +386,7 @@ class Agent:
         """An unfinished line redrawn in place (a progress bar): its latest state."""
         segments = [part for part in update.split(b"\r") if part.strip()]
         if segments:
-            event = self.parser.parse(segments[-1].decode("utf-8", "replace"))
+            event = self.parser.parse_safely(segments[-1].decode("utf-8", "replace"))
             if isinstance(event, Progress):
                 self._on_progress(event)
 

@@ -19,9 +19,11 @@ The agent and the server both use this module, on complete lines only.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
@@ -31,6 +33,12 @@ from arena_ls.lifecycle.checkpoint_lines import (
 
 ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
+
+MATCHED_CHARS = 8192
+"""A plain line is matched against the patterns on its first 8 KiB: no progress or
+checkpoint line is longer, and a pattern's cost on a 10 MB line would hold the scanner."""
+
+log = logging.getLogger(__name__)
 
 _DEFAULT_PROGRESS = [
     re.compile(
@@ -73,37 +81,119 @@ class Eval:
 Event = Progress | Checkpoint | Eval
 
 
+MAX_NUMBER = 10**15
+"""The largest magnitude an announced number may have (contract 7.1): beyond it the
+line is an ordinary log line. A step past it could not be a real step, and a value
+past it overflows what a float, a ``--start-step`` or a plot can carry."""
+MAX_PATH_CHARS = 4096
+"""The longest checkpoint path an announcement may carry (longer is an ordinary line)."""
+
+
+class OutOfRange(ValueError):
+    """A number (or path) an announcement carries is outside what the contract allows."""
+
+
+class _Beyond:
+    """A JSON number too large to read: an integer of over 20 digits, or a float that overflows."""
+
+
+BEYOND = _Beyond()
+
+
+def _bounded_int(text: str) -> int | _Beyond:
+    return int(text) if len(text) <= 20 else BEYOND  # never converts thousands of digits
+
+
+def _bounded_float(text: str) -> float | _Beyond:
+    number = float(text)
+    return BEYOND if math.isinf(number) else number  # ``1e400``, not the literal ``Infinity``
+
+
+def load_bounded_json(text: str) -> Any:
+    """``json.loads``, with numbers too large to read as ``BEYOND`` (``NaN``/``Infinity`` kept)."""
+    return json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float)
+
+
 def _number(value: object) -> float | None:
+    """An announced value (loss, lr): None when absent or not a number; NaN and infinities kept.
+
+    A NaN or infinite loss is news (the watchdog's ``nan-loss``), so those are
+    kept; a finite number beyond ``MAX_NUMBER``, or an integer too large for a
+    float, raises ``OutOfRange``: the whole line is then not an announcement.
+    """
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if value is BEYOND:
+        raise OutOfRange("a number too large to read")
+    if isinstance(value, int):
+        if not -MAX_NUMBER <= value <= MAX_NUMBER:
+            raise OutOfRange(f"{_abridged(value)} is beyond 10^15")
         return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+    number = value if isinstance(value, float) else _float_of(value) if isinstance(value, str) else None
+    if number is None:
+        return None
+    if math.isfinite(number) and abs(number) > MAX_NUMBER:
+        raise OutOfRange(f"{number!r} is beyond 10^15")
+    return number
+
+
+def _float_of(text: str) -> float | None:
+    """A number written in a plain line (a regex group): ``inf`` only when spelled so."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    if math.isinf(number) and "inf" not in text.lower():
+        raise OutOfRange(f"{text[:40]} is beyond 10^15")  # digits that overflow a float
+    return number
 
 
 def _int(value: object) -> int | None:
+    """A step or total: None when absent, not a number, NaN or negative; huge ones raise."""
     number = _number(value)
     if number is None or not math.isfinite(number) or number < 0:
         return None
     return int(number)
 
 
+def _abridged(value: object) -> str:
+    """A value for a message, never formatted whole (an int of thousands of digits)."""
+    if isinstance(value, int) and not -(10**40) <= value <= 10**40:
+        return f"an integer of {value.bit_length()} bits"
+    return repr(value)[:40]
+
+
+def _path(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    if len(value) > MAX_PATH_CHARS or "\x00" in value:
+        raise OutOfRange("not a usable checkpoint path")
+    return value
+
+
 def parse_arena_line(text: str) -> Event | None:
-    """Parse one ``@arena {...}`` line; None when it is not a valid announcement."""
+    """Parse one ``@arena {...}`` line; None when it is not a valid announcement.
+
+    Never raises: a line whose values are out of range (``OutOfRange``), whose
+    JSON is invalid or nested too deep, is an ordinary log line."""
     if not text.startswith(ARENA_PREFIX):
         return None
     try:
-        payload = json.loads(text[len(ARENA_PREFIX) :])
-    except (ValueError, RecursionError):
+        payload = load_bounded_json(text[len(ARENA_PREFIX) :])
+    except (ValueError, RecursionError, MemoryError):
         return None
     if not isinstance(payload, dict):
         return None
+    try:
+        return _announcement(payload)
+    except OutOfRange:
+        return None
+
+
+def _announcement(payload: dict[str, object]) -> Event | None:
     kind = payload.get("event")
+    if kind not in ("progress", "checkpoint", "eval"):
+        return None
     step = _int(payload.get("step"))
     if step is None:
         return None
@@ -114,20 +204,26 @@ def parse_arena_line(text: str) -> Event | None:
             loss=_number(payload.get("loss")),
             lr=_number(payload.get("lr")),
         )
-    if kind == "checkpoint" and isinstance(payload.get("path"), str):
-        return Checkpoint(step=step, path=payload["path"])
-    if kind == "eval":
-        return Eval(step=step, loss=_number(payload.get("loss")))
-    return None
+    if kind == "checkpoint":
+        path = _path(payload.get("path"))
+        return Checkpoint(step=step, path=path) if path is not None else None
+    return Eval(step=step, loss=_number(payload.get("loss")))
 
 
 def _from_match(match: re.Match[str], *, checkpoint: bool) -> Event | None:
-    groups = match.groupdict()
+    """The event a pattern's match names; None when a value in it is out of range."""
+    try:
+        return _event_of_groups(match.groupdict(), checkpoint=checkpoint)
+    except OutOfRange:
+        return None
+
+
+def _event_of_groups(groups: dict[str, str | Any], *, checkpoint: bool) -> Event | None:
     step = _int(groups.get("step"))
     if step is None:
         return None
     if checkpoint:
-        return Checkpoint(step=step, path=str(groups.get("path") or ""))
+        return Checkpoint(step=step, path=_path(str(groups.get("path") or "")) or "")
     return Progress(
         step=step,
         total=_int(groups.get("total")),
@@ -156,12 +252,14 @@ class EventParser:
         )
 
     def parse(self, text: str) -> Event | None:
-        """The event a line announces, or None."""
+        """The event a line announces, or None (never raises: see ``parse_safely``)."""
         if text.startswith(ARENA_PREFIX):
             event = parse_arena_line(text)
             if isinstance(event, Checkpoint):
                 self.speaks_arena = True
             return event
+        if len(text) > MATCHED_CHARS:
+            text = text[:MATCHED_CHARS]
         if self.checkpoint_pattern is not None:
             match = self.checkpoint_pattern.search(text)
             if match:
@@ -196,9 +294,20 @@ class EventParser:
             line = raw.decode("utf-8", "replace")
             if "\r" in line:
                 line = line.rsplit("\r", 1)[-1] or line
-            event = self.parse(line)
+            event = self.parse_safely(line)
             if event is not None:
                 yield event
+
+    def parse_safely(self, text: str) -> Event | None:
+        """``parse``, and should it ever raise, the line is an ordinary one (logged).
+
+        One line must never cost the events of the lines around it (a checkpoint
+        announced in the same write) nor fail the run (contract 7.1)."""
+        try:
+            return self.parse(text)
+        except Exception:
+            log.exception("a trainer line could not be parsed; it is kept as an ordinary line")
+            return None
 
     def parse_flood(self, data: bytes, tail_bytes: int = 4096) -> Iterator[Event]:
         """Events of a large chunk, for a trainer that floods its output.
@@ -219,9 +328,7 @@ class EventParser:
             return
         tail_start = data.rfind(b"\n", 0, len(data) - tail_bytes) + 1
         for line in _announcement_lines(data, tail_start):
-            event = parse_arena_line(line)
-            if isinstance(event, Checkpoint):
-                self.speaks_arena = True
+            event = self.parse_safely(line)
             if event is not None:
                 yield event
         yield from self.parse_chunk(data[tail_start:])

@@ -222,7 +222,7 @@ class RunView:
             elif resumed := RESTART_LINE.match(line.text):
                 self.progress.rewind(int(resumed.group(1)) if resumed.group(1) else 0)
             return
-        event = self.parser.parse(line.text)
+        event = self.parser.parse_safely(line.text)
         if isinstance(event, Progress):
             self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
         elif isinstance(event, Checkpoint):
