@@ -29,6 +29,7 @@ from arena_ls import platform
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.failure import classify
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
+from arena_ls.lifecycle.reserve import StateReserve
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     Failure,
@@ -66,7 +67,10 @@ TAIL_BYTES = 16384
 """Of each chunk, the end kept raw for ``tail_lines`` (decoded only when a failure is judged)."""
 GPU_RELEASE_TIMEOUT = 10.0
 FINAL_WRITE_TIMEOUT = 30.0
-"""How long the agent, its trainer gone, keeps retrying its final state before it exits anyway."""
+"""How long the agent keeps retrying its final state once its run folder is gone.
+
+While the folder exists the final state is retried for as long as it takes (a
+full disk): the agent never exits with the outcome unwritten (contract 7.1)."""
 LAUNCH_FAILED_EXIT = 3
 """The agent's exit code when the run cannot be recorded at all (the server answers 1009)."""
 NO_STOP_SIGNAL = (
@@ -125,7 +129,10 @@ class Agent:
         self.nan_evidence: str | None = None
         self.disk_evidence: str | None = None
         self.seen_write_failures = 0
-        self.writer = StateWriter(run_dir, self.folder, self.state, self.lock, self.say, self._write_failed)
+        self.reserve = StateReserve(run_dir.path)
+        self.writer = StateWriter(
+            run_dir, self.folder, self.state, self.lock, self.say, self._write_failed, self.reserve
+        )
 
     # -- state ---------------------------------------------------------------------------
 
@@ -194,6 +201,7 @@ class Agent:
             self._write_first_state()
         except OSError as error:
             return self._abandon(error)
+        self._reserve_final_state()
         watchdog = Watchdog(
             WatchdogRules.for_job(
                 kind=self.spec.kind,
@@ -218,8 +226,8 @@ class Agent:
                     return 0
                 step = decision.start_step
         finally:
-            if not self.writer.close(FINAL_WRITE_TIMEOUT):
-                log.error("the final state could not be written")
+            if not self.writer.close_final(FINAL_WRITE_TIMEOUT):
+                log.error("the final state could not be written: the run folder is gone")
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
 
@@ -240,6 +248,14 @@ class Agent:
             self.say(f"warning: could not record the run's state ({error}); retrying")
             platform.retry_sharing(lambda: self.run_dir.write_state(self.state), FIRST_WRITE_PATIENCE)
             self.say("the run's state is recorded again")
+
+    def _reserve_final_state(self) -> None:
+        """Reserve the space of the final state, so that a full disk cannot lose the outcome."""
+        try:
+            self.reserve.make()
+        except OSError as error:
+            self.say(f"warning: could not reserve space for the run's final state ({error}); "
+                     "should the disk fill, the outcome is written once space returns")  # fmt: skip
 
     def _abandon(self, error: OSError) -> int:
         """The run cannot be recorded: stop the early trainer, say why on stderr, free the lock."""

@@ -23,7 +23,7 @@ def write_json_atomic(path: Path, payload: Any) -> None:
     (``platform.replace_file``: through readers' open handles on Windows,
     sharing violations retried).
     """
-    data = json.dumps(payload, indent=1, allow_nan=False, default=str).encode()
+    data = json_bytes(payload)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -35,3 +35,8 @@ def write_json_atomic(path: Path, payload: Any) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def json_bytes(payload: Any) -> bytes:
+    """The bytes ``write_json_atomic`` writes for ``payload``."""
+    return json.dumps(payload, indent=1, allow_nan=False, default=str).encode()

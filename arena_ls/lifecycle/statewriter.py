@@ -8,15 +8,24 @@ fails (a sharing violation past its retries on Windows, a full disk) never
 blocks or kills a pump: the trainer's pipe keeps being drained. A failed
 write is retried with backoff until one succeeds; requests made meanwhile
 are folded into it.
+
+The final write (``close_final``) is retried for as long as the agent lives:
+a full disk may last hours, and until the outcome is on disk the run must read
+``running`` or ``stopping``, never ``lost`` (contract 7.1). Where the usual
+write fails, the final state goes into the space reserved at the run's start
+(``reserve.StateReserve``), so a full disk does not even delay it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from arena_ls.lifecycle.atomicfile import json_bytes
+from arena_ls.lifecycle.reserve import StateReserve
 from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunState, StateFolder, write_json_atomic
 
 log = logging.getLogger("arena_ls.agent")
@@ -36,6 +45,7 @@ class StateWriter:
         lock: threading.RLock,
         report: Callable[[str], None],
         on_failure: Callable[[Exception], None] | None = None,
+        reserve: StateReserve | None = None,
     ) -> None:
         self._run_dir = run_dir
         self._folder = folder
@@ -48,6 +58,10 @@ class StateWriter:
         self._written = 0
         self._checkpoint: tuple[str, CheckpointRecord] | None = None
         self._closing = False
+        self._final = False
+        self._reserve = reserve
+        self.reserve_used = False
+        """The final state went into the reserved space (the disk was full)."""
         self._failing = False
         self.failures = 0
         """Writes that failed (each was retried)."""
@@ -84,6 +98,32 @@ class StateWriter:
         self._thread.join(timeout)
         return written
 
+    def close_final(self, patience_without_folder: float) -> bool:
+        """Write the final state, retrying for as long as it takes, then stop the thread.
+
+        Only a run folder that is gone (deleted, unmounted) ends the wait, after
+        ``patience_without_folder`` seconds: nothing written there can be read.
+        Where the usual write fails, the reserve is written instead.
+        """
+        with self._cond:
+            self._final = True
+        gone_since: float | None = None
+        while not self.flush(timeout=1.0):
+            if self._run_dir.path.exists():
+                gone_since = None
+                continue
+            gone_since = gone_since if gone_since is not None else time.monotonic()
+            if time.monotonic() - gone_since >= patience_without_folder:
+                self.close(timeout=0.0)
+                return False
+        if self._reserve is not None and not self.reserve_used:
+            self._reserve.discard()
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5.0)  # all is written: the thread ends at once, unless a request came since
+        return True
+
     def _run(self) -> None:
         delay = RETRY_FIRST_SECONDS
         while True:
@@ -113,7 +153,14 @@ class StateWriter:
     def _write(self, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
         with self._state_lock:
             payload: Any = self._run_dir.state_payload(self._state)
-        write_json_atomic(self._run_dir.state_path, payload)
+        try:
+            write_json_atomic(self._run_dir.state_path, payload)
+        except OSError as error:
+            if not self._final or self.reserve_used or self._reserve is None or not self._reserve.ready:
+                raise
+            self._reserve.write_over(self._run_dir.state_path, _fitting(payload, self._reserve.size))
+            self.reserve_used = True
+            log.warning("the final state was written into its reserved space (%s)", error)
         if checkpoint is not None:
             self._folder.record_job_checkpoint(*checkpoint)
 
@@ -128,3 +175,14 @@ class StateWriter:
         if not self._failing:
             self._failing = True
             self._report(f"warning: could not record the run's state ({error}); retrying")
+
+
+def _fitting(payload: Any, size: int) -> bytes:
+    """The state's bytes, its failure evidence cut until they fit ``size`` (the reserve)."""
+    data = json_bytes(payload)
+    failure = payload.get("failure") if isinstance(payload, dict) else None
+    while len(data) > size and isinstance(failure, dict) and len(failure.get("evidence") or "") > 200:
+        evidence = str(failure["evidence"])
+        failure["evidence"] = evidence[: max(200, len(evidence) - (len(data) - size) - 64)] + " …"
+        data = json_bytes(payload)
+    return data

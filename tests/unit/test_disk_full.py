@@ -146,3 +146,54 @@ def test_a_stop_request_on_a_full_disk_is_an_empty_file(
     run_dir.request_stop(kill=False, grace_seconds=None, by="test")
     assert run_dir.stop_request_path.stat().st_size == 0
     assert run_dir.read_stop_request() == {}, "an empty stop.json still asks for a stop"
+
+
+def _full_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reserve: bool
+) -> tuple[statewriter.StateWriter, dict[str, int], RunDir]:
+    """A state writer whose usual writes fail with ENOSPC until ``tries["left"]`` reaches 0."""
+    from arena_ls.lifecycle.reserve import StateReserve
+    from arena_ls.lifecycle.rundir import Failure, RunState
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    real = statewriter.write_json_atomic
+    tries = {"left": 40, "failed": 0}
+
+    def write_json(path: Path, payload: object) -> None:
+        if tries["left"] > 0:
+            tries["left"] -= 1
+            tries["failed"] += 1
+            raise ENOSPC
+        real(path, payload)
+
+    monkeypatch.setattr(statewriter, "write_json_atomic", write_json)
+    monkeypatch.setattr(statewriter, "RETRY_MOST_SECONDS", 0.01)
+    state = RunState(run_id="r", job_id="job", failure=Failure("error", "x" * 200_000))
+    store = StateReserve(run.path)
+    if reserve:
+        store.make()
+    folder = StateFolder(tmp_path / "state")
+    writer = statewriter.StateWriter(run, folder, state, threading.RLock(), lambda _: None, reserve=store)
+    return writer, tries, run
+
+
+def test_the_final_write_goes_into_the_reserve_when_the_disk_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, tries, run = _full_writer(tmp_path, monkeypatch, reserve=True)
+    assert writer.close_final(patience_without_folder=0.0)
+    assert writer.reserve_used and tries["left"] > 0, "written at once, while the disk is still full"
+    written = json.loads(run.state_path.read_text())
+    assert written["runId"] == "r" and written["failure"]["kind"] == "error"
+    assert len(run.state_path.read_bytes()) <= 64 * 1024, "the evidence was cut to fit the reserve"
+    assert not (run.path / "state.reserve").exists()
+
+
+def test_the_final_write_is_retried_until_it_succeeds_without_a_reserve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, tries, run = _full_writer(tmp_path, monkeypatch, reserve=False)
+    assert writer.close_final(patience_without_folder=0.0)
+    assert tries == {"left": 0, "failed": 40} and not writer.reserve_used
+    assert json.loads(run.state_path.read_text())["runId"] == "r"
