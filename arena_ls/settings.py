@@ -116,6 +116,8 @@ class Settings:
     """None: decide from the GPU's compute capability."""
     logs_notify_hz: float = 10.0
     """At most this many ``arena/log`` notifications a second."""
+    logs_keep_runs_mb: float = 10240.0
+    """All finished runs' logs of the workspace take at most this many MB (fractions allowed)."""
     watchdog_stall_seconds: float = 600.0
     """A running trainer silent for this long is reported stalled."""
     insights: InsightSettings = attrs.field(factory=InsightSettings)
@@ -174,6 +176,7 @@ _FIELDS: dict[str, tuple[str, Check[Any]]] = {
     "preflight.minFreeDiskMb": ("preflight.min_free_disk_mb", _COUNT),
     "device.fp32Only": ("device_fp32_only", BOOLEAN.or_none()),
     "logs.notifyHz": ("logs_notify_hz", _POSITIVE),
+    "logs.keepRunsMb": ("logs_keep_runs_mb", number(0, 2**40)),
     "watchdog.stallSeconds": ("watchdog_stall_seconds", _POSITIVE),
     "insights.enabled": ("insights.enabled", BOOLEAN),
     "insights.lossSpikeWindow": ("insights.loss_spike_window", _WINDOW),

@@ -44,6 +44,7 @@ from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.follower import Listener, RunFollower
+from arena_ls.lifecycle.retention import LOG_FILES, FinishedRun, runs_over_budget
 from arena_ls.lifecycle.rundir import (
     ClusterSpec,
     CorruptState,
@@ -713,13 +714,30 @@ class Supervisor:
     # -- housekeeping ----------------------------------------------------------------------
 
     def prune(self, keep: int = KEEP_FINISHED_RUNS) -> None:
-        """Keep the state folder bounded: delete finished runs beyond the last ``keep``."""
+        """Keep the state folder bounded: delete finished runs beyond the last ``keep``,
+        then the oldest ones whose logs take the workspace past ``logs.keepRunsMb``."""
         self.runlock.sweep_staging()
         finished = [v for v in self.views.values() if v.is_final]
         finished.sort(key=lambda v: v.spec.created_at)
         for view in finished[: max(0, len(finished) - keep)]:
-            shutil.rmtree(view.run_dir.path, ignore_errors=True)
-            self.views.pop(view.run_id, None)
+            self._delete_run(view)
+        budget = self.settings().logs_keep_runs_mb * 1024 * 1024
+        measured = [_finished_run(view) for view in self.views.values() if view.is_final]
+        for run_id in runs_over_budget(measured, budget):
+            self._delete_run(self.views[run_id])
+
+    def _delete_run(self, view: RunView) -> None:
+        shutil.rmtree(view.run_dir.path, ignore_errors=True)
+        self.views.pop(view.run_id, None)
+
+
+def _finished_run(view: RunView) -> FinishedRun:
+    """A finished run as the log budget sees it (its log files' sizes on disk)."""
+    sizes = []
+    for name in LOG_FILES:
+        with contextlib.suppress(OSError):
+            sizes.append((view.run_dir.path / name).stat().st_size)
+    return FinishedRun(view.run_id, view.spec.job_id, view.spec.created_at, sum(sizes))
 
 
 def launch_evidence(run_dir: RunDir, code: int) -> str:

@@ -27,6 +27,7 @@ export const SERVER_SETTING_KEYS = [
   "preflight.minFreeDiskMb",
   "device.fp32Only",
   "logs.notifyHz",
+  "logs.keepRunsMb",
   "watchdog.stallSeconds",
   "insights.enabled",
   "insights.lossSpikeWindow",
