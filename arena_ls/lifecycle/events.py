@@ -34,8 +34,8 @@ from arena_ls.lifecycle.checkpoint_lines import (
 ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
 
-MATCHED_CHARS = 8192
-"""A plain line is matched against the patterns on its first 8 KiB: no progress or
+MATCHED_CHARS = 2048
+"""A plain line is matched against the patterns on its first 2 KiB: no progress or
 checkpoint line is longer, and a pattern's cost on a 10 MB line would hold the scanner."""
 
 log = logging.getLogger(__name__)
