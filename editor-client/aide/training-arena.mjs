@@ -308,6 +308,7 @@ export class TrainingArena {
       health: status.health ?? null,
       lastRun: runShape(latest),
       arena: { ready: this.client.ready, restarts: this.client.restarts },
+      workspace: this.workspace,
     };
   }
 

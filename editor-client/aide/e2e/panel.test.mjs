@@ -1,0 +1,213 @@
+// The Training Room panel in a real browser (Debian's Chromium, driven by
+// puppeteer-core: no browser download) against the demo daemon and a real
+// arena-ls running the reference trainer (training/train.py, tiny-lm).
+// Screenshots of each state go to e2e/out/ (git-ignored; CI keeps them).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import puppeteer from "puppeteer-core";
+import { AIDE, REPO, ARENA_LS, TEST_SETTINGS } from "../test/support.mjs";
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const OUT = path.join(AIDE, "e2e", "out");
+const WAIT = 120_000;
+const RESUME = { args: ["--resume", "--start-step", "{step}"] };
+
+let workspace;
+let daemon;
+let browser;
+let page;
+let profile;
+
+function referenceWorkspace() {
+  const root = mkdtempSync(path.join(os.tmpdir(), "aide-e2e-"));
+  cpSync(path.join(REPO, "training"), path.join(root, "training"), { recursive: true });
+  mkdirSync(path.join(root, "trainers"));
+  writeFileSync(
+    path.join(root, "trainers", "gated_train.py"),
+    "import torch\n\nmodel = torch.nn.Linear(4, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor step in range(100):\n    model(torch.randn(2, 4)).sum().backward()\n    opt.step()\n",
+  );
+  const manifest = {
+    version: 1,
+    jobs: [
+      {
+        id: "tiny-lm",
+        name: "Tiny LM pretraining (reference)",
+        kind: "train",
+        command: "{python}",
+        args: ["training/train.py", "--steps", "3000", "--ckpt-every", "50", "--log-every", "5", "--eval-every", "500"],
+        script: "training/train.py",
+        env: { OMP_NUM_THREADS: "1" },
+        status: "ready",
+        resume: RESUME,
+        stop: { method: "both", graceSeconds: 60 },
+        restart: { maxRestarts: 0, backoffSeconds: 5 },
+      },
+      {
+        id: "noisy",
+        name: "Noisy task",
+        kind: "task",
+        command: "{python}",
+        args: ["-c", "import sys; print('<img src=x onerror=window.pwned=1> \\x1b[31mred\\x1b[0m <b>bold</b>', flush=True); print('to stderr \\x1b[1mbright', file=sys.stderr, flush=True)"],
+        status: "ready",
+      },
+      { id: "gated", name: "Gated trainer", kind: "train", command: "{python}", args: ["trainers/gated_train.py"], script: "trainers/gated_train.py", status: "ready", resume: RESUME },
+    ],
+  };
+  writeFileSync(path.join(root, "training", "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+  return root;
+}
+
+function startDemo(root) {
+  const child = spawn(
+    process.execPath,
+    [path.join(AIDE, "demo", "daemon.mjs"), "--workspace", root, "--port", "0", "--ui-port", "0", "--arena-ls", ARENA_LS, "--settings", JSON.stringify(TEST_SETTINGS)],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  return new Promise((resolve, reject) => {
+    let out = "";
+    let err = "";
+    const timer = setTimeout(() => reject(new Error(`the demo daemon did not say it listens: ${err}`)), WAIT);
+    const check = () => {
+      const api = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      const ui = /page: (http:\/\/127\.0\.0\.1:\d+)\//.exec(err);
+      if (api && ui) {
+        clearTimeout(timer);
+        resolve({ child, api: api[1], ui: ui[1] });
+      }
+    };
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      check();
+    });
+    child.stderr.on("data", (chunk) => {
+      err += chunk;
+      if (process.env.AIDE_TEST_VERBOSE) {
+        process.stderr.write(chunk);
+      }
+      check();
+    });
+    child.once("exit", (code) => reject(new Error(`the demo daemon exited with ${code}: ${err}`)));
+  });
+}
+
+async function shot(name) {
+  const file = path.join(OUT, name);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}
+
+before(async () => {
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing (apt-get install -y chromium chromium-driver)`);
+  mkdirSync(OUT, { recursive: true });
+  workspace = referenceWorkspace();
+  daemon = await startDemo(workspace);
+  profile = mkdtempSync(path.join(os.tmpdir(), "aide-chromium-"));
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: false,
+    args: [
+      "--headless=new",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      `--user-data-dir=${profile}`,
+      "--window-size=1200,1000",
+    ],
+    defaultViewport: { width: 1200, height: 1000 },
+  });
+  page = await browser.newPage();
+  page.setDefaultTimeout(WAIT);
+  page.on("pageerror", (error) => process.stderr.write(`page error: ${error.message}\n`));
+  await page.goto(`${daemon.ui}/`);
+  await page.waitForSelector("#arena-jobs li[data-job='tiny-lm']");
+});
+
+after(async () => {
+  await fetch(`${daemon?.api}/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' }).catch(() => {});
+  await browser?.close();
+  if (daemon) {
+    const gone = new Promise((resolve) => daemon.child.once("exit", resolve));
+    daemon.child.kill("SIGTERM");
+    await gone;
+  }
+  rmSync(profile, { recursive: true, force: true });
+  rmSync(workspace, { recursive: true, force: true });
+});
+
+test("Run is disabled for a gated trainer, with its reasons (file and line)", async () => {
+  const disabled = await page.$eval("button.tr-run-button[data-job='gated']", (button) => button.disabled);
+  assert.equal(disabled, true);
+  const reasons = await page.$$eval("li[data-job='gated'] .tr-reason", (items) => items.map((item) => item.textContent));
+  assert.ok(reasons.length >= 1);
+  for (const reason of reasons) {
+    assert.match(reason, /^AR\d{3} .+ trainers\/gated_train\.py:\d+$/);
+  }
+  assert.equal(await page.$eval("button.tr-run-button[data-job='tiny-lm']", (button) => button.disabled), false);
+  const health = await page.$$eval("#arena-health li", (items) => items.map((item) => item.textContent));
+  assert.ok(health.some((line) => line.startsWith("RAM:")));
+  assert.ok(health.some((line) => line.startsWith("GPU")));
+  assert.ok(health.some((line) => line.startsWith("Battery:")));
+  await shot("1-gated-job-blocked.png");
+});
+
+test("Run on the reference job asks for approval, then the bar moves and log lines arrive", async () => {
+  await page.click("button.tr-run-button[data-job='tiny-lm']");
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Approve and run']");
+  const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
+  assert.match(question, /needs your approval/);
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+
+  await page.waitForFunction(() => /^step \d+\/3000/.test(document.querySelector("#arena-progress-text")?.textContent ?? ""));
+  const stepOf = () => page.$eval("#arena-progress-text", (node) => Number(/^step (\d+)/.exec(node.textContent)?.[1] ?? -1));
+  const first = await stepOf();
+  await page.waitForFunction((step) => Number(/^step (\d+)/.exec(document.querySelector("#arena-progress-text").textContent)?.[1] ?? -1) > step, {}, first);
+  await page.waitForFunction(() => document.querySelectorAll("#arena-log .tr-line").length > 10);
+  await page.waitForFunction(() => parseFloat(document.querySelector("#arena-progress-fill").style.width) > 0);
+  await page.waitForFunction(() => /last checkpoint: step \d+/.test(document.querySelector("#arena-checkpoint").textContent));
+  await page.waitForFunction(() => / · loss [0-9.]+/.test(document.querySelector("#arena-progress-text").textContent) && /it\/s/.test(document.querySelector("#arena-progress-text").textContent));
+  const text = await page.$eval("#arena-progress-text", (node) => node.textContent);
+  assert.match(text, /^step \d+\/3000 \(\d+%\) · loss [0-9.]+ · [0-9.]+ it\/s( · ETA \S+)?$/);
+  assert.equal(await page.$eval("#arena-stop", (button) => button.disabled), false);
+  assert.equal(await page.$eval("button.tr-run-button[data-job='tiny-lm']", (button) => button.disabled), true, "Run is off while a run is active");
+  const html = await page.$eval("#arena-log", (node) => node.innerHTML);
+  assert.doesNotMatch(html, /<script|\u001b\[/);
+  await shot("2-reference-job-running.png");
+});
+
+test("Stop ends the run and shows the checkpoint step and what was lost", async () => {
+  await page.click("#arena-stop");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => / stopped at step \d+/.test(node.textContent)));
+  const notice = await page.$$eval("#arena-notices .tr-notice", (nodes) => nodes.map((node) => node.textContent).find((text) => / stopped at step/.test(text)));
+  assert.match(notice, /tiny-lm stopped at step \d+ \(checkpoint at step \d+; (no work lost|work lost: )/);
+  await page.waitForFunction(() => /No run active · last: tiny-lm stopped/.test(document.querySelector("#arena-run-title").textContent));
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /run ended: stopped/.test(node.textContent)));
+  assert.match(await page.$eval("#arena-checkpoint", (node) => node.textContent), /checkpoint: step \d+/);
+  assert.equal(await page.$eval("#arena-stop", (button) => button.disabled), true);
+  await shot("3-reference-job-stopped.png");
+});
+
+test("a trainer's output is text, never markup: stderr is marked, ANSI gone, no element made of it", async () => {
+  await page.click("button.tr-run-button[data-job='noisy']");
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Approve and run']");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /run ended: succeeded/.test(node.textContent)));
+  const rows = await page.$$eval("#arena-log .tr-line", (nodes) => nodes.map((node) => ({ cls: node.className, text: node.textContent, html: node.innerHTML })));
+  await shot("4-output-is-text.png");
+  const markup = rows.find((row) => /tr-stdout/.test(row.cls) && row.text.includes("<img src=x"));
+  assert.ok(markup, "the line with markup is shown as text");
+  assert.doesNotMatch(markup.text, /\u001b/);
+  assert.match(markup.text, /<img src=x onerror=window\.pwned=1> red <b>bold<\/b>/);
+  const stderr = rows.find((row) => !/tr-arena/.test(row.cls) && row.text.includes("to stderr"));
+  assert.match(stderr.cls, /tr-stderr/);
+  assert.match(stderr.html, /^<span class="tr-mark">stderr<\/span>to stderr bright$/);
+  assert.equal(await page.$$eval("#arena-log img, #arena-log b", (nodes) => nodes.length), 0);
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  await shot("4-output-is-text.png");
+});
