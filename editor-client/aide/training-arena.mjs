@@ -50,7 +50,8 @@ export function defaultArenaCommand(env = process.env) {
   if (env.ARENA_LS) {
     return parseCommand(env.ARENA_LS);
   }
-  const checkout = path.resolve(HERE, "..", "..", ".venv", "bin", "arena-ls");
+  const venv = path.resolve(HERE, "..", "..", ".venv");
+  const checkout = process.platform === "win32" ? path.join(venv, "Scripts", "arena-ls.exe") : path.join(venv, "bin", "arena-ls");
   return existsSync(checkout) ? [checkout] : ["arena-ls"];
 }
 
