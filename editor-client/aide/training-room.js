@@ -12,6 +12,7 @@ import { blockedList, formatEta, formatLoss, healthLines, percentDone, resumeOff
 
 const POLL_MS = 2000;
 const MAX_LOG_LINES = 2000;
+const MAX_NOTICES = 5;
 const LIVE = new Set(["starting", "running", "stopping", "restarting"]);
 
 export function stripAnsi(text) {
@@ -99,6 +100,7 @@ export class TrainingRoom {
     this.lastReading = null;
     this.noticesShown = new Set();
     this.busy = false;
+    this.phase = null;
     this._build();
   }
 
@@ -187,15 +189,28 @@ export class TrainingRoom {
     this._follow(status);
   }
 
+  /** Rebuilds the job list only when the jobs change (a click is never lost to a poll); the buttons follow every render. */
   _renderJobs(status) {
     const activeNow = status.active !== null && status.active !== undefined;
+    const signature = JSON.stringify([status.jobs, status.workspace]);
+    if (signature !== this.jobsSignature) {
+      this.jobsSignature = signature;
+      this._buildJobs(status);
+    }
+    for (const button of this.jobList.querySelectorAll("button.tr-run-button")) {
+      const job = (status.jobs ?? []).find((candidate) => candidate.id === button.dataset.job);
+      const blocked = job?.runnable !== true;
+      button.disabled = blocked || activeNow || this.busy;
+      button.title = blocked ? "blocked: see the reasons below" : activeNow ? "another run is active" : `start ${button.dataset.job}`;
+    }
+  }
+
+  _buildJobs(status) {
     const workspace = status.workspace ?? null;
     this.jobList.replaceChildren(
       ...(status.jobs ?? []).map((job) => {
         const run = el("button", { type: "button", class: "tr-run-button", "data-job": job.id, text: "▶ Run" });
         const blocked = job.runnable !== true;
-        run.disabled = blocked || activeNow || this.busy;
-        run.title = blocked ? "blocked: see the reasons below" : activeNow ? "another run is active" : `start ${job.id}`;
         run.addEventListener("click", () => this.run(job));
         const meta = [job.kind ?? "task", job.status ?? ""].filter(Boolean).join(" · ");
         const item = el(
@@ -239,7 +254,7 @@ export class TrainingRoom {
       this.lastReading = null;
       return;
     }
-    this.runTitle.textContent = `${active.name ?? active.id} · ${active.status}${active.stalled ? " · stalled" : ""}`;
+    this.runTitle.textContent = `${active.name ?? active.id} · ${this.phase ?? active.status}${active.stalled ? " · stalled" : ""}`;
     this.stopButton.disabled = this.busy || active.status === "stopping";
     const percent = percentDone(active);
     this.bar.style.width = `${percent ?? 0}%`;
@@ -279,6 +294,9 @@ export class TrainingRoom {
     const notice = el("div", { class: `tr-notice tr-${kind}`, "data-key": key }, el("span", { text }), close);
     close.addEventListener("click", () => notice.remove());
     this.noticeBox.prepend(notice);
+    while (this.noticeBox.childElementCount > MAX_NOTICES) {
+      this.noticeBox.lastElementChild.remove();
+    }
   }
 
   _renderNotices(status) {
@@ -404,14 +422,23 @@ export class TrainingRoom {
     }
     await this._act(
       async () => {
-        this.runTitle.textContent = `${active.name ?? active.id} · stopping (the trainer saves a checkpoint first)…`;
-        let answer = await this._call("/api/training/stop", {});
+        const stopping = async (body) => {
+          this.phase = "stopping: the trainer saves a checkpoint, then exits…";
+          this.render();
+          try {
+            return await this._call("/api/training/stop", body);
+          } finally {
+            this.phase = null;
+            this.render();
+          }
+        };
+        let answer = await stopping({});
         if (answer.status === 409 && answer.json.reason === "no-checkpoint") {
           const choice = await this.ask(answer.json.error ?? stopPrompt(answer.json.runtimeSeconds), ["Stop anyway"]);
           if (choice === undefined) {
             return null;
           }
-          answer = await this._call("/api/training/stop", { confirm: true });
+          answer = await stopping({ confirm: true });
         }
         return answer;
       },

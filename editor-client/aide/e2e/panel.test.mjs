@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import http from "node:http";
 import puppeteer from "puppeteer-core";
 import { AIDE, REPO, ARENA_LS, TEST_SETTINGS } from "../test/support.mjs";
 
@@ -26,6 +27,7 @@ function referenceWorkspace() {
   const root = mkdtempSync(path.join(os.tmpdir(), "aide-e2e-"));
   cpSync(path.join(REPO, "training"), path.join(root, "training"), { recursive: true });
   mkdirSync(path.join(root, "trainers"));
+  cpSync(path.join(REPO, "tests", "fixtures", "trainers", "fake_trainer.py"), path.join(root, "trainers", "fake_trainer.py"));
   writeFileSync(
     path.join(root, "trainers", "gated_train.py"),
     "import torch\n\nmodel = torch.nn.Linear(4, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor step in range(100):\n    model(torch.randn(2, 4)).sum().backward()\n    opt.step()\n",
@@ -53,6 +55,25 @@ function referenceWorkspace() {
         command: "{python}",
         args: ["-c", "import sys; print('<img src=x onerror=window.pwned=1> \\x1b[31mred\\x1b[0m <b>bold</b>', flush=True); print('to stderr \\x1b[1mbright', file=sys.stderr, flush=True)"],
         status: "ready",
+      },
+      {
+        id: "crashing",
+        name: "Crashing task",
+        kind: "task",
+        command: "{python}",
+        args: ["-c", "import sys; print('Traceback: something broke', file=sys.stderr, flush=True); sys.exit(3)"],
+        status: "ready",
+      },
+      {
+        id: "no-checkpoint",
+        name: "Trainer without checkpoints yet",
+        kind: "train",
+        command: "{python}",
+        args: ["trainers/fake_trainer.py", "--steps", "100000", "--interval", "0.05"],
+        script: "trainers/fake_trainer.py",
+        status: "ready",
+        resume: RESUME,
+        restart: { maxRestarts: 0, backoffSeconds: 1 },
       },
       { id: "gated", name: "Gated trainer", kind: "train", command: "{python}", args: ["trainers/gated_train.py"], script: "trainers/gated_train.py", status: "ready", resume: RESUME },
     ],
@@ -98,6 +119,14 @@ async function shot(name) {
   const file = path.join(OUT, name);
   await page.screenshot({ path: file, fullPage: true });
   return file;
+}
+
+/** Clicks Run on a job once the panel enables it, and approves the start in the panel's dialog. */
+async function runJob(id) {
+  const selector = `button.tr-run-button[data-job='${id}']`;
+  await page.waitForFunction((css) => document.querySelector(css)?.disabled === false, {}, selector);
+  await page.click(selector);
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Approve and run']");
 }
 
 before(async () => {
@@ -158,8 +187,7 @@ test("Run is disabled for a gated trainer, with its reasons (file and line)", as
 });
 
 test("Run on the reference job asks for approval, then the bar moves and log lines arrive", async () => {
-  await page.click("button.tr-run-button[data-job='tiny-lm']");
-  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Approve and run']");
+  await runJob("tiny-lm");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
   assert.match(question, /needs your approval/);
   await page.click("#arena-dialog button[data-answer='Approve and run']");
@@ -194,8 +222,7 @@ test("Stop ends the run and shows the checkpoint step and what was lost", async 
 });
 
 test("a trainer's output is text, never markup: stderr is marked, ANSI gone, no element made of it", async () => {
-  await page.click("button.tr-run-button[data-job='noisy']");
-  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Approve and run']");
+  await runJob("noisy");
   await page.click("#arena-dialog button[data-answer='Approve and run']");
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /run ended: succeeded/.test(node.textContent)));
   const rows = await page.$$eval("#arena-log .tr-line", (nodes) => nodes.map((node) => ({ cls: node.className, text: node.textContent, html: node.innerHTML })));
@@ -210,4 +237,77 @@ test("a trainer's output is text, never markup: stderr is marked, ANSI gone, no 
   assert.equal(await page.$$eval("#arena-log img, #arena-log b", (nodes) => nodes.length), 0);
   assert.equal(await page.evaluate(() => window.pwned), undefined);
   await shot("4-output-is-text.png");
+});
+
+test("a crash is shown as a notice with its exit code and evidence", async () => {
+  await runJob("crashing");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice.tr-error")].some((node) => /crashing crashed \(exit code 3\)/.test(node.textContent)));
+  const notice = await page.$$eval("#arena-notices .tr-notice.tr-error", (nodes) => nodes.map((node) => node.textContent).find((text) => /crashing crashed/.test(text)));
+  assert.match(notice, /crashing crashed \(exit code 3\)( — \S+)?/);
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-stderr")].some((node) => /Traceback: something broke/.test(node.textContent)));
+  await shot("5-crash-notice.png");
+});
+
+test("a page of another origin, in the same browser, can neither read the routes nor start a run", async () => {
+  const evil = http.createServer((req, res) => {
+    res.writeHead(200, { "Content-Type": "text/html" });
+    res.end("<!doctype html><title>another site</title><p>another site</p>");
+  });
+  await new Promise((resolve) => evil.listen(0, "127.0.0.1", resolve));
+  const other = await browser.newPage();
+  try {
+    await other.goto(`http://127.0.0.1:${evil.address().port}/`);
+    const outcome = await other.evaluate(async (api) => {
+      const result = {};
+      try {
+        await (await fetch(`${api}/api/training/status`)).json();
+        result.read = "read it";
+      } catch (error) {
+        result.read = `blocked: ${error.name}`;
+      }
+      try {
+        await fetch(`${api}/api/training/start`, { method: "POST", mode: "no-cors", headers: { "Content-Type": "text/plain" }, body: JSON.stringify({ id: "tiny-lm", approved: true }) });
+        result.simple = "sent";
+      } catch (error) {
+        result.simple = `blocked: ${error.name}`;
+      }
+      try {
+        await fetch(`${api}/api/training/start`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ id: "tiny-lm", approved: true }) });
+        result.preflighted = "sent";
+      } catch (error) {
+        result.preflighted = `blocked: ${error.name}`;
+      }
+      return result;
+    }, daemon.api);
+    assert.equal(outcome.read, "blocked: TypeError");
+    assert.equal(outcome.preflighted, "blocked: TypeError");
+    const status = await (await fetch(`${daemon.api}/api/training/status`)).json();
+    assert.equal(status.active, null, "the foreign page started nothing");
+    assert.equal(status.lastRun?.id, "crashing", "the newest run is still the one before the attack");
+  } finally {
+    await other.close();
+    await new Promise((resolve) => evil.close(resolve));
+  }
+});
+
+test("Stop of a run with no checkpoint asks first, saying how much it loses; Cancel keeps it running, Stop anyway stops it", async () => {
+  await runJob("no-checkpoint");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => /^step \d+\/100000/.test(document.querySelector("#arena-progress-text").textContent));
+  await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
+  await page.click("#arena-stop");
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
+  const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
+  assert.match(question, /^This run has no checkpoint yet; stopping loses \d+ (seconds?|minutes?) of training\. Stop anyway\?$/);
+  await shot("6-stop-asks-before-losing-work.png");
+  await page.click("#arena-dialog button[data-answer='Cancel']");
+  const still = await (await fetch(`${daemon.api}/api/training/status`)).json();
+  assert.equal(still.active?.id, "no-checkpoint", "Cancel stopped nothing");
+
+  await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
+  await page.click("#arena-stop");
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
+  await page.click("#arena-dialog button[data-answer='Stop anyway']");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => /no-checkpoint stopped at step \d+/.test(node.textContent)));
 });
