@@ -306,7 +306,7 @@ export class TrainingRoom {
       this._notice(`crash:${last.runId}`, "error", `${last.id} crashed (exit code ${last.exitCode ?? "?"})${failure ? ` — ${failure}` : ""}${last.lastCheckpoint ? `; last checkpoint at step ${last.lastCheckpoint.step}` : ""}`);
     }
     if (last && last.stoppedBy === "battery") {
-      this._notice(`battery:${last.runId}`, "warning", `${last.id} was stopped because the machine went on battery (checkpoint at step ${last.lastCheckpoint?.step ?? "?"}); it resumes when power returns.`);
+      this._notice(`battery:${last.runId}`, "warning", `${last.id} was stopped because the machine went on battery (checkpoint at step ${last.lastCheckpoint?.step ?? "?"}); it is started again from there when power returns, unless the setting power.resumeOnAc is off.`);
     }
     const active = status.active;
     if (active && active.status === "restarting") {

@@ -311,3 +311,97 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   await page.click("#arena-dialog button[data-answer='Stop anyway']");
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => /no-checkpoint stopped at step \d+/.test(node.textContent)));
 });
+
+test("the SOP's app.js calls work unchanged from the page's origin: trainingRequest('start', {id, approved: true}), the status poll, trainingRequest('stop')", async () => {
+  const outcome = await page.evaluate(async (api) => {
+    // As the SOP describes app.js (883-902): POST JSON to /api/training/<action>, poll the status.
+    async function trainingRequest(action, body = {}) {
+      const response = await fetch(`${api}/api/training/${action}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      const json = await response.json();
+      if (!response.ok) throw new Error(json.error);
+      return json;
+    }
+    async function refreshTrainingStatus() {
+      const status = await (await fetch(`${api}/api/training/status`)).json();
+      const last = status.logs[status.logs.length - 1];
+      return { status, shown: `${status.active ? `${status.active.id} ${status.active.status}` : "idle"} | ${status.jobs.length} jobs | ${last ? last.line.slice(0, 100) : ""}` };
+    }
+    const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+    const result = { start: await trainingRequest("start", { id: "tiny-lm", approved: true }) };
+    let polled = await refreshTrainingStatus();
+    for (let tries = 0; tries < 1200 && !(polled.status.active?.step > 0); tries++) {
+      await wait(100);
+      polled = await refreshTrainingStatus();
+    }
+    result.polled = polled.shown;
+    result.stop = await trainingRequest("stop");
+    result.after = (await refreshTrainingStatus()).shown;
+    try {
+      await trainingRequest("start", { id: "tiny-lm" });
+    } catch (error) {
+      result.refused = error.message;
+    }
+    return result;
+  }, daemon.api);
+  assert.equal(outcome.start.id, "tiny-lm");
+  assert.equal(outcome.start.status, "running");
+  assert.match(outcome.polled, /^tiny-lm running \| 5 jobs \| /);
+  assert.equal(outcome.stop.status, "stopped");
+  assert.match(outcome.after, /^idle \| 5 jobs \| /);
+  assert.equal(outcome.refused, "explicit training approval required");
+});
+
+test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon serves the routes): GPU memory, load and temperature, battery, a battery stop notice", async () => {
+  const { readFile } = await import("node:fs/promises");
+  const files = {
+    "/training-room.js": [path.join(AIDE, "training-room.js"), "text/javascript"],
+    "/lib/core.mjs": [path.join(AIDE, "lib", "core.mjs"), "text/javascript"],
+    "/training-room.css": [path.join(AIDE, "training-room.css"), "text/css"],
+  };
+  const status = {
+    active: null,
+    logs: [{ id: "pretrain", line: "stop requested: the machine is on battery", at: "2026-08-16T10:00:00Z", seq: 9 }],
+    jobs: [{ id: "pretrain", name: "Continue pretraining", kind: "train", status: "approval-required", runnable: true, blockedBy: [], lastCheckpoint: { step: 1500, path: "E:/train/ckpt_latest.pt" } }],
+    health: {
+      at: "2026-08-16T10:00:00Z",
+      ram: { totalMb: 16384, availableMb: 6200, percent: 62.2 },
+      cpu: { percent: 35, count: 12 },
+      battery: { percent: 64, pluggedIn: false },
+      gpus: [{ index: 0, name: "NVIDIA GeForce GTX 1060", utilization: 97, memoryUsedMb: 4040, memoryTotalMb: 6144, temperature: 71, computeCapability: "6.1", processes: [] }],
+      gpuError: null,
+    },
+    lastRun: { id: "pretrain", runId: "pretrain-1", status: "stopped", stoppedBy: "battery", exitCode: 0, step: 1512, totalSteps: 20000, lastCheckpoint: { step: 1512, path: "E:/train/ckpt_latest.pt" } },
+  };
+  const stand = http.createServer(async (req, res) => {
+    if (req.url === "/") {
+      res.writeHead(200, { "Content-Type": "text/html" });
+      res.end('<!doctype html><link rel="stylesheet" href="/training-room.css"><main><div id="training-room" data-api=""></div></main><script type="module" src="/training-room.js"></script>');
+    } else if (files[req.url]) {
+      res.writeHead(200, { "Content-Type": files[req.url][1] });
+      res.end(await readFile(files[req.url][0]));
+    } else if (req.url === "/api/training/status") {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(status));
+    } else {
+      res.writeHead(204);
+      res.end();
+    }
+  });
+  await new Promise((resolve) => stand.listen(0, "127.0.0.1", resolve));
+  const other = await browser.newPage();
+  try {
+    await other.setViewport({ width: 1200, height: 800 });
+    await other.goto(`http://127.0.0.1:${stand.address().port}/`);
+    await other.waitForSelector("#arena-health li");
+    const health = await other.$$eval("#arena-health li", (items) => items.map((item) => item.textContent));
+    assert.ok(health.includes("GPU 0: NVIDIA GeForce GTX 1060, 97% busy, 3.9 GB / 6.0 GB, 71°C"), health.join(" / "));
+    assert.ok(health.includes("Battery: 64%, on battery"));
+    assert.ok(health.includes("CPU: 35% of 12 cores"));
+    assert.ok(health.some((line) => /^RAM: 6\.1 GB free of 16\.0 GB/.test(line)));
+    await other.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-warning")].some((node) => /stopped because the machine went on battery \(checkpoint at step 1512\)/.test(node.textContent)));
+    await other.screenshot({ path: path.join(OUT, "7-battery-stop-and-gpu-health.png"), fullPage: true });
+  } finally {
+    await other.close();
+    await new Promise((resolve) => stand.close(resolve));
+  }
+});
