@@ -107,7 +107,8 @@ try {
         Skip 6 "no NVIDIA GPU here (nvidia-smi not found): the trainer runs on the CPU"
     }
 
-    # 7. stop
+    # 7. stop (checkpoint-first, SOP rule 4: the cooperative stop is sent once the run has a checkpoint)
+    Wait-Until "the run's first checkpoint" { $null -ne (Status).active.lastCheckpoint } | Out-Null
     $stopped = Invoke-RestMethod -Method Post -ContentType 'application/json' -Body '{}' $Url/api/training/stop
     $after = Status
     if ($stopped.status -eq "stopped" -and $null -eq $after.active -and $stopped.tail[-1] -match "stopped") {

@@ -173,8 +173,11 @@ else
     skip 6 "no NVIDIA GPU here (nvidia-smi missing or no device): the trainer runs on the CPU"
 fi
 
-# 7. stop
+# 7. stop (checkpoint-first, SOP rule 4: the cooperative stop is sent once the run has a checkpoint)
+checkpoint_seen() { get /api/training/status; [ "$(field active.lastCheckpoint)" != null ]; }
+wait_for "the run's first checkpoint" checkpoint_seen
 post /api/training/stop '{}'
+[ "$CODE" = 409 ] && echo "  (stop refused: $(field error))"
 STOP_STATUS=$(field status); TAIL_LAST=$(field 'tail[-1]'); CKPT=$(field lastCheckpoint.step); LOST=$(field lost)
 get /api/training/status
 if [ "$STOP_STATUS" = stopped ] && [ "$(field active)" = null ] && echo "$TAIL_LAST" | grep -q "stopped"; then

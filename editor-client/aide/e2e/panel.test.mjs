@@ -287,6 +287,7 @@ test("a page of another origin, in the same browser, can neither read the routes
     assert.equal(status.lastRun?.id, "crashing", "the newest run is still the one before the attack");
   } finally {
     await other.close();
+    evil.closeAllConnections();
     await new Promise((resolve) => evil.close(resolve));
   }
 });
@@ -329,7 +330,8 @@ test("the SOP's app.js calls work unchanged from the page's origin: trainingRequ
     const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
     const result = { start: await trainingRequest("start", { id: "tiny-lm", approved: true }) };
     let polled = await refreshTrainingStatus();
-    for (let tries = 0; tries < 1200 && !(polled.status.active?.step > 0); tries++) {
+    // Checkpoint-first (SOP safety rule 4): the plain stop is sent once the run has a checkpoint.
+    for (let tries = 0; tries < 1200 && !(polled.status.active?.step > 0 && polled.status.active?.lastCheckpoint); tries++) {
       await wait(100);
       polled = await refreshTrainingStatus();
     }
@@ -402,6 +404,7 @@ test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon
     await other.screenshot({ path: path.join(OUT, "7-battery-stop-and-gpu-health.png"), fullPage: true });
   } finally {
     await other.close();
+    stand.closeAllConnections();
     await new Promise((resolve) => stand.close(resolve));
   }
 });
