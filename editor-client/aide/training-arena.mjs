@@ -568,7 +568,14 @@ export class TrainingArena {
         await Promise.race([this.client.whenReady().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5000))]);
         this._json(req, res, 200, {
           ok: true,
-          arena: { version: this.client.serverInfo?.version ?? null, workspace: this.workspace, ready: this.client.ready, pid: this.client.pid },
+          arena: {
+            version: this.client.serverInfo?.version ?? null,
+            workspace: this.workspace,
+            ready: this.client.ready,
+            pid: this.client.pid,
+            restarts: this.client.restarts,
+            lastExit: this.client.lastExit,
+          },
         });
         return;
       case "GET /api/training/status":

@@ -117,7 +117,12 @@ async function main() {
   const apiAddress = await listenLoopback(api, config.port);
   const apiOrigin = `http://127.0.0.1:${apiAddress.port}`;
   page.apiOrigin = apiOrigin;
+  const untilReady = ({ code, signal, stderr }) => {
+    process.stderr.write(`arena-ls (${config.arenaLs.join(" ")}) exited before it was ready (code ${code}, signal ${signal}); retrying.\n${stderr.slice(-5).join("\n")}\n`);
+  };
+  arena.client.on("down", untilReady);
   await arena.ready();
+  arena.client.off("down", untilReady);
   process.stderr.write(`page: ${pageOrigin}/ (arena-ls: ${config.arenaLs.join(" ")}; workspace ${config.workspace})\n`);
   process.stdout.write(`listening on ${apiOrigin}\n`);
   let stopping = false;

@@ -60,6 +60,7 @@ export class ArenaClient extends EventEmitter {
     this.serverInfo = null;
     this.stderrTail = [];
     this.restartTimer = null;
+    this.lastExit = null;
     this._readyWaiters = [];
     this._inflight = new Set();
   }
@@ -163,6 +164,7 @@ export class ArenaClient extends EventEmitter {
     this.connection = null;
     connection.dispose();
     const stderr = [...this.stderrTail];
+    this.lastExit = { code, signal, at: new Date().toISOString(), stderr: stderr.slice(-5) };
     for (const reject of this._inflight) {
       reject();
     }
