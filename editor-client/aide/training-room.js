@@ -318,14 +318,28 @@ export class TrainingRoom {
   /** Follows the log of the active run (else the newest) with EventSource; the browser resumes with Last-Event-ID. */
   _follow(status) {
     const runId = status.active?.runId ?? status.lastRun?.runId ?? null;
-    if (!runId || runId === this.streamRunId) {
+    if (!runId) {
+      return;
+    }
+    if (runId === this.streamRunId) {
+      // EventSource gives up for good on an answer that is not 200 or 204 (a 503 while arena-ls restarts):
+      // open it again after the last line shown, until the run's `end` has come.
+      if (this.stream && this.stream.readyState === 2 && !this.streamEnded && status.active?.runId === runId) {
+        this._open(runId, this.lastSeq);
+      }
       return;
     }
     this.stream?.close();
     this.streamRunId = runId;
     this.lastSeq = -1;
     this.log.replaceChildren();
-    const source = new this.EventSource(`${this.api}/api/training/logs?runId=${encodeURIComponent(runId)}`);
+    this._open(runId, -1);
+  }
+
+  _open(runId, since) {
+    this.streamEnded = false;
+    const query = since >= 0 ? `&since=${since}` : "";
+    const source = new this.EventSource(`${this.api}/api/training/logs?runId=${encodeURIComponent(runId)}${query}`);
     this.stream = source;
     source.addEventListener("line", (event) => {
       const seq = Number(event.lastEventId);
@@ -339,9 +353,10 @@ export class TrainingRoom {
       } catch {
         return;
       }
-      this._appendLog(data);
+      this._appendLog({ ...data, seq });
     });
     source.addEventListener("end", (event) => {
+      this.streamEnded = true;
       source.close();
       let final = null;
       try {
@@ -359,7 +374,7 @@ export class TrainingRoom {
   _appendLog(data) {
     const stderr = data.stream === "stderr";
     const text = stripAnsi(stderr ? String(data.line).replace(/^stderr: /, "") : data.line);
-    const row = el("div", { class: `tr-line tr-${data.stream ?? "stdout"}` });
+    const row = el("div", { class: `tr-line tr-${data.stream ?? "stdout"}`, "data-seq": data.seq });
     if (stderr) {
       row.append(el("span", { class: "tr-mark", text: "stderr" }));
     }

@@ -82,10 +82,10 @@ function referenceWorkspace() {
   return root;
 }
 
-function startDemo(root) {
+function startDemo(root, port = 0, uiPort = 0) {
   const child = spawn(
     process.execPath,
-    [path.join(AIDE, "demo", "daemon.mjs"), "--workspace", root, "--port", "0", "--ui-port", "0", "--arena-ls", ARENA_LS, "--settings", JSON.stringify(TEST_SETTINGS)],
+    [path.join(AIDE, "demo", "daemon.mjs"), "--workspace", root, "--port", String(port), "--ui-port", String(uiPort), "--arena-ls", ARENA_LS, "--settings", JSON.stringify(TEST_SETTINGS)],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   return new Promise((resolve, reject) => {
@@ -407,4 +407,37 @@ test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon
     stand.closeAllConnections();
     await new Promise((resolve) => stand.close(resolve));
   }
+});
+
+test("the daemon killed mid-run and started again: the page's log goes on with every line once, in order", async () => {
+  await page.goto(`${daemon.ui}/`);
+  await page.waitForSelector("#arena-jobs li[data-job='no-checkpoint']");
+  await runJob("no-checkpoint");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => document.querySelectorAll("#arena-log .tr-line").length > 20);
+  const seen = await page.$$eval("#arena-log .tr-line", (nodes) => nodes.length);
+  const { api, ui } = daemon;
+  const gone = new Promise((resolve) => daemon.child.once("exit", resolve));
+  daemon.child.kill("SIGKILL");
+  await gone;
+  daemon = await startDemo(workspace, new URL(api).port, new URL(ui).port);
+  assert.equal(daemon.api, api);
+  await page.waitForFunction((count) => document.querySelectorAll("#arena-log .tr-line").length > count + 40, {}, seen);
+  const stopped = await (await fetch(`${daemon.api}/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' })).json();
+  assert.equal(stopped.status, "stopped");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /— run ended: stopped/.test(node.textContent)));
+  const shown = await page.$$eval("#arena-log .tr-line[data-seq]", (nodes) => nodes.map((node) => ({ seq: Number(node.dataset.seq), text: node.textContent })));
+  const whole = [];
+  let since = -1;
+  for (;;) {
+    const page_ = await (await fetch(`${daemon.api}/api/training/logs?format=json&runId=${stopped.runId}&since=${since}`)).json();
+    whole.push(...page_.lines);
+    since = page_.next;
+    if (page_.done) {
+      break;
+    }
+  }
+  assert.deepEqual(shown.map((row) => row.seq), whole.map((line) => line.seq), "every line once, in order, across the daemon's restart");
+  assert.deepEqual(shown.map((row) => row.text), whole.map((line) => line.line));
+  await shot("8-log-across-a-daemon-restart.png");
 });
