@@ -32,6 +32,11 @@ if [ -f editor-client/vscode/ci.sh ] && command -v npm >/dev/null 2>&1; then
     bash editor-client/vscode/ci.sh
 fi
 
+if [ -f editor-client/aide/ci.sh ] && command -v npm >/dev/null 2>&1; then
+    echo "== AIDE client: npm ci, core bundle check, node tests on a real arena-ls, verify-gates.sh, the panel in Chromium"
+    bash editor-client/aide/ci.sh
+fi
+
 echo "== benchmarks (quick mode)"
 "$VENV_BIN/python" -m benchmarks --quick
 

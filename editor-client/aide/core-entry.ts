@@ -1,0 +1,11 @@
+// What AIDE takes from the VS Code extension's editor-agnostic core
+// (editor-client/vscode/src/core/): formatting, refusals, progress and resume
+// decisions. `node build-core.mjs` bundles it into lib/core.mjs, a plain ES
+// module that AIDE's daemon (Node) and page (a browser) both import; CI runs
+// `node build-core.mjs --check` so the committed bundle never drifts from the
+// TypeScript it is made of.
+export { formatEta, formatLoss, percentDone, blockedList, healthLines, formatLogLine, kindLabel } from "../vscode/src/core/format";
+export { Refusal, reasonOf, refusalDetail, minutesLost, stopPrompt, asRpcError } from "../vscode/src/core/refusals";
+export { resumeOffer, lastCheckpointOf, startParamsFor } from "../vscode/src/core/resume";
+export { runToShow } from "../vscode/src/core/runProgress";
+export { isLive, Methods } from "../vscode/src/core/protocol";

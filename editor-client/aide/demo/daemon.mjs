@@ -1,0 +1,146 @@
+#!/usr/bin/env node
+// The stand-in of AIDE's daemon (contract 7.4): the training routes on
+// 127.0.0.1:PORT through training-arena.mjs, and a page with the Training Room
+// panel on 127.0.0.1:UI-PORT.
+//
+//   node editor-client/aide/demo/daemon.mjs --workspace . [--port 4777] [--ui-port 4173] [--arena-ls CMD]
+//       [--settings JSON]   arena-ls settings (section `arena`), e.g. '{"preflight": {"minFreeRamMb": 1024}}'
+//
+// Prints `listening on http://127.0.0.1:PORT` once both servers are up and
+// arena-ls has answered `initialize`. Ctrl-C stops the daemon and arena-ls;
+// a run goes on in its job agent, and the next daemon re-adopts it.
+import http from "node:http";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { TrainingArena, attachTrainingArena, defaultArenaCommand, listenLoopback, parseCommand } from "../training-arena.mjs";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const AIDE = path.resolve(HERE, "..");
+
+/** The page's files, and nothing else: the UI server serves this list only. */
+const PAGE_FILES = {
+  "/": { file: path.join(HERE, "index.html"), type: "text/html; charset=utf-8" },
+  "/index.html": { file: path.join(HERE, "index.html"), type: "text/html; charset=utf-8" },
+  "/training-room.js": { file: path.join(AIDE, "training-room.js"), type: "text/javascript; charset=utf-8" },
+  "/training-room.css": { file: path.join(AIDE, "training-room.css"), type: "text/css; charset=utf-8" },
+  "/lib/core.mjs": { file: path.join(AIDE, "lib", "core.mjs"), type: "text/javascript; charset=utf-8" },
+};
+
+function usage(message) {
+  process.stderr.write(`${message}\nusage: node editor-client/aide/demo/daemon.mjs --workspace DIR [--port 4777] [--ui-port 4173] [--arena-ls CMD] [--settings JSON]\n`);
+  process.exit(2);
+}
+
+function port(text, name) {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0 || value > 65535) {
+    usage(`--${name} must be a port number (0 to 65535)`);
+  }
+  return value;
+}
+
+function options() {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: {
+        workspace: { type: "string" },
+        port: { type: "string", default: "4777" },
+        "ui-port": { type: "string", default: "4173" },
+        "arena-ls": { type: "string" },
+        settings: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (error) {
+    usage(error.message);
+  }
+  if (parsed.help) {
+    usage("The stand-in of AIDE's daemon: the Training Room's routes and page.");
+  }
+  if (!parsed.workspace) {
+    usage("--workspace is required");
+  }
+  let settings = {};
+  if (parsed.settings) {
+    try {
+      settings = JSON.parse(parsed.settings);
+    } catch (error) {
+      usage(`--settings is not JSON: ${error.message}`);
+    }
+  }
+  return {
+    workspace: path.resolve(parsed.workspace),
+    port: port(parsed.port, "port"),
+    uiPort: port(parsed["ui-port"], "ui-port"),
+    arenaLs: parsed["arena-ls"] ? parseCommand(parsed["arena-ls"]) : defaultArenaCommand(),
+    settings,
+  };
+}
+
+/** The page's server; `page.apiOrigin` (where the page finds the routes) is known once the API listens. */
+function uiServer(page) {
+  return http.createServer(async (req, res) => {
+    const apiOrigin = page.apiOrigin;
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    const entry = req.method === "GET" ? PAGE_FILES[url.pathname] : undefined;
+    if (!entry) {
+      res.writeHead(404, { "Content-Type": "text/plain" });
+      res.end("not found");
+      return;
+    }
+    let body = await readFile(entry.file, "utf8");
+    if (entry.file.endsWith("index.html")) {
+      body = body.replace("__ARENA_API__", apiOrigin);
+    }
+    res.writeHead(200, {
+      "Content-Type": entry.type,
+      "Cache-Control": "no-store",
+      "Content-Security-Policy": `default-src 'self'; connect-src ${apiOrigin}; style-src 'self'; script-src 'self'; img-src 'self' data:`,
+      "X-Content-Type-Options": "nosniff",
+    });
+    res.end(body);
+  });
+}
+
+async function main() {
+  const config = options();
+  const api = http.createServer();
+  const page = { apiOrigin: "" };
+  const ui = uiServer(page);
+  const uiAddress = await listenLoopback(ui, config.uiPort);
+  const pageOrigin = `http://127.0.0.1:${uiAddress.port}`;
+  const arena = new TrainingArena({ workspace: config.workspace, arenaLs: config.arenaLs, settings: config.settings, origins: [pageOrigin] });
+  attachTrainingArena(api, arena);
+  const apiAddress = await listenLoopback(api, config.port);
+  const apiOrigin = `http://127.0.0.1:${apiAddress.port}`;
+  page.apiOrigin = apiOrigin;
+  const untilReady = ({ code, signal, stderr }) => {
+    process.stderr.write(`arena-ls (${config.arenaLs.join(" ")}) exited before it was ready (code ${code}, signal ${signal}); retrying.\n${stderr.slice(-5).join("\n")}\n`);
+  };
+  arena.client.on("down", untilReady);
+  await arena.ready();
+  arena.client.off("down", untilReady);
+  process.stderr.write(`page: ${pageOrigin}/ (arena-ls: ${config.arenaLs.join(" ")}; workspace ${config.workspace})\n`);
+  process.stdout.write(`listening on ${apiOrigin}\n`);
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    await arena.close().catch(() => {});
+    ui.close();
+    api.close();
+    process.exit(0);
+  };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+}
+
+main().catch((error) => {
+  process.stderr.write(`daemon: ${error?.stack ?? error}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,443 @@
+// The Training Room panel in a real browser (Debian's Chromium, driven by
+// puppeteer-core: no browser download) against the demo daemon and a real
+// arena-ls running the reference trainer (training/train.py, tiny-lm).
+// Screenshots of each state go to e2e/out/ (git-ignored; CI keeps them).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import http from "node:http";
+import puppeteer from "puppeteer-core";
+import { AIDE, REPO, ARENA_LS, TEST_SETTINGS } from "../test/support.mjs";
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const OUT = path.join(AIDE, "e2e", "out");
+const WAIT = 120_000;
+const RESUME = { args: ["--resume", "--start-step", "{step}"] };
+
+let workspace;
+let daemon;
+let browser;
+let page;
+let profile;
+
+function referenceWorkspace() {
+  const root = mkdtempSync(path.join(os.tmpdir(), "aide-e2e-"));
+  cpSync(path.join(REPO, "training"), path.join(root, "training"), { recursive: true });
+  mkdirSync(path.join(root, "trainers"));
+  cpSync(path.join(REPO, "tests", "fixtures", "trainers", "fake_trainer.py"), path.join(root, "trainers", "fake_trainer.py"));
+  writeFileSync(
+    path.join(root, "trainers", "gated_train.py"),
+    "import torch\n\nmodel = torch.nn.Linear(4, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor step in range(100):\n    model(torch.randn(2, 4)).sum().backward()\n    opt.step()\n",
+  );
+  const manifest = {
+    version: 1,
+    jobs: [
+      {
+        id: "tiny-lm",
+        name: "Tiny LM pretraining (reference)",
+        kind: "train",
+        command: "{python}",
+        args: ["training/train.py", "--steps", "3000", "--ckpt-every", "50", "--log-every", "5", "--eval-every", "500"],
+        script: "training/train.py",
+        env: { OMP_NUM_THREADS: "1" },
+        status: "ready",
+        resume: RESUME,
+        stop: { method: "both", graceSeconds: 60 },
+        restart: { maxRestarts: 0, backoffSeconds: 5 },
+      },
+      {
+        id: "noisy",
+        name: "Noisy task",
+        kind: "task",
+        command: "{python}",
+        args: ["-c", "import sys; print('<img src=x onerror=window.pwned=1> \\x1b[31mred\\x1b[0m <b>bold</b>', flush=True); print('to stderr \\x1b[1mbright', file=sys.stderr, flush=True)"],
+        status: "ready",
+      },
+      {
+        id: "crashing",
+        name: "Crashing task",
+        kind: "task",
+        command: "{python}",
+        args: ["-c", "import sys; print('Traceback: something broke', file=sys.stderr, flush=True); sys.exit(3)"],
+        status: "ready",
+      },
+      {
+        id: "no-checkpoint",
+        name: "Trainer without checkpoints yet",
+        kind: "train",
+        command: "{python}",
+        args: ["trainers/fake_trainer.py", "--steps", "100000", "--interval", "0.05"],
+        script: "trainers/fake_trainer.py",
+        status: "ready",
+        resume: RESUME,
+        restart: { maxRestarts: 0, backoffSeconds: 1 },
+      },
+      { id: "gated", name: "Gated trainer", kind: "train", command: "{python}", args: ["trainers/gated_train.py"], script: "trainers/gated_train.py", status: "ready", resume: RESUME },
+    ],
+  };
+  writeFileSync(path.join(root, "training", "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+  return root;
+}
+
+function startDemo(root, port = 0, uiPort = 0) {
+  const child = spawn(
+    process.execPath,
+    [path.join(AIDE, "demo", "daemon.mjs"), "--workspace", root, "--port", String(port), "--ui-port", String(uiPort), "--arena-ls", ARENA_LS, "--settings", JSON.stringify(TEST_SETTINGS)],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  return new Promise((resolve, reject) => {
+    let out = "";
+    let err = "";
+    const timer = setTimeout(() => reject(new Error(`the demo daemon did not say it listens: ${err}`)), WAIT);
+    const check = () => {
+      const api = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      const ui = /page: (http:\/\/127\.0\.0\.1:\d+)\//.exec(err);
+      if (api && ui) {
+        clearTimeout(timer);
+        resolve({ child, api: api[1], ui: ui[1] });
+      }
+    };
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      check();
+    });
+    child.stderr.on("data", (chunk) => {
+      err += chunk;
+      if (process.env.AIDE_TEST_VERBOSE) {
+        process.stderr.write(chunk);
+      }
+      check();
+    });
+    child.once("exit", (code) => reject(new Error(`the demo daemon exited with ${code}: ${err}`)));
+  });
+}
+
+async function shot(name) {
+  const file = path.join(OUT, name);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}
+
+/** Clicks Run on a job once the panel enables it, and approves the start in the panel's dialog. */
+async function runJob(id) {
+  const selector = `button.tr-run-button[data-job='${id}']`;
+  await page.waitForFunction((css) => document.querySelector(css)?.disabled === false, {}, selector);
+  await page.click(selector);
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Approve and run']");
+}
+
+before(async () => {
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing (apt-get install -y chromium chromium-driver)`);
+  mkdirSync(OUT, { recursive: true });
+  workspace = referenceWorkspace();
+  daemon = await startDemo(workspace);
+  profile = mkdtempSync(path.join(os.tmpdir(), "aide-chromium-"));
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: false,
+    args: [
+      "--headless=new",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      `--user-data-dir=${profile}`,
+      "--window-size=1200,1000",
+    ],
+    defaultViewport: { width: 1200, height: 1000 },
+  });
+  page = await browser.newPage();
+  page.setDefaultTimeout(WAIT);
+  page.on("pageerror", (error) => process.stderr.write(`page error: ${error.message}\n`));
+  await page.goto(`${daemon.ui}/`);
+  await page.waitForSelector("#arena-jobs li[data-job='tiny-lm']");
+});
+
+after(async () => {
+  await fetch(`${daemon?.api}/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' }).catch(() => {});
+  await browser?.close();
+  if (daemon) {
+    const gone = new Promise((resolve) => daemon.child.once("exit", resolve));
+    daemon.child.kill("SIGTERM");
+    await gone;
+  }
+  rmSync(profile, { recursive: true, force: true });
+  rmSync(workspace, { recursive: true, force: true });
+});
+
+test("Run is disabled for a gated trainer, with its reasons (file and line)", async () => {
+  const disabled = await page.$eval("button.tr-run-button[data-job='gated']", (button) => button.disabled);
+  assert.equal(disabled, true);
+  const reasons = await page.$$eval("li[data-job='gated'] .tr-reason", (items) => items.map((item) => item.textContent));
+  assert.ok(reasons.length >= 1);
+  for (const reason of reasons) {
+    assert.match(reason, /^AR\d{3} .+ trainers\/gated_train\.py:\d+$/);
+  }
+  assert.equal(await page.$eval("button.tr-run-button[data-job='tiny-lm']", (button) => button.disabled), false);
+  const health = await page.$$eval("#arena-health li", (items) => items.map((item) => item.textContent));
+  assert.ok(health.some((line) => line.startsWith("RAM:")));
+  assert.ok(health.some((line) => line.startsWith("GPU")));
+  assert.ok(health.some((line) => line.startsWith("Battery:")));
+  await shot("1-gated-job-blocked.png");
+});
+
+test("Run on the reference job asks for approval, then the bar moves and log lines arrive", async () => {
+  await runJob("tiny-lm");
+  const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
+  assert.match(question, /needs your approval/);
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+
+  await page.waitForFunction(() => /^step \d+\/3000/.test(document.querySelector("#arena-progress-text")?.textContent ?? ""));
+  const stepOf = () => page.$eval("#arena-progress-text", (node) => Number(/^step (\d+)/.exec(node.textContent)?.[1] ?? -1));
+  const first = await stepOf();
+  await page.waitForFunction((step) => Number(/^step (\d+)/.exec(document.querySelector("#arena-progress-text").textContent)?.[1] ?? -1) > step, {}, first);
+  await page.waitForFunction(() => document.querySelectorAll("#arena-log .tr-line").length > 10);
+  await page.waitForFunction(() => parseFloat(document.querySelector("#arena-progress-fill").style.width) > 0);
+  await page.waitForFunction(() => /last checkpoint: step \d+/.test(document.querySelector("#arena-checkpoint").textContent));
+  await page.waitForFunction(() => / · loss [0-9.]+/.test(document.querySelector("#arena-progress-text").textContent) && /it\/s/.test(document.querySelector("#arena-progress-text").textContent));
+  const text = await page.$eval("#arena-progress-text", (node) => node.textContent);
+  assert.match(text, /^step \d+\/3000 \(\d+%\) · loss [0-9.]+ · [0-9.]+ it\/s( · ETA \S+)?$/);
+  assert.equal(await page.$eval("#arena-stop", (button) => button.disabled), false);
+  assert.equal(await page.$eval("button.tr-run-button[data-job='tiny-lm']", (button) => button.disabled), true, "Run is off while a run is active");
+  const html = await page.$eval("#arena-log", (node) => node.innerHTML);
+  assert.doesNotMatch(html, /<script|\u001b\[/);
+  await shot("2-reference-job-running.png");
+});
+
+test("Stop ends the run and shows the checkpoint step and what was lost", async () => {
+  await page.click("#arena-stop");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => / stopped at step \d+/.test(node.textContent)));
+  const notice = await page.$$eval("#arena-notices .tr-notice", (nodes) => nodes.map((node) => node.textContent).find((text) => / stopped at step/.test(text)));
+  assert.match(notice, /tiny-lm stopped at step \d+ \(checkpoint at step \d+; (no work lost|work lost: )/);
+  await page.waitForFunction(() => /No run active · last: tiny-lm stopped/.test(document.querySelector("#arena-run-title").textContent));
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /run ended: stopped/.test(node.textContent)));
+  assert.match(await page.$eval("#arena-checkpoint", (node) => node.textContent), /checkpoint: step \d+/);
+  assert.equal(await page.$eval("#arena-stop", (button) => button.disabled), true);
+  await shot("3-reference-job-stopped.png");
+});
+
+test("a trainer's output is text, never markup: stderr is marked, ANSI gone, no element made of it", async () => {
+  await runJob("noisy");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /run ended: succeeded/.test(node.textContent)));
+  const rows = await page.$$eval("#arena-log .tr-line", (nodes) => nodes.map((node) => ({ cls: node.className, text: node.textContent, html: node.innerHTML })));
+  await shot("4-output-is-text.png");
+  const markup = rows.find((row) => /tr-stdout/.test(row.cls) && row.text.includes("<img src=x"));
+  assert.ok(markup, "the line with markup is shown as text");
+  assert.doesNotMatch(markup.text, /\u001b/);
+  assert.match(markup.text, /<img src=x onerror=window\.pwned=1> red <b>bold<\/b>/);
+  const stderr = rows.find((row) => !/tr-arena/.test(row.cls) && row.text.includes("to stderr"));
+  assert.match(stderr.cls, /tr-stderr/);
+  assert.match(stderr.html, /^<span class="tr-mark">stderr<\/span>to stderr bright$/);
+  assert.equal(await page.$$eval("#arena-log img, #arena-log b", (nodes) => nodes.length), 0);
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  await shot("4-output-is-text.png");
+});
+
+test("a crash is shown as a notice with its exit code and evidence", async () => {
+  await runJob("crashing");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice.tr-error")].some((node) => /crashing crashed \(exit code 3\)/.test(node.textContent)));
+  const notice = await page.$$eval("#arena-notices .tr-notice.tr-error", (nodes) => nodes.map((node) => node.textContent).find((text) => /crashing crashed/.test(text)));
+  assert.match(notice, /crashing crashed \(exit code 3\)( — \S+)?/);
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-stderr")].some((node) => /Traceback: something broke/.test(node.textContent)));
+  await shot("5-crash-notice.png");
+});
+
+test("a page of another origin, in the same browser, can neither read the routes nor start a run", async () => {
+  const evil = http.createServer((req, res) => {
+    res.writeHead(200, { "Content-Type": "text/html" });
+    res.end("<!doctype html><title>another site</title><p>another site</p>");
+  });
+  await new Promise((resolve) => evil.listen(0, "127.0.0.1", resolve));
+  const other = await browser.newPage();
+  try {
+    await other.goto(`http://127.0.0.1:${evil.address().port}/`);
+    const outcome = await other.evaluate(async (api) => {
+      const result = {};
+      try {
+        await (await fetch(`${api}/api/training/status`)).json();
+        result.read = "read it";
+      } catch (error) {
+        result.read = `blocked: ${error.name}`;
+      }
+      try {
+        await fetch(`${api}/api/training/start`, { method: "POST", mode: "no-cors", headers: { "Content-Type": "text/plain" }, body: JSON.stringify({ id: "tiny-lm", approved: true }) });
+        result.simple = "sent";
+      } catch (error) {
+        result.simple = `blocked: ${error.name}`;
+      }
+      try {
+        await fetch(`${api}/api/training/start`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ id: "tiny-lm", approved: true }) });
+        result.preflighted = "sent";
+      } catch (error) {
+        result.preflighted = `blocked: ${error.name}`;
+      }
+      return result;
+    }, daemon.api);
+    assert.equal(outcome.read, "blocked: TypeError");
+    assert.equal(outcome.preflighted, "blocked: TypeError");
+    const status = await (await fetch(`${daemon.api}/api/training/status`)).json();
+    assert.equal(status.active, null, "the foreign page started nothing");
+    assert.equal(status.lastRun?.id, "crashing", "the newest run is still the one before the attack");
+  } finally {
+    await other.close();
+    evil.closeAllConnections();
+    await new Promise((resolve) => evil.close(resolve));
+  }
+});
+
+test("Stop of a run with no checkpoint asks first, saying how much it loses; Cancel keeps it running, Stop anyway stops it", async () => {
+  await runJob("no-checkpoint");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => /^step \d+\/100000/.test(document.querySelector("#arena-progress-text").textContent));
+  await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
+  await page.click("#arena-stop");
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
+  const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
+  assert.match(question, /^This run has no checkpoint yet; stopping loses \d+ (seconds?|minutes?) of training\. Stop anyway\?$/);
+  await shot("6-stop-asks-before-losing-work.png");
+  await page.click("#arena-dialog button[data-answer='Cancel']");
+  const still = await (await fetch(`${daemon.api}/api/training/status`)).json();
+  assert.equal(still.active?.id, "no-checkpoint", "Cancel stopped nothing");
+
+  await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
+  await page.click("#arena-stop");
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
+  await page.click("#arena-dialog button[data-answer='Stop anyway']");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => /no-checkpoint stopped at step \d+/.test(node.textContent)));
+});
+
+test("the SOP's app.js calls work unchanged from the page's origin: trainingRequest('start', {id, approved: true}), the status poll, trainingRequest('stop')", async () => {
+  const outcome = await page.evaluate(async (api) => {
+    // As the SOP describes app.js (883-902): POST JSON to /api/training/<action>, poll the status.
+    async function trainingRequest(action, body = {}) {
+      const response = await fetch(`${api}/api/training/${action}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      const json = await response.json();
+      if (!response.ok) throw new Error(json.error);
+      return json;
+    }
+    async function refreshTrainingStatus() {
+      const status = await (await fetch(`${api}/api/training/status`)).json();
+      const last = status.logs[status.logs.length - 1];
+      return { status, shown: `${status.active ? `${status.active.id} ${status.active.status}` : "idle"} | ${status.jobs.length} jobs | ${last ? last.line.slice(0, 100) : ""}` };
+    }
+    const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+    const result = { start: await trainingRequest("start", { id: "tiny-lm", approved: true }) };
+    let polled = await refreshTrainingStatus();
+    // Checkpoint-first (SOP safety rule 4): the plain stop is sent once the run has a checkpoint.
+    for (let tries = 0; tries < 1200 && !(polled.status.active?.step > 0 && polled.status.active?.lastCheckpoint); tries++) {
+      await wait(100);
+      polled = await refreshTrainingStatus();
+    }
+    result.polled = polled.shown;
+    result.stop = await trainingRequest("stop");
+    result.after = (await refreshTrainingStatus()).shown;
+    try {
+      await trainingRequest("start", { id: "tiny-lm" });
+    } catch (error) {
+      result.refused = error.message;
+    }
+    return result;
+  }, daemon.api);
+  assert.equal(outcome.start.id, "tiny-lm");
+  assert.equal(outcome.start.status, "running");
+  assert.match(outcome.polled, /^tiny-lm running \| 5 jobs \| /);
+  assert.equal(outcome.stop.status, "stopped");
+  assert.match(outcome.after, /^idle \| 5 jobs \| /);
+  assert.equal(outcome.refused, "explicit training approval required");
+});
+
+test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon serves the routes): GPU memory, load and temperature, battery, a battery stop notice", async () => {
+  const { readFile } = await import("node:fs/promises");
+  const files = {
+    "/training-room.js": [path.join(AIDE, "training-room.js"), "text/javascript"],
+    "/lib/core.mjs": [path.join(AIDE, "lib", "core.mjs"), "text/javascript"],
+    "/training-room.css": [path.join(AIDE, "training-room.css"), "text/css"],
+  };
+  const status = {
+    active: null,
+    logs: [{ id: "pretrain", line: "stop requested: the machine is on battery", at: "2026-08-16T10:00:00Z", seq: 9 }],
+    jobs: [{ id: "pretrain", name: "Continue pretraining", kind: "train", status: "approval-required", runnable: true, blockedBy: [], lastCheckpoint: { step: 1500, path: "E:/train/ckpt_latest.pt" } }],
+    health: {
+      at: "2026-08-16T10:00:00Z",
+      ram: { totalMb: 16384, availableMb: 6200, percent: 62.2 },
+      cpu: { percent: 35, count: 12 },
+      battery: { percent: 64, pluggedIn: false },
+      gpus: [{ index: 0, name: "NVIDIA GeForce GTX 1060", utilization: 97, memoryUsedMb: 4040, memoryTotalMb: 6144, temperature: 71, computeCapability: "6.1", processes: [] }],
+      gpuError: null,
+    },
+    lastRun: { id: "pretrain", runId: "pretrain-1", status: "stopped", stoppedBy: "battery", exitCode: 0, step: 1512, totalSteps: 20000, lastCheckpoint: { step: 1512, path: "E:/train/ckpt_latest.pt" } },
+  };
+  const stand = http.createServer(async (req, res) => {
+    if (req.url === "/") {
+      res.writeHead(200, { "Content-Type": "text/html" });
+      res.end('<!doctype html><link rel="stylesheet" href="/training-room.css"><main><div id="training-room" data-api=""></div></main><script type="module" src="/training-room.js"></script>');
+    } else if (files[req.url]) {
+      res.writeHead(200, { "Content-Type": files[req.url][1] });
+      res.end(await readFile(files[req.url][0]));
+    } else if (req.url === "/api/training/status") {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(status));
+    } else {
+      res.writeHead(204);
+      res.end();
+    }
+  });
+  await new Promise((resolve) => stand.listen(0, "127.0.0.1", resolve));
+  const other = await browser.newPage();
+  try {
+    await other.setViewport({ width: 1200, height: 800 });
+    await other.goto(`http://127.0.0.1:${stand.address().port}/`);
+    await other.waitForSelector("#arena-health li");
+    const health = await other.$$eval("#arena-health li", (items) => items.map((item) => item.textContent));
+    assert.ok(health.includes("GPU 0: NVIDIA GeForce GTX 1060, 97% busy, 3.9 GB / 6.0 GB, 71°C"), health.join(" / "));
+    assert.ok(health.includes("Battery: 64%, on battery"));
+    assert.ok(health.includes("CPU: 35% of 12 cores"));
+    assert.ok(health.some((line) => /^RAM: 6\.1 GB free of 16\.0 GB/.test(line)));
+    await other.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-warning")].some((node) => /stopped because the machine went on battery \(checkpoint at step 1512\)/.test(node.textContent)));
+    await other.screenshot({ path: path.join(OUT, "7-battery-stop-and-gpu-health.png"), fullPage: true });
+  } finally {
+    await other.close();
+    stand.closeAllConnections();
+    await new Promise((resolve) => stand.close(resolve));
+  }
+});
+
+test("the daemon killed mid-run and started again: the page's log goes on with every line once, in order", async () => {
+  await page.goto(`${daemon.ui}/`);
+  await page.waitForSelector("#arena-jobs li[data-job='no-checkpoint']");
+  await runJob("no-checkpoint");
+  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  await page.waitForFunction(() => document.querySelectorAll("#arena-log .tr-line").length > 20);
+  const seen = await page.$$eval("#arena-log .tr-line", (nodes) => nodes.length);
+  const { api, ui } = daemon;
+  const gone = new Promise((resolve) => daemon.child.once("exit", resolve));
+  daemon.child.kill("SIGKILL");
+  await gone;
+  daemon = await startDemo(workspace, new URL(api).port, new URL(ui).port);
+  assert.equal(daemon.api, api);
+  await page.waitForFunction((count) => document.querySelectorAll("#arena-log .tr-line").length > count + 40, {}, seen);
+  const stopped = await (await fetch(`${daemon.api}/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' })).json();
+  assert.equal(stopped.status, "stopped");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /— run ended: stopped/.test(node.textContent)));
+  const shown = await page.$$eval("#arena-log .tr-line[data-seq]", (nodes) => nodes.map((node) => ({ seq: Number(node.dataset.seq), text: node.textContent })));
+  const whole = [];
+  let since = -1;
+  for (;;) {
+    const page_ = await (await fetch(`${daemon.api}/api/training/logs?format=json&runId=${stopped.runId}&since=${since}`)).json();
+    whole.push(...page_.lines);
+    since = page_.next;
+    if (page_.done) {
+      break;
+    }
+  }
+  assert.deepEqual(shown.map((row) => row.seq), whole.map((line) => line.seq), "every line once, in order, across the daemon's restart");
+  assert.deepEqual(shown.map((row) => row.text), whole.map((line) => line.line));
+  await shot("8-log-across-a-daemon-restart.png");
+});

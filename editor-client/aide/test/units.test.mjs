@@ -1,0 +1,65 @@
+// The pure parts: what the panel and the daemon make of arena-ls's shapes.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { lostText, placeOf, stripAnsi as panelStrip } from "../training-room.js";
+import { activeShape, isLoopbackAddress, pageLine, parseCommand, runShape, stripAnsi } from "../training-arena.mjs";
+
+test("ANSI escapes are stripped (colours, cursor moves, OSC titles), text kept", () => {
+  for (const strip of [stripAnsi, panelStrip]) {
+    assert.equal(strip("\u001b[0;33mwarn\u001b[0m done"), "warn done");
+    assert.equal(strip("\u001b[2K\u001b[1Gstep 5"), "step 5");
+    assert.equal(strip("\u001b]0;title\u0007after"), "after");
+    assert.equal(strip("<b>not markup</b>"), "<b>not markup</b>");
+  }
+  assert.equal(panelStrip("bell\u0007 and \u0008backspace"), "bell and backspace");
+});
+
+test("a blocking diagnostic is shown as its file relative to the workspace and its line from 1", () => {
+  const diagnostic = { uri: "file:///work/space/trainers/my%20train.py", range: { start: { line: 11, character: 0 } } };
+  assert.equal(placeOf(diagnostic, "/work/space"), "trainers/my train.py:12");
+  assert.equal(placeOf({ uri: "file:///elsewhere/t.py" }, "/work/space"), "/elsewhere/t.py");
+});
+
+test("what a stop lost, in words; null is unknown unless the checkpoint is at the stop's step", () => {
+  assert.equal(lostText({ steps: 0, seconds: 0 }), "no work lost (the stop saved a checkpoint)");
+  assert.equal(lostText({ steps: 120, seconds: 95 }), "work lost: 120 steps (2m) since the last checkpoint");
+  assert.equal(lostText(null, 64, 64), "no work lost (checkpoint at the last step)");
+  assert.equal(lostText(null, 64, 50), "work lost: unknown");
+  assert.equal(lostText(undefined), "work lost: unknown");
+});
+
+test("log lines for the page: stderr prefixed `stderr: `, escapes stripped, seq kept", () => {
+  assert.deepEqual(pageLine("tiny-lm", { seq: 7, stream: "stderr", text: "\u001b[31moops\u001b[0m", at: "t" }), { id: "tiny-lm", line: "stderr: oops", at: "t", seq: 7, stream: "stderr" });
+  assert.equal(pageLine("j", { seq: 1, stream: "stdout", text: "x" }).line, "x");
+});
+
+test("status.active is null unless the run is live; runShape keeps an ended run's outcome", () => {
+  const run = { runId: "r", jobId: "j", status: "running", pid: 5, step: 3, totalSteps: 10, loss: 1.5, etaSeconds: 9 };
+  assert.deepEqual(Object.keys(activeShape(run)).slice(0, 8), ["id", "name", "status", "pid", "runId", "step", "totalSteps", "loss"]);
+  assert.equal(activeShape({ ...run, status: "crashed" }), null);
+  assert.equal(activeShape(null), null);
+  const ended = runShape({ ...run, status: "stopped", stoppedBy: "battery", exitCode: 0 });
+  assert.equal(ended.stoppedBy, "battery");
+  assert.equal(ended.lost, null);
+});
+
+test("loopback addresses and the --arena-ls argument list", () => {
+  for (const address of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"]) {
+    assert.equal(isLoopbackAddress(address), true, address);
+  }
+  for (const address of ["0.0.0.0", "192.0.2.2", "::", "::ffff:10.0.0.1", "localhost", undefined]) {
+    assert.equal(isLoopbackAddress(address), false, String(address));
+  }
+  assert.deepEqual(parseCommand("py -3.10 -m arena_ls"), ["py", "-3.10", "-m", "arena_ls"]);
+  assert.deepEqual(parseCommand('["C:\\\\Program Files\\\\arena-ls.exe"]'), ["C:\\Program Files\\arena-ls.exe"]);
+  assert.throws(() => parseCommand("   "), /empty/);
+  assert.throws(() => parseCommand("[1]"), /list of strings/);
+});
+
+test("the 1007 question says seconds for a young run and the core's minutes after that", async () => {
+  const { noCheckpointPrompt } = await import("../training-arena.mjs");
+  assert.equal(noCheckpointPrompt(3.2), "This run has no checkpoint yet; stopping loses 3 seconds of training. Stop anyway?");
+  assert.equal(noCheckpointPrompt(0), "This run has no checkpoint yet; stopping loses 1 second of training. Stop anyway?");
+  assert.equal(noCheckpointPrompt(720), "This run has no checkpoint yet; stopping loses 12 minutes of training. Stop anyway?");
+  assert.match(noCheckpointPrompt(undefined), /loses all of its training/);
+});

@@ -1,0 +1,502 @@
+// The Training Room panel for AIDE's page: plain JS, no framework, an ES module.
+//
+//   <div id="training-room" data-api="http://127.0.0.1:4777"></div>
+//   <script type="module" src="training-room.js"></script>
+//
+// or `import { mountTrainingRoom } from "./training-room.js"; mountTrainingRoom(element, { api })`.
+// It uses only the routes of contract 7.4 (GET /api/training/status, POST
+// /api/training/start and /stop, GET /api/training/logs), so it works against
+// any daemon that serves them. Log text is rendered with textContent only,
+// after its ANSI escapes are stripped: a trainer's output is never markup.
+import { blockedList, formatEta, formatLoss, healthLines, percentDone, resumeOffer, stopPrompt } from "./lib/core.mjs";
+
+const POLL_MS = 2000;
+const MAX_LOG_LINES = 2000;
+const MAX_NOTICES = 5;
+const LIVE = new Set(["starting", "running", "stopping", "restarting"]);
+
+export function stripAnsi(text) {
+  return String(text)
+    .replace(/\u001b\[[0-?]*[ -/]*[@-~]/g, "")
+    .replace(/\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)/g, "")
+    .replace(/\u001b[@-Z\\-_]/g, "")
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, "");
+}
+
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === "class") {
+      node.className = value;
+    } else if (key === "text") {
+      node.textContent = value;
+    } else if (value !== undefined && value !== null && value !== false) {
+      node.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) {
+      node.append(child);
+    }
+  }
+  return node;
+}
+
+/** `trainers/train.py:12` from a diagnostic's uri and range (line numbers from 1). */
+export function placeOf(diagnostic, workspace) {
+  let file = String(diagnostic.uri ?? "");
+  try {
+    file = decodeURIComponent(new URL(file).pathname);
+  } catch {
+    // not a URL: shown as it is
+  }
+  if (workspace && file.startsWith(`${workspace}/`)) {
+    file = file.slice(workspace.length + 1);
+  }
+  const line = diagnostic.range?.start?.line;
+  return Number.isInteger(line) ? `${file}:${line + 1}` : file;
+}
+
+function finite(value) {
+  return typeof value === "number" && Number.isFinite(value);
+}
+
+function seconds(value) {
+  return formatEta(value) ?? "?";
+}
+
+/** `lost` of a stop result as words; null means the server could not tell. */
+export function lostText(lost, step, checkpointStep) {
+  if (!lost || typeof lost !== "object") {
+    // An older server sends no `lost`: a checkpoint at the very step the run stopped loses nothing.
+    return finite(step) && step === checkpointStep ? "no work lost (checkpoint at the last step)" : "work lost: unknown";
+  }
+  if (lost.steps === 0) {
+    return "no work lost (the stop saved a checkpoint)";
+  }
+  return `work lost: ${lost.steps} steps (${seconds(lost.seconds)}) since the last checkpoint`;
+}
+
+/** Steps per second from two readings of a run, when the daemon sends none. */
+function measuredSpeed(previous, active, now) {
+  if (!previous || previous.runId !== active.runId || !finite(previous.step) || !finite(active.step)) {
+    return undefined;
+  }
+  const elapsed = (now - previous.at) / 1000;
+  return elapsed > 0 && active.step > previous.step ? (active.step - previous.step) / elapsed : undefined;
+}
+
+export class TrainingRoom {
+  constructor(root, { api = "", pollMs = POLL_MS, fetchImpl, EventSourceImpl } = {}) {
+    this.root = root;
+    this.api = api.replace(/\/$/, "");
+    this.pollMs = pollMs;
+    this.fetch = fetchImpl ?? ((...args) => window.fetch(...args));
+    this.EventSource = EventSourceImpl ?? window.EventSource;
+    this.status = null;
+    this.stream = null;
+    this.streamRunId = null;
+    this.lastSeq = -1;
+    this.lastReading = null;
+    this.noticesShown = new Set();
+    this.busy = false;
+    this.phase = null;
+    this._build();
+  }
+
+  _build() {
+    this.root.classList.add("training-room");
+    this.root.replaceChildren();
+    this.noticeBox = el("div", { class: "tr-notices", id: "arena-notices", role: "status", "aria-live": "polite" });
+    this.jobList = el("ul", { class: "tr-jobs", id: "arena-jobs" });
+    this.runTitle = el("div", { class: "tr-run-title", id: "arena-run-title", text: "No run active" });
+    this.bar = el("div", { class: "tr-bar-fill", id: "arena-progress-fill" });
+    this.progress = el("div", { class: "tr-bar", id: "arena-progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100 }, this.bar);
+    this.progressText = el("div", { class: "tr-progress-text", id: "arena-progress-text", text: "" });
+    this.checkpointText = el("div", { class: "tr-checkpoint", id: "arena-checkpoint", text: "" });
+    this.stopButton = el("button", { type: "button", class: "tr-stop", id: "arena-stop", disabled: true, text: "■ Stop" });
+    this.stopButton.addEventListener("click", () => this.stop());
+    this.log = el("div", { class: "tr-log", id: "arena-log", role: "log" });
+    this.healthList = el("ul", { class: "tr-health", id: "arena-health" });
+    this.connection = el("span", { class: "tr-connection", id: "arena-connection", text: "connecting…" });
+    this.dialog = el("div", { class: "tr-dialog", id: "arena-dialog", hidden: true });
+    this.root.append(
+      el("div", { class: "tr-head" }, el("h2", { text: "Training Room" }), this.connection),
+      this.noticeBox,
+      el("section", { class: "tr-section" }, el("h3", { text: "Jobs" }), this.jobList),
+      el(
+        "section",
+        { class: "tr-section tr-run", id: "training-status" },
+        el("h3", { text: "Run" }),
+        el("div", { class: "tr-run-head" }, this.runTitle, this.stopButton),
+        this.progress,
+        this.progressText,
+        this.checkpointText,
+      ),
+      el("section", { class: "tr-section" }, el("h3", { text: "Log" }), this.log),
+      el("section", { class: "tr-section" }, el("h3", { text: "Machine" }), this.healthList),
+      this.dialog,
+    );
+  }
+
+  start() {
+    this.refresh();
+    this.timer = setInterval(() => this.refresh(), this.pollMs);
+    return this;
+  }
+
+  dispose() {
+    clearInterval(this.timer);
+    this.stream?.close();
+  }
+
+  async _call(path, body) {
+    const options = body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+    const response = await this.fetch(`${this.api}${path}`, options);
+    const json = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+    return { status: response.status, ok: response.ok, json };
+  }
+
+  async refresh() {
+    let answer;
+    try {
+      answer = await this._call("/api/training/status");
+    } catch (error) {
+      this.connection.textContent = `daemon unreachable (${error.message})`;
+      this.connection.className = "tr-connection tr-bad";
+      return;
+    }
+    if (!answer.ok) {
+      this.connection.textContent = answer.json.error ?? `HTTP ${answer.status}`;
+      this.connection.className = "tr-connection tr-bad";
+      return;
+    }
+    this.connection.textContent = "connected";
+    this.connection.className = "tr-connection tr-good";
+    this.status = answer.json;
+    this.render();
+  }
+
+  render() {
+    const status = this.status;
+    if (!status) {
+      return;
+    }
+    this._renderJobs(status);
+    this._renderRun(status);
+    this._renderHealth(status.health);
+    this._renderNotices(status);
+    this._follow(status);
+  }
+
+  /** Rebuilds the job list only when the jobs change (a click is never lost to a poll); the buttons follow every render. */
+  _renderJobs(status) {
+    const activeNow = status.active !== null && status.active !== undefined;
+    const signature = JSON.stringify([status.jobs, status.workspace]);
+    if (signature !== this.jobsSignature) {
+      this.jobsSignature = signature;
+      this._buildJobs(status);
+    }
+    for (const button of this.jobList.querySelectorAll("button.tr-run-button")) {
+      const job = (status.jobs ?? []).find((candidate) => candidate.id === button.dataset.job);
+      const blocked = job?.runnable !== true;
+      button.disabled = blocked || activeNow || this.busy;
+      button.title = blocked ? "blocked: see the reasons below" : activeNow ? "another run is active" : `start ${button.dataset.job}`;
+    }
+  }
+
+  _buildJobs(status) {
+    const workspace = status.workspace ?? null;
+    this.jobList.replaceChildren(
+      ...(status.jobs ?? []).map((job) => {
+        const run = el("button", { type: "button", class: "tr-run-button", "data-job": job.id, text: "▶ Run" });
+        const blocked = job.runnable !== true;
+        run.addEventListener("click", () => this.run(job));
+        const meta = [job.kind ?? "task", job.status ?? ""].filter(Boolean).join(" · ");
+        const item = el(
+          "li",
+          { class: blocked ? "tr-job tr-blocked" : "tr-job", "data-job": job.id },
+          el("div", { class: "tr-job-head" }, el("span", { class: "tr-job-name", text: job.name ?? job.id }), el("span", { class: "tr-job-meta", text: `${job.id} · ${meta}` }), run),
+        );
+        if (job.lastCheckpoint && finite(job.lastCheckpoint.step)) {
+          item.append(el("div", { class: "tr-job-ckpt", text: `last checkpoint: step ${job.lastCheckpoint.step}` }));
+        }
+        if (blocked) {
+          const reasons = (job.blockedBy ?? []).length > 0
+            ? job.blockedBy.map((diagnostic) => el("li", { class: "tr-reason" }, el("code", { text: diagnostic.code ?? "" }), ` ${diagnostic.message ?? ""} `, el("span", { class: "tr-place", text: placeOf(diagnostic, workspace) })))
+            : blockedList(job).map((reason) => el("li", { class: "tr-reason", text: reason }));
+          item.append(el("div", { class: "tr-why", text: "Cannot run:" }), el("ul", { class: "tr-reasons" }, ...reasons));
+        }
+        return item;
+      }),
+    );
+  }
+
+  _renderRun(status) {
+    const active = status.active;
+    const now = Date.now();
+    if (!active) {
+      const last = status.lastRun;
+      this.runTitle.textContent = last ? `No run active · last: ${last.id} ${last.status}` : "No run active";
+      this.stopButton.disabled = true;
+      if (!last) {
+        this.bar.style.width = "0%";
+        this.progressText.textContent = "";
+        this.checkpointText.textContent = "";
+      } else {
+        const percent = percentDone(last);
+        this.bar.style.width = `${percent ?? 0}%`;
+        this.progressText.textContent = finite(last.step)
+          ? `${last.status} at step ${last.step}${finite(last.totalSteps) ? `/${last.totalSteps}` : ""}${percent !== undefined ? ` (${percent}%)` : ""}`
+          : last.status;
+        this.checkpointText.textContent = last.lastCheckpoint ? `checkpoint: step ${last.lastCheckpoint.step} (${last.lastCheckpoint.path})` : "no checkpoint";
+      }
+      this.lastReading = null;
+      return;
+    }
+    this.runTitle.textContent = `${active.name ?? active.id} · ${this.phase ?? active.status}${active.stalled ? " · stalled" : ""}`;
+    this.stopButton.disabled = this.busy || active.status === "stopping";
+    const percent = percentDone(active);
+    this.bar.style.width = `${percent ?? 0}%`;
+    this.progress.setAttribute("aria-valuenow", String(percent ?? 0));
+    const speed = finite(active.stepsPerSecond) ? active.stepsPerSecond : measuredSpeed(this.lastReading, active, now);
+    if (finite(active.step)) {
+      this.lastReading = { runId: active.runId, step: active.step, at: now };
+    }
+    const parts = [];
+    parts.push(finite(active.step) ? `step ${active.step}${finite(active.totalSteps) ? `/${active.totalSteps}` : ""}${percent !== undefined ? ` (${percent}%)` : ""}` : "waiting for the first step");
+    const loss = formatLoss(active.loss);
+    if (loss !== undefined) {
+      parts.push(`loss ${loss}`);
+    }
+    if (speed !== undefined) {
+      parts.push(`${speed.toFixed(1)} it/s`);
+    }
+    const eta = formatEta(active.etaSeconds);
+    if (eta !== undefined) {
+      parts.push(`ETA ${eta}`);
+    }
+    this.progressText.textContent = parts.join(" · ");
+    this.checkpointText.textContent = active.lastCheckpoint ? `last checkpoint: step ${active.lastCheckpoint.step}` : "no checkpoint yet";
+  }
+
+  _renderHealth(health) {
+    const lines = healthLines(health);
+    this.healthList.replaceChildren(...lines.map((line) => el("li", { text: line })));
+  }
+
+  _notice(key, kind, text) {
+    if (this.noticesShown.has(key)) {
+      return;
+    }
+    this.noticesShown.add(key);
+    const close = el("button", { type: "button", class: "tr-notice-close", "aria-label": "dismiss", text: "×" });
+    const notice = el("div", { class: `tr-notice tr-${kind}`, "data-key": key }, el("span", { text }), close);
+    close.addEventListener("click", () => notice.remove());
+    this.noticeBox.prepend(notice);
+    while (this.noticeBox.childElementCount > MAX_NOTICES) {
+      this.noticeBox.lastElementChild.remove();
+    }
+  }
+
+  _renderNotices(status) {
+    const last = status.lastRun;
+    if (last && last.status === "crashed") {
+      const failure = last.failure ? `${last.failure.kind}${last.failure.evidence ? `: ${stripAnsi(last.failure.evidence)}` : ""}` : "";
+      this._notice(`crash:${last.runId}`, "error", `${last.id} crashed (exit code ${last.exitCode ?? "?"})${failure ? ` — ${failure}` : ""}${last.lastCheckpoint ? `; last checkpoint at step ${last.lastCheckpoint.step}` : ""}`);
+    }
+    if (last && last.stoppedBy === "battery") {
+      this._notice(`battery:${last.runId}`, "warning", `${last.id} was stopped because the machine went on battery (checkpoint at step ${last.lastCheckpoint?.step ?? "?"}); it is started again from there when power returns, unless the setting power.resumeOnAc is off.`);
+    }
+    const active = status.active;
+    if (active && active.status === "restarting") {
+      const waiting = Array.isArray(active.waitingFor) && active.waitingFor.length > 0 ? `, waiting for: ${active.waitingFor.map((check) => check.message ?? check.name).join("; ")}` : "";
+      this._notice(`restart:${active.runId}:${active.restarts}`, "warning", `${active.id} crashed and is being restarted from its last checkpoint${waiting}`);
+    }
+  }
+
+  /** Follows the log of the active run (else the newest) with EventSource; the browser resumes with Last-Event-ID. */
+  _follow(status) {
+    const runId = status.active?.runId ?? status.lastRun?.runId ?? null;
+    if (!runId) {
+      return;
+    }
+    if (runId === this.streamRunId) {
+      // EventSource gives up for good on an answer that is not 200 or 204 (a 503 while arena-ls restarts):
+      // open it again after the last line shown, until the run's `end` has come.
+      if (this.stream && this.stream.readyState === 2 && !this.streamEnded && status.active?.runId === runId) {
+        this._open(runId, this.lastSeq);
+      }
+      return;
+    }
+    this.stream?.close();
+    this.streamRunId = runId;
+    this.lastSeq = -1;
+    this.log.replaceChildren();
+    this._open(runId, -1);
+  }
+
+  _open(runId, since) {
+    this.streamEnded = false;
+    const query = since >= 0 ? `&since=${since}` : "";
+    const source = new this.EventSource(`${this.api}/api/training/logs?runId=${encodeURIComponent(runId)}${query}`);
+    this.stream = source;
+    source.addEventListener("line", (event) => {
+      const seq = Number(event.lastEventId);
+      if (Number.isFinite(seq) && seq <= this.lastSeq) {
+        return;
+      }
+      this.lastSeq = seq;
+      let data;
+      try {
+        data = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      this._appendLog({ ...data, seq });
+    });
+    source.addEventListener("end", (event) => {
+      this.streamEnded = true;
+      source.close();
+      let final = null;
+      try {
+        final = JSON.parse(event.data);
+      } catch {
+        // the end is the end
+      }
+      if (final?.status) {
+        this._appendLog({ line: `— run ended: ${final.status}${finite(final.exitCode) ? ` (exit code ${final.exitCode})` : ""}`, stream: "end" });
+      }
+      this.refresh();
+    });
+  }
+
+  _appendLog(data) {
+    const stderr = data.stream === "stderr";
+    const text = stripAnsi(stderr ? String(data.line).replace(/^stderr: /, "") : data.line);
+    const row = el("div", { class: `tr-line tr-${data.stream ?? "stdout"}`, "data-seq": data.seq });
+    if (stderr) {
+      row.append(el("span", { class: "tr-mark", text: "stderr" }));
+    }
+    row.append(document.createTextNode(text));
+    const atBottom = this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
+    this.log.append(row);
+    while (this.log.childElementCount > MAX_LOG_LINES) {
+      this.log.firstElementChild.remove();
+    }
+    if (atBottom) {
+      this.log.scrollTop = this.log.scrollHeight;
+    }
+  }
+
+  /** A question in the page (no native dialog): resolves to the label clicked, or undefined. */
+  ask(message, labels) {
+    return new Promise((resolve) => {
+      const buttons = [...labels, "Cancel"].map((label, index) =>
+        el("button", { type: "button", class: index === 0 ? "tr-primary" : "", "data-answer": label, text: label }),
+      );
+      this.dialog.replaceChildren(el("p", { class: "tr-question", text: message }), el("div", { class: "tr-answers" }, ...buttons));
+      this.dialog.hidden = false;
+      for (const button of buttons) {
+        button.addEventListener("click", () => {
+          this.dialog.hidden = true;
+          this.dialog.replaceChildren();
+          resolve(button.dataset.answer === "Cancel" ? undefined : button.dataset.answer);
+        });
+      }
+      buttons[0].focus();
+    });
+  }
+
+  async run(job) {
+    const name = job.name ?? job.id;
+    // The job's own last checkpoint (7.1) stands in for the runs the core's resume decision reads.
+    const runs = job.lastCheckpoint ? [{ jobId: job.id, lastCheckpoint: job.lastCheckpoint, totalSteps: job.lastCheckpoint.totalSteps }] : [];
+    const offer = resumeOffer(job, runs);
+    let body;
+    if (offer) {
+      const answer = await this.ask(`${offer.prompt}\nTraining runs on this machine; starting it is your approval.`, offer.labels);
+      if (answer === undefined) {
+        return;
+      }
+      body = answer === offer.freshLabel ? { id: job.id, approved: true, resume: false } : { id: job.id, approved: true, resume: true, startStep: offer.step };
+    } else {
+      const answer = await this.ask(`Run ${name}? It starts ${job.kind === "train" ? "training" : "a task"} on this machine and needs your approval.`, ["Approve and run"]);
+      if (answer === undefined) {
+        return;
+      }
+      body = { id: job.id, approved: true };
+    }
+    await this._act(() => this._call("/api/training/start", body), (json) => `started ${json.id} (run ${json.runId}, pid ${json.pid ?? "?"})`, `cannot start ${job.id}`);
+  }
+
+  async stop() {
+    const active = this.status?.active;
+    if (!active) {
+      return;
+    }
+    await this._act(
+      async () => {
+        const stopping = async (body) => {
+          this.phase = "stopping: the trainer saves a checkpoint, then exits…";
+          this.render();
+          try {
+            return await this._call("/api/training/stop", body);
+          } finally {
+            this.phase = null;
+            this.render();
+          }
+        };
+        let answer = await stopping({});
+        if (answer.status === 409 && answer.json.reason === "no-checkpoint") {
+          const choice = await this.ask(answer.json.error ?? stopPrompt(answer.json.runtimeSeconds), ["Stop anyway"]);
+          if (choice === undefined) {
+            return null;
+          }
+          answer = await stopping({ confirm: true });
+        }
+        return answer;
+      },
+      (json) => {
+        if (json.status === "idle") {
+          return "nothing was running";
+        }
+        const checkpoint = json.lastCheckpoint ? `checkpoint at step ${json.lastCheckpoint.step}` : "no checkpoint";
+        return `${json.id} ${json.status} at step ${json.step ?? "?"} (${checkpoint}; ${lostText(json.lost, json.step, json.lastCheckpoint?.step)}; exit code ${json.exitCode ?? "?"}, by ${json.stoppedBy ?? "?"})`;
+      },
+      "cannot stop the run",
+    );
+  }
+
+  async _act(action, success, failure) {
+    this.busy = true;
+    this.render();
+    try {
+      const answer = await action();
+      if (answer === null) {
+        return;
+      }
+      if (answer.ok) {
+        this._notice(`ok:${Date.now()}:${Math.random()}`, "info", success(answer.json));
+      } else {
+        this._notice(`error:${Date.now()}:${Math.random()}`, "error", `${failure}: ${answer.json.error ?? `HTTP ${answer.status}`}`);
+      }
+    } catch (error) {
+      this._notice(`error:${Date.now()}`, "error", `${failure}: ${error.message}`);
+    } finally {
+      this.busy = false;
+      await this.refresh();
+    }
+  }
+}
+
+export function mountTrainingRoom(root, options = {}) {
+  return new TrainingRoom(root, { api: options.api ?? root.dataset.api ?? "", ...options }).start();
+}
+
+if (typeof document !== "undefined") {
+  const root = document.getElementById("training-room");
+  if (root && root.dataset.autostart !== "false") {
+    window.trainingRoom = mountTrainingRoom(root);
+  }
+}
