@@ -160,20 +160,23 @@ def _parse(name: str, path: Path, package: str) -> _Module | None:
     return _Module(name, tree, _aliases(tree, package), _top_level(tree))
 
 
-def _annotation_ids(node: ast.AST) -> set[int]:
-    """The nodes inside annotations (never run, with ``from __future__ import annotations``)."""
+def _unrun_ids(node: ast.AST) -> set[int]:
+    """The nodes that a call does not run: annotations (never evaluated, with ``from __future__
+    import annotations``) and parameter defaults (a value kept for later, which a test replaces:
+    ``SpareAgent(spawn=_spawn)`` is given a fake ``spawn`` by its unit tests)."""
     skipped: set[int] = set()
     for child in ast.walk(node):
-        annotations: list[ast.AST | None] = []
+        unrun: list[ast.AST | None] = []
         if isinstance(child, ast.arg):
-            annotations.append(child.annotation)
+            unrun.append(child.annotation)
         elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-            annotations.append(child.returns)
+            unrun.append(child.returns)
+            unrun.extend([*child.args.defaults, *child.args.kw_defaults])
         elif isinstance(child, ast.AnnAssign):
-            annotations.append(child.annotation)
-        for annotation in annotations:
-            if annotation is not None:
-                skipped.update(id(n) for n in ast.walk(annotation))
+            unrun.append(child.annotation)
+        for part in unrun:
+            if part is not None:
+                skipped.update(id(n) for n in ast.walk(part))
     return skipped
 
 
@@ -305,7 +308,7 @@ class Reach:
     def _references(
         self, node: ast.AST, module: _Module, owner: str | None
     ) -> tuple[str | None, list[_Target]]:
-        skipped = _annotation_ids(node)
+        skipped = _unrun_ids(node)
         locals_ = self._local_classes(node, module)
         found: list[_Target] = []
         for child in ast.walk(node):
