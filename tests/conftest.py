@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks import rayhead
-from tests.helpers import process_marker
+from tests.helpers import process_marker, rayhead
 
 pytest_plugins = ("pytester",)  # tests/unit/test_process_marker.py runs small suites in-process
 
