@@ -116,6 +116,15 @@ def test_builds_a_workspace_with_a_helper_that_starts_nothing(tmp_path):
 
 def test_builds_a_runner_without_running_it():
     assert Runner() is not None
+
+
+class Keeper:
+    def __init__(self, spawn=_helper):
+        self.spawn = spawn
+
+
+def test_hands_a_fake_in_place_of_a_default_that_starts_a_process():
+    assert Keeper(spawn=lambda: None).spawn() is None
 """
 
 EXPECTED_MARKED = {
@@ -133,6 +142,7 @@ EXPECTED_FAST = {
     "test_mentions_a_process_only_in_an_annotation",
     "test_builds_a_workspace_with_a_helper_that_starts_nothing",
     "test_builds_a_runner_without_running_it",
+    "test_hands_a_fake_in_place_of_a_default_that_starts_a_process",
 }
 
 
