@@ -34,6 +34,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -190,10 +191,14 @@ class Reach:
         self._spawns: dict[str, list[str]] = {}
         """Key -> a path of keys to a spawning call (the last one)."""
         self._clean: set[str] = set()
+        self._resolved: dict[str, _Target | None] = {}
+        self._functions: dict[Callable[..., Any], _Target | None] = {}
 
     # modules and names
 
     def module(self, name: str) -> _Module | None:
+        if name.partition(".")[0] not in FOLLOWED and name not in self._modules:
+            return None
         if name not in self._modules:
             self._modules[name] = self._load(name)
         return self._modules[name]
@@ -227,6 +232,11 @@ class Reach:
 
     def resolve(self, dotted: str, depth: int = 0) -> _Target | None:
         """The target of a fully qualified name, or None when it is not code we read."""
+        if dotted not in self._resolved:
+            self._resolved[dotted] = self._resolve(dotted, depth)
+        return self._resolved[dotted]
+
+    def _resolve(self, dotted: str, depth: int) -> _Target | None:
         if dotted in SPAWNING_CALLS or dotted.split(".")[0] in SPAWNING_MODULES:
             return _Target(dotted, None, None)
         parts = dotted.split(".")
@@ -396,6 +406,11 @@ class Reach:
 
     def of_function(self, function: Callable[..., Any]) -> _Target | None:
         """The target of a test or fixture function object (by its file and qualified name)."""
+        if function not in self._functions:
+            self._functions[function] = self._of_function(function)
+        return self._functions[function]
+
+    def _of_function(self, function: Callable[..., Any]) -> _Target | None:
         function = inspect.unwrap(function)
         try:
             source = inspect.getsourcefile(function)
@@ -558,12 +573,18 @@ class ProcessMarker:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Before ``-m`` deselects: the marker must already be there."""
+        started = time.perf_counter()
         for item in items:
             if item.get_closest_marker(MARKER) is not None:
                 continue
             why = why_process(self.reach, item)
             if why is not None:
                 item.add_marker(pytest.mark.process(auto=why))
+        if os.environ.get("ARENA_PROCESS_TIMING"):
+            print(
+                f"process marker: {len(items)} tests read in {time.perf_counter() - started:.2f} s",
+                file=sys.stderr,
+            )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
