@@ -4,6 +4,7 @@
     python -m benchmarks --quick         # small sizes, one repeat (under a minute, for CI)
     python -m benchmarks --only capture,stop
     python -m benchmarks --product /path/to/other/checkout   # measure another arena-ls
+    python -m benchmarks --show benchmarks/results-quick.json   # the targets of a results file
 
 Targets are printed as met or MISSED; nothing here asserts on time, and the
 exit status is 0 unless a benchmark itself failed (an error, not a slow
@@ -70,6 +71,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="a checkout whose arena_ls the servers and agents should run",
+    )
+    parser.add_argument(
+        "--show",
+        type=Path,
+        default=None,
+        help="print the targets table of a results file written before, and run nothing",
     )
     args = parser.parse_args(argv)
     chosen = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -162,8 +169,19 @@ def print_summary(rows: list[dict[str, Any]], failed: list[str]) -> None:
         print(f"\nFAILED benchmarks: {', '.join(failed)}")
 
 
+def show(path: Path) -> int:
+    """Print a results file's targets (``scripts/test.sh`` shows those of the quick run that
+    ``tests/benchmarks/test_quick_bench.py`` made, instead of running the benchmarks twice)."""
+    results = json.loads(path.read_text())
+    print(f"{results['command']} on {results['date']}, {results['seconds']} s, product {results['product']}")
+    print_summary(results["targets"], results["failed"])
+    return 1 if results["failed"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.show is not None:
+        return show(args.show)
     product = use_product(args.product)
     output = args.output or harness.BENCH_DIR / ("results-quick.json" if args.quick else "results.json")
     started = time.perf_counter()

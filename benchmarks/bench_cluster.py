@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import arena, harness, rayhead
+from benchmarks import arena, harness
 from benchmarks.harness import Section
+from tests.helpers import rayhead
 
 TICK_INTERVAL = "0.1"
 TICKS_MEASURED = 20

@@ -1,8 +1,8 @@
 # Install everything the tests need and run them (Windows, PowerShell): lint, formatting,
 # types for both platform branches, the rules-doc check, the VS Code
-# extension's checks where npm is present, the benchmarks in quick mode, and
-# the pytest suite (tests that need POSIX are skipped with their reason; the
-# Windows-only ones in tests/windows run). The same steps as scripts/test.sh.
+# extension's checks where npm is present, and the pytest suite (tests that need
+# POSIX are skipped with their reason; the Windows-only ones in tests/windows run;
+# test_quick_bench.py runs the benchmarks in quick mode, once). The same steps as scripts/test.sh.
 $ErrorActionPreference = "Stop"
 $pytestArgs = $args
 Set-Location (Join-Path $PSScriptRoot "..")
@@ -28,5 +28,11 @@ if ((Test-Path "editor-client\vscode\package.json") -and (Get-Command npm -Error
         Step "VS Code extension: tsc, eslint, node tests" { npm test }
     } finally { Pop-Location }
 }
-Step "benchmarks (quick mode)" { & "$bin\python.exe" -m benchmarks --quick }
+# tests\benchmarks\test_quick_bench.py is the one run of the quick benchmarks; its figures are shown after.
+$quickBench = Join-Path (Get-Location) "benchmarks\results-quick.json"
+Remove-Item $quickBench -ErrorAction SilentlyContinue
+$env:ARENA_QUICK_BENCH_RESULTS = $quickBench
 Step "pytest" { & "$bin\python.exe" -m pytest -p no:cacheprovider @pytestArgs }
+if (Test-Path $quickBench) {
+    Step "benchmarks (quick mode, run by pytest)" { & "$bin\python.exe" -m benchmarks --show $quickBench }
+}

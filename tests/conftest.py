@@ -12,7 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks import rayhead
+from tests.helpers import process_marker, rayhead
+
+pytest_plugins = ("pytester",)  # tests/unit/test_process_marker.py runs small suites in-process
 
 _VARIANTS = "tests/windows/test_on_windows.py"
 POSIX_ONLY: dict[str, str] = {
@@ -38,6 +40,11 @@ POSIX_ONLY: dict[str, str] = {
     ),
 }
 """The SIGINT tests of tests/client/test_cli.py carry their own skip (``POSIX_ONLY`` there)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The ``process`` marker, set on every test that starts a process (tests/helpers/process_marker.py)."""
+    process_marker.register(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -21,7 +21,7 @@ other code creates a run folder or touches the lock.
   win.
 
 ``judge`` holds the rules as a pure function (unit-tested in
-``tests/unit/test_runlock.py``); ``RunLock`` applies them to the files.
+``tests/lifecycle/test_runlock.py``); ``RunLock`` applies them to the files.
 """
 
 from __future__ import annotations

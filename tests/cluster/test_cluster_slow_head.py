@@ -22,6 +22,7 @@ import pytest
 
 from tests.cluster.support import CLUSTER, cluster_job, cluster_workspace
 from tests.helpers.lsp import start_server, stop_server, wait_for
+from tests.helpers.serving import serve_in_thread
 
 PREFLIGHT_FAILED = 1005
 WAIT = 30.0
@@ -74,8 +75,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def fake_head(nodes: Any, *, hold: bool = False) -> Iterator[FakeHead]:
     head = FakeHead(nodes, hold)
-    thread = threading.Thread(target=head.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(head)
     try:
         yield head
     finally:

@@ -34,6 +34,7 @@ from arena_ls.lifecycle.rundir import (
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
 from tests.helpers.fake_backend import write_state
+from tests.helpers.serving import serve_in_thread
 
 WAIT = 30.0
 """Bounds a follower that never ends (the defect); a working one ends in well under a second."""
@@ -316,7 +317,7 @@ class _StopHead(http.server.BaseHTTPRequestHandler):
 
 def test_a_lost_cluster_run_has_its_job_asked_to_stop(folder: StateFolder, tmp_path: Path) -> None:
     head = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StopHead)
-    threading.Thread(target=head.serve_forever, daemon=True).start()
+    serve_in_thread(head)
     try:
         token = tmp_path / "token"
         token.write_text("s3cret\n")

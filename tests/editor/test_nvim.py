@@ -30,10 +30,10 @@ from typing import Any
 import psutil
 import pytest
 
-from benchmarks.rayhead import RayHead
 from tests.cluster.support import CLUSTER, REFERENCE_CKPT_EVERY, REFERENCE_LOG_EVERY, reference_workspace
 from tests.cluster.support import options as cluster_options
 from tests.helpers.fake_hardware import write_fake_hardware
+from tests.helpers.rayhead import RayHead
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent

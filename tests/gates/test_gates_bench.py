@@ -6,6 +6,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from arena_ls.gates import lint_trainer
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_lint.py"
@@ -19,6 +21,7 @@ def _load() -> ModuleType:
     return module
 
 
+@pytest.mark.process  # bench_lint.run times the lint in subprocesses (loaded by path: not followed)
 def test_quick_run_reports_the_figures() -> None:
     figures = _load().run(quick=True)
     assert figures["lines"] >= 1000

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import attrs
+
+from tests.helpers.serving import serve_in_thread
 
 NODES = {"data": {"summary": [{"raylet": {"state": "ALIVE", "resourcesTotal": {"CPU": 2.0}}}]}}
 
@@ -77,8 +78,7 @@ def fake_dashboard(token: str | None) -> Iterator[FakeDashboard]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(dashboard))
     server.daemon_threads = True
     dashboard.address = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="fake-dashboard", daemon=True)
-    thread.start()
+    serve_in_thread(server, "fake-dashboard")
     try:
         yield dashboard
     finally:

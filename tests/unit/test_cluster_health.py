@@ -22,6 +22,7 @@ from arena_ls.cluster.config import ClusterTarget, declared_targets
 from arena_ls.cluster.health import ClusterHealth, ClusterHealthSampler, node_totals
 from arena_ls.manifest.model import ClusterDecl
 from arena_ls.settings import parse_settings
+from tests.helpers.serving import serve_in_thread
 from tests.helpers.waiting import wait_until
 from tests.unit.test_cluster_units import _Dashboard
 
@@ -43,8 +44,7 @@ class _HeldDashboard(_Dashboard):
 def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

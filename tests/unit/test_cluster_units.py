@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import json
 import shlex
-import threading
 import zipfile
 from collections.abc import Iterator
 from io import BytesIO
@@ -45,6 +44,7 @@ from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import load_manifest_text
 from arena_ls.settings import parse_settings
+from tests.helpers.serving import serve_in_thread
 
 # -- manifest and settings ----------------------------------------------------------------------
 
@@ -361,8 +361,7 @@ class _Dashboard(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def dashboard() -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dashboard)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

@@ -12,6 +12,7 @@ import pytest
 
 from arena_ls import platform
 from arena_ls.errors import ArenaError
+from arena_ls.lifecycle import supervisor as supervisor_module
 from arena_ls.lifecycle.rundir import (
     CorruptState,
     RunDir,
@@ -124,6 +125,8 @@ async def test_a_run_whose_files_are_held_open_is_neither_skipped_nor_unlocked(
     supervisor = Supervisor(tmp_path, lambda: Settings(), Quiet())
     monkeypatch.setattr(platform, "REPLACE_RETRY_SECONDS", 0.02)
     monkeypatch.setattr(platform, "_read_once", Flaky(platform._read_once, -1, only="state.json"))
+    # The holder's view cannot appear while its state is held open: no need to wait 5 s for it.
+    monkeypatch.setattr(supervisor_module, "HOLDER_WAIT", 0.05)
     supervisor.scan()
     assert run.run_id not in supervisor.views
     with pytest.raises(ArenaError) as refused:

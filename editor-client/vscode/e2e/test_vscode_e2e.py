@@ -11,7 +11,7 @@ with these variables:
 - ``ARENA_E2E_SCREENSHOTS``: where screenshots and logs of a failed test go.
 
 The cluster test starts a real Ray head with that interpreter
-(``python -m benchmarks.rayhead``: this venv has no Ray) and skips, saying
+(``python -m tests.helpers.rayhead``: this venv has no Ray) and skips, saying
 why, only when it has no Ray (``scripts/bootstrap.sh`` installs it, so CI
 runs it).
 
@@ -629,10 +629,10 @@ NO_RAY = 3
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A real Ray head on loopback (token auth on), held by ``python -m benchmarks.rayhead``
+    """A real Ray head on loopback (token auth on), held by ``python -m tests.helpers.rayhead``
     run with the server's interpreter; ended (its jobs stopped first, then exactly its
     processes) when this module's tests are done."""
-    has_ray = f"import sys, benchmarks.rayhead as r; sys.exit(0 if r.ray_installed() else {NO_RAY})"
+    has_ray = f"import sys, tests.helpers.rayhead as r; sys.exit(0 if r.ray_installed() else {NO_RAY})"
     probe = subprocess.run(
         [SERVER_PYTHON, "-c", has_ray], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
     )
@@ -642,7 +642,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     errors = tmp_path_factory.mktemp("rayhead") / "stderr.log"
     with errors.open("wb") as stderr:
         head = subprocess.Popen(
-            [SERVER_PYTHON, "-m", "benchmarks.rayhead"],
+            [SERVER_PYTHON, "-m", "tests.helpers.rayhead"],
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
         )  # fmt: skip
     try:

@@ -1,4 +1,4 @@
-"""A Ray head on loopback, for the cluster tests and the cluster benchmark.
+"""A Ray head on loopback, for the cluster tests and the cluster benchmark (which imports it from here).
 
 Token authentication on (a generated token), free ports, two CPUs, in a
 process session of its own. At the end its unfinished jobs are stopped
@@ -167,7 +167,7 @@ def _end_group(group: int | None) -> None:
 
 
 def serve() -> None:
-    """``python -m benchmarks.rayhead``: a head for a process without Ray (the VS Code e2e
+    """``python -m tests.helpers.rayhead``: a head for a process without Ray (the VS Code e2e
     test runs in a venv of its own). Prints one JSON line (``address``, ``tokenFile``) once
     the head is ready, holds it until stdin closes (the caller ended or died), then ends
     exactly it."""
