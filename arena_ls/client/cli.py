@@ -92,7 +92,12 @@ def build_parser() -> Parser:
     )
     plot = sub.add_parser("plot", parents=[common], help="a run's loss curve as a PNG")
     plot.add_argument("job", nargs="?", metavar="JOB")
-    plot.add_argument("--out", metavar="FILE", help="the PNG to write (default: RUN_ID-loss.png)")
+    plot.add_argument(
+        "--out",
+        metavar="FILE",
+        help="the PNG to write (default: .aide/plots/JOB-loss.png in the workspace root; "
+        "the folder is ignored by git)",
+    )
     return parser
 
 
@@ -122,6 +127,11 @@ def _add_start(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         action="store_true",
         help="run the job's VRAM probe (its probe.args) instead; follows it to its verdict "
         "(exit 1 unless it passed)",
+    )
+    start.add_argument(
+        "--confirm",
+        action="store_true",
+        help="start even at a --start-step other than the job's last checkpoint",
     )
     resume = start.add_mutually_exclusive_group()
     resume.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")

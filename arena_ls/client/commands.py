@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as _dt
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from arena_ls.client.asks import Question, lost_line, start_question, stop_question
 from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
 from arena_ls.client.lspclient import JsonRpcError, LspSession
@@ -30,6 +33,9 @@ from arena_ls.client.session import Options, connect
 from arena_ls.client.tables import print_status
 from arena_ls.timeutil import iso_utc_now
 
+if TYPE_CHECKING:
+    from arena_ls.client.plot import JobCurve
+
 DEMO_JOB = "tiny-lm"
 INTERRUPT_HINT = "Ctrl-C: detach (the run goes on) · Ctrl-C twice: stop it (checkpoint and exit)"
 PAGE_LIMIT = 1000
@@ -40,6 +46,8 @@ PAGE_LIMIT = 1000
 
 def start_params(args: argparse.Namespace) -> dict[str, Any]:
     params: dict[str, Any] = {"id": args.job, "approved": bool(args.approve)}
+    if getattr(args, "confirm", False):
+        params["confirm"] = True
     if getattr(args, "probe", False):
         params["probe"] = True
     if args.fresh:
@@ -53,7 +61,8 @@ def start_params(args: argparse.Namespace) -> dict[str, Any]:
 async def cmd_start(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         requested_at = iso_utc_now()
-        info = await session.request("arena/start", start_params(args))
+        params = start_params(args)
+        info = await request_asking(session, options, "arena/start", params, start_question)
         announce_start(options, info, fresh=bool(args.fresh))
         if getattr(args, "probe", False):
             return await follow_probe(session, options, info, args.job, requested_at)
@@ -63,6 +72,41 @@ async def cmd_start(options: Options, args: argparse.Namespace) -> int:
         write_plain(options.console, INTERRUPT_HINT)
         result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
         return result.exit_code
+
+
+MAX_QUESTIONS = 3
+"""Refusals one request may put to the person before the client gives up (each answer
+changes the request, so a server that kept refusing would otherwise ask forever)."""
+
+QuestionFor = Callable[[JsonRpcError, dict[str, Any], _dt.datetime], Question | None]
+
+
+async def request_asking(
+    session: LspSession, options: Options, method: str, params: dict[str, Any], question_for: QuestionFor
+) -> Any:
+    """``method`` with ``params``; a refusal that is a question (see ``asks``) is put to the
+    person on a terminal and, on yes, the request is sent again with what they agreed to.
+    Without a terminal it is one ``arena:`` line saying what to type instead, exit 1."""
+    for _ in range(MAX_QUESTIONS):
+        try:
+            return await session.request(method, params)
+        except JsonRpcError as error:
+            question = question_for(error, params, _dt.datetime.now(tz=_dt.timezone.utc))
+            if question is None:
+                raise
+            put_to_the_person(options, error, question)
+            params = question.retried(params)
+    return await session.request(method, params)
+
+
+def put_to_the_person(options: Options, error: JsonRpcError, question: Question) -> None:
+    """Ask on a terminal; returns on yes, raises the refusal when no one can be asked or on no."""
+    reason = error.reason or str(error.code)
+    if not options.interactive:
+        raise CliError(f"refused ({reason}): {question.refusal()}")
+    write_plain(options.console, question.warning)
+    if not options.ask(question.question):
+        raise CliError(f"refused ({reason}): nothing done (you answered no)")
 
 
 PROBE_VERDICT_WAIT_S = 30.0
@@ -156,10 +200,15 @@ async def follow_and_report(
 
 def report_end(options: Options, info: dict[str, Any]) -> None:
     """The run's end: a summary on stdout, or one ``arena:`` line on stderr when it failed."""
+    lost = lost_line(info)
     if info.get("status") in OK_STATUSES:
         write_plain(options.console, run_summary(info))
+        if lost:
+            write_plain(options.console, lost)
     else:
         print(f"arena: {run_summary(info)}", file=sys.stderr, flush=True)
+        if lost:
+            print(f"arena: {lost}", file=sys.stderr, flush=True)
 
 
 async def job_name(session: LspSession, job_id: str) -> str:
@@ -184,12 +233,15 @@ def stop_params(args: argparse.Namespace) -> dict[str, Any]:
 
 async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
-        result = await session.request("arena/stop", stop_params(args))
+        result = await request_asking(session, options, "arena/stop", stop_params(args), stop_question)
     if result.get("status") == "idle":
         what = f"job {args.job} is not running" if args.job else "nothing is running"
         write_plain(options.console, what)
         return EXIT_OK
     write_plain(options.console, run_summary(result))
+    lost = lost_line(result)
+    if lost:
+        write_plain(options.console, lost)
     tail = result.get("tail") or []
     if tail:
         write_plain(options.console, "last lines:")
@@ -340,7 +392,13 @@ def print_checkpoints(options: Options, info: dict[str, Any], metrics: dict[str,
 
 
 async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
-    from arena_ls.client.plot import require_matplotlib, resume_chain, stitch, write_curve_png
+    from arena_ls.client.plot import (
+        default_plot_path,
+        require_matplotlib,
+        resume_chain,
+        stitch,
+        write_curve_png,
+    )
 
     require_matplotlib()
     async with connect(options) as session:
@@ -350,18 +408,27 @@ async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
         chain = resume_chain(sorted(runs, key=lambda r: str(r.get("startedAt") or "")))
         pairs = [(run, await session.request("arena/metrics", {"runId": run["runId"]})) for run in chain]
     curve = stitch(pairs)
-    out = Path(args.out) if args.out else Path(f"{job_id}-loss.png")
     count = len(chain)
     title = f"{job_id} · {count} run{'s' if count != 1 else ''} · {chain[-1]['runId']}"
     if curve.empty:
         raise CliError(f"job {job_id} has no loss points to plot yet")
+    out = Path(args.out) if args.out else default_plot_path(options.root, job_id)
     write_curve_png(curve, title, out)
-    resumed = len([r for r in curve.resumes if not r.relaunch])
     write_plain(options.console, f"wrote {out.resolve()}")
-    write_plain(
-        options.console,
-        f"{count} run{'s' if count != 1 else ''} of {job_id} stitched by step "
-        f"({resumed} resume{'s' if resumed != 1 else ''}, {len(curve.checkpoints)} checkpoints, "
-        f"{len(curve.evals)} eval points)",
-    )
+    write_plain(options.console, plot_summary(job_id, count, curve))
     return EXIT_OK
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count} {word if count == 1 else many or word + 's'}"
+
+
+def plot_summary(job_id: str, runs: int, curve: JobCurve) -> str:
+    """What the picture holds: its runs, resume and relaunch marks, checkpoints and evals."""
+    resumes = len([r for r in curve.resumes if not r.relaunch])
+    relaunches = len(curve.resumes) - resumes
+    return (
+        f"{plural(runs, 'run')} of {job_id} stitched by step ({plural(resumes, 'resume')}, "
+        f"{plural(relaunches, 'relaunch', 'relaunches')}, "
+        f"{plural(len(curve.checkpoints), 'checkpoint')}, {len(curve.evals)} eval points)"
+    )

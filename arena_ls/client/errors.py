@@ -7,8 +7,10 @@ Ctrl-C; any run goes on).
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
+from arena_ls.client.asks import stop_loss_words
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
 
 EXIT_OK = 0
@@ -16,7 +18,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 INVALID_PARAMS = -32602
-REFUSAL_CODES = range(1001, 1011)
+REFUSAL_CODES = range(1001, 1013)
 
 HINTS = {
     "approval-required": "pass --approve",
@@ -76,14 +78,8 @@ def cli_words(reason: str, message: str) -> str:
 
 
 def no_checkpoint_detail(message: str, data: dict[str, Any]) -> str:
-    runtime = data.get("runtimeSeconds")
-    head = one_line(message).split(":", 1)[0]
-    if isinstance(runtime, (int, float)):
-        minutes = max(0.1, runtime / 60) if runtime > 0 else 0.0
-        lost = f"stopping it now loses {minutes:.1f} min ({runtime:.0f}s) of training"
-    else:
-        lost = "stopping it now loses all its training"
-    return f"{head}: {lost}; pass --confirm to stop anyway"
+    now = _dt.datetime.now(tz=_dt.timezone.utc)
+    return f"{stop_loss_words(message, data, now)}; pass --confirm to stop anyway"
 
 
 def _extra(reason: str, data: dict[str, Any]) -> str:
