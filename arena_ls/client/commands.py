@@ -16,10 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from arena_ls.client.announcements import shown
 from arena_ls.client.asks import Question, lost_line, start_question, stop_question
 from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
 from arena_ls.client.lspclient import JsonRpcError, LspSession
+from arena_ls.client.manifest_state import manifest_path, manifest_problem
 from arena_ls.client.render import (
     OK_STATUSES,
     make_follow_view,
@@ -29,7 +31,7 @@ from arena_ls.client.render import (
     write_line,
     write_plain,
 )
-from arena_ls.client.session import Options, connect
+from arena_ls.client.session import Options, connect, init_options
 from arena_ls.client.tables import print_status
 from arena_ls.timeutil import iso_utc_now
 
@@ -70,7 +72,9 @@ async def cmd_start(options: Options, args: argparse.Namespace) -> int:
             write_plain(options.console, f"follow it with: arena logs -f {info.get('jobId')}")
             return EXIT_OK
         write_plain(options.console, INTERRUPT_HINT)
-        result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
+        result = await follow_and_report(
+            session, options, info, OnInterrupt.DETACH_OR_STOP, raw=bool(getattr(args, "raw", False))
+        )
         return result.exit_code
 
 
@@ -189,10 +193,12 @@ async def follow_and_report(
     options: Options,
     info: dict[str, Any],
     on_interrupt: OnInterrupt = OnInterrupt.DETACH,
+    *,
+    raw: bool = False,
 ) -> FollowResult:
     title = run_place(info, await job_name(session, str(info.get("jobId"))))
     view = make_follow_view(options.console, title)
-    result = await follow_run(session, view, info, title, on_interrupt)
+    result = await follow_run(session, view, info, title, on_interrupt, raw=raw)
     if not result.detached:
         report_end(options, result.info)
     return result
@@ -234,6 +240,9 @@ def stop_params(args: argparse.Namespace) -> dict[str, Any]:
 async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         result = await request_asking(session, options, "arena/stop", stop_params(args), stop_question)
+        if result.get("status") == "idle" and args.job:
+            status = await session.request("arena/status", {})
+            require_known_job(status, args.job, [r for r in status.get("runs") or [] if isinstance(r, dict)])
     if result.get("status") == "idle":
         what = f"job {args.job} is not running" if args.job else "nothing is running"
         write_plain(options.console, what)
@@ -260,6 +269,14 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
         write_line(sys.stdout, json.dumps(status, indent=2))
     else:
         print_status(options.console, status)
+    problem = (
+        None
+        if known_job_ids(status)
+        else manifest_problem(manifest_path(options.root, init_options()), options.root)
+    )
+    if problem:
+        print(f"arena: {problem}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -269,6 +286,8 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
 def pick_run(status: dict[str, Any], *, job: str | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The run a command is about: ``run_id``, else the active run (of ``job``), else the latest."""
     runs = [r for r in status.get("runs") or [] if isinstance(r, dict)]
+    if job is not None and run_id is None:
+        require_known_job(status, job, runs)
     if run_id is not None:
         for run in runs:
             if run.get("runId") == run_id:
@@ -283,16 +302,32 @@ def pick_run(status: dict[str, Any], *, job: str | None = None, run_id: str | No
     return mine[-1]
 
 
-async def print_all_lines(session: LspSession, options: Options, run_id: str) -> int:
-    """Page through ``arena/logs`` from the first line; the number of lines printed."""
+def known_job_ids(status: dict[str, Any]) -> list[str]:
+    return [str(j.get("id")) for j in status.get("jobs") or [] if isinstance(j, dict) and j.get("id")]
+
+
+def require_known_job(status: dict[str, Any], job: str, runs: list[dict[str, Any]] | None = None) -> None:
+    """A job the manifest lists (or one that has runs: a job since removed from it),
+    else ``no job 'nope' in the manifest`` with the ids it has, exit 1."""
+    known = known_job_ids(status)
+    if job in known or any(r.get("jobId") == job for r in runs or []):
+        return
+    listed = ", ".join(known) if known else "none"
+    raise CliError(f"no job {job!r} in the manifest; known jobs: {listed}")
+
+
+async def print_all_lines(session: LspSession, options: Options, run_id: str, *, raw: bool = False) -> int:
+    """Page through ``arena/logs`` from the first line; the number of lines printed
+    (the trainer's ``@arena`` announcements only with ``raw``)."""
     cursor: str | None = None
     count = 0
     while True:
         page = await session.request("arena/logs", {"runId": run_id, "cursor": cursor, "limit": PAGE_LIMIT})
         lines = page.get("lines") or []
         for line in lines:
-            print_line(options.console, line)
-        count += len(lines)
+            if shown(line, raw=raw):
+                print_line(options.console, line)
+                count += 1
         cursor = page.get("cursor") or cursor
         if not lines:
             return count
@@ -301,10 +336,11 @@ async def print_all_lines(session: LspSession, options: Options, run_id: str) ->
 async def cmd_logs(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         run = pick_run(await session.request("arena/status", {}), job=args.job, run_id=args.run)
+        raw = bool(getattr(args, "raw", False))
         if args.follow:
-            result = await follow_and_report(session, options, run)
+            result = await follow_and_report(session, options, run, raw=raw)
             return result.exit_code
-        await print_all_lines(session, options, str(run["runId"]))
+        await print_all_lines(session, options, str(run["runId"]), raw=raw)
     return EXIT_OK
 
 
@@ -340,7 +376,9 @@ async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
         info = await session.request("arena/start", params)
         announce_start(options, info, fresh=bool(args.fresh))
         write_plain(options.console, INTERRUPT_HINT)
-        result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
+        result = await follow_and_report(
+            session, options, info, OnInterrupt.DETACH_OR_STOP, raw=bool(getattr(args, "raw", False))
+        )
         if result.detached:
             return EXIT_INTERRUPTED
         metrics = await session.request("arena/metrics", {"runId": info["runId"]})

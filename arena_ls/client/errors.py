@@ -59,6 +59,8 @@ def refusal_detail(reason: str, error: JsonRpcError) -> str:
     data: dict[str, Any] = error.data if isinstance(error.data, dict) else {}
     if reason == "no-checkpoint":
         return no_checkpoint_detail(error.message, data)
+    if reason == "invalid-manifest":
+        return manifest_refusal(error.message, data.get("diagnostics"))
     parts = [cli_words(reason, error.message)]
     extra = _extra(reason, data)
     if extra:
@@ -86,10 +88,38 @@ def _extra(reason: str, data: dict[str, Any]) -> str:
     if reason == "not-allowlisted":
         known = data.get("known") or []
         return f"known jobs: {', '.join(map(str, known)) or 'none'}"
-    if reason in ("gates-failed", "invalid-manifest"):
+    if reason == "gates-failed":
         codes = sorted({str(d.get("code")) for d in data.get("diagnostics") or [] if isinstance(d, dict)})
         return f"codes: {', '.join(codes)}" if codes else ""
     return ""
+
+
+MISSING_MANIFEST = "there is no manifest"
+"""How the loader's AR101 begins for a manifest file that is not there (not a JSON error)."""
+
+
+def manifest_refusal(message: str, diagnostics: Any) -> str:
+    """``1006``: a missing manifest says so; a broken one names its first error and where."""
+    errors = [d for d in diagnostics or [] if isinstance(d, dict) and d.get("severity") in (None, "error")]
+    first = errors[0] if errors else {}
+    if str(first.get("message", "")).startswith(MISSING_MANIFEST):
+        return f'{one_line(first["message"])[:300]}; create it (README: "Add your own job")'
+    words = manifest_error_words(errors)
+    return f"{one_line(message)}{': ' + words if words else ''}; see `arena check`"
+
+
+def manifest_error_words(errors: list[dict[str, Any]]) -> str:
+    """The manifest's first error, where it is: ``AR101 line 3, column 5: not valid JSON: ...``."""
+    if not errors:
+        return ""
+    first = errors[0]
+    start = first.get("range", {}).get("start", {}) if isinstance(first.get("range"), dict) else {}
+    line, column = start.get("line"), start.get("character")
+    where = ""
+    if isinstance(line, int) and isinstance(column, int) and (line, column) != (0, 0):
+        where = f" line {line + 1}, column {column + 1}:"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{first.get('code')}{where} {one_line(str(first.get('message')))[:200]}{more}"
 
 
 def one_line(text: str) -> str:
