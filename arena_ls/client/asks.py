@@ -184,7 +184,7 @@ def stop_loss_words(message: str, data: dict[str, Any], now: _dt.datetime) -> st
     last = data.get("lastCheckpoint")
     if isinstance(lost, dict) and isinstance(last, dict):
         return (
-            f"{head}: its last checkpoint is {checkpoint_words(last, now)}; "
+            f"the run's last checkpoint is {checkpoint_words(last, now)}; "
             f"stopping it now loses {lost_amount(lost)} of training"
         )
     runtime = data.get("runtimeSeconds")
@@ -195,10 +195,10 @@ def stop_loss_words(message: str, data: dict[str, Any], now: _dt.datetime) -> st
 
 
 def lost_amount(lost: dict[str, Any]) -> str:
-    """``90 steps (4 min)``."""
+    """``90 steps (4 min)``, or ``4 min`` when the steps are not known (``steps`` null)."""
     steps = _int(lost.get("steps"))
-    count = "? steps" if steps is None else f"{steps} step{'' if steps == 1 else 's'}"
-    return f"{count} ({fmt_span(lost.get('seconds'))})"
+    span = fmt_span(lost.get("seconds"))
+    return span if steps is None else f"{steps} step{'' if steps == 1 else 's'} ({span})"
 
 
 STOP_VERBS = {"kill": "killed", "battery": "stopped on battery"}

@@ -110,8 +110,8 @@ def test_a_stop_of_a_run_with_an_old_checkpoint_says_how_much_is_lost() -> None:
     question = stop_question(old_checkpoint(), {"id": "tiny-lm", "kill": True, "confirm": False}, NOW)
     assert question is not None
     assert question.warning == (
-        "run tiny-lm-2's last checkpoint is old: its last checkpoint is step 300 "
-        "(ckpt.pt, saved 6 min ago by run r2); stopping it now loses 90 steps (4 min) of training"
+        "the run's last checkpoint is step 300 (ckpt.pt, saved 6 min ago by run r2); "
+        "stopping it now loses 90 steps (4 min) of training"
     )
     assert question.command == "arena stop tiny-lm --kill --confirm"
     assert question.retried({"id": "tiny-lm", "kill": True, "confirm": False})["confirm"] is True
@@ -177,6 +177,10 @@ def test_1011_and_1012_are_refusals_for_the_terminal() -> None:
         (
             {"step": 40, "stoppedBy": "kill", "lastCheckpoint": None, "lost": {"steps": 40, "seconds": 30.4}},
             "killed at step 40; no checkpoint: 40 steps (30 s) lost",
+        ),
+        (
+            {"step": None, "stoppedBy": "signal", "lost": {"steps": None, "seconds": 95}},
+            "stopped; no checkpoint: 2 min lost",
         ),
         ({"step": 40, "stoppedBy": "kill", "lost": None}, None),
         ({"step": 40}, None),

@@ -266,6 +266,11 @@ local function session()
     "killed at step 390; last checkpoint 300: 90 steps (4 min) lost"
   )
   expect("lost unknown", worklost.lost_line({ step = 390, lost = vim.NIL }), nil)
+  expect(
+    "lost with unknown steps",
+    worklost.lost_line({ stoppedBy = "signal", lost = { steps = vim.NIL, seconds = 95 } }),
+    "stopped; no checkpoint: 2 min lost"
+  )
   expect("spans", worklost.fmt_span(7500), "2 h 05 min")
   expect("an announcement", worklost.is_announcement({ stream = "stdout", text = '@arena {"event": "progress", "step": 1}' }), true)
   expect("not JSON is shown", worklost.is_announcement({ stream = "stdout", text = "@arena {oops" }), false)

@@ -107,14 +107,14 @@ function M.checkpoint_words(checkpoint, now)
   return "step " .. scalar(checkpoint.step) .. " (" .. table.concat(details, ", ") .. ")"
 end
 
---- `90 steps (4 min)`.
+--- `90 steps (4 min)`, or `4 min` when the steps are not known (`steps` null).
 function M.lost_amount(lost)
   local steps = val(lost.steps)
-  local count = "? steps"
+  local span = M.fmt_span(lost.seconds)
   if type(steps) == "number" and steps == math.floor(steps) then
-    count = scalar(steps) .. (steps == 1 and " step" or " steps")
+    return scalar(steps) .. (steps == 1 and " step" or " steps") .. " (" .. span .. ")"
   end
-  return count .. " (" .. M.fmt_span(lost.seconds) .. ")"
+  return span
 end
 
 --- 1012: the job trained all its steps; the question offers a fresh start.

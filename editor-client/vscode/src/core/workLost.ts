@@ -76,11 +76,11 @@ export function checkpointWords(checkpoint: unknown, now: Date): string {
   return `step ${scalar(found.step)} (${details.join(", ")})`;
 }
 
-/** `90 steps (4 min)`. */
+/** `90 steps (4 min)`, or `4 min` when the steps are not known (`steps` null). */
 export function lostAmount(lost: Data): string {
   const steps = lost.steps;
-  const count = typeof steps === "number" && Number.isInteger(steps) ? `${steps} step${steps === 1 ? "" : "s"}` : "? steps";
-  return `${count} (${fmtSpan(lost.seconds)})`;
+  const span = fmtSpan(lost.seconds);
+  return typeof steps === "number" && Number.isInteger(steps) ? `${steps} step${steps === 1 ? "" : "s"} (${span})` : span;
 }
 
 /** 1012: the job trained all its steps; the question offers a fresh start. */

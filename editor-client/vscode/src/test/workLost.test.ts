@@ -83,6 +83,7 @@ describe("lost", () => {
     assert.equal(lostLine(killed), "killed at step 390; last checkpoint 300: 90 steps (4 min) lost");
     const saved = { step: 412, stoppedBy: "file", lastCheckpoint: { step: 412 }, lost: { steps: 0, seconds: 0 } };
     assert.equal(lostLine(saved), "stopped at step 412; nothing lost (checkpoint at step 412)");
+    assert.equal(lostLine({ stoppedBy: "signal", lost: { steps: null, seconds: 95 } }), "stopped; no checkpoint: 2 min lost");
     assert.equal(lostLine({ step: 4, lost: null }), undefined);
     assert.equal(lostLine({ step: 4 }), undefined);
     assert.equal(lostLine(null), undefined);
