@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from arena_ls.client.announcements import shown
-from arena_ls.client.asks import Question, lost_line, start_question, stop_question
+from arena_ls.client.asks import ALREADY_FINISHED, Question, lost_line, start_question, stop_question
 from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
 from arena_ls.client.lspclient import JsonRpcError, LspSession
@@ -373,7 +373,7 @@ async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
                 )
         if fresh:
             params["resume"] = False
-        info = await session.request("arena/start", params)
+        info = await start_demo(session, options, params)
         announce_start(options, info, fresh=bool(args.fresh))
         write_plain(options.console, INTERRUPT_HINT)
         result = await follow_and_report(
@@ -385,6 +385,19 @@ async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
         cwd = await job_cwd(session, DEMO_JOB, options.root)
     print_checkpoints(options, result.info, metrics, cwd)
     return result.exit_code
+
+
+async def start_demo(session: LspSession, options: Options, params: dict[str, Any]) -> Any:
+    """The demo's start; a server that says the demo job is finished (``1012``, a finish the
+    status did not show) gets the demo's own answer: train it again from step 0."""
+    try:
+        return await session.request("arena/start", params)
+    except JsonRpcError as error:
+        question = start_question(error, params, _dt.datetime.now(tz=_dt.timezone.utc))
+        if error.code != ALREADY_FINISHED or question is None or params.get("resume") is False:
+            raise
+        write_plain(options.console, f"{question.warning}: training it again from step 0")
+        return await session.request("arena/start", question.retried(params))
 
 
 async def job_cwd(session: LspSession, job_id: str, root: Path) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from arena_ls.client.asks import stop_loss_words
+from arena_ls.client.asks import finished_question, stop_loss_words
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
 
 EXIT_OK = 0
@@ -61,6 +61,10 @@ def refusal_detail(reason: str, error: JsonRpcError) -> str:
         return no_checkpoint_detail(error.message, data)
     if reason == "invalid-manifest":
         return manifest_refusal(error.message, data.get("diagnostics"))
+    if reason == "already-finished" and isinstance(data.get("run"), dict):
+        run = data["run"]
+        now = _dt.datetime.now(tz=_dt.timezone.utc)
+        return finished_question(str(run.get("jobId") or "JOB"), run, now).refusal()
     parts = [cli_words(reason, error.message)]
     extra = _extra(reason, data)
     if extra:

@@ -354,3 +354,21 @@ def test_a_server_that_keeps_refusing_is_asked_a_bounded_number_of_times(
     with pytest.raises(JsonRpcError):
         run_command(monkeypatch, session, commands.cmd_start(options, start_args(start_step=50)))
     assert len(asked) == commands.MAX_QUESTIONS and len(session.sent) == commands.MAX_QUESTIONS + 1
+
+
+def test_a_1012_outside_a_question_still_says_the_command(tmp_path: Path) -> None:
+    message = from_rpc_error(already_finished()).message
+    assert message.startswith("refused (already-finished): job tiny-lm is finished: it trained all 600 steps")
+    assert message.endswith("to do it anyway: arena start tiny-lm --fresh")
+
+
+def test_the_demo_trains_a_finished_job_again_when_the_server_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = FakeSession({"arena/start": [already_finished(), STARTED]})
+    options, out, asked = options_for(tmp_path, interactive=False)
+    info = asyncio.run(commands.start_demo(session, options, {"id": "tiny-lm", "approved": True}))  # type: ignore[arg-type]
+    assert info == STARTED and asked == []
+    assert session.sent[1][1] == {"id": "tiny-lm", "approved": True, "resume": False}
+    assert "is finished: it trained all 600 steps" in out.getvalue()
+    assert out.getvalue().rstrip().endswith("training it again from step 0")
