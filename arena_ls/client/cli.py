@@ -90,9 +90,15 @@ def build_parser() -> Parser:
         action="store_true",
         help="start over instead of resuming (a run that finished all its steps starts over anyway)",
     )
+    _add_raw(demo)
     plot = sub.add_parser("plot", parents=[common], help="a run's loss curve as a PNG")
     plot.add_argument("job", nargs="?", metavar="JOB")
-    plot.add_argument("--out", metavar="FILE", help="the PNG to write (default: RUN_ID-loss.png)")
+    plot.add_argument(
+        "--out",
+        metavar="FILE",
+        help="the PNG to write (default: .aide/plots/JOB-loss.png in the workspace root; "
+        "the folder is ignored by git)",
+    )
     return parser
 
 
@@ -123,6 +129,12 @@ def _add_start(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         help="run the job's VRAM probe (its probe.args) instead; follows it to its verdict "
         "(exit 1 unless it passed)",
     )
+    _add_raw(start)
+    start.add_argument(
+        "--confirm",
+        action="store_true",
+        help="start even at a --start-step other than the job's last checkpoint",
+    )
     resume = start.add_mutually_exclusive_group()
     resume.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")
     resume.add_argument("--start-step", type=_count, metavar="N", help="resume from step N")
@@ -150,6 +162,15 @@ def _add_logs(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         help="then follow it live until it ends (Ctrl-C detaches, never stops the run)",
     )
     logs.add_argument("--run", metavar="RUN_ID", help="a particular run")
+    _add_raw(logs)
+
+
+def _add_raw(parser: Parser) -> None:
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="show every line as logged, the trainer's @arena announcements too (hidden by default)",
+    )
 
 
 def _argument(check: Check[T], read: Callable[[str], Any]) -> Callable[[str], T]:

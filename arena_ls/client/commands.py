@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as _dt
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from arena_ls.client.announcements import shown
+from arena_ls.client.asks import ALREADY_FINISHED, Question, lost_line, start_question, stop_question
 from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
 from arena_ls.client.lspclient import JsonRpcError, LspSession
+from arena_ls.client.manifest_state import manifest_path, manifest_problem
 from arena_ls.client.render import (
     OK_STATUSES,
     make_follow_view,
@@ -26,9 +31,12 @@ from arena_ls.client.render import (
     write_line,
     write_plain,
 )
-from arena_ls.client.session import Options, connect
+from arena_ls.client.session import Options, connect, init_options
 from arena_ls.client.tables import print_status
 from arena_ls.timeutil import iso_utc_now
+
+if TYPE_CHECKING:
+    from arena_ls.client.plot import JobCurve
 
 DEMO_JOB = "tiny-lm"
 INTERRUPT_HINT = "Ctrl-C: detach (the run goes on) · Ctrl-C twice: stop it (checkpoint and exit)"
@@ -40,6 +48,8 @@ PAGE_LIMIT = 1000
 
 def start_params(args: argparse.Namespace) -> dict[str, Any]:
     params: dict[str, Any] = {"id": args.job, "approved": bool(args.approve)}
+    if getattr(args, "confirm", False):
+        params["confirm"] = True
     if getattr(args, "probe", False):
         params["probe"] = True
     if args.fresh:
@@ -53,7 +63,8 @@ def start_params(args: argparse.Namespace) -> dict[str, Any]:
 async def cmd_start(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         requested_at = iso_utc_now()
-        info = await session.request("arena/start", start_params(args))
+        params = start_params(args)
+        info = await request_asking(session, options, "arena/start", params, start_question)
         announce_start(options, info, fresh=bool(args.fresh))
         if getattr(args, "probe", False):
             return await follow_probe(session, options, info, args.job, requested_at)
@@ -61,8 +72,45 @@ async def cmd_start(options: Options, args: argparse.Namespace) -> int:
             write_plain(options.console, f"follow it with: arena logs -f {info.get('jobId')}")
             return EXIT_OK
         write_plain(options.console, INTERRUPT_HINT)
-        result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
+        result = await follow_and_report(
+            session, options, info, OnInterrupt.DETACH_OR_STOP, raw=bool(getattr(args, "raw", False))
+        )
         return result.exit_code
+
+
+MAX_QUESTIONS = 3
+"""Refusals one request may put to the person before the client gives up (each answer
+changes the request, so a server that kept refusing would otherwise ask forever)."""
+
+QuestionFor = Callable[[JsonRpcError, dict[str, Any], _dt.datetime], Question | None]
+
+
+async def request_asking(
+    session: LspSession, options: Options, method: str, params: dict[str, Any], question_for: QuestionFor
+) -> Any:
+    """``method`` with ``params``; a refusal that is a question (see ``asks``) is put to the
+    person on a terminal and, on yes, the request is sent again with what they agreed to.
+    Without a terminal it is one ``arena:`` line saying what to type instead, exit 1."""
+    for _ in range(MAX_QUESTIONS):
+        try:
+            return await session.request(method, params)
+        except JsonRpcError as error:
+            question = question_for(error, params, _dt.datetime.now(tz=_dt.timezone.utc))
+            if question is None:
+                raise
+            put_to_the_person(options, error, question)
+            params = question.retried(params)
+    return await session.request(method, params)
+
+
+def put_to_the_person(options: Options, error: JsonRpcError, question: Question) -> None:
+    """Ask on a terminal; returns on yes, raises the refusal when no one can be asked or on no."""
+    reason = error.reason or str(error.code)
+    if not options.interactive:
+        raise CliError(f"refused ({reason}): {question.refusal()}")
+    write_plain(options.console, question.warning)
+    if not options.ask(question.question):
+        raise CliError(f"refused ({reason}): nothing done (you answered no)")
 
 
 PROBE_VERDICT_WAIT_S = 30.0
@@ -145,10 +193,12 @@ async def follow_and_report(
     options: Options,
     info: dict[str, Any],
     on_interrupt: OnInterrupt = OnInterrupt.DETACH,
+    *,
+    raw: bool = False,
 ) -> FollowResult:
     title = run_place(info, await job_name(session, str(info.get("jobId"))))
     view = make_follow_view(options.console, title)
-    result = await follow_run(session, view, info, title, on_interrupt)
+    result = await follow_run(session, view, info, title, on_interrupt, raw=raw)
     if not result.detached:
         report_end(options, result.info)
     return result
@@ -156,10 +206,15 @@ async def follow_and_report(
 
 def report_end(options: Options, info: dict[str, Any]) -> None:
     """The run's end: a summary on stdout, or one ``arena:`` line on stderr when it failed."""
+    lost = lost_line(info)
     if info.get("status") in OK_STATUSES:
         write_plain(options.console, run_summary(info))
+        if lost:
+            write_plain(options.console, lost)
     else:
         print(f"arena: {run_summary(info)}", file=sys.stderr, flush=True)
+        if lost:
+            print(f"arena: {lost}", file=sys.stderr, flush=True)
 
 
 async def job_name(session: LspSession, job_id: str) -> str:
@@ -184,12 +239,18 @@ def stop_params(args: argparse.Namespace) -> dict[str, Any]:
 
 async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
-        result = await session.request("arena/stop", stop_params(args))
+        result = await request_asking(session, options, "arena/stop", stop_params(args), stop_question)
+        if result.get("status") == "idle" and args.job:
+            status = await session.request("arena/status", {})
+            require_known_job(status, args.job, [r for r in status.get("runs") or [] if isinstance(r, dict)])
     if result.get("status") == "idle":
         what = f"job {args.job} is not running" if args.job else "nothing is running"
         write_plain(options.console, what)
         return EXIT_OK
     write_plain(options.console, run_summary(result))
+    lost = lost_line(result)
+    if lost:
+        write_plain(options.console, lost)
     tail = result.get("tail") or []
     if tail:
         write_plain(options.console, "last lines:")
@@ -208,6 +269,14 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
         write_line(sys.stdout, json.dumps(status, indent=2))
     else:
         print_status(options.console, status)
+    problem = (
+        None
+        if known_job_ids(status)
+        else manifest_problem(manifest_path(options.root, init_options()), options.root)
+    )
+    if problem:
+        print(f"arena: {problem}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -217,6 +286,8 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
 def pick_run(status: dict[str, Any], *, job: str | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The run a command is about: ``run_id``, else the active run (of ``job``), else the latest."""
     runs = [r for r in status.get("runs") or [] if isinstance(r, dict)]
+    if job is not None and run_id is None:
+        require_known_job(status, job, runs)
     if run_id is not None:
         for run in runs:
             if run.get("runId") == run_id:
@@ -231,16 +302,32 @@ def pick_run(status: dict[str, Any], *, job: str | None = None, run_id: str | No
     return mine[-1]
 
 
-async def print_all_lines(session: LspSession, options: Options, run_id: str) -> int:
-    """Page through ``arena/logs`` from the first line; the number of lines printed."""
+def known_job_ids(status: dict[str, Any]) -> list[str]:
+    return [str(j.get("id")) for j in status.get("jobs") or [] if isinstance(j, dict) and j.get("id")]
+
+
+def require_known_job(status: dict[str, Any], job: str, runs: list[dict[str, Any]] | None = None) -> None:
+    """A job the manifest lists (or one that has runs: a job since removed from it),
+    else ``no job 'nope' in the manifest`` with the ids it has, exit 1."""
+    known = known_job_ids(status)
+    if job in known or any(r.get("jobId") == job for r in runs or []):
+        return
+    listed = ", ".join(known) if known else "none"
+    raise CliError(f"no job {job!r} in the manifest; known jobs: {listed}")
+
+
+async def print_all_lines(session: LspSession, options: Options, run_id: str, *, raw: bool = False) -> int:
+    """Page through ``arena/logs`` from the first line; the number of lines printed
+    (the trainer's ``@arena`` announcements only with ``raw``)."""
     cursor: str | None = None
     count = 0
     while True:
         page = await session.request("arena/logs", {"runId": run_id, "cursor": cursor, "limit": PAGE_LIMIT})
         lines = page.get("lines") or []
         for line in lines:
-            print_line(options.console, line)
-        count += len(lines)
+            if shown(line, raw=raw):
+                print_line(options.console, line)
+                count += 1
         cursor = page.get("cursor") or cursor
         if not lines:
             return count
@@ -249,10 +336,11 @@ async def print_all_lines(session: LspSession, options: Options, run_id: str) ->
 async def cmd_logs(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         run = pick_run(await session.request("arena/status", {}), job=args.job, run_id=args.run)
+        raw = bool(getattr(args, "raw", False))
         if args.follow:
-            result = await follow_and_report(session, options, run)
+            result = await follow_and_report(session, options, run, raw=raw)
             return result.exit_code
-        await print_all_lines(session, options, str(run["runId"]))
+        await print_all_lines(session, options, str(run["runId"]), raw=raw)
     return EXIT_OK
 
 
@@ -285,16 +373,31 @@ async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
                 )
         if fresh:
             params["resume"] = False
-        info = await session.request("arena/start", params)
+        info = await start_demo(session, options, params)
         announce_start(options, info, fresh=bool(args.fresh))
         write_plain(options.console, INTERRUPT_HINT)
-        result = await follow_and_report(session, options, info, OnInterrupt.DETACH_OR_STOP)
+        result = await follow_and_report(
+            session, options, info, OnInterrupt.DETACH_OR_STOP, raw=bool(getattr(args, "raw", False))
+        )
         if result.detached:
             return EXIT_INTERRUPTED
         metrics = await session.request("arena/metrics", {"runId": info["runId"]})
         cwd = await job_cwd(session, DEMO_JOB, options.root)
     print_checkpoints(options, result.info, metrics, cwd)
     return result.exit_code
+
+
+async def start_demo(session: LspSession, options: Options, params: dict[str, Any]) -> Any:
+    """The demo's start; a server that says the demo job is finished (``1012``, a finish the
+    status did not show) gets the demo's own answer: train it again from step 0."""
+    try:
+        return await session.request("arena/start", params)
+    except JsonRpcError as error:
+        question = start_question(error, params, _dt.datetime.now(tz=_dt.timezone.utc))
+        if error.code != ALREADY_FINISHED or question is None or params.get("resume") is False:
+            raise
+        write_plain(options.console, f"{question.warning}: training it again from step 0")
+        return await session.request("arena/start", question.retried(params))
 
 
 async def job_cwd(session: LspSession, job_id: str, root: Path) -> Path:
@@ -340,7 +443,13 @@ def print_checkpoints(options: Options, info: dict[str, Any], metrics: dict[str,
 
 
 async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
-    from arena_ls.client.plot import require_matplotlib, resume_chain, stitch, write_curve_png
+    from arena_ls.client.plot import (
+        default_plot_path,
+        require_matplotlib,
+        resume_chain,
+        stitch,
+        write_curve_png,
+    )
 
     require_matplotlib()
     async with connect(options) as session:
@@ -350,18 +459,27 @@ async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
         chain = resume_chain(sorted(runs, key=lambda r: str(r.get("startedAt") or "")))
         pairs = [(run, await session.request("arena/metrics", {"runId": run["runId"]})) for run in chain]
     curve = stitch(pairs)
-    out = Path(args.out) if args.out else Path(f"{job_id}-loss.png")
     count = len(chain)
     title = f"{job_id} · {count} run{'s' if count != 1 else ''} · {chain[-1]['runId']}"
     if curve.empty:
         raise CliError(f"job {job_id} has no loss points to plot yet")
+    out = Path(args.out) if args.out else default_plot_path(options.root, job_id)
     write_curve_png(curve, title, out)
-    resumed = len([r for r in curve.resumes if not r.relaunch])
     write_plain(options.console, f"wrote {out.resolve()}")
-    write_plain(
-        options.console,
-        f"{count} run{'s' if count != 1 else ''} of {job_id} stitched by step "
-        f"({resumed} resume{'s' if resumed != 1 else ''}, {len(curve.checkpoints)} checkpoints, "
-        f"{len(curve.evals)} eval points)",
-    )
+    write_plain(options.console, plot_summary(job_id, count, curve))
     return EXIT_OK
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count} {word if count == 1 else many or word + 's'}"
+
+
+def plot_summary(job_id: str, runs: int, curve: JobCurve) -> str:
+    """What the picture holds: its runs, resume and relaunch marks, checkpoints and evals."""
+    resumes = len([r for r in curve.resumes if not r.relaunch])
+    relaunches = len(curve.resumes) - resumes
+    return (
+        f"{plural(runs, 'run')} of {job_id} stitched by step ({plural(resumes, 'resume')}, "
+        f"{plural(relaunches, 'relaunch', 'relaunches')}, "
+        f"{plural(len(curve.checkpoints), 'checkpoint')}, {len(curve.evals)} eval points)"
+    )

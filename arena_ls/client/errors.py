@@ -7,8 +7,10 @@ Ctrl-C; any run goes on).
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
+from arena_ls.client.asks import finished_question, stop_loss_words
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
 
 EXIT_OK = 0
@@ -16,7 +18,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 INVALID_PARAMS = -32602
-REFUSAL_CODES = range(1001, 1011)
+REFUSAL_CODES = range(1001, 1013)
 
 HINTS = {
     "approval-required": "pass --approve",
@@ -57,6 +59,12 @@ def refusal_detail(reason: str, error: JsonRpcError) -> str:
     data: dict[str, Any] = error.data if isinstance(error.data, dict) else {}
     if reason == "no-checkpoint":
         return no_checkpoint_detail(error.message, data)
+    if reason == "invalid-manifest":
+        return manifest_refusal(error.message, data.get("diagnostics"))
+    if reason == "already-finished" and isinstance(data.get("run"), dict):
+        run = data["run"]
+        now = _dt.datetime.now(tz=_dt.timezone.utc)
+        return finished_question(str(run.get("jobId") or "JOB"), run, now).refusal()
     parts = [cli_words(reason, error.message)]
     extra = _extra(reason, data)
     if extra:
@@ -76,24 +84,46 @@ def cli_words(reason: str, message: str) -> str:
 
 
 def no_checkpoint_detail(message: str, data: dict[str, Any]) -> str:
-    runtime = data.get("runtimeSeconds")
-    head = one_line(message).split(":", 1)[0]
-    if isinstance(runtime, (int, float)):
-        minutes = max(0.1, runtime / 60) if runtime > 0 else 0.0
-        lost = f"stopping it now loses {minutes:.1f} min ({runtime:.0f}s) of training"
-    else:
-        lost = "stopping it now loses all its training"
-    return f"{head}: {lost}; pass --confirm to stop anyway"
+    now = _dt.datetime.now(tz=_dt.timezone.utc)
+    return f"{stop_loss_words(message, data, now)}; pass --confirm to stop anyway"
 
 
 def _extra(reason: str, data: dict[str, Any]) -> str:
     if reason == "not-allowlisted":
         known = data.get("known") or []
         return f"known jobs: {', '.join(map(str, known)) or 'none'}"
-    if reason in ("gates-failed", "invalid-manifest"):
+    if reason == "gates-failed":
         codes = sorted({str(d.get("code")) for d in data.get("diagnostics") or [] if isinstance(d, dict)})
         return f"codes: {', '.join(codes)}" if codes else ""
     return ""
+
+
+MISSING_MANIFEST = "there is no manifest"
+"""How the loader's AR101 begins for a manifest file that is not there (not a JSON error)."""
+
+
+def manifest_refusal(message: str, diagnostics: Any) -> str:
+    """``1006``: a missing manifest says so; a broken one names its first error and where."""
+    errors = [d for d in diagnostics or [] if isinstance(d, dict) and d.get("severity") in (None, "error")]
+    first = errors[0] if errors else {}
+    if str(first.get("message", "")).startswith(MISSING_MANIFEST):
+        return f'{one_line(first["message"])[:300]}; create it (README: "Add your own job")'
+    words = manifest_error_words(errors)
+    return f"{one_line(message)}{': ' + words if words else ''}; see `arena check`"
+
+
+def manifest_error_words(errors: list[dict[str, Any]]) -> str:
+    """The manifest's first error, where it is: ``AR101 line 3, column 5: not valid JSON: ...``."""
+    if not errors:
+        return ""
+    first = errors[0]
+    start = first.get("range", {}).get("start", {}) if isinstance(first.get("range"), dict) else {}
+    line, column = start.get("line"), start.get("character")
+    where = ""
+    if isinstance(line, int) and isinstance(column, int) and (line, column) != (0, 0):
+        where = f" line {line + 1}, column {column + 1}:"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{first.get('code')}{where} {one_line(str(first.get('message')))[:200]}{more}"
 
 
 def one_line(text: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 import attrs
 
+from arena_ls.client.announcements import shown
 from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, from_rpc_error
 from arena_ls.client.lspclient import JsonRpcError, LspSession, Notification, ServerExited
 from arena_ls.client.render import FINAL_STATUSES, OK_STATUSES, FollowView, ProgressState
@@ -111,8 +112,11 @@ class Follower:
         clock: Callable[[], float] = time.monotonic,
         on_interrupt: OnInterrupt = OnInterrupt.DETACH,
         window: float = STOP_WINDOW_SECONDS,
+        raw: bool = False,
     ) -> None:
         self.session = session
+        self.raw = raw
+        """Print the trainer's ``@arena`` lines too (hidden by default: see ``announcements``)."""
         self.view = view
         self.info = info
         self.run_id = str(info["runId"])
@@ -220,7 +224,8 @@ class Follower:
             if seq < self.next_seq:
                 return
             self.next_seq = seq + 1
-        self.view.line(line)
+        if shown(line, raw=self.raw):
+            self.view.line(line)
 
     async def catch_up(self) -> bool:
         """Page ``arena/logs`` to its end; True when the server says the run's log is done."""
@@ -307,9 +312,11 @@ async def follow_run(
     info: dict[str, Any],
     title: str,
     on_interrupt: OnInterrupt = OnInterrupt.DETACH,
+    *,
+    raw: bool = False,
 ) -> FollowResult:
     """Follow a run; an error the server answers becomes a ``CliError``."""
-    follower = Follower(session, view, info, title, on_interrupt=on_interrupt, window=stop_window())
+    follower = Follower(session, view, info, title, on_interrupt=on_interrupt, window=stop_window(), raw=raw)
     try:
         return await follower.run()
     except JsonRpcError as error:

@@ -9,8 +9,9 @@ latest fresh run (one that did not resume): a fresh start is a new curve.
 
 Drawn: the training loss, the held-out loss where the trainer announces one
 (``@arena {"event": "eval", ...}``), the learning rate on a second axis, each
-checkpoint (dotted) and each resume (solid, labelled). Needs the optional
-extra ``plot`` (matplotlib).
+checkpoint (dotted) and each resume and relaunch (solid, labelled), the marks
+taken from the runs' history (see :func:`stitch`). Needs the optional extra
+``plot`` (matplotlib).
 """
 
 from __future__ import annotations
@@ -26,6 +27,23 @@ from arena_ls.client.errors import CliError
 from arena_ls.validation import finite
 
 MAX_CHECKPOINT_MARKS = 50
+PLOTS_FOLDER = Path(".aide") / "plots"
+"""Where ``arena plot`` writes by default, under the workspace root: beside the state
+folder, ignored by git (the folder gets a ``.gitignore`` of ``*``)."""
+PLOTS_GITIGNORE = "# Written by arena plot: the PNGs here are outputs, not sources.\n*\n"
+
+
+def default_plot_path(root: Path, job_id: str) -> Path:
+    """``.aide/plots/JOB-loss.png`` under ``root``; the folder is made, ignored by git."""
+    folder = root / PLOTS_FOLDER
+    if not folder.is_dir():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / ".gitignore").write_text(PLOTS_GITIGNORE, encoding="utf-8")
+        except OSError as error:
+            raise CliError(f"cannot make {folder}: {error.strerror or error}") from error
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in job_id) or "job"
+    return folder / f"{safe}-loss.png"
 
 
 def require_matplotlib() -> None:
@@ -85,7 +103,13 @@ def _append(series: list[tuple[int, float]], step: int, value: float | None) -> 
 
 
 def stitch(runs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> JobCurve:
-    """Stitch ``(RunInfo, arena/metrics result)`` pairs, oldest first, into one curve."""
+    """Stitch ``(RunInfo, arena/metrics result)`` pairs, oldest first, into one curve.
+
+    The marks come from the runs' history, never from the shape of the curve: a
+    resume where a run says it resumed (``resumedFromStep``), a relaunch where the
+    agent logged one (``relaunches`` of its metrics). Steps that go back without
+    either (a trainer that repeats a step) only replace the points they repeat.
+    """
     curve = JobCurve()
     checkpoints: set[int] = set()
     for position, (info, metrics) in enumerate(runs):
@@ -97,7 +121,8 @@ def stitch(runs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> JobCurve:
                 _cut(series, resumed_from + 1)
             if position > 0:
                 curve.resumes.append(Resume(resumed_from, run_id))
-        _add_points(curve, run_id, metrics.get("points") or [], new_run=position > 0)
+        curve.resumes.extend(_relaunches(run_id, metrics.get("relaunches")))
+        _add_points(curve, metrics.get("points") or [])
         for point in metrics.get("evals") or []:
             step = _step(point.get("step")) if isinstance(point, dict) else None
             if step is not None:
@@ -110,20 +135,22 @@ def stitch(runs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> JobCurve:
     return curve
 
 
-def _add_points(curve: JobCurve, run_id: str, points: list[Any], *, new_run: bool) -> None:
-    """A run's points; steps going back mark a resume (first point of a later run whose
-    RunInfo did not say) or a relaunch of the trainer inside the run."""
-    last_step: int | None = curve.loss[-1][0] if curve.loss else None
+def _relaunches(run_id: str, relaunches: Any) -> list[Resume]:
+    """The relaunches the agent logged in a run, each at the step it relaunched from."""
+    if not isinstance(relaunches, list):
+        return []
+    found = (_step(item.get("step")) for item in relaunches if isinstance(item, dict))
+    return [Resume(step, run_id, relaunch=True) for step in found if step is not None]
+
+
+def _add_points(curve: JobCurve, points: list[Any]) -> None:
+    """A run's points; one at a step already drawn replaces it and what came after."""
     for point in points:
         step = _step(point.get("step")) if isinstance(point, dict) else None
         if step is None:
             continue
-        if last_step is not None and step <= last_step:
-            curve.resumes.append(Resume(step - 1, run_id, relaunch=not new_run))
-        new_run = False
         _append(curve.loss, step, finite(point.get("loss")))
         _append(curve.lr, step, finite(point.get("lr")))
-        last_step = step
 
 
 def write_curve_png(curve: JobCurve, title: str, out: Path) -> None:
@@ -158,9 +185,12 @@ def _draw(curve: JobCurve, axes: Any) -> None:
     for index, step in enumerate(curve.checkpoints[-MAX_CHECKPOINT_MARKS:]):
         label = "checkpoint" if index == 0 else None
         axes.axvline(step, color="gray", linestyle=":", linewidth=0.8, label=label)
-    for index, resume in enumerate(curve.resumes):
-        label = "resume" if index == 0 else None
-        axes.axvline(resume.step, color="C3", linewidth=1.2, label=label)
+    labelled: set[bool] = set()
+    for resume in curve.resumes:
+        label = None if resume.relaunch in labelled else ("relaunch" if resume.relaunch else "resume")
+        labelled.add(resume.relaunch)
+        style = "--" if resume.relaunch else "-"
+        axes.axvline(resume.step, color="C3", linestyle=style, linewidth=1.2, label=label)
         text = "relaunch" if resume.relaunch else f"resume {resume.run_id}"
         axes.annotate(
             text, (resume.step, 1.0), xycoords=("data", "axes fraction"),

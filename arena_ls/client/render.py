@@ -201,8 +201,18 @@ def run_summary(info: dict[str, Any]) -> str:
         parts.append(f"last checkpoint step {checkpoint.get('step')} ({checkpoint.get('path')})")
     failure = info.get("failure")
     if isinstance(failure, dict):
-        parts.append(f"failure {failure.get('kind')}: {failure.get('evidence')}")
+        parts.append(failure_words(failure))
     return " · ".join(parts)
+
+
+def failure_words(failure: dict[str, Any]) -> str:
+    """``failure error: checkpoint is at step 600, not 50``: the kind once, even when the
+    evidence (the trainer's own line, ``error: ...``) starts with the same word."""
+    kind = str(failure.get("kind"))
+    evidence = str(failure.get("evidence"))
+    if evidence.lower().startswith(f"{kind.lower()}:"):
+        evidence = evidence[len(kind) + 1 :].lstrip()
+    return f"failure {kind}: {evidence}"
 
 
 # -- following -----------------------------------------------------------------------------

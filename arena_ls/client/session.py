@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,30 @@ from arena_ls.client.lspclient import LspSession, server_command
 MANIFEST = Path("training") / "manifest.json"
 
 
+def on_a_terminal() -> bool:
+    """Whether a person is there to answer: stdin and stdout are both a terminal."""
+    return sys.stdin is not None and sys.stdin.isatty() and sys.stdout is not None and sys.stdout.isatty()
+
+
+def ask_on_the_terminal(question: str) -> bool:
+    """``question [y/N]`` on the terminal; only ``y`` or ``yes`` is yes (end of input is no)."""
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 @attrs.frozen
 class Options:
-    """What every command needs: the workspace root, verbosity and the output console."""
+    """What every command needs: the workspace root, verbosity and the output console,
+    and whether (and how) a refusal that is a question can be put to the person."""
 
     root: Path
     verbose: bool
     console: Console
+    interactive: bool = attrs.field(factory=on_a_terminal)
+    ask: Callable[[str], bool] = ask_on_the_terminal
 
 
 def find_root(start: Path) -> Path:

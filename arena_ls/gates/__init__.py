@@ -1,4 +1,4 @@
-"""Static gates on trainer scripts (rule codes AR000-AR012): a pure library, no LSP.
+"""Static gates on trainer scripts (rule codes AR000-AR014): a pure library, no LSP.
 
 ``lint_trainer(source, fp32_only=...)`` returns ``Finding`` objects with
 0-based positions (columns in characters); ``suppression_edit`` and the

@@ -104,9 +104,18 @@ def load_manifest(path: Path, root: Path, *, state_dir: Path | None = None) -> M
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as error:
-        diag = Diag("AR101", f"cannot read the manifest: {error}", "error", Span(0, 0, 0, 0), str(path))
+        diag = Diag("AR101", unreadable_words(path, error), "error", Span(0, 0, 0, 0), str(path))
         return ManifestResult(path, {}, (), (diag,), {}, True)
     return load_manifest_text(text, path, root, state_dir=state_dir)
+
+
+def unreadable_words(path: Path, error: OSError) -> str:
+    """Why there is no manifest text: a file that is not there is not a JSON error."""
+    if isinstance(error, FileNotFoundError):
+        return f"there is no manifest: {path} does not exist"
+    if isinstance(error, IsADirectoryError):
+        return f"there is no manifest: {path} is a folder"
+    return f"cannot read the manifest {path}: {error.strerror or error}"
 
 
 def load_manifest_text(text: str, path: Path, root: Path, *, state_dir: Path | None = None) -> ManifestResult:

@@ -20,9 +20,12 @@ class ManifestRule:
 
 
 MANIFEST_RULES: tuple[ManifestRule, ...] = (
-    ManifestRule("AR101", "invalid-json", "error", "the file is not valid JSON (at the error's position)",
+    ManifestRule("AR101", "invalid-json", "error",
+                 "the file is not valid JSON (at the error's position), or it is missing or unreadable "
+                 "(the message says which)",
                  "nothing in a manifest that does not parse can run",
-                 "fix the JSON at the reported position"),
+                 "fix the JSON at the reported position; a missing manifest: create it "
+                 "(README, \"Add your own job\")"),
     ManifestRule("AR102", "wrong-field", "error",
                  "a field is missing or of the wrong type (at that value); unknown fields are warnings",
                  "a job that cannot be read must not run half-configured",

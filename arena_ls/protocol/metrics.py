@@ -7,6 +7,11 @@ The reading runs on a worker thread: a long log is never parsed on the
 event loop, so ``arena/metrics`` of a big run does not hold up other requests.
 A health line (``@arena {"event": "health", ...}``) gives ``gradNorm`` and
 ``clipFraction`` to the progress point it follows (null on points without one).
+A step announced twice (the reference trainer prints ``step N/600 loss ...``
+and then ``@arena {"event": "progress", ...}`` for the same step) is one point,
+the later announcement filling in what the earlier one lacked. The agent's own
+``restarting from step N`` lines give ``relaunches``: where the watchdog
+relaunched the trainer inside the run (``arena plot`` marks exactly those).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import attrs
 from arena_ls.insights.parse import health_in_chunk
 from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.events import Checkpoint, Eval, EventParser, Progress
+from arena_ls.lifecycle.outputlog import ARENA
 from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.watchdog import RESTART_LINE
 from arena_ls.timeutil import iso_utc
 from arena_ls.validation import finite
 
@@ -46,6 +53,8 @@ class MetricsCache:
     by_step: dict[int, int] = attrs.field(factory=dict)
     """Index in ``points`` of the last point of each step (health lines name their step)."""
     evals: list[tuple[int, float | None, float]] = attrs.field(factory=list)
+    relaunches: list[tuple[int, float]] = attrs.field(factory=list)
+    """(step it relaunched from, 0 for from scratch; time) of each relaunch the agent logged."""
 
 
 class RunMetrics:
@@ -79,12 +88,12 @@ def run_metrics(view: RunView, cache: MetricsCache) -> dict[str, Any]:
 def _read_new_records(view: RunView, cache: MetricsCache) -> None:
     for index, stream, _, data, at in iter_records(view.run_dir.path, cache.next_record):
         cache.next_record = index + 1
-        if stream == 2:
+        if stream == ARENA:
+            _read_relaunches(cache, data, at)
             continue
         for event in cache.parser.parse_chunk(data):
             if isinstance(event, Progress):
-                cache.by_step[event.step] = len(cache.points)
-                cache.points.append((event.step, event.loss, event.lr, at, None, None))
+                _add_point(cache, event, at)
             elif isinstance(event, Checkpoint):
                 if cache.checkpoints and cache.checkpoints[-1][0] == event.step:
                     cache.checkpoints.pop()  # announced twice (a plain line, then @arena)
@@ -96,6 +105,31 @@ def _read_new_records(view: RunView, cache: MetricsCache) -> None:
         if len(cache.points) > MAX_POINTS:
             cache.points = downsample(cache.points)
             cache.by_step = {point[0]: i for i, point in enumerate(cache.points)}
+
+
+def _add_point(cache: MetricsCache, event: Progress, at: float) -> None:
+    """A progress point; the same step announced again at once (a plain line and its
+    ``@arena`` twin) is merged into the point before, never a second point."""
+    if cache.points and cache.points[-1][0] == event.step:
+        _, loss, lr, _, grad_norm, clip_fraction = cache.points[-1]
+        cache.points[-1] = (
+            event.step,
+            event.loss if event.loss is not None else loss,
+            event.lr if event.lr is not None else lr,
+            at,
+            grad_norm,
+            clip_fraction,
+        )
+        return
+    cache.by_step[event.step] = len(cache.points)
+    cache.points.append((event.step, event.loss, event.lr, at, None, None))
+
+
+def _read_relaunches(cache: MetricsCache, data: bytes, at: float) -> None:
+    for line in data.decode("utf-8", "replace").splitlines():
+        found = RESTART_LINE.match(line)
+        if found:
+            cache.relaunches.append((int(found.group(1)) if found.group(1) else 0, at))
 
 
 def _metrics_wire(run_id: str, cache: MetricsCache) -> dict[str, Any]:
@@ -114,6 +148,7 @@ def _metrics_wire(run_id: str, cache: MetricsCache) -> dict[str, Any]:
         ],
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in cache.checkpoints],
         "evals": [{"step": s, "loss": finite(loss), "at": iso_utc(at)} for s, loss, at in cache.evals],
+        "relaunches": [{"step": s, "at": iso_utc(at)} for s, at in cache.relaunches],
     }
 
 

@@ -436,7 +436,8 @@ def test_plot_stitches_the_job_across_its_resumed_runs(workspace: Path, tmp_path
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = done.stdout.splitlines()[1]
-    assert re.match(r"2 runs of ckpt-train stitched by step \(1 resume, \d+ checkpoints", summary)
+    stitched = r"2 runs of ckpt-train stitched by step \(1 resume, 0 relaunches, \d+ checkpoints"
+    assert re.match(stitched, summary)
 
 
 def test_plot_of_a_job_without_runs_is_one_line(workspace: Path) -> None:

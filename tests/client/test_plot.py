@@ -20,12 +20,16 @@ def run(run_id: str, resumed_from: int | None) -> dict[str, Any]:
 
 
 def metrics(
-    pts: list[dict[str, Any]], checkpoints: list[int], evals: Sequence[tuple[int, float]] = ()
+    pts: list[dict[str, Any]],
+    checkpoints: list[int],
+    evals: Sequence[tuple[int, float]] = (),
+    relaunches: Sequence[int] = (),
 ) -> dict[str, Any]:
     return {
         "points": pts,
         "checkpoints": [{"step": s, "path": f"ckpt-{s}.pt", "at": "t"} for s in checkpoints],
         "evals": [{"step": s, "loss": loss, "at": "t"} for s, loss in evals],
+        "relaunches": [{"step": s, "at": "t"} for s in relaunches],
     }
 
 
@@ -36,7 +40,7 @@ def three_runs() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return [
         (run("a", None), metrics(points(1, 175), [50, 100, 150, 169], [(100, 1.5)])),
         (run("b", 169), metrics(points(170, 230), [200], [(200, 1.2)])),
-        (run("c", 200), metrics(last, [250, 300], [(300, 0.9)])),
+        (run("c", 200), metrics(last, [250, 300], [(300, 0.9)], relaunches=[250])),
     ]
 
 
@@ -51,6 +55,33 @@ def test_runs_are_stitched_by_step_and_lost_work_is_replaced() -> None:
     lr = dict(curve.lr)
     assert (lr[170], lr[201], lr[250], lr[251]) == (0.001, 0.0005, 0.0005, 0.0002)
     assert dict(curve.loss)[175] == pytest.approx(10.0 / 175)
+
+
+def twice(first: int, last: int, every: int) -> list[dict[str, Any]]:
+    """Each step announced twice, as the reference trainer does (a plain line, then ``@arena``):
+    what an older server's metrics held."""
+    return [p for s in range(first, last + 1, every) for p in points(s, s) * 2]
+
+
+def test_a_step_announced_twice_is_no_relaunch() -> None:
+    """Regression (issue 27): every progress point of one clean run drew a red relaunch line."""
+    curve = stitch([(run("a", None), metrics(twice(10, 600, 10), [100, 200, 300]))])
+    assert curve.resumes == []
+    assert [s for s, _ in curve.loss] == list(range(10, 601, 10))
+
+
+def test_steps_going_back_without_a_logged_relaunch_are_not_marked() -> None:
+    pts = points(1, 50) + points(41, 60)
+    curve = stitch([(run("a", None), metrics(pts, [40]))])
+    assert curve.resumes == [] and [s for s, _ in curve.loss] == list(range(1, 61))
+    relaunched = stitch([(run("a", None), metrics(pts, [40], relaunches=[40]))])
+    assert relaunched.resumes == [Resume(40, "a", relaunch=True)]
+
+
+def test_malformed_relaunches_are_ignored() -> None:
+    bad: dict[str, Any] = {"points": points(1, 5), "relaunches": [None, {"step": -1}, {"step": "3"}, {}]}
+    assert stitch([(run("a", None), bad)]).resumes == []
+    assert stitch([(run("a", None), {"points": points(1, 5), "relaunches": "x"})]).resumes == []
 
 
 def test_the_chain_starts_at_the_latest_fresh_run() -> None:

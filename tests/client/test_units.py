@@ -147,12 +147,17 @@ def run(run_id: str, job_id: str, status: str = "succeeded") -> dict[str, Any]:
 
 def test_pick_run_prefers_the_run_id_then_the_active_run_then_the_latest() -> None:
     runs = [run("a1", "a"), run("b1", "b"), run("a2", "a"), run("b2", "b", "running")]
-    status = {"active": runs[3], "runs": runs}
+    jobs = [{"id": "a"}, {"id": "b"}, {"id": "c"}]
+    status = {"active": runs[3], "runs": runs, "jobs": jobs}
     assert pick_run(status, run_id="a1")["runId"] == "a1"
     assert pick_run(status)["runId"] == "b2"
     assert pick_run(status, job="a")["runId"] == "a2"
     with pytest.raises(CliError, match="job c has no runs yet"):
         pick_run(status, job="c")
+    with pytest.raises(CliError, match="no job 'd' in the manifest; known jobs: a, b, c"):
+        pick_run(status, job="d")
+    removed = {"active": None, "runs": runs, "jobs": jobs[2:]}
+    assert pick_run(removed, job="a")["runId"] == "a2", "a job since removed keeps its runs"
     with pytest.raises(CliError, match="no run zz"):
         pick_run(status, run_id="zz")
 

@@ -163,6 +163,12 @@ local function main_session(arena)
   wait_for("logs buffer grows live", 30000, function()
     return #log_lines() > count_before
   end)
+  results.raw_log_lines = {}
+  for _, line in ipairs(log_lines()) do
+    if line:match("^@arena {") then
+      table.insert(results.raw_log_lines, line)
+    end
+  end
   vim.cmd("wincmd p")
 
   -- 5. :ArenaStatus opens a floating window with jobs, the active run and health.

@@ -213,6 +213,70 @@ local function session()
   expect("status: no battery", text:find("  Battery: none", 1, true) ~= nil, true)
   expect("status: GPU", text:find("  GPU 0: H200, 97% busy, 2.0 GB / 140.4 GB, 41°C", 1, true) ~= nil, true)
 
+  -- Work that a start or a stop would lose or overwrite (contract 7.1, 7.3), and @arena lines.
+  expect("command ArenaRawLines exists", vim.fn.exists(":ArenaRawLines"), 2)
+  local worklost = require("arena.worklost")
+  local now = worklost.epoch("2026-12-01T16:00:00.000Z")
+  expect("epoch of a wire time", now, 1796140800)
+  local finished_run = { runId = "tiny-lm-1", step = 600, totalSteps = 600, endedAt = "2026-12-01T15:48:00.000Z" }
+  local question, retry = arena.overwrite_question(
+    "tiny-lm",
+    { id = "tiny-lm", startStep = 600 },
+    { code = 1012, message = "finished", data = { reason = "already-finished", run = finished_run } },
+    now
+  )
+  expect(
+    "1012: finished, its step and when, start over?",
+    question,
+    "tiny-lm is finished: it trained all 600 steps in run tiny-lm-1 (ended 2026-12-01 15:48 UTC, 12 min ago). Start over from step 0? [y/N] "
+  )
+  expect("1012: the retry is fresh", retry and retry.resume, false)
+  expect("1012: the retry names no step", retry and retry.startStep, nil)
+  expect(
+    "1012: a fresh start is not asked again",
+    arena.overwrite_question("tiny-lm", { id = "tiny-lm", resume = false }, { code = 1012, message = "x" }, now),
+    nil
+  )
+  local checkpoint = { step = 600, path = "ckpt.pt", at = "2026-12-01T12:55:00.000Z", runId = "tiny-lm-1" }
+  local mismatch, confirmed = arena.overwrite_question(
+    "tiny-lm",
+    { id = "tiny-lm", startStep = 50 },
+    { code = 1011, message = "mismatch", data = { asked = 50, lastCheckpoint = checkpoint } },
+    now
+  )
+  expect(
+    "1011: the step and the checkpoint's age",
+    mismatch,
+    "You asked to start tiny-lm at step 50, but its last checkpoint is step 600 (ckpt.pt, saved 3 h 05 min ago by run tiny-lm-1). A plain start resumes from step 600. Start at step 50 anyway? [y/N] "
+  )
+  expect("1011: the retry confirms", confirmed and confirmed.confirm, true)
+  expect("1011: the retry keeps the step", confirmed and confirmed.startStep, 50)
+  expect(
+    "1007 with an old checkpoint: what a stop loses",
+    worklost.old_checkpoint_stop_prompt({
+      lastCheckpoint = { step = 300, path = "ckpt.pt", at = "2026-12-01T15:54:00.000Z" },
+      lost = { steps = 90, seconds = 240 },
+    }, now),
+    "This run's last checkpoint is step 300 (ckpt.pt, saved 6 min ago); stopping it now loses 90 steps (4 min) of training. Stop anyway? [y/N] "
+  )
+  expect("1007 without lost: the old prompt", worklost.old_checkpoint_stop_prompt({ runtimeSeconds = 60 }, now), nil)
+  expect(
+    "lost of a killed run",
+    worklost.lost_line({ step = 390, stoppedBy = "kill", lastCheckpoint = { step = 300 }, lost = { steps = 90, seconds = 240 } }),
+    "killed at step 390; last checkpoint 300: 90 steps (4 min) lost"
+  )
+  expect("lost unknown", worklost.lost_line({ step = 390, lost = vim.NIL }), nil)
+  expect(
+    "lost with unknown steps",
+    worklost.lost_line({ stoppedBy = "signal", lost = { steps = vim.NIL, seconds = 95 } }),
+    "stopped; no checkpoint: 2 min lost"
+  )
+  expect("spans", worklost.fmt_span(7500), "2 h 05 min")
+  expect("an announcement", worklost.is_announcement({ stream = "stdout", text = '@arena {"event": "progress", "step": 1}' }), true)
+  expect("not JSON is shown", worklost.is_announcement({ stream = "stdout", text = "@arena {oops" }), false)
+  expect("stderr is shown", worklost.is_announcement({ stream = "stderr", text = '@arena {"event": "progress"}' }), false)
+  expect("an array is shown", worklost.is_announcement({ stream = "stdout", text = '@arena ["event"]' }), false)
+
   local root = vim.fn.tempname()
   vim.fn.mkdir(root .. "/training", "p")
   vim.fn.mkdir(root .. "/src/deep", "p")

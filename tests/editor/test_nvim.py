@@ -255,6 +255,7 @@ def test_nvim_plugin_runs_watches_and_stops_a_job(tmp_path: Path) -> None:
     assert "AR004" in picker[BLOCKED_JOB]["label"]
 
     assert results["statusline"].startswith(f"⟳ {READY_JOB} ")
+    assert results["raw_log_lines"] in ([], {}), "the trainer's @arena lines are hidden in the log window"
     assert "%" in results["statusline"] and "loss " in results["statusline"]
     assert results["statusline_eval"].startswith(f"⟳ {READY_JOB} ")
 

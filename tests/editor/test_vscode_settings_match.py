@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXTENSION = REPO / "editor-client" / "vscode"
 SECTION = "arena."
 
-CLIENT_ONLY = {"interpreter", "serverArgs", "trace.server"}
+CLIENT_ONLY = {"interpreter", "serverArgs", "trace.server", "showRawLines"}
 """Declared settings the extension itself uses; never sent to the server."""
 
 SCHEMA_WORDS = {

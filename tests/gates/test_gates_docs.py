@@ -109,3 +109,22 @@ def test_the_all_advice_trainer_follows_each_rules_write_instead(code: str) -> N
 def test_following_all_the_advice_at_once_is_clean() -> None:
     assert lint_trainer(ALL_THE_ADVICE.read_bytes(), fp32_only=True) == []
     assert lint_trainer(ALL_THE_ADVICE.read_bytes(), fp32_only=None) == []
+
+
+OMISSIONS = {"AR001", "AR002", "AR004", "AR007", "AR008", "AR009"}
+"""Rules a "Write instead" snippet may fire only because it is a snippet: they ask for something
+the rest of a trainer holds (an OOM retry, ``empty_cache``, a save in the loop, the two options,
+a stop poll). Every other rule is about what is written: no fix may trip one."""
+
+
+@pytest.mark.parametrize("code", list(RULES))
+def test_each_rules_write_instead_trips_no_other_rule(code: str) -> None:
+    """Regression (issue 27 item 9): AR001's fix (``empty_cache`` only in the ``except``) fired AR003,
+    AR004's (a save with no announce line) fired AR014, AR009's (a save only on stop) AR005 and AR014."""
+    doc = RULES[code].doc
+    for fp32_only in (True, None):
+        fixed = {f.code for f in lint_trainer(doc.instead, fp32_only=fp32_only)}
+        assert fixed <= OMISSIONS - {code}, f"{code}'s fix fires {sorted(fixed - OMISSIONS)}"
+        if code != "AR000":  # its example is a syntax error: no other rule reads it
+            fired = {f.code for f in lint_trainer(doc.example, fp32_only=fp32_only)}
+            assert fixed <= fired, f"following {code}'s advice adds {sorted(fixed - fired)}"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
+from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.runview import RunView
@@ -88,3 +88,28 @@ async def test_past_the_bound_only_the_run_asked_about_least_recently_is_forgott
     for view in views[1:KEEP_CACHES]:
         assert reader.cache(view) is kept[view.run_id], "the others keep what they read"
     assert reader.cache(views[0]).next_record == 0, "the oldest was forgotten and starts over"
+
+
+async def test_a_step_announced_by_a_plain_line_and_by_arena_is_one_point(tmp_path: Path) -> None:
+    """Regression (issue 27 item 1): the reference trainer prints ``step N/600 loss ...`` and then
+    ``@arena {"event": "progress", ...}``; each was a point, and ``arena plot`` drew a relaunch
+    between the two of every step."""
+    lines = []
+    for step in (10, 20, 30):
+        lines += [f"step {step}/30 loss 9.0000 lr 1.00e-03", progress(step)]
+    result = await RunMetrics().wire(finished_run(tmp_path, "lm", lines))
+    assert [(p["step"], p["loss"]) for p in result["points"]] == [(10, 0.1), (20, 0.05), (30, 1.0 / 30)]
+    assert result["relaunches"] == []
+
+
+async def test_the_agents_relaunch_lines_are_the_runs_relaunches(tmp_path: Path) -> None:
+    view = finished_run(tmp_path, "lm", [progress(s) for s in (10, 20, 30)])
+    writer = OutputWriter(view.run_dir.path)
+    writer.append_line(ARENA, "TRAINING_CRASHED: lm code -9")
+    writer.append_line(ARENA, "restarting from step 20 (attempt 1/3) in 5s")
+    writer.append_line(STDOUT, progress(30))
+    writer.append_line(ARENA, "restarting from scratch (no checkpoint yet) (attempt 2/3) in 10s")
+    writer.append_line(STDOUT, "restarting from step 99 is only the trainer talking")
+    writer.close()
+    result = await RunMetrics().wire(view)
+    assert [r["step"] for r in result["relaunches"]] == [20, 0]

@@ -44,6 +44,8 @@ for step, batch in enumerate(loader):
             torch.cuda.empty_cache()
     optimizer.step()
     optimizer.zero_grad()
+    if step % 50 == 0:
+        torch.cuda.empty_cache()
 ```
 """
 

@@ -44,6 +44,8 @@ for step, (x, y) in enumerate(loader):
     if step % 200 == 0:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "step": step}, "ckpt.pt")
+        print("@arena " + json.dumps({"event": "checkpoint", "step": step,
+                                      "path": "ckpt.pt"}), flush=True)
 ```
 """
 

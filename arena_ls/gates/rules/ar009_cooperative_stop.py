@@ -34,12 +34,21 @@ for step, (x, y) in enumerate(loader):
 Write instead
 -------------
 ```python
+def save_checkpoint(step):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "step": step}, "ckpt.pt")
+    print("@arena " + json.dumps({"event": "checkpoint", "step": step,
+                                  "path": "ckpt.pt"}), flush=True)
+
+
 stop_file = os.environ.get("ARENA_STOP_FILE", "STOP")
 for step, (x, y) in enumerate(loader):
     loss = loss_fn(model(x), y)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
+    if step % 250 == 0:
+        save_checkpoint(step)
     if os.path.exists(stop_file):
         save_checkpoint(step)
         break

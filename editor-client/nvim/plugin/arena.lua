@@ -44,3 +44,7 @@ end, { nargs = 0, desc = "Show jobs, the active run and the machine's health" })
 vim.api.nvim_create_user_command("ArenaLogs", function(opts)
   arena().logs(opts.args)
 end, { nargs = "?", desc = "Follow a run's log in a scratch buffer" })
+
+vim.api.nvim_create_user_command("ArenaRawLines", function()
+  arena().toggle_raw_lines()
+end, { nargs = 0, desc = "Show or hide the trainer's @arena lines in the log window" })

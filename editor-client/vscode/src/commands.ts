@@ -7,6 +7,7 @@ import type { LanguageClient, ProgressToken } from "vscode-languageclient/node";
 import type { ProgressValue } from "./client";
 import { blockedDialog, statusReport } from "./core/format";
 import { LogRouter } from "./core/logRouter";
+import { lostLine } from "./core/workLost";
 import { probeCandidates, probedJobOf, verdictMessage, waitForVerdict } from "./core/probe";
 import { Methods, isLive } from "./core/protocol";
 import type { JobInfo, LogNotification, LogsResult, ProbeVerdict, RunInfo, StartParams, StatusResult } from "./core/protocol";
@@ -31,7 +32,9 @@ interface PendingProbe {
 
 export class Commands implements vscode.Disposable {
   private client: LanguageClient | undefined;
-  private readonly router = new LogRouter();
+  private readonly router = new LogRouter(() =>
+    vscode.workspace.getConfiguration("arena").get<boolean>("showRawLines", false),
+  );
   private readonly channels = new JobChannels();
   private readonly statusBar = new StatusBar();
   private readonly statusDocument = new StatusDocument();
@@ -271,6 +274,10 @@ export class Commands implements vscode.Disposable {
           () => this.request<RunInfo | { status: "idle" }>(method, attempt.params),
         );
         if ("runId" in result) {
+          const lost = attempt.kind === "stop" ? lostLine(result) : undefined;
+          if (lost) {
+            void vscode.window.showInformationMessage(`Arena: ${result.jobId} ${lost}`);
+          }
           if (attempt.kind === "start" && attempt.params.probe === true) {
             const pending = { jobId: attempt.params.id, before: this.probes.get(attempt.params.id) ?? null };
             if (this.endedProbes.has(result.runId)) {

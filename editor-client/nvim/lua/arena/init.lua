@@ -9,6 +9,7 @@
 local M = {}
 
 local uv = vim.loop
+local worklost = require("arena.worklost")
 
 local REFUSAL = {
   [1001] = "not-allowlisted",
@@ -21,6 +22,8 @@ local REFUSAL = {
   [1008] = "disabled",
   [1009] = "launch-failed",
   [1010] = "probe-required",
+  [1011] = "checkpoint-mismatch",
+  [1012] = "already-finished",
 }
 
 --- Marks of `RunInfo.insights` by severity (contract section 6.3).
@@ -57,6 +60,8 @@ local defaults = {
   filetypes = { "python" },
   -- Start the server when such a buffer opens inside a workspace with a manifest.
   autostart = true,
+  -- Show the trainer's own `@arena {...}` lines in the log window (:ArenaRawLines toggles it).
+  show_raw_lines = false,
 }
 
 M.config = vim.deepcopy(defaults)
@@ -876,17 +881,41 @@ local function remember_status(status)
   end
 end
 
---- Starts job `id`; on approval-required, asks and retries with approved = true.
-function M.start(id, approved)
-  local params = { id = id }
+--- The question a refused start puts to the person when it would overwrite work (1012, 1011,
+--- contract 7.1), and the params of its retry; nil for any other refusal.
+function M.overwrite_question(id, params, err, now)
+  local data = type(val(err.data)) == "table" and err.data or {}
+  if err.code == 1012 and params.resume ~= false then
+    local retry = vim.deepcopy(params)
+    retry.resume, retry.startStep = false, nil
+    return worklost.finished_prompt(id, data.run, now), retry
+  end
+  if err.code == 1011 and params.confirm ~= true then
+    local retry = vim.deepcopy(params)
+    retry.confirm = true
+    return worklost.mismatch_prompt(id, data, now), retry
+  end
+  return nil
+end
+
+--- Starts job `id`; on approval-required, asks and retries with approved = true; on a start
+--- that would overwrite work (already finished, a mismatched step), asks and retries with what
+--- the person agreed to. `extra` adds params (resume, startStep, confirm).
+function M.start(id, approved, extra)
+  local params = vim.tbl_extend("force", { id = id }, extra or {})
   if approved then
     params.approved = true
   end
   request("arena/start", params, function(err, run)
     if err then
-      if err.code == 1002 and not approved then
+      local question, retry = M.overwrite_question(id, params, err, os.time())
+      if question then
+        confirm(question, function()
+          M.start(id, approved, { resume = retry.resume, startStep = retry.startStep, confirm = retry.confirm })
+        end)
+      elseif err.code == 1002 and not approved then
         confirm("Run " .. id .. "? It needs approval. [y/N] ", function()
-          M.start(id, true)
+          M.start(id, true, extra)
         end)
       elseif err.code == 1010 then
         -- The probe is a run of its own; its verdict decides whether the job may start.
@@ -1046,7 +1075,8 @@ function M.stop(opts)
     if err then
       if err.code == 1007 and not opts.confirm then
         local data = type(val(err.data)) == "table" and err.data or {}
-        confirm(M.stop_prompt(data.runtimeSeconds), function()
+        local prompt = worklost.old_checkpoint_stop_prompt(data, os.time()) or M.stop_prompt(data.runtimeSeconds)
+        confirm(prompt, function()
           M.stop({ kill = opts.kill, confirm = true })
         end)
       else
@@ -1056,7 +1086,8 @@ function M.stop(opts)
     end
     if type(result) == "table" and val(result.runId) then
       M.handlers["arena/statusChanged"](nil, result)
-      notify(tostring(val(result.jobId)) .. " " .. tostring(val(result.status)))
+      local lost = worklost.lost_line(result)
+      notify(tostring(val(result.jobId)) .. " " .. tostring(val(result.status)) .. (lost and (": " .. lost) or ""))
     else
       notify("nothing is running")
     end
@@ -1131,6 +1162,12 @@ function M.status(opts)
 end
 
 --- Writes the followed run's lines that the logs buffer does not show yet.
+--- :ArenaRawLines: show or hide the trainer's `@arena` lines in the log window (from the next lines on).
+function M.toggle_raw_lines()
+  M.config.show_raw_lines = not M.config.show_raw_lines
+  notify(M.config.show_raw_lines and "showing @arena lines" or "hiding @arena lines")
+end
+
 function M.render_logs()
   local buf, follow = M.state.log_buf, M.state.log_follow
   if not (buf and follow and vim.api.nvim_buf_is_valid(buf)) or follow.backfilling then
@@ -1143,7 +1180,9 @@ function M.render_logs()
   local fresh = {}
   for _, line in ipairs(store.lines) do
     if line.seq > follow.shown then
-      table.insert(fresh, M.format_log_line(line))
+      if M.config.show_raw_lines or not worklost.is_announcement(line) then
+        table.insert(fresh, M.format_log_line(line))
+      end
       follow.shown = line.seq
     end
   end

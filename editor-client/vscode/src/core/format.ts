@@ -2,6 +2,7 @@
  * Text the client shows: the status-bar items, the job picker, the status
  * report and log lines. No editor API here, so Node tests cover it.
  */
+import { lostLine } from "./workLost";
 import { insightBadge, insightLines } from "./insights";
 import { probeSummary } from "./probe";
 import { isLive } from "./protocol";
@@ -128,6 +129,10 @@ export function runTooltip(run: RunInfo): string {
   }
   if (run.stoppedBy) {
     lines.push(`stopped by: ${run.stoppedBy}`);
+  }
+  const lost = lostLine(run);
+  if (lost) {
+    lines.push(`lost: ${lost}`);
   }
   if (finite(run.exitCode)) {
     lines.push(`exit code: ${run.exitCode}`);

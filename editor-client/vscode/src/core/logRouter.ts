@@ -2,6 +2,7 @@
  * Routes `arena/log` lines to one output per job, in order and without
  * duplicates, whether they come live or from an `arena/logs` backfill.
  */
+import { isAnnouncement } from "./announcements";
 import { formatLogLine } from "./format";
 import type { LogLine, RunInfo } from "./protocol";
 
@@ -15,6 +16,9 @@ export interface RoutedLines {
 export class LogRouter {
   private readonly jobs = new Map<string, string>();
   private readonly lastSeq = new Map<string, number>();
+
+  /** `showRaw`: whether the trainer's `@arena` announcements are written too (setting `arena.showRawLines`). */
+  constructor(private readonly showRaw: () => boolean = () => false) {}
 
   /** Learns which job a run belongs to (from `arena/statusChanged` or `arena/status`). */
   remember(run: Pick<RunInfo, "runId" | "jobId">): void {
@@ -32,7 +36,8 @@ export class LogRouter {
     if (fresh.length > 0) {
       this.lastSeq.set(runId, fresh[fresh.length - 1].seq);
     }
-    return { jobId: this.jobs.get(runId), texts: fresh.map(formatLogLine) };
+    const shown = this.showRaw() ? fresh : fresh.filter((line) => !isAnnouncement(line));
+    return { jobId: this.jobs.get(runId), texts: shown.map(formatLogLine) };
   }
 
   /** Forgets what was written for a run, before its whole log is written again. */

@@ -71,6 +71,8 @@ export interface RunInfo {
   etaSeconds?: number | null;
   stalled?: boolean | null;
   lastCheckpoint?: Checkpoint | null;
+  /** Contract 7.1: the work a stop or kill lost since the last checkpoint, or null when unknown. */
+  lost?: { steps: number; seconds: number } | null;
   logPath?: string | null;
   insights?: Insight[] | null;
   /** Where the run runs (contract 6.2): null on this machine. */
@@ -168,6 +170,8 @@ export interface StartParams {
   approved?: boolean;
   resume?: "auto" | boolean;
   startStep?: number;
+  /** Contract 7.1: the person agreed to what a 1011 refusal warned of. */
+  confirm?: boolean;
   dryRun?: boolean;
   probe?: boolean;
 }

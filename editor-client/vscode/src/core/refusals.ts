@@ -5,6 +5,7 @@
  * reason for every other one.
  */
 import { probeRequiredPrompt } from "./probe";
+import { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt, scalar } from "./workLost";
 import type { StartParams, StopParams } from "./protocol";
 
 export const Refusal = {
@@ -18,6 +19,8 @@ export const Refusal = {
   disabled: 1008,
   launchFailed: 1009,
   probeRequired: 1010,
+  checkpointMismatch: 1011,
+  alreadyFinished: 1012,
 } as const;
 
 const REASONS: Readonly<Record<number, string>> = {
@@ -31,6 +34,8 @@ const REASONS: Readonly<Record<number, string>> = {
   1008: "disabled",
   1009: "launch-failed",
   1010: "probe-required",
+  1011: "checkpoint-mismatch",
+  1012: "already-finished",
 };
 
 /** A JSON-RPC error as any client library hands it over. */
@@ -139,7 +144,11 @@ function operationLabel(operation: Operation): string {
  * already sent, so a retry can never loop) or, on 1010, runs the job's
  * probe instead; or an error to show.
  */
-export function decide(operation: Operation, error: RpcError): Decision {
+export function decide(operation: Operation, error: RpcError, now: Date = new Date()): Decision {
+  const overwrite = decideOverwrite(operation, error, now);
+  if (overwrite) {
+    return overwrite;
+  }
   if (operation.kind === "start" && error.code === Refusal.approvalRequired && operation.params.approved !== true) {
     return {
       kind: "confirm",
@@ -151,7 +160,7 @@ export function decide(operation: Operation, error: RpcError): Decision {
   if (operation.kind === "stop" && error.code === Refusal.noCheckpoint && operation.params.confirm !== true) {
     return {
       kind: "confirm",
-      prompt: stopPrompt(dataOf(error).runtimeSeconds),
+      prompt: oldCheckpointStopPrompt(dataOf(error), now) ?? stopPrompt(dataOf(error).runtimeSeconds),
       confirmLabel: "Stop anyway",
       retry: { ...operation, params: { ...operation.params, confirm: true } },
     };
@@ -169,6 +178,38 @@ export function decide(operation: Operation, error: RpcError): Decision {
   const reason = reasonOf(error);
   const because = reason ? ` (${reason})` : "";
   return { kind: "error", message: `Arena: cannot ${operationLabel(operation)}${because}: ${refusalDetail(error)}` };
+}
+
+/**
+ * 1012 and 1011 (contract 7.1): a start that would overwrite work asks, saying
+ * the step and when; "yes" starts over from step 0 (1012: `resume: false`,
+ * no `startStep`) or confirms the step asked for (1011: `confirm: true`).
+ */
+function decideOverwrite(operation: Operation, error: RpcError, now: Date): Decision | undefined {
+  if (operation.kind !== "start") {
+    return undefined;
+  }
+  const params = operation.params;
+  if (error.code === Refusal.alreadyFinished && params.resume !== false) {
+    const { startStep: _dropped, ...rest } = params;
+    void _dropped;
+    return {
+      kind: "confirm",
+      prompt: finishedPrompt(params.id, dataOf(error).run, now),
+      confirmLabel: "Start over from step 0",
+      retry: { kind: "start", params: { ...rest, resume: false } },
+    };
+  }
+  if (error.code === Refusal.checkpointMismatch && params.confirm !== true) {
+    const data = dataOf(error);
+    return {
+      kind: "confirm",
+      prompt: mismatchPrompt(params.id, data, now),
+      confirmLabel: `Start at step ${scalar(data.asked ?? params.startStep)}`,
+      retry: { kind: "start", params: { ...params, confirm: true } },
+    };
+  }
+  return undefined;
 }
 
 /** Recognises a JSON-RPC error object thrown by a client library. */
