@@ -134,7 +134,9 @@ var Refusal = {
   noCheckpoint: 1007,
   disabled: 1008,
   launchFailed: 1009,
-  probeRequired: 1010
+  probeRequired: 1010,
+  checkpointMismatch: 1011,
+  alreadyFinished: 1012
 };
 var REASONS = {
   1001: "not-allowlisted",
@@ -146,7 +148,9 @@ var REASONS = {
   1007: "no-checkpoint",
   1008: "disabled",
   1009: "launch-failed",
-  1010: "probe-required"
+  1010: "probe-required",
+  1011: "checkpoint-mismatch",
+  1012: "already-finished"
 };
 function dataOf(error) {
   return error.data !== null && typeof error.data === "object" ? error.data : {};
