@@ -27,8 +27,9 @@ import attrs
 
 from arena_ls import platform
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
-from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.failure import classify, last_line
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
+from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     Failure,
@@ -38,6 +39,7 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
 )
 from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.trainer_start import (
@@ -105,11 +107,13 @@ class Agent:
         self.state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
         if self.spec.resumed_from_step is not None:
             try:
-                previous = self.folder.job_checkpoint(self.spec.job_id)
+                previous = self.spec.job_checkpoint or self.folder.job_checkpoint(self.spec.job_id)
             except StateBusy:  # held open (Windows): the next checkpoint is recorded anyway
                 previous = None
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 self.state.last_checkpoint = previous
+        self.attempt_announced = False
+        """The current attempt announced progress or a checkpoint (a refusal to resume did not)."""
         self.output = early.writer if early is not None else OutputWriter(run_dir.path)
         self.pumps: list[Pump] = []
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
@@ -209,7 +213,10 @@ class Agent:
                 if outcome is not None:
                     self._finish(outcome)
                     return 0
-                decision = watchdog.after_crash(self._checkpoint_step())
+                decision = decide(self._crash_facts(step), watchdog)
+                if isinstance(decision, Stop):
+                    self._stop_relaunching(decision)
+                    return 0
                 if isinstance(decision, GiveUp):
                     self._give_up(decision)
                     return 0
@@ -257,6 +264,32 @@ class Agent:
         with self.lock:
             return self.state.last_checkpoint.step if self.state.last_checkpoint else None
 
+    def _crash_facts(self, launched_from: int | None) -> CrashFacts:
+        """The facts of the crash the relaunch policy decides on (``relaunch.decide``)."""
+        job = self.spec.job_checkpoint
+        with self.lock:
+            signal_name = self.state.signal
+        facts = CrashFacts(
+            job_checkpoint=job.step if job is not None else None,
+            run_checkpoint=self._checkpoint_step(),
+            run_start=self.spec.resumed_from_step,
+            launched_with_resume=launched_from is not None and bool(self.spec.resume_args),
+            announced=self.attempt_announced,
+            by_signal=signal_name is not None,
+            last_line=last_line(self.tail_lines()),
+        )
+        if not needs_saved_file(facts):
+            return facts
+        saved = find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
+        return attrs.evolve(facts, saved_file=saved)
+
+    def _stop_relaunching(self, decision: Stop) -> None:
+        """The relaunch policy stops the run (``resume-refused``, ``resume-unknown``): ``crashed``."""
+        with self.lock:
+            self.state.failure = decision.failure
+        self.say(f"failure: {decision.failure.kind}: {decision.failure.evidence}; not relaunching")
+        self._finish(RunStatus.CRASHED)
+
     def _attempt(self, step: int | None) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
         argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
@@ -297,6 +330,7 @@ class Agent:
             self.state.failure = None
             self.state.next_launch_at = None
             self.last_progress_at = time.monotonic()
+            self.attempt_announced = False
             self._move(RunStatus.RUNNING)
             self._continue_early_stop(stage)
         return True
@@ -402,8 +436,9 @@ class Agent:
         return lines
 
     def _on_checkpoint(self, event: Checkpoint) -> None:
-        record = CheckpointRecord(step=event.step, path=event.path, at=time.time())
+        record = CheckpointRecord(step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id)
         with self.lock:
+            self.attempt_announced = True
             self.state.last_checkpoint = record
             self.state.step = max(self.state.step or 0, event.step)
         self.writer.request(job_checkpoint=(self.spec.job_id, record))
@@ -411,6 +446,7 @@ class Agent:
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
         with self.lock:
+            self.attempt_announced = True
             self.last_progress_at = now
             self.state.step = event.step
             self.state.total_steps = event.total or self.state.total_steps

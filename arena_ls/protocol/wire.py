@@ -111,8 +111,24 @@ def logs_page(page: LogPage) -> dict[str, Any]:
 
 
 def error_data(data: dict[str, Any]) -> dict[str, Any]:
-    """A refusal's data with any run it names (1003's ``active``) as its ``RunInfo``."""
-    return {key: run_info(value) if isinstance(value, RunView) else value for key, value in data.items()}
+    """A refusal's data with any run it names (1003's ``active``, 1012's ``run``) as its ``RunInfo``,
+    and a checkpoint (1011's ``lastCheckpoint``) as ``JobInfo.lastCheckpoint`` writes it."""
+    return {key: _error_value(value) for key, value in data.items()}
+
+
+def _error_value(value: Any) -> Any:
+    if isinstance(value, RunView):
+        return run_info(value)
+    if isinstance(value, CheckpointRecord):
+        return job_checkpoint(value)
+    return value
+
+
+def job_checkpoint(record: CheckpointRecord | None) -> dict[str, Any] | None:
+    """``JobInfo.lastCheckpoint`` (contract 7.1): ``{step, path, at, runId}`` or null."""
+    if record is None:
+        return None
+    return {"step": record.step, "path": record.path, "at": iso_utc(record.at), "runId": record.run_id}
 
 
 def _failure(view: RunView, state: RunState) -> dict[str, str] | None:
