@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena_ls.lifecycle.capture import LogLine
+from arena_ls.lifecycle.lostwork import lost_work
 from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
@@ -61,6 +62,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "gpuUtilization": None,
         "cluster": _cluster_wire(view.spec, state),
         "insights": [],
+        "lost": _lost(view, state),
     }
     if extra:
         info.update(extra)
@@ -147,6 +149,14 @@ def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int |
     if checkpoint is None:
         return step
     return checkpoint.step if step is None else max(step, checkpoint.step)
+
+
+def _lost(view: RunView, state: RunState) -> dict[str, Any] | None:
+    """``RunInfo.lost`` (contract 7.1): the work after the last checkpoint a stop or kill lost."""
+    if view.state is None or view.damage is not None:
+        return None
+    lost = lost_work(state, view.spec.resumed_from_step)
+    return None if lost is None else {"steps": lost.steps, "seconds": lost.seconds}
 
 
 def _round(value: float | None) -> float | None:

@@ -141,6 +141,15 @@ async def test_a_start_step_the_trainer_refuses_is_never_relaunched_from_scratch
     assert (done["status"], done["step"], done["totalSteps"]) == ("succeeded", 600, 600)
     before = (root / CKPT).read_bytes()
 
+    mismatch = await client.call_error("arena/start", {"id": "lm", "startStep": 50})
+    assert (mismatch.code, mismatch.data["reason"], mismatch.data["asked"]) == (
+        1011,
+        "checkpoint-mismatch",
+        50,
+    )
+    last = mismatch.data["lastCheckpoint"]
+    assert (last["step"], last["path"], last["runId"]) == (600, CKPT, first["runId"])
+    assert (await client.call("arena/status", {}))["active"] is None, "a refusal starts nothing"
     asked = await client.call("arena/start", {"id": "lm", "startStep": 50, "confirm": True})
     final = await _final(client, asked["runId"])
     lines = await _arena_lines(client, asked["runId"])
@@ -188,3 +197,79 @@ async def test_the_jobs_checkpoint_is_known_across_runs_and_a_fresh_start_never_
     assert final["failure"]["kind"] == "resume-unknown"
     assert final["failure"]["evidence"].startswith(f"{CKPT} exists")
     assert _checkpoint(root)["step"] >= 100, "the fresh run's save was overwritten"
+
+
+async def test_a_start_of_a_finished_job_is_refused_unless_fresh_or_confirmed(
+    refusing: tuple[ArenaClient, Path],
+) -> None:
+    """1012 already-finished: the job's last run succeeded at its last step."""
+    client, root = refusing
+    first = await client.call("arena/start", {"id": "lm"})
+    await _final(client, first["runId"])
+    before = (root / CKPT).read_bytes()
+
+    finished = await client.call_error("arena/start", {"id": "lm"})
+    assert (finished.code, finished.data["reason"]) == (1012, "already-finished")
+    run = finished.data["run"]
+    assert (run["runId"], run["status"], run["step"], run["totalSteps"]) == (
+        first["runId"],
+        "succeeded",
+        600,
+        600,
+    )
+    assert (root / CKPT).read_bytes() == before
+    bad = await client.call_error("arena/start", {"id": "lm", "confirm": "yes"})
+    assert bad.code == -32602 and "confirm" in bad.message
+
+    confirmed = await client.call("arena/start", {"id": "lm", "confirm": True})
+    assert confirmed["argv"][-3:] == ["--resume", "--start-step", "600"]
+    again = await _final(client, confirmed["runId"])
+    assert again["status"] == "succeeded"
+    assert (root / CKPT).read_bytes() == before, "resumed at its last step, it trained no further"
+
+    fresh = await client.call("arena/start", {"id": "lm", "resume": False})
+    assert "--resume" not in fresh["argv"]
+    assert (await _final(client, fresh["runId"]))["status"] == "succeeded"
+
+
+@pytest.fixture
+async def checkpointing(tmp_path: Path) -> AsyncIterator[ArenaClient]:
+    root = tmp_path / "ws"
+    root.mkdir()
+    shutil.copy(TRAINERS / "fake_trainer.py", root / "fake_trainer.py")
+    args = ["fake_trainer.py", "--steps", "100000", "--interval", "0.03", "--ckpt-every", "20"]
+    write_manifest(
+        root,
+        [{"id": "lm", "kind": "train", "command": "{python}", "args": args, "script": "fake_trainer.py",
+          "status": "ready", "resume": RESUME}],
+    )  # fmt: skip
+    client = await start_server(root)
+    yield client
+    with contextlib.suppress(Exception):
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+    await stop_server(client)
+
+
+async def test_a_kill_past_the_last_checkpoint_says_what_it_lost(checkpointing: ArenaClient) -> None:
+    """``lost``: a stop --kill at a step past the last checkpoint lost those steps; a cooperative
+    stop that saved one lost nothing; a running run has null."""
+    client = checkpointing
+    run = await client.call("arena/start", {"id": "lm"})
+    assert run["lost"] is None
+    while True:
+        info = await _step_at_least(client, run["runId"], 25)
+        checkpoint = info["lastCheckpoint"]
+        if checkpoint is not None and info["step"] >= checkpoint["step"] + 5:
+            break
+    killed = await client.call("arena/stop", {"kill": True})
+    assert (killed["status"], killed["stoppedBy"]) == ("stopped", "kill")
+    steps = killed["step"] - killed["lastCheckpoint"]["step"]
+    assert steps >= 5
+    assert killed["lost"]["steps"] == steps and killed["lost"]["seconds"] > 0
+    listed = next(r for r in (await client.call("arena/status", {}))["runs"] if r["runId"] == run["runId"])
+    assert listed["lost"] == killed["lost"]
+
+    again = await client.call("arena/start", {"id": "lm"})
+    await _step_at_least(client, again["runId"], killed["lastCheckpoint"]["step"] + 2)
+    stopped = await client.call("arena/stop", {})
+    assert stopped["stoppedBy"] == "file" and stopped["lost"] == {"steps": 0, "seconds": 0.0}
