@@ -28,6 +28,7 @@ import attrs
 from arena_ls import platform
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.failure import classify, last_line
+from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
 from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
 from arena_ls.lifecycle.rundir import (
@@ -114,6 +115,10 @@ class Agent:
                 self.state.last_checkpoint = previous
         self.attempt_announced = False
         """The current attempt announced progress or a checkpoint (a refusal to resume did not)."""
+        self.folder_watch = FolderWatch(run_dir.path)
+        self._told_stop_file = str(run_dir.stop_file)
+        """``ARENA_STOP_FILE`` as the trainer got it (a moved folder leaves it at the old path)."""
+        """The run folder's place: moved, the agent follows it; deleted, it stops the trainer."""
         self.output = early.writer if early is not None else OutputWriter(run_dir.path)
         self.pumps: list[Pump] = []
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
@@ -225,7 +230,7 @@ class Agent:
                     return 0
                 step = decision.start_step
         finally:
-            if not self.writer.close(FINAL_WRITE_TIMEOUT):
+            if not self.writer.close(1.0 if self.folder_watch.gone else FINAL_WRITE_TIMEOUT):
                 log.error("the final state could not be written")
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
@@ -308,6 +313,7 @@ class Agent:
             else:
                 self.say(starting_line(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
+                self._told_stop_file = str(self.run_dir.stop_file)
                 process, self.pumps = start_captured(argv, Path(self.spec.cwd), env, self.output)
         except OSError as error:
             self.say(f"could not start {argv[0]!r}: {error}")
@@ -379,6 +385,7 @@ class Agent:
             self._advance_stop()
             self._check_stall()
             self._check_writes()
+            self._check_folder(process)
             platform.reap_adopted(keep=process.pid)
         returncode = process.wait()
         survivors = platform.kill_group_remnants(process.pid)
@@ -387,6 +394,30 @@ class Agent:
         for pump in self.pumps:
             pump.join(timeout=10.0)
         return returncode
+
+    def _check_folder(self, process: subprocess.Popen[bytes]) -> None:
+        """Follow a moved run folder; stop the trainer when the folder was deleted (``folderwatch``)."""
+        change = self.folder_watch.check(time.monotonic())
+        if isinstance(change, Moved):
+            with self.lock:
+                self.run_dir.path = change.path
+                self.folder.root = change.path.parent.parent
+            self.say(f"the run folder moved to {change.path}: following it there")
+            self.writer.request()
+        elif isinstance(change, Gone) and self.stop_plan is None:
+            print(
+                f"arena agent: the run folder {change.path} is gone; nobody can follow run "
+                f"{self.spec.run_id} any more: stopping its trainer (pid {process.pid}) cooperatively",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.stop_plan = plan = StopPlan(
+                kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+            )
+            plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
+            with self.lock:
+                if self.state.status is RunStatus.RUNNING:
+                    self._move(RunStatus.STOPPING)
 
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
@@ -518,6 +549,8 @@ class Agent:
 
     def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         method = self.spec.stop_method
+        if method == "file" and self._moved():
+            method = "both"  # the trainer polls the stop file's old path: the signal reaches it too
         if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
             self._create_stop_file(plan)
             if method != "file":
@@ -532,6 +565,10 @@ class Agent:
             platform.send_cooperative_signal(process.pid)
             plan.stage = "signal"
             self.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
+
+    def _moved(self) -> bool:
+        """The run folder is no longer where the trainer was told its stop file is."""
+        return str(self.run_dir.stop_file) != self._told_stop_file
 
     def _create_stop_file(self, plan: StopPlan) -> bool:
         """Create ``ARENA_STOP_FILE``; False when it could not be (the grace window still ends in a kill)."""
