@@ -143,3 +143,27 @@ def test_an_agent_whose_run_folder_is_deleted_stops_its_trainer_cooperatively(tm
         if agent.poll() is None:
             agent.kill()
             agent.wait()
+
+
+async def test_a_cooperative_stop_of_a_moved_workspace_reaches_a_trainer_polling_the_old_stop_file(
+    tmp_path: Path,
+) -> None:
+    """The trainer was told the stop file's old path: after the move the agent also sends the
+    stop signal, and the trainer stops cooperatively (it saves), not by the kill."""
+    spec = job("long", "--steps", "100000", "--interval", "0.05", "--ckpt-every", "5", kind="train")
+    root = make_workspace(tmp_path / "ws", [spec])
+    client = await start_server(root)
+    run = await client.call("arena/start", {"id": "long"})
+    await stop_server(client)
+    moved = tmp_path / "moved"
+    os.rename(root, moved)
+    client = await start_server(moved)
+    try:
+        await wait_status(client, run["runId"], "running")
+        log = moved / ".aide/training/runs" / run["runId"] / "output.log"
+        await wait_for(lambda: b"the run folder moved to" in log.read_bytes(), what="the agent to follow")
+        stopped = await client.call("arena/stop", {"confirm": True, "graceSeconds": 60})
+        assert (stopped["status"], stopped["stoppedBy"], stopped["exitCode"]) == ("stopped", "signal", 0)
+        assert stopped["lost"] == {"steps": 0, "seconds": 0.0}, "the trainer saved on its stop"
+    finally:
+        await _cleanup(client)
