@@ -18,6 +18,8 @@ NO_CHECKPOINT = (1007, "no-checkpoint")
 DISABLED = (1008, "disabled")
 LAUNCH_FAILED = (1009, "launch-failed")
 PROBE_REQUIRED = (1010, "probe-required")
+CHECKPOINT_MISMATCH = (1011, "checkpoint-mismatch")
+ALREADY_FINISHED = (1012, "already-finished")
 
 
 class ArenaError(Exception):

@@ -435,6 +435,67 @@ def is_same_process(pid: int | None, create_time: float | None) -> bool:
     return True
 
 
+def is_recorded_process(pid: int | None, create_time: float | None) -> bool:
+    """True while ``pid`` is the process created at ``create_time``, an unreaped zombie included.
+
+    A zombie's pid cannot be reused until it is reaped, so while this holds the
+    process group ``pid`` led (POSIX) is still the trainer's, even after it died.
+    """
+    if not pid or create_time is None:
+        return False
+    actual = process_identity(pid)
+    return actual is not None and abs(actual - create_time) < 0.01
+
+
+def is_zombie(pid: int) -> bool:
+    """True when ``pid`` has exited and waits to be reaped by its parent."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+FolderHandle = int
+"""What ``open_folder`` holds on a folder: a file descriptor (POSIX), or -1 where none is kept."""
+
+
+def open_folder(path: Path) -> FolderHandle:
+    """Hold the folder open, so that where it went can be asked later (``folder_now``).
+
+    Windows keeps no handle: a folder whose files are open there cannot be moved
+    or deleted, so its path staying put is all that needs checking.
+    """
+    if sys.platform == "win32":
+        return -1
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return -1
+
+
+def folder_now(handle: FolderHandle, path: Path) -> Path | None:
+    """Where the folder held by ``handle`` (opened at ``path``) is now; None when it was deleted.
+
+    Linux reads the path of the open folder (``/proc/self/fd``): a folder moved
+    or renamed is found at its new place. Elsewhere, or with no handle, the
+    folder is where it was, or gone.
+    """
+    if path.is_dir():
+        return path
+    if sys.platform == "win32" or handle < 0:
+        return None
+    try:
+        if os.fstat(handle).st_nlink == 0:
+            return None
+        target = os.readlink(f"/proc/self/fd/{handle}")
+    except OSError:
+        return None
+    moved = Path(target)
+    return moved if moved.is_dir() else None
+
+
 def interpreter_without_launcher(executable: str) -> tuple[str, dict[str, str]]:
     """The interpreter to start for ``executable``, and what its environment needs.
 

@@ -56,8 +56,9 @@ from arena_ls.cluster.submission import (
 )
 from arena_ls.lifecycle.capture import iter_all_lines
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
-from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.failure import classify, last_line
 from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
+from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     ClusterRecord,
@@ -68,6 +69,7 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
 )
 from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.trainer_start import starting_line, trainer_argv
@@ -121,6 +123,13 @@ class ClusterAgent:
         self.unreachable_said = False
         self.refused_since: float | None = None
         """When the cluster began refusing (a 4xx) to tell of the job: see ``REFUSED_GIVE_UP_SECONDS``."""
+        self.attempt_step = (
+            self.record.relaunch_step if self.record.relaunched else self.spec.resumed_from_step
+        )
+        """The step the current submission was launched from (None: from scratch)."""
+        self.attempt_announced = adopt
+        """The current submission announced progress or a checkpoint (a new follower, not knowing
+        what it missed, assumes so: a relaunch with resume is never the one that overwrites)."""
 
     def _initial_state(self, adopt: bool) -> RunState:
         state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
@@ -135,7 +144,11 @@ class ClusterAgent:
         if not adopt:
             state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
             resumed = self.spec.resumed_from_step is not None
-            previous = self.folder.job_checkpoint(self.spec.job_id) if resumed else None
+            previous = (
+                (self.spec.job_checkpoint or self.folder.job_checkpoint(self.spec.job_id))
+                if resumed
+                else None
+            )
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 state.last_checkpoint = previous
         return state
@@ -212,9 +225,14 @@ class ClusterAgent:
         The decision is the local watchdog's (``Watchdog.after_crash``); its position is
         kept in ``state.json`` so that a new follower goes on with the same budget."""
         watchdog = self._watchdog()
-        decision = watchdog.after_crash(self._checkpoint_step())
+        decision = decide(self._crash_facts(), watchdog)
         record = self.record
         record.restarts_left = watchdog.budget_left
+        if isinstance(decision, Stop):
+            with self.lock:
+                self.state.failure = decision.failure
+            self.say(f"failure: {decision.failure.kind}: {decision.failure.evidence}; not relaunching")
+            return RunStatus.CRASHED
         if isinstance(decision, GiveUp):
             if decision.reason is GiveUpReason.CRASH_LOOP:
                 self._crash_loop(decision)
@@ -261,11 +279,43 @@ class ClusterAgent:
         with self.lock:
             return self.state.last_checkpoint.step if self.state.last_checkpoint else None
 
+    def _crash_facts(self) -> CrashFacts:
+        """The facts of the failed submission the relaunch policy decides on (``relaunch.decide``)."""
+        job = self.spec.job_checkpoint
+        with self.lock:
+            signal_name = self.state.signal
+        facts = CrashFacts(
+            job_checkpoint=job.step if job is not None else None,
+            run_checkpoint=self._checkpoint_step(),
+            run_start=self.spec.resumed_from_step,
+            launched_with_resume=self.attempt_step is not None and bool(self.spec.resume_args),
+            announced=self.attempt_announced,
+            by_signal=signal_name is not None,
+            last_line=last_line(list(self.tail)),
+        )
+        if not needs_saved_file(facts):
+            return facts
+        return attrs.evolve(facts, saved_file=self._saved_file())
+
+    def _saved_file(self) -> str | None:
+        """A file the job's runs announced: here if it is visible here, else on the cluster, unseen.
+
+        arena-ls cannot look at the cluster's disks; a path a run announced there is taken to
+        exist (never guess in the direction that overwrites)."""
+        paths = self.spec.checkpoint_paths
+        found = find_saved_file(Path(self.spec.cwd), paths)
+        if found is not None or not paths:
+            return found
+        name = self.cluster.name
+        return f"{paths[-1]} (announced by an earlier run, on cluster {name!r}, where it cannot be looked at)"
+
     # -- one submission ---------------------------------------------------------------------
 
     def _attempt(self, step: int | None) -> RunStatus | None:
         """Submit once and follow it; a final status, or None when the watchdog may relaunch."""
         argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
+        self.attempt_step = step
+        self.attempt_announced = False
         record = self.record
         sid = submission_id(self.spec.run_id, len(record.submissions) + 1)
         with self.lock:
@@ -478,13 +528,17 @@ class ClusterAgent:
         self.tail.append(line)
         event = self.parser.parse_safely(line)
         if isinstance(event, Checkpoint):
-            record = CheckpointRecord(step=event.step, path=event.path, at=time.time())
+            record = CheckpointRecord(
+                step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id
+            )
             with self.lock:
+                self.attempt_announced = True
                 self.state.last_checkpoint = record
                 self.state.step = max(self.state.step or 0, event.step)
             self.writer.request(job_checkpoint=(self.spec.job_id, record))
         elif isinstance(event, Progress):
             with self.lock:
+                self.attempt_announced = True
                 self.state.step = event.step
                 self.state.total_steps = event.total or self.state.total_steps
                 self.state.loss = event.loss

@@ -17,7 +17,7 @@ import bisect
 import re
 from collections.abc import Iterator, Sequence
 
-from arena_ls.gates.facts import ModuleFacts
+from arena_ls.gates.facts import CallSite, ModuleFacts
 from arena_ls.gates.patterns import lazy
 
 _PLACEHOLDER = lazy(r"%(?:\([^)]*\))?[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGrsa]|\{[^{}]*\}")
@@ -50,7 +50,16 @@ def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str], text:
     if text and not job_patterns and "@arena" not in text and not _mentions_checkpoint(text):
         return False  # nothing could match: no need to read the strings
     lines = None if job_patterns or not text else _lines_mentioning(text)
-    texts = list(_printed_texts(facts, lines))
+    return _announces(list(_printed_texts(facts, lines)), job_patterns)
+
+
+def announced_by(sites: Sequence[CallSite], job_patterns: Sequence[str]) -> bool:
+    """True when one of these calls prints a line announcing a checkpoint (AR014's periodic look)."""
+    texts = [text for site in sites for text in _call_texts(site.node)]
+    return _announces(texts, job_patterns)
+
+
+def _announces(texts: list[str], job_patterns: Sequence[str]) -> bool:
     if _arena_announcement(texts):
         return True
     patterns: list[re.Pattern[str]] = []
@@ -108,19 +117,22 @@ def _printed_texts(facts: ModuleFacts, lines: set[int] | None = None) -> Iterato
         return index < len(ordered) and ordered[index] <= end
 
     for site in facts.calls:
-        call = site.node
-        if not spans(call):
-            continue
-        values = [*call.args, *(item.value for item in call.keywords)]
-        for value in values:
-            yield from _strings_in(value)
-        if len(call.args) > 1 and _is_printer(call):
-            yield " ".join(render(arg) for arg in call.args)
+        if spans(site.node):
+            yield from _call_texts(site.node)
     for scope in facts.scopes:
         for assignments in scope.assigns.values():
             for assignment in assignments:
                 if spans(assignment.value):
                     yield from _strings_in(assignment.value)
+
+
+def _call_texts(call: ast.Call) -> Iterator[str]:
+    """The strings a call passes (and, for a printer of several arguments, the line it prints)."""
+    values = [*call.args, *(item.value for item in call.keywords)]
+    for value in values:
+        yield from _strings_in(value)
+    if len(call.args) > 1 and _is_printer(call):
+        yield " ".join(render(arg) for arg in call.args)
 
 
 def _strings_in(expr: ast.expr) -> Iterator[str]:

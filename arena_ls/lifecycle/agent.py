@@ -27,8 +27,10 @@ import attrs
 
 from arena_ls import platform
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
-from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.failure import classify, last_line
+from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
+from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
 from arena_ls.lifecycle.reserve import StateReserve
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
@@ -39,6 +41,7 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
 )
 from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.trainer_start import (
@@ -109,11 +112,17 @@ class Agent:
         self.state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
         if self.spec.resumed_from_step is not None:
             try:
-                previous = self.folder.job_checkpoint(self.spec.job_id)
+                previous = self.spec.job_checkpoint or self.folder.job_checkpoint(self.spec.job_id)
             except StateBusy:  # held open (Windows): the next checkpoint is recorded anyway
                 previous = None
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 self.state.last_checkpoint = previous
+        self.attempt_announced = False
+        """The current attempt announced progress or a checkpoint (a refusal to resume did not)."""
+        self.folder_watch = FolderWatch(run_dir.path)
+        self._told_stop_file = str(run_dir.stop_file)
+        """``ARENA_STOP_FILE`` as the trainer got it (a moved folder leaves it at the old path)."""
+        """The run folder's place: moved, the agent follows it; deleted, it stops the trainer."""
         self.output = early.writer if early is not None else OutputWriter(run_dir.path)
         self.pumps: list[Pump] = []
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
@@ -217,7 +226,10 @@ class Agent:
                 if outcome is not None:
                     self._finish(outcome)
                     return 0
-                decision = watchdog.after_crash(self._checkpoint_step())
+                decision = decide(self._crash_facts(step), watchdog)
+                if isinstance(decision, Stop):
+                    self._stop_relaunching(decision)
+                    return 0
                 if isinstance(decision, GiveUp):
                     self._give_up(decision)
                     return 0
@@ -226,7 +238,7 @@ class Agent:
                     return 0
                 step = decision.start_step
         finally:
-            if not self.writer.close_final(FINAL_WRITE_TIMEOUT):
+            if not self.writer.close_final(1.0 if self.folder_watch.gone else FINAL_WRITE_TIMEOUT):
                 log.error("the final state could not be written: the run folder is gone")
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
@@ -273,6 +285,32 @@ class Agent:
         with self.lock:
             return self.state.last_checkpoint.step if self.state.last_checkpoint else None
 
+    def _crash_facts(self, launched_from: int | None) -> CrashFacts:
+        """The facts of the crash the relaunch policy decides on (``relaunch.decide``)."""
+        job = self.spec.job_checkpoint
+        with self.lock:
+            signal_name = self.state.signal
+        facts = CrashFacts(
+            job_checkpoint=job.step if job is not None else None,
+            run_checkpoint=self._checkpoint_step(),
+            run_start=self.spec.resumed_from_step,
+            launched_with_resume=launched_from is not None and bool(self.spec.resume_args),
+            announced=self.attempt_announced,
+            by_signal=signal_name is not None,
+            last_line=last_line(self.tail_lines()),
+        )
+        if not needs_saved_file(facts):
+            return facts
+        saved = find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
+        return attrs.evolve(facts, saved_file=saved)
+
+    def _stop_relaunching(self, decision: Stop) -> None:
+        """The relaunch policy stops the run (``resume-refused``, ``resume-unknown``): ``crashed``."""
+        with self.lock:
+            self.state.failure = decision.failure
+        self.say(f"failure: {decision.failure.kind}: {decision.failure.evidence}; not relaunching")
+        self._finish(RunStatus.CRASHED)
+
     def _attempt(self, step: int | None) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
         argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
@@ -291,6 +329,7 @@ class Agent:
             else:
                 self.say(starting_line(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
+                self._told_stop_file = str(self.run_dir.stop_file)
                 process, self.pumps = start_captured(argv, Path(self.spec.cwd), env, self.output)
         except OSError as error:
             self.say(f"could not start {argv[0]!r}: {error}")
@@ -313,6 +352,7 @@ class Agent:
             self.state.failure = None
             self.state.next_launch_at = None
             self.last_progress_at = time.monotonic()
+            self.attempt_announced = False
             self._move(RunStatus.RUNNING)
             self._continue_early_stop(stage)
         return True
@@ -361,6 +401,7 @@ class Agent:
             self._advance_stop()
             self._check_stall()
             self._check_writes()
+            self._check_folder(process)
             platform.reap_adopted(keep=process.pid)
         returncode = process.wait()
         survivors = platform.kill_group_remnants(process.pid)
@@ -369,6 +410,30 @@ class Agent:
         for pump in self.pumps:
             pump.join(timeout=10.0)
         return returncode
+
+    def _check_folder(self, process: subprocess.Popen[bytes]) -> None:
+        """Follow a moved run folder; stop the trainer when the folder was deleted (``folderwatch``)."""
+        change = self.folder_watch.check(time.monotonic())
+        if isinstance(change, Moved):
+            with self.lock:
+                self.run_dir.path = change.path
+                self.folder.root = change.path.parent.parent
+            self.say(f"the run folder moved to {change.path}: following it there")
+            self.writer.request()
+        elif isinstance(change, Gone) and self.stop_plan is None:
+            print(
+                f"arena agent: the run folder {change.path} is gone; nobody can follow run "
+                f"{self.spec.run_id} any more: stopping its trainer (pid {process.pid}) cooperatively",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.stop_plan = plan = StopPlan(
+                kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+            )
+            plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
+            with self.lock:
+                if self.state.status is RunStatus.RUNNING:
+                    self._move(RunStatus.STOPPING)
 
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
@@ -418,8 +483,9 @@ class Agent:
         return lines
 
     def _on_checkpoint(self, event: Checkpoint) -> None:
-        record = CheckpointRecord(step=event.step, path=event.path, at=time.time())
+        record = CheckpointRecord(step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id)
         with self.lock:
+            self.attempt_announced = True
             self.state.last_checkpoint = record
             self.state.step = max(self.state.step or 0, event.step)
         self.writer.request(job_checkpoint=(self.spec.job_id, record))
@@ -427,6 +493,7 @@ class Agent:
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
         with self.lock:
+            self.attempt_announced = True
             self.last_progress_at = now
             self.state.step = event.step
             self.state.total_steps = event.total or self.state.total_steps
@@ -498,6 +565,8 @@ class Agent:
 
     def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         method = self.spec.stop_method
+        if method == "file" and self._moved():
+            method = "both"  # the trainer polls the stop file's old path: the signal reaches it too
         if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
             self._create_stop_file(plan)
             if method != "file":
@@ -512,6 +581,10 @@ class Agent:
             platform.send_cooperative_signal(process.pid)
             plan.stage = "signal"
             self.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
+
+    def _moved(self) -> bool:
+        """The run folder is no longer where the trainer was told its stop file is."""
+        return str(self.run_dir.stop_file) != self._told_stop_file
 
     def _create_stop_file(self, plan: StopPlan) -> bool:
         """Create ``ARENA_STOP_FILE``; False when it could not be (the grace window still ends in a kill)."""

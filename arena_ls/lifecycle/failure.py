@@ -6,6 +6,11 @@ memory), ``killed`` (SIGKILL or exit 137, what the kernel's OOM killer does),
 lack of space: ENOSPC), ``crash-loop`` (decided by the
 watchdog, not here) and ``error`` (any other non-zero exit). ``evidence`` is
 the log line that shows it.
+
+Two more are the relaunch policy's (``relaunch.py``, contract 7.1), built here
+so that every kind has one home: ``resume-refused`` (launched with
+``resume.args``, the trainer exited before announcing progress) and
+``resume-unknown`` (no checkpoint is known, but a file the trainer saved exists).
 """
 
 from __future__ import annotations
@@ -67,6 +72,29 @@ def classify(
     last = _last_meaningful(own)
     how = f"signal {signal_name}" if signal_name else f"exit code {exit_code}"
     return Failure("error", last or f"trainer ended with {how}")
+
+
+RESUME_REFUSED = "resume-refused"
+RESUME_UNKNOWN = "resume-unknown"
+
+
+def resume_refused(last_line: str | None) -> Failure:
+    """The trainer refused to resume: its last line says why (``checkpoint is at step 600, not 50``)."""
+    return Failure(RESUME_REFUSED, last_line or "the trainer exited before announcing progress")
+
+
+def resume_unknown(saved_file: str) -> Failure:
+    """No checkpoint is known, yet the trainer saved ``saved_file``: a person decides where to resume."""
+    return Failure(
+        RESUME_UNKNOWN,
+        f"{saved_file} exists, but no checkpoint step is known for it: not relaunched from step 0 "
+        "over it; start again with startStep (or resume: false to begin anew)",
+    )
+
+
+def last_line(lines: Sequence[str]) -> str | None:
+    """The trainer's last meaningful line of ``lines`` (not an ``@arena`` announcement), stripped."""
+    return _last_meaningful(lines)
 
 
 def _last_match(lines: Sequence[str], pattern: re.Pattern[str]) -> str | None:

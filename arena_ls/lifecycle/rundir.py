@@ -68,6 +68,8 @@ class CheckpointRecord:
     step: int
     path: str
     at: float
+    run_id: str | None = None
+    """The run that announced it (the job's record names it: ``JobInfo.lastCheckpoint.runId``)."""
 
 
 @attrs.define
@@ -132,6 +134,13 @@ class RunSpec:
     """Where the run executes: the name of its back end (``arena_ls.lifecycle.backends``)."""
     cluster: ClusterSpec | None = None
     """None: this machine; else the cluster the run is submitted to (``backend`` ``ray``)."""
+    job_checkpoint: CheckpointRecord | None = None
+    """The job's last known checkpoint as this run takes the job over (contract 7.1): the job's
+    record when the run resumes from it; None on a fresh start, or a start at another step a
+    person confirmed. The relaunch policy never relaunches from step 0 while it is known."""
+    checkpoint_paths: list[str] = attrs.field(factory=list)
+    """Paths any run of the job announced (newest last): a crash with no known checkpoint
+    looks for them (``resume-unknown``) before a relaunch from step 0."""
 
 
 @attrs.define
@@ -397,15 +406,44 @@ class StateFolder:
 
     # -- checkpoints across runs ---------------------------------------------------------
 
+    def job_record_path(self, job_id: str) -> Path:
+        return self.root / "jobs" / f"{job_id}.json"
+
     def record_job_checkpoint(self, job_id: str, checkpoint: CheckpointRecord) -> None:
+        """Make ``checkpoint`` the job's last one, and add its path to the paths the job saved."""
+        paths = _with_path(_recorded_paths(self._job_payload(job_id)), checkpoint.path)
+        payload = {**_converter.unstructure(checkpoint), "paths": paths}
         (self.root / "jobs").mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.root / "jobs" / f"{job_id}.json", _converter.unstructure(checkpoint))
+        write_json_atomic(self.job_record_path(job_id), payload)
+
+    def begin_job_anew(self, job_id: str, run_id: str) -> None:
+        """A start with ``resume: false``: the job has no last checkpoint any more (its paths stay
+        known: a file there is the old lineage's, which a crash must not overwrite unasked)."""
+        paths = _with_path(_recorded_paths(self._job_payload(job_id)), None)
+        payload = {"fresh": True, "runId": run_id, "at": time.time(), "paths": paths}
+        (self.root / "jobs").mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.job_record_path(job_id), payload)
+
+    def job_paths(self, job_id: str) -> list[str]:
+        """Every checkpoint path a run of the job announced (the last ``MAX_JOB_PATHS``), newest last."""
+        return _with_path(_recorded_paths(self._job_payload(job_id)), None)
+
+    def _job_payload(self, job_id: str) -> dict[str, Any]:
+        """The job's record as read (a missing or damaged one: empty, its damage reported elsewhere)."""
+        try:
+            payload = read_json(self.job_record_path(job_id))
+        except (OSError, CorruptState):
+            return {}
+        return payload if isinstance(payload, dict) else {}
 
     def job_checkpoint(self, job_id: str) -> CheckpointRecord | None:
-        """The job's last recorded checkpoint; None (reported once) when the record is damaged."""
-        path = self.root / "jobs" / f"{job_id}.json"
+        """The job's last recorded checkpoint; None when the job began anew (``resume: false``),
+        and None (reported once) when the record is damaged."""
+        path = self.job_record_path(job_id)
         try:
             payload = read_json(path)
+            if isinstance(payload, dict) and payload.get("fresh") is True:
+                return None
             step = payload.get("step") if isinstance(payload, dict) else None
             if not isinstance(step, int) or isinstance(step, bool):
                 raise CorruptState(f"its step is {str(step)[:40]!r}, not a whole number")
@@ -421,6 +459,29 @@ class StateFolder:
             )
             return None
         return record
+
+
+MAX_JOB_PATHS = 32
+"""How many distinct checkpoint paths a job's record keeps (a trainer naming each save anew)."""
+
+
+def _recorded_paths(payload: dict[str, Any]) -> list[object]:
+    """A record's paths, the last checkpoint's included (a record older than ``paths`` has only it)."""
+    paths = payload.get("paths")
+    listed: list[object] = list(paths) if isinstance(paths, list) else []
+    last = payload.get("path")
+    if isinstance(last, str) and last not in listed:
+        listed.append(last)
+    return listed
+
+
+def _with_path(recorded: object, path: str | None) -> list[str]:
+    """The recorded paths (strings only, each once), ``path`` moved to the end, the newest kept."""
+    paths = [p for p in recorded if isinstance(p, str)] if isinstance(recorded, list) else []
+    if path is not None:
+        paths = [p for p in paths if p != path] + [path]
+    unique = list(dict.fromkeys(paths))
+    return unique[-MAX_JOB_PATHS:]
 
 
 def _created(path: Path) -> float:

@@ -44,8 +44,10 @@ from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.follower import Listener, RunFollower
+from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
 from arena_ls.lifecycle.retention import LOG_FILES, FinishedRun, runs_over_budget
 from arena_ls.lifecycle.rundir import (
+    CheckpointRecord,
     ClusterSpec,
     CorruptState,
     Failure,
@@ -94,6 +96,8 @@ class StartRequest:
     dry_run: bool = False
     probe: bool = False
     """Run the job's VRAM probe instead (``arena_ls.protocol.probe``)."""
+    confirm: bool = False
+    """A person agreed to what 1011 ``checkpoint-mismatch`` or 1012 ``already-finished`` warns of."""
 
 
 @attrs.define
@@ -156,6 +160,8 @@ class Supervisor:
         self._runlock: RunLock | None = None
         self.follower = RunFollower(self, listener)
         """The one follower of every run's files (this server's only loop over them)."""
+        self.job_checkpoints = JobCheckpoints()
+        """Each job's last checkpoint (``JobInfo.lastCheckpoint``), read again only when it changed."""
 
     # -- paths and manifest ----------------------------------------------------------------
 
@@ -363,9 +369,12 @@ class Supervisor:
                 APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
             )
         await self._refuse_if_active()
+        knowledge = JobKnowledge.read(self.folder, job.id)
+        self._refuse_overwrite(job, request, knowledge)
         cluster_check = await self.check_cluster(job) if not gate_errors else None
         warnings = self.refuse_if_unsafe(job, gate_errors, cluster_check)
-        view = await self._launch(job, resume_step)
+        fresh = job.kind == "train" and request.resume is False
+        view = await self._launch(job, resume_step, knowledge, fresh=fresh)
         for warning in warnings:
             self.listener.lifecycle(view, f"warning: {warning}")
         return await self._await_started(view)
@@ -439,6 +448,24 @@ class Supervisor:
             return None
         return record.step
 
+    def _refuse_overwrite(self, job: Job, request: StartRequest, knowledge: JobKnowledge) -> None:
+        """1011 / 1012 (contract 7.1): a start that would overwrite what the job saved, unconfirmed."""
+        check = OverwriteCheck(
+            kind=job.kind,
+            resume=request.resume,
+            start_step=request.start_step,
+            confirm=request.confirm,
+            last=knowledge.last,
+            last_run=self.latest_view(job.id),
+        )
+        refusal = start_refusal(check)
+        if refusal is not None:
+            raise refusal
+
+    def job_checkpoint(self, job_id: str) -> CheckpointRecord | None:
+        """``JobInfo.lastCheckpoint``: the job's last checkpoint across its runs (one stat when unchanged)."""
+        return self.job_checkpoints.last(self.folder, job_id)
+
     def _python(self, job: Job) -> tuple[str, ...]:
         """What ``{python}`` means for the job: the workspace's, or the cluster's interpreter."""
         if job.run_on is None:
@@ -473,8 +500,14 @@ class Supervisor:
             active=view,  # the protocol layer sends it as its RunInfo
         )
 
-    async def _launch(self, job: Job, resume_step: int | None) -> RunView:
-        """Create the run (``RunLock.claim``), start it through its back end, record its follower."""
+    async def _launch(
+        self, job: Job, resume_step: int | None, knowledge: JobKnowledge | None = None, *, fresh: bool = False
+    ) -> RunView:
+        """Create the run (``RunLock.claim``), start it through its back end, record its follower.
+
+        ``knowledge`` (the job's checkpoints) goes to the run's spec; ``fresh`` (a start with
+        ``resume: false``) begins the job anew before the agent can announce anything."""
+        knowledge = knowledge or JobKnowledge(None, [])
         self.prune()
         settings = self.settings()
         backend = self.backends.for_job(job)
@@ -501,6 +534,8 @@ class Supervisor:
                 resumed_from_step=resume_step,
                 backend=backend.name,
                 cluster=cluster,
+                job_checkpoint=knowledge.for_run(resume_step),
+                checkpoint_paths=list(knowledge.paths),
             )
             specs.append(spec)
             return spec
@@ -514,9 +549,14 @@ class Supervisor:
             raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence) from error
         spec = specs[-1]
         self._prepared = False  # the start takes what idle got ready (or lets it go)
+        if fresh:
+            self._begin_anew(job.id, spec.run_id)
         try:
             agent = backend.start(run_dir, self.root)
         except OSError as error:
+            if fresh and knowledge.last is not None:  # nothing ran: the job's last checkpoint stands
+                with contextlib.suppress(OSError):
+                    self.folder.record_job_checkpoint(job.id, knowledge.last)
             self.runlock.release(spec.run_id)
             shutil.rmtree(run_dir.path, ignore_errors=True)  # nothing ran: leave nothing
             evidence = f"could not start the job agent: {error}"
@@ -529,6 +569,14 @@ class Supervisor:
         self.views[spec.run_id] = view
         self.wake()
         return view
+
+    def _begin_anew(self, job_id: str, run_id: str) -> None:
+        """``resume: false``: the job has no last checkpoint from now on (a failed write is logged:
+        the run's own first checkpoint replaces the record anyway)."""
+        try:
+            self.folder.begin_job_anew(job_id, run_id)
+        except OSError as error:
+            log.warning("could not record that job %s begins anew: %s", job_id, error)
 
     def _cluster_spec(self, job: Job) -> ClusterSpec | None:
         if job.run_on is None:

@@ -6,16 +6,22 @@ from collections.abc import Callable
 from typing import Any
 
 from arena_ls.diagnostics import Diag
+from arena_ls.lifecycle.rundir import CheckpointRecord
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.protocol.probe import ProbeService
+from arena_ls.protocol.wire import job_checkpoint
 
 
 def job_infos(
-    manifest: ManifestResult, gate_errors: Callable[[Job], list[Diag]], probes: ProbeService
+    manifest: ManifestResult,
+    gate_errors: Callable[[Job], list[Diag]],
+    probes: ProbeService,
+    checkpoints: Callable[[str], CheckpointRecord | None] = lambda job_id: None,
 ) -> list[dict[str, Any]]:
     """The contract's ``JobInfo`` for every job id in the manifest.
 
-    ``gate_errors`` is the workspace's ``TrainerGates.errors`` (the gates load on first use).
+    ``gate_errors`` is the workspace's ``TrainerGates.errors`` (the gates load on first use);
+    ``checkpoints`` the job's last checkpoint across its runs (``Supervisor.job_checkpoint``).
     """
     infos: list[dict[str, Any]] = []
     for job_id in manifest.all_ids:
@@ -31,6 +37,7 @@ def job_infos(
                     "runnable": False,
                     "blockedBy": blocked,
                     "probe": None,
+                    "lastCheckpoint": job_checkpoint(checkpoints(job_id)),
                 }
             )
             continue
@@ -44,6 +51,7 @@ def job_infos(
                 "runnable": job.status != "disabled" and not blocked,
                 "blockedBy": blocked,
                 "probe": probes.info(job),
+                "lastCheckpoint": job_checkpoint(checkpoints(job.id)),
             }
         )
     return infos

@@ -77,6 +77,7 @@ def parse_start(raw: Any) -> StartRequest:
         start_step=field(params, "startStep", _STEP),
         dry_run=field(params, "dryRun", _FLAG, False),
         probe=field(params, "probe", _FLAG, False),
+        confirm=field(params, "confirm", _FLAG, False),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena_ls.lifecycle.capture import LogLine
+from arena_ls.lifecycle.lostwork import lost_work
 from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
@@ -61,6 +62,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "gpuUtilization": None,
         "cluster": _cluster_wire(view.spec, state),
         "insights": [],
+        "lost": _lost(view, state),
     }
     if extra:
         info.update(extra)
@@ -111,8 +113,24 @@ def logs_page(page: LogPage) -> dict[str, Any]:
 
 
 def error_data(data: dict[str, Any]) -> dict[str, Any]:
-    """A refusal's data with any run it names (1003's ``active``) as its ``RunInfo``."""
-    return {key: run_info(value) if isinstance(value, RunView) else value for key, value in data.items()}
+    """A refusal's data with any run it names (1003's ``active``, 1012's ``run``) as its ``RunInfo``,
+    and a checkpoint (1011's ``lastCheckpoint``) as ``JobInfo.lastCheckpoint`` writes it."""
+    return {key: _error_value(value) for key, value in data.items()}
+
+
+def _error_value(value: Any) -> Any:
+    if isinstance(value, RunView):
+        return run_info(value)
+    if isinstance(value, CheckpointRecord):
+        return job_checkpoint(value)
+    return value
+
+
+def job_checkpoint(record: CheckpointRecord | None) -> dict[str, Any] | None:
+    """``JobInfo.lastCheckpoint`` (contract 7.1): ``{step, path, at, runId}`` or null."""
+    if record is None:
+        return None
+    return {"step": record.step, "path": record.path, "at": iso_utc(record.at), "runId": record.run_id}
 
 
 def _failure(view: RunView, state: RunState) -> dict[str, str] | None:
@@ -131,6 +149,14 @@ def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int |
     if checkpoint is None:
         return step
     return checkpoint.step if step is None else max(step, checkpoint.step)
+
+
+def _lost(view: RunView, state: RunState) -> dict[str, Any] | None:
+    """``RunInfo.lost`` (contract 7.1): the work after the last checkpoint a stop or kill lost."""
+    if view.state is None or view.damage is not None:
+        return None
+    lost = lost_work(state, view.spec.resumed_from_step)
+    return None if lost is None else {"steps": lost.steps, "seconds": lost.seconds}
 
 
 def _round(value: float | None) -> float | None:

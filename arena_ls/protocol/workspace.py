@@ -170,7 +170,9 @@ class Workspace:
 
     def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
         """``JobInfo`` of every job of the manifest (as it is on disk unless given)."""
-        return job_infos(manifest or self.manifest(), self.gates.errors, self.probes)
+        return job_infos(
+            manifest or self.manifest(), self.gates.errors, self.probes, self.supervisor.job_checkpoint
+        )
 
     async def status(self) -> dict[str, Any]:
         supervisor = self.supervisor

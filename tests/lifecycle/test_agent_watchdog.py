@@ -38,6 +38,7 @@ class Crashes:
         self.started_from.append(step)
         self.agent._move(RunStatus.RUNNING)
         checkpoint = next(self.checkpoints)
+        self.agent.attempt_announced = checkpoint is not None  # a trainer that saved said so
         if checkpoint is not None:
             self.agent.state.last_checkpoint = CheckpointRecord(step=checkpoint, path="ckpt.pt", at=0.0)
         return None  # crashed: the watchdog decides

@@ -305,7 +305,9 @@ async def test_resume_auto_false_and_start_step(tmp_path: Path) -> None:
         fresh = await started(client, "resumable", resume=False)
         assert "--resume" not in fresh["argv"]
         await client.call("arena/stop", {"confirm": True, "kill": True})
-        chosen = await started(client, "resumable", startStep=3)
+        refused = await client.call_error("arena/start", {"id": "resumable", "startStep": 3})
+        assert (refused.code, refused.data["asked"]) == (1011, 3)
+        chosen = await started(client, "resumable", startStep=3, confirm=True)
         assert chosen["argv"][-3:] == ["--resume", "--start-step", "3"]
         dry = await client.call("arena/start", {"id": "resumable", "dryRun": True, "resume": False})
         assert "--resume" not in dry["argv"] and dry["cwd"] == str(root)

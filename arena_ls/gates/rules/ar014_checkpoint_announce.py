@@ -13,16 +13,22 @@ checkpoint ... step=N`), `checkpoint saved ... step N`, and Hugging Face's
 `%` and `.format` templates, `print` with several arguments) are read as the
 lines they print; docstrings do not count. Framework trainers (Lightning,
 Hugging Face's Trainer) are not checked: give their job a
-`checkpoint.pattern`. The finding is reported at the save. Its quick fix
-prints the `@arena` checkpoint line after each save (and adds `import json`).
+`checkpoint.pattern`. Every save the loop makes on its way (not only once, on
+stop or at the end) must be announced beside it: in its block, in the helper
+that saves, or in the loop's block that calls that helper; a trainer that
+announces only its stop save fires too. The finding is reported at the save.
+Its quick fix prints the `@arena` checkpoint line after each silent save (and
+adds `import json` where needed).
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 A checkpoint the supervisor does not know about cannot be resumed from:
 `arena stop` refuses to call the run resumable, and the watchdog relaunches a
 crashed run from step 0 (`--start-step` needs the step of the last
-checkpoint). On a slow FP32-only GPU that throws away hours that were saved
-on disk all along.
+checkpoint). A trainer that announces only the save it makes on stop is
+relaunched from that older step after a crash, past saves it never told of.
+On a slow FP32-only GPU that throws away hours that were saved on disk all
+along.
 
 Example that fires
 ------------------
@@ -65,6 +71,7 @@ from arena_ls.gates.facts import LOOP_TYPES, CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import argument, call_name, string_value
 from arena_ls.gates.patterns import lazy
+from arena_ls.gates.periodic import is_announced, is_periodic
 from arena_ls.gates.reach import Path
 from arena_ls.gates.rules.base import Violation, declare
 
@@ -82,14 +89,26 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     paths = [path for _root, path in ctx.paths("save", ctx.saves.is_save)]
     if not paths:
         return
-    if announces_checkpoints(ctx.facts, ctx.checkpoint_patterns, ctx.source.text):
-        return
     pattern = " or a line the job's checkpoint.pattern matches" if ctx.checkpoint_patterns else ""
-    message = (
-        f"{MESSAGE}: print an @arena checkpoint line after the save{pattern}, "
-        "or the run cannot be resumed from it"
-    )
-    yield Violation(span=ctx.span(paths[0].first.node), message=message, edits=_fix(ctx, paths))
+    if not announces_checkpoints(ctx.facts, ctx.checkpoint_patterns, ctx.source.text):
+        message = (
+            f"{MESSAGE}: print an @arena checkpoint line after the save{pattern}, "
+            "or the run cannot be resumed from it"
+        )
+        yield Violation(span=ctx.span(paths[0].first.node), message=message, edits=_fix(ctx, paths))
+        return
+    silent = [
+        path
+        for path in paths
+        if is_periodic(path) and not is_announced(path, ctx.facts, ctx.graph, ctx.checkpoint_patterns)
+    ]
+    if silent:
+        message = (
+            f"{MESSAGE}: this save, which the loop makes on its way, is silent (only a save on stop "
+            f"or at the end is announced); print an @arena checkpoint line after it{pattern}, "
+            "or a crash is relaunched from an older step, or from step 0, over it"
+        )
+        yield Violation(span=ctx.span(silent[0].first.node), message=message, edits=_fix(ctx, silent))
 
 
 # the quick fix -------------------------------------------------------------------

@@ -110,12 +110,16 @@ class LocalBackend:
         if not pid:
             return None
         done = None
-        if platform.is_same_process(pid, state.pid_create_time):
+        recorded = platform.is_recorded_process(pid, state.pid_create_time)  # an unreaped zombie too
+        if recorded and not platform.is_zombie(pid):
             platform.kill_tree(pid)
             done = "the trainer's remaining processes were killed"
-        if platform.process_identity(pid) is None:
-            # The group id is still the trainer's only while no new process has its pid.
+        if recorded or platform.process_identity(pid) is None:
+            # The group id is still the trainer's while its pid names it (a zombie included) or
+            # no process at all: a zombie's children left its tree, but never its group.
             platform.kill_group_remnants(pid)
+            if recorded and done is None:
+                done = "the trainer had exited unreaped; what was left of its process group was killed"
         return done
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
