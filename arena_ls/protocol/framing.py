@@ -338,6 +338,30 @@ class StreamSource:
         return await asyncio.wait_for(self.reader.read(1 << 16), timeout)
 
 
+class OverLimit(Exception):
+    """A source gave more than its limit allows."""
+
+
+class LimitedSource:
+    """A source that gives at most ``limit`` bytes in all, then raises ``OverLimit``
+    (``limit`` None: no limit). It never reads past the limit by more than one chunk,
+    so what a reader buffers stays bounded whatever length a frame claims."""
+
+    def __init__(self, source: ChunkSource, limit: int | None) -> None:
+        self.source = source
+        self.limit = limit
+        self.given = 0
+
+    async def read(self, timeout: float | None) -> bytes:
+        if self.limit is not None and self.given > self.limit:
+            raise OverLimit(f"more than {self.limit} bytes")
+        chunk = await self.source.read(timeout)
+        self.given += len(chunk)
+        if self.limit is not None and self.given > self.limit:
+            raise OverLimit(f"more than {self.limit} bytes")
+        return chunk
+
+
 class PipeSource:
     """A blocking binary stream (stdin) read by a daemon thread.
 
