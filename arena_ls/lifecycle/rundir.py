@@ -132,6 +132,8 @@ class RunSpec:
     """Where the run executes: the name of its back end (``arena_ls.lifecycle.backends``)."""
     cluster: ClusterSpec | None = None
     """None: this machine; else the cluster the run is submitted to (``backend`` ``ray``)."""
+    exec_check: dict[str, Any] | None = None
+    """The gated paths, checked again right before each exec (``lifecycle/exec_check.py``)."""
 
 
 @attrs.define

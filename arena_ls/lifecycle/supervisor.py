@@ -43,6 +43,7 @@ from arena_ls.lifecycle.backends.base import Backends, FollowerProcess
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
+from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.rundir import (
     ClusterSpec,
@@ -60,6 +61,7 @@ from arena_ls.lifecycle.spare import SpareAgent
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult, load_manifest
+from arena_ls.manifest.model import PYTHON_PLACEHOLDER
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -500,6 +502,7 @@ class Supervisor:
                 resumed_from_step=resume_step,
                 backend=backend.name,
                 cluster=cluster,
+                exec_check=self._exec_check(job),
             )
             specs.append(spec)
             return spec
@@ -528,6 +531,24 @@ class Supervisor:
         self.views[spec.run_id] = view
         self.wake()
         return view
+
+    def _exec_check(self, job: Job) -> dict[str, Any] | None:
+        """The gated paths whatever execs the trainer checks again right before it (issue 24)."""
+        if job.run_on is not None:
+            return None  # the trainer runs on the cluster, from the package its agent submits
+        command_is_path = job.command != PYTHON_PLACEHOLDER and ("/" in job.command or os.sep in job.command)
+        return exec_check(
+            str(job.resolved_cwd(self.root)),
+            job.argv(self._python(job)),
+            job.script,
+            self.exec_roots(),
+            command_is_path=command_is_path,
+        )
+
+    def exec_roots(self) -> list[str]:
+        """The folders a job may take its files from: the workspace first (then the manifest's
+        ``roots``, contract 7.3, where the manifest has them)."""
+        return [str(self.root)]
 
     def _cluster_spec(self, job: Job) -> ClusterSpec | None:
         if job.run_on is None:
