@@ -28,6 +28,7 @@ from arena_ls.client.render import (
 )
 from arena_ls.client.session import Options, connect
 from arena_ls.client.tables import print_status
+from arena_ls.client.visible import visible
 from arena_ls.timeutil import iso_utc_now
 
 DEMO_JOB = "tiny-lm"
@@ -88,13 +89,13 @@ async def follow_probe(
         return result.exit_code
     verdict = await probe_verdict(session, job_id, verdict_since(info, requested_at))
     if verdict is None:
-        print(f"arena: the probe of {job_id} ended without a verdict", file=sys.stderr, flush=True)
+        print(f"arena: the probe of {visible(job_id)} ended without a verdict", file=sys.stderr, flush=True)
         return EXIT_FAILED
     line = f"probe {'passed' if verdict.get('ok') else 'failed'}: {verdict.get('message')}"
     if verdict.get("ok"):
         write_plain(options.console, line)
         return EXIT_OK
-    print(f"arena: {line}", file=sys.stderr, flush=True)
+    print(f"arena: {visible(line)}", file=sys.stderr, flush=True)
     return EXIT_FAILED
 
 
@@ -159,7 +160,7 @@ def report_end(options: Options, info: dict[str, Any]) -> None:
     if info.get("status") in OK_STATUSES:
         write_plain(options.console, run_summary(info))
     else:
-        print(f"arena: {run_summary(info)}", file=sys.stderr, flush=True)
+        print(f"arena: {visible(run_summary(info))}", file=sys.stderr, flush=True)
 
 
 async def job_name(session: LspSession, job_id: str) -> str:
