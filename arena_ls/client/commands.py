@@ -206,7 +206,7 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         status = await session.request("arena/status", {})
     if args.json:
-        write_line(sys.stdout, json.dumps(status, indent=2))
+        write_line(sys.stdout, json.dumps(status, indent=2), lines=True)
     else:
         print_status(options.console, status)
     return EXIT_OK

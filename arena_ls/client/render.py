@@ -319,11 +319,13 @@ def write_plain(console: Console, text: str) -> None:
     write_line(console.file, text)
 
 
-def write_line(stream: IO[str], text: str) -> None:
+def write_line(stream: IO[str], text: str, *, lines: bool = False) -> None:
     """One line, flushed; a reader that went away (``arena stop | head -1``) is not an error:
-    the rest of the output is dropped and the command still does its work."""
+    the rest of the output is dropped and the command still does its work. Control characters
+    are made visible (``visible``); ``lines``: the text's own line ends stay (``--json``)."""
+    shown = "\n".join(map(visible, text.split("\n"))) if lines else visible(text)
     try:
-        stream.write(visible(text) + "\n")
+        stream.write(shown + "\n")
         stream.flush()
     except BrokenPipeError:
         discard_stdout(stream)

@@ -7,6 +7,7 @@ The raw bytes ``arena status`` writes are checked, on a pipe and on a real termi
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -120,3 +121,18 @@ def test_visible_leaves_ordinary_text_alone() -> None:
     text = "tiny-lm · step 15/15 · loss 0.42\tckpt-15.pt · héllo 日本 🚀"
     assert visible(text) == text
     assert visible("\x00\x1f\x7f\u200f\ufeff") == "^@^_^?<U+200F><U+FEFF>"
+
+
+def test_arena_status_json_stays_json_with_the_name_escaped(workspace: Path) -> None:
+    done = subprocess.run(
+        [*ARENA, "status", "--json", "--root", str(workspace)],
+        capture_output=True,
+        env=arena_env(),
+        cwd=workspace,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in done.stdout and "\u202e".encode() not in done.stdout
+    names = [j["name"] for j in json.loads(done.stdout)["jobs"]]
+    assert EVIL_NAME in names, "--json gives the name exactly (JSON escapes it)"
