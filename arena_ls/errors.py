@@ -18,6 +18,8 @@ NO_CHECKPOINT = (1007, "no-checkpoint")
 DISABLED = (1008, "disabled")
 LAUNCH_FAILED = (1009, "launch-failed")
 PROBE_REQUIRED = (1010, "probe-required")
+CLUSTER_UNREACHABLE = (1011, "cluster-unreachable")
+"""Not in the contract: ``arena/stop`` of a cluster run whose head cannot be told (docs/clusters.md)."""
 
 
 class ArenaError(Exception):

@@ -105,6 +105,9 @@ class ClusterRecord:
     relaunch_step: int | None = None
     relaunched: bool = False
     """False until the watchdog's first relaunch (``relaunch_step`` means nothing before)."""
+    stop_undelivered: str | None = None
+    """A stop was asked for but the cluster could not be told (why): the follower asks again at
+    each poll, and ``arena/stop`` answers at once that the cluster is unreachable."""
 
 
 @attrs.define

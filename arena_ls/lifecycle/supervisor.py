@@ -29,6 +29,7 @@ from arena_ls.diagnostics import Diag
 from arena_ls.errors import (
     ALREADY_RUNNING,
     APPROVAL_REQUIRED,
+    CLUSTER_UNREACHABLE,
     DISABLED,
     GATES_FAILED,
     INVALID_MANIFEST,
@@ -667,9 +668,31 @@ class Supervisor:
         if not request.wait:
             return view
         grace = request.grace_seconds if request.grace_seconds is not None else view.spec.grace_seconds
-        await self.wait_final(view, grace + STOP_ANSWER_MARGIN)
+        if view.spec.cluster is not None:
+            await self._wait_cluster_stop(view, grace + STOP_ANSWER_MARGIN)
+        else:
+            await self.wait_final(view, grace + STOP_ANSWER_MARGIN)
         view.read_new_lines(notify=False)
         return view
+
+    async def _wait_cluster_stop(self, view: RunView, timeout: float) -> None:
+        """Wait for a cluster run to end, or for its follower to find the head unreachable:
+        then ``CLUSTER_UNREACHABLE`` at once, naming the cluster (the follower keeps asking,
+        and follows the run until the head answers or the run is ``lost``)."""
+        if await self.follower.until(view, lambda v: v.is_final or _stop_undelivered(v) is not None, timeout):
+            self.follower.follow(view, check_liveness=False)
+        undelivered = _stop_undelivered(view)
+        if undelivered is None or view.is_final:
+            return
+        name = view.spec.cluster.name if view.spec.cluster is not None else "?"
+        raise ArenaError(
+            CLUSTER_UNREACHABLE,
+            f"cluster {name!r} could not be asked to stop run {view.run_id} ({undelivered[:200]}); "
+            "the job keeps running there: the stop is asked again until the cluster answers",
+            cluster=name,
+            runId=view.run_id,
+            evidence=undelivered[:300],
+        )
 
     def _announced_checkpoint(self, view: RunView) -> bool:
         """Has the run's trainer announced a checkpoint? Recorded in the state, or in its log.
@@ -762,6 +785,12 @@ def launch_evidence(run_dir: RunDir, code: int) -> str:
     if free is not None and free < DISK_FULL_BYTES:
         parts.append(f"the state folder's filesystem has {free} bytes free (No space left on device)")
     return "; ".join(parts)
+
+
+def _stop_undelivered(view: RunView) -> str | None:
+    """Why the cluster run's follower could not pass a stop on to the cluster, if it could not."""
+    state = view.state
+    return state.cluster.stop_undelivered if state is not None and state.cluster is not None else None
 
 
 def _trainer_known(view: RunView) -> bool:
