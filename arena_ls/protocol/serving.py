@@ -187,7 +187,7 @@ class _TcpListener:
     async def _serve(self, connection: _Connection) -> None:
         try:
             initialize = await asyncio.wait_for(self._until_initialize(connection), INITIALIZE_SECONDS)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             log.warning(
                 "closed TCP connection %s: no initialize within %ss", connection.peer, INITIALIZE_SECONDS
             )
@@ -231,13 +231,14 @@ class _TcpListener:
 
     async def _hold(self, connection: _Connection, initialize: Message) -> None:
         """The connection showed the token: it becomes the client, unless one is connected."""
+        if connection in self.waiting:
+            self.waiting.remove(connection)  # never the oldest one closed for others now
         if self.client is not None and self.client.reader.peer_closed:
             await self.free.wait()  # the client that left is being let go: a step away
         if self._client_present():
             log.warning("refused TCP connection %s: a client is already connected", connection.peer)
             connection.answer(already_connected(initialize.value["id"]))
             return
-        self.waiting.remove(connection)
         self.client = connection
         self.free.clear()
         connection.source.limit = None
