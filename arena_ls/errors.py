@@ -20,6 +20,8 @@ LAUNCH_FAILED = (1009, "launch-failed")
 PROBE_REQUIRED = (1010, "probe-required")
 CHECKPOINT_MISMATCH = (1011, "checkpoint-mismatch")
 ALREADY_FINISHED = (1012, "already-finished")
+CLUSTER_UNREACHABLE = (1013, "cluster-unreachable")
+"""Not in the contract: ``arena/stop`` of a cluster run whose head cannot be told (docs/clusters.md)."""
 
 
 class ArenaError(Exception):

@@ -27,6 +27,7 @@ from arena_ls.client.errors import (
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
 from arena_ls.client.render import make_console
 from arena_ls.client.session import Options, find_root
+from arena_ls.client.visible import visible
 from arena_ls.validation import Check, integer, number
 
 DESCRIPTION = "The terminal client of arena-ls: start, follow, stop and inspect training runs."
@@ -221,7 +222,7 @@ def _configure_stdio() -> None:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"arena: {message}", file=sys.stderr, flush=True)
+    print(f"arena: {visible(message)}", file=sys.stderr, flush=True)
     return code
 
 

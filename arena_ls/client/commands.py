@@ -33,6 +33,7 @@ from arena_ls.client.render import (
 )
 from arena_ls.client.session import Options, connect, init_options
 from arena_ls.client.tables import print_status
+from arena_ls.client.visible import visible
 from arena_ls.timeutil import iso_utc_now
 
 if TYPE_CHECKING:
@@ -136,13 +137,13 @@ async def follow_probe(
         return result.exit_code
     verdict = await probe_verdict(session, job_id, verdict_since(info, requested_at))
     if verdict is None:
-        print(f"arena: the probe of {job_id} ended without a verdict", file=sys.stderr, flush=True)
+        print(f"arena: the probe of {visible(job_id)} ended without a verdict", file=sys.stderr, flush=True)
         return EXIT_FAILED
     line = f"probe {'passed' if verdict.get('ok') else 'failed'}: {verdict.get('message')}"
     if verdict.get("ok"):
         write_plain(options.console, line)
         return EXIT_OK
-    print(f"arena: {line}", file=sys.stderr, flush=True)
+    print(f"arena: {visible(line)}", file=sys.stderr, flush=True)
     return EXIT_FAILED
 
 
@@ -212,9 +213,9 @@ def report_end(options: Options, info: dict[str, Any]) -> None:
         if lost:
             write_plain(options.console, lost)
     else:
-        print(f"arena: {run_summary(info)}", file=sys.stderr, flush=True)
+        print(f"arena: {visible(run_summary(info))}", file=sys.stderr, flush=True)
         if lost:
-            print(f"arena: {lost}", file=sys.stderr, flush=True)
+            print(f"arena: {visible(lost)}", file=sys.stderr, flush=True)
 
 
 async def job_name(session: LspSession, job_id: str) -> str:
@@ -266,7 +267,7 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         status = await session.request("arena/status", {})
     if args.json:
-        write_line(sys.stdout, json.dumps(status, indent=2))
+        write_line(sys.stdout, json.dumps(status, indent=2), lines=True)
     else:
         print_status(options.console, status)
     problem = (

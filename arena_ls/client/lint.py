@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from arena_ls.client.visible import visible
+
 ManifestFindings = tuple[list[tuple[Path, Any]], list[Path]]
 MANIFEST = Path("training") / "manifest.json"
 """The same path as ``arena_ls.client.session.MANIFEST`` (not imported: it loads the client)."""
@@ -158,7 +160,7 @@ def fast_main(argv: list[str]) -> int | None:
         return 130
     except Exception as error:  # the client's promise: one line, never a traceback
         message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
-        print(f"arena: {' '.join(str(message).split())[:300]}", file=sys.stderr, flush=True)
+        print(f"arena: {visible(' '.join(str(message).split())[:300])}", file=sys.stderr, flush=True)
         return int(getattr(error, "exit_code", 1))
 
 

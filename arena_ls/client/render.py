@@ -21,6 +21,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
+from arena_ls.client.visible import visible, visible_markup
+
 PLAIN_PROGRESS_INTERVAL = 3.0
 """Seconds between progress lines when stdout is not a terminal."""
 PLAIN_WIDTH = 120
@@ -167,7 +169,7 @@ def plain_line(line: dict[str, Any]) -> str:
 
 
 def styled_line(line: dict[str, Any]) -> Text:
-    stream, text = line.get("stream"), str(line.get("text", ""))
+    stream, text = line.get("stream"), visible(str(line.get("text", "")))
     if stream == "stderr":
         return Text.assemble(("▌ ", "bold red"), (text, "red"))
     if stream == "arena":
@@ -240,7 +242,7 @@ class LiveFollowView:
             console=console,
             refresh_per_second=8,
         )
-        self.task: TaskID = self.bar.add_task(title, total=1, completed=0, stats="starting")
+        self.task: TaskID = self.bar.add_task(visible_markup(title), total=1, completed=0, stats="starting")
 
     def open(self) -> None:
         self.bar.start()
@@ -249,16 +251,16 @@ class LiveFollowView:
         self.bar.console.print(styled_line(line), soft_wrap=True)
 
     def note(self, text: str) -> None:
-        self.bar.console.print(Text(f"arena: {text}", style="bold yellow"), soft_wrap=True)
+        self.bar.console.print(Text(f"arena: {visible(text)}", style="bold yellow"), soft_wrap=True)
 
     def progress(self, state: ProgressState) -> None:
         completed, total = state.completed()
         self.bar.update(
             self.task,
-            description=f"{state.title} · {state.status}",
+            description=visible_markup(f"{state.title} · {state.status}"),
             completed=completed,
             total=total,
-            stats=state.text(),
+            stats=visible_markup(state.text()),
         )
 
     def close(self) -> None:
@@ -322,16 +324,18 @@ def print_line(console: Console, line: dict[str, Any]) -> None:
 def write_plain(console: Console, text: str) -> None:
     """A line exactly as given (no wrapping, no markup, no control codes), flushed."""
     if console.is_terminal:
-        console.print(Text(text), soft_wrap=True)
+        console.print(Text(visible(text)), soft_wrap=True)
         return
     write_line(console.file, text)
 
 
-def write_line(stream: IO[str], text: str) -> None:
+def write_line(stream: IO[str], text: str, *, lines: bool = False) -> None:
     """One line, flushed; a reader that went away (``arena stop | head -1``) is not an error:
-    the rest of the output is dropped and the command still does its work."""
+    the rest of the output is dropped and the command still does its work. Control characters
+    are made visible (``visible``); ``lines``: the text's own line ends stay (``--json``)."""
+    shown = "\n".join(map(visible, text.split("\n"))) if lines else visible(text)
     try:
-        stream.write(text + "\n")
+        stream.write(shown + "\n")
         stream.flush()
     except BrokenPipeError:
         discard_stdout(stream)

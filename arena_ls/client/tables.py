@@ -9,12 +9,13 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 
 from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, run_place
+from arena_ls.client.visible import visible_data
 
 RECENT_RUNS = 5
 
 
 def print_status(console: Console, status: dict[str, Any]) -> None:
-    for renderable in status_renderables(status):
+    for renderable in status_renderables(visible_data(status)):
         console.print(renderable)
 
 

@@ -567,7 +567,9 @@ class ClusterAgent:
             self.client.stop(sid)
         except ClusterError as error:
             self._unreachable(error)
+            self._stop_undelivered(str(error))
             return  # asked again at the next poll
+        self._stop_undelivered(None)
         self.stop_sent_at = requested_at
         by = request.get("by") or "a client"
         kill = (
@@ -578,6 +580,14 @@ class ClusterAgent:
         with self.lock:
             if self.state.status is RunStatus.RUNNING:
                 self._move(RunStatus.STOPPING)
+
+    def _stop_undelivered(self, evidence: str | None) -> None:
+        """Record that the stop could not reach the cluster (or, None, that it has now)."""
+        with self.lock:
+            if self.record.stop_undelivered == evidence:
+                return
+            self.record.stop_undelivered = evidence
+        self.writer.request()
 
     # -- the end of a submission ------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import attrs
 
 from arena_ls import platform
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.failure import classify, last_line
 from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
@@ -330,6 +331,7 @@ class Agent:
                 self.say(starting_line(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
                 self._told_stop_file = str(self.run_dir.stop_file)
+                verify_exec(self.spec.exec_check)  # right before the exec: the gated paths again
                 process, self.pumps = start_captured(argv, Path(self.spec.cwd), env, self.output)
         except OSError as error:
             self.say(f"could not start {argv[0]!r}: {error}")

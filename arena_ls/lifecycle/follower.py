@@ -99,18 +99,29 @@ class RunFollower:
         self._last_data = 0.0
         self._full_due = 0.0
         self._hurry = HURRY_FIRST
+        self._closed = False
 
     # -- the task ------------------------------------------------------------------------
 
     def ensure_running(self) -> None:
+        if self._closed:
+            return  # a closed follower is never started again (a request still in flight)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._follow_forever())
 
     async def close(self) -> None:
-        """Stop following; whoever still waits for a run is cancelled (the server is going away)."""
+        """Stop following; whoever still waits for a run is cancelled (the server is going away).
+
+        The loop also ends by ``_closed``, not by the cancellation alone: Python 3.11's
+        ``wait_for`` swallows a cancellation that comes as its inner wait completes (the
+        loop's wake set by a request in flight), and a close that waited for that task
+        never returned (a TCP client that left with ``arena/start`` in flight, issue 24).
+        """
+        self._closed = True
         for waiter in self._waiters:
             waiter.done.cancel()
         if self._task is not None:
+            self._wake.set()
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
@@ -121,7 +132,7 @@ class RunFollower:
         self._wake.set()
 
     async def _follow_forever(self) -> None:
-        while True:
+        while not self._closed:
             if time.monotonic() >= self._full_due:
                 busy = self._poll_safely()
                 self._full_due = time.monotonic() + self._interval(busy)

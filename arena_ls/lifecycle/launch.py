@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
-from arena_ls.lifecycle.trainer_start import claim_run, launch_from_spec, record_launch, watch_stop
+from arena_ls.lifecycle.exec_check import ExecRefused
+from arena_ls.lifecycle.outputlog import ARENA
+from arena_ls.lifecycle.trainer_start import (
+    EarlyLaunch,
+    claim_run,
+    launch_from_spec,
+    record_launch,
+    watch_stop,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         return CLAIM_REFUSED_EXIT
     platform.become_subreaper()  # before the trainer exists, so no orphan of its escapes us
     early = launch_from_spec(run_dir)
+    if early is not None and isinstance(early.error, ExecRefused):
+        return _refused(early)
     if early is not None:
         record_launch(run_dir, early)
         if early.process is not None:
@@ -55,6 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     from arena_ls.lifecycle.agent import main as agent_main
 
     return agent_main([str(run_dir)], early=early)
+
+
+def _refused(early: EarlyLaunch) -> int:
+    """A gated path changed since the gates passed: nothing starts, and the server answers
+    1009 with the evidence (the agent log's last line, ``launch_evidence``)."""
+    evidence = str(early.error)
+    early.writer.append_line(ARENA, f"refused to start: {evidence}")
+    early.writer.close()
+    print(f"arena-ls: refused to start the trainer: {evidence}", file=sys.stderr, flush=True)
+    return CLAIM_REFUSED_EXIT
 
 
 SPARE_FLAG = "--spare"

@@ -107,6 +107,9 @@ class ClusterRecord:
     relaunch_step: int | None = None
     relaunched: bool = False
     """False until the watchdog's first relaunch (``relaunch_step`` means nothing before)."""
+    stop_undelivered: str | None = None
+    """A stop was asked for but the cluster could not be told (why): the follower asks again at
+    each poll, and ``arena/stop`` answers at once that the cluster is unreachable."""
 
 
 @attrs.define
@@ -141,6 +144,8 @@ class RunSpec:
     checkpoint_paths: list[str] = attrs.field(factory=list)
     """Paths any run of the job announced (newest last): a crash with no known checkpoint
     looks for them (``resume-unknown``) before a relaunch from step 0."""
+    exec_check: dict[str, Any] | None = None
+    """The gated paths, checked again right before each exec (``lifecycle/exec_check.py``)."""
 
 
 @attrs.define

@@ -29,6 +29,7 @@ from arena_ls.diagnostics import Diag
 from arena_ls.errors import (
     ALREADY_RUNNING,
     APPROVAL_REQUIRED,
+    CLUSTER_UNREACHABLE,
     DISABLED,
     GATES_FAILED,
     INVALID_MANIFEST,
@@ -43,6 +44,7 @@ from arena_ls.lifecycle.backends.base import Backends, FollowerProcess
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
+from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
 from arena_ls.lifecycle.retention import LOG_FILES, FinishedRun, runs_over_budget
@@ -63,6 +65,7 @@ from arena_ls.lifecycle.spare import SpareAgent
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult, load_manifest
+from arena_ls.manifest.model import PYTHON_PLACEHOLDER
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -536,6 +539,7 @@ class Supervisor:
                 cluster=cluster,
                 job_checkpoint=knowledge.for_run(resume_step),
                 checkpoint_paths=list(knowledge.paths),
+                exec_check=self._exec_check(job),
             )
             specs.append(spec)
             return spec
@@ -577,6 +581,24 @@ class Supervisor:
             self.folder.begin_job_anew(job_id, run_id)
         except OSError as error:
             log.warning("could not record that job %s begins anew: %s", job_id, error)
+
+    def _exec_check(self, job: Job) -> dict[str, Any] | None:
+        """The gated paths whatever execs the trainer checks again right before it (issue 24)."""
+        if job.run_on is not None:
+            return None  # the trainer runs on the cluster, from the package its agent submits
+        command_is_path = job.command != PYTHON_PLACEHOLDER and ("/" in job.command or os.sep in job.command)
+        return exec_check(
+            str(job.resolved_cwd(self.root)),
+            job.argv(self._python(job)),
+            job.script,
+            self.exec_roots(),
+            command_is_path=command_is_path,
+        )
+
+    def exec_roots(self) -> list[str]:
+        """The folders a job may take its files from: the workspace first (then the manifest's
+        ``roots``, contract 7.3, where the manifest has them)."""
+        return [str(self.root)]
 
     def _cluster_spec(self, job: Job) -> ClusterSpec | None:
         if job.run_on is None:
@@ -695,9 +717,31 @@ class Supervisor:
         if not request.wait:
             return view
         grace = request.grace_seconds if request.grace_seconds is not None else view.spec.grace_seconds
-        await self.wait_final(view, grace + STOP_ANSWER_MARGIN)
+        if view.spec.cluster is not None:
+            await self._wait_cluster_stop(view, grace + STOP_ANSWER_MARGIN)
+        else:
+            await self.wait_final(view, grace + STOP_ANSWER_MARGIN)
         view.read_new_lines(notify=False)
         return view
+
+    async def _wait_cluster_stop(self, view: RunView, timeout: float) -> None:
+        """Wait for a cluster run to end, or for its follower to find the head unreachable:
+        then ``CLUSTER_UNREACHABLE`` at once, naming the cluster (the follower keeps asking,
+        and follows the run until the head answers or the run is ``lost``)."""
+        if await self.follower.until(view, lambda v: v.is_final or _stop_undelivered(v) is not None, timeout):
+            self.follower.follow(view, check_liveness=False)
+        undelivered = _stop_undelivered(view)
+        if undelivered is None or view.is_final:
+            return
+        name = view.spec.cluster.name if view.spec.cluster is not None else "?"
+        raise ArenaError(
+            CLUSTER_UNREACHABLE,
+            f"cluster {name!r} could not be asked to stop run {view.run_id} ({undelivered[:200]}); "
+            "the job keeps running there: the stop is asked again until the cluster answers",
+            cluster=name,
+            runId=view.run_id,
+            evidence=undelivered[:300],
+        )
 
     def _announced_checkpoint(self, view: RunView) -> bool:
         """Has the run's trainer announced a checkpoint? Recorded in the state, or in its log.
@@ -807,6 +851,12 @@ def launch_evidence(run_dir: RunDir, code: int) -> str:
     if free is not None and free < DISK_FULL_BYTES:
         parts.append(f"the state folder's filesystem has {free} bytes free (No space left on device)")
     return "; ".join(parts)
+
+
+def _stop_undelivered(view: RunView) -> str | None:
+    """Why the cluster run's follower could not pass a stop on to the cluster, if it could not."""
+    state = view.state
+    return state.cluster.stop_undelivered if state is not None and state.cluster is not None else None
 
 
 def _trainer_known(view: RunView) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 from arena_ls import platform
 from arena_ls.lifecycle.atomicfile import write_json_atomic
+from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.outputlog import ARENA, READ_CHUNK, OutputWriter, Pump, start_pumps
 
 STEP_PLACEHOLDER = "{step}"
@@ -191,6 +192,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
         "run_id": run_id, "job_id": job_id, "resumed_from_step": step, "stop_method": stop_method
     }  # fmt: skip
     try:
+        verify_exec(spec.get("execCheck"))  # right before the exec: the gated paths again
         return EarlyLaunch(argv, writer, start_captured(argv, cwd, env, writer), None, **ids)
     except OSError as error:
         return EarlyLaunch(argv, writer, None, error, **ids)

@@ -22,6 +22,12 @@ The rules (docs/protocol.md, "Framing"):
 - A length longer than the body shows as a complete JSON value followed by
   the start of the next frame (or by silence): the value's request is
   answered -32700 and the bytes after it are read as the next frame.
+- A body that stalls short of its length while the next frame's header has
+  already come is cut at that header (a header line is never part of a JSON
+  body): it is answered -32700 and the next frame is read. A body that is
+  not JSON is cut at a header inside its length, too.
+- A JSON message with no header at all is answered -32700 under its own id
+  ("a message must come after a Content-Length header").
 - The stream ending inside a frame is the one case that cannot be
   resynchronised: the reader reports it and the server exits non-zero.
 """
@@ -56,6 +62,7 @@ _HEADER_START = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
 _HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:[ \t]*(.*?)[ \t]*")
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,16}|"(?:[^"\\\n]|\\.){0,200}")')
 _LINE_END = re.compile(rb"\r?\n")
+_BARE_START = re.compile(rb"[ \t\r\n]*\{")
 
 
 class ChunkSource(Protocol):
@@ -208,6 +215,10 @@ class FrameReader:
         """The header block up to its blank line; None at a clean end of the stream."""
         headers: dict[bytes, bytes] = {}
         while True:
+            if not headers and _BARE_START.match(self.buffer):
+                bare = await self._bare_message()
+                if bare is not None:
+                    return bare
             match = _LINE_END.search(self.buffer)
             if match is None:
                 if len(self.buffer) > MAX_HEADER_LINE:
@@ -231,6 +242,21 @@ class FrameReader:
                 return Broken(f"a header line could not be read: {shown!r}")
             headers.setdefault(parsed.group(1).lower(), parsed.group(2))
 
+    async def _bare_message(self) -> Broken | None:
+        """A JSON message where a header should be (a client that forgot the framing): -32700
+        under its own id (docs/protocol.md, "Framing"). None when the bytes do not make a whole
+        JSON value by the time the client goes quiet: they are then read as header lines."""
+        while True:
+            decoded = decode_body(bytes(self.buffer[:SKIP_KEEP]))
+            if decoded.error is None:
+                del self.buffer[: decoded.used]
+                return Broken(
+                    "a message must come after a Content-Length header; this one had none",
+                    _request_id(decoded.value),
+                )
+            if len(self.buffer) > SKIP_KEEP or not await self._fill(IDLE_SECONDS):
+                return None
+
     async def _read_body(self, length: int) -> Event | None:
         while len(self.buffer) < length:
             if await self._fill(IDLE_SECONDS):
@@ -248,11 +274,16 @@ class FrameReader:
                     f"Content-Length {length} is longer than the message ({early.used} bytes)",
                     _request_id(early.value),
                 )
+            stalled = self._stalled_before_next_frame(length)
+            if stalled is not None:
+                return stalled
         body = bytes(self.buffer[:length])
         decoded = await self._decode(body)
         if decoded.error is not None:
-            del self.buffer[:length]
-            return Broken(decoded.error, find_request_id(body))
+            cut = _next_frame_in(body, 1)
+            end = cut if cut is not None else length
+            del self.buffer[:end]
+            return Broken(decoded.error, find_request_id(body[:end]))
         if decoded.used < length:
             # A value and then more bytes: the next frame began inside this one; read it as one.
             del self.buffer[: decoded.used]
@@ -262,6 +293,26 @@ class FrameReader:
             )
         del self.buffer[:length]
         return Message(decoded.value)
+
+    def _stalled_before_next_frame(self, length: int) -> Broken | None:
+        """The body stalled short of ``length`` while the next frame's header has already come:
+        what lies before that header is lost (answered -32700) and the header is read next.
+
+        A header line (``Content-Length: N`` and a line end) can never be part of a JSON
+        body: JSON has no such token outside strings, and a raw line end inside a string is
+        not JSON. So a slow body is never cut this way, only one that will never be whole.
+        """
+        cut = _next_frame_in(self.buffer, 1)
+        if cut is None:
+            return None
+        lost = bytes(self.buffer[:cut])
+        del self.buffer[:cut]
+        decoded = decode_body(lost)
+        if decoded.error is None and decoded.used == len(lost):
+            reason = f"Content-Length {length} is longer than the message ({len(lost)} bytes)"
+            return Broken(reason, _request_id(decoded.value))
+        reason = f"the body is broken: the next frame began after {len(lost)} of its {length} bytes"
+        return Broken(reason, find_request_id(lost))
 
     async def _decode(self, body: bytes) -> Decoded:
         if len(body) >= THREAD_DECODE_BYTES:
@@ -301,6 +352,15 @@ class FrameReader:
         return attrs.evolve(broken, request_id=found)
 
 
+_FRAME_START = re.compile(rb"content-length[ \t]*:[ \t]*\d{1,12}[ \t]*\r?\n", re.IGNORECASE)
+
+
+def _next_frame_in(data: bytes | bytearray, start: int) -> int | None:
+    """Where a ``Content-Length: N`` header line begins in ``data``, at ``start`` or later."""
+    match = _FRAME_START.search(data, start)
+    return match.start() if match is not None else None
+
+
 def _request_id(value: Any) -> int | str | None:
     if isinstance(value, dict):
         found = value.get("id")
@@ -336,6 +396,30 @@ class StreamSource:
 
     async def read(self, timeout: float | None) -> bytes:
         return await asyncio.wait_for(self.reader.read(1 << 16), timeout)
+
+
+class OverLimit(Exception):
+    """A source gave more than its limit allows."""
+
+
+class LimitedSource:
+    """A source that gives at most ``limit`` bytes in all, then raises ``OverLimit``
+    (``limit`` None: no limit). It never reads past the limit by more than one chunk,
+    so what a reader buffers stays bounded whatever length a frame claims."""
+
+    def __init__(self, source: ChunkSource, limit: int | None) -> None:
+        self.source = source
+        self.limit = limit
+        self.given = 0
+
+    async def read(self, timeout: float | None) -> bytes:
+        if self.limit is not None and self.given > self.limit:
+            raise OverLimit(f"more than {self.limit} bytes")
+        chunk = await self.source.read(timeout)
+        self.given += len(chunk)
+        if self.limit is not None and self.given > self.limit:
+            raise OverLimit(f"more than {self.limit} bytes")
+        return chunk
 
 
 class PipeSource:

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
     if not args.tcp:
         return serving.serve_stdio(server, sys.stdin.buffer, _protect_stdout())
     try:
-        token, token_path = serving.tcp_token(args.token_file, _default_state_dir())
+        token, token_path = serving.tcp_token(args.token_file, _default_state_dir(), Path.cwd())
     except (OSError, ValueError) as error:
         print(f"arena-ls: cannot set up the TCP token: {error}", file=sys.stderr)
         return 2

@@ -206,16 +206,18 @@ class ArenaServer(LanguageServer):
         Features drop their pending work first, so that no timer of the last
         client's (a debounced publish) opens the workspace again for nobody.
         """
+        # Everything of the session is reset before the first await: the next client may be
+        # served while the old view is still closing (serving.py lets the leaver go at once).
         self.features.notify("shutdown", lambda f: f.shutdown())
-        if self.arena is not None:
-            arena, self.arena = self.arena, None
+        arena, self.arena = self.arena, None
+        self.configuration.reset()
+        self.logs = self._log_batcher()
+        self.run_progress = RunProgress(self, self.tasks, self._cancel_run, self._gpu_text)
+        if arena is not None:
             try:
                 await arena.close()
             except Exception:  # the next client must still be served
                 log.exception("closing the last client's workspace view failed")
-        self.configuration.reset()
-        self.logs = self._log_batcher()
-        self.run_progress = RunProgress(self, self.tasks, self._cancel_run, self._gpu_text)
 
     # -- workspace ------------------------------------------------------------------------
 

@@ -13,7 +13,9 @@ pygls's ``handle_message``. ``serve`` runs our frame reader
 
 from __future__ import annotations
 
+import contextvars
 import hmac
+import json
 import logging
 from contextlib import aclosing
 from typing import Any
@@ -34,6 +36,8 @@ MAX_ID_CHARS = 200
 """A string id longer than this is refused (-32600): answering it would echo it whole."""
 MAX_ID_NUMBER = 2**53 - 1
 """Integer ids beyond what every JSON reader keeps exact are refused."""
+_SESSION: contextvars.ContextVar[int] = contextvars.ContextVar("arena_session")
+"""The connection a request came in on (its handler's context carries it to its answer)."""
 
 
 def valid_id(value: Any) -> bool:
@@ -67,6 +71,8 @@ class ArenaProtocol(LanguageServerProtocol):
         self.initialize_received = False
         self.exit_code: int | None = None
         self.end_connection = False
+        self.session = 0
+        """Which connection this is (TCP): answers to an earlier one's requests are dropped."""
 
     def reset_session(self) -> None:
         """A new connection (TCP): nothing of the last client's session carries over."""
@@ -74,6 +80,7 @@ class ArenaProtocol(LanguageServerProtocol):
             future.cancel()
         self._request_futures.clear()
         self._result_types.clear()
+        self.session += 1
         self.initialize_received = False
         self._shutdown = False
         self.exit_code = None
@@ -148,13 +155,7 @@ class ArenaProtocol(LanguageServerProtocol):
                 return
             if self.token is not None and not self._token_matches(value):
                 log.warning("closing a TCP connection whose initialize did not carry the server's token")
-                self.send_error(
-                    msg_id,
-                    INVALID_REQUEST,
-                    "this arena-ls serves TCP with a token: pass it as initializationOptions.token "
-                    "(the server printed the token file's path on its stderr)",
-                    {"reason": "token-required"},
-                )
+                self._send_data(token_refusal(msg_id))
                 self.end_connection = True
                 return
             self.initialize_received = True
@@ -193,17 +194,108 @@ class ArenaProtocol(LanguageServerProtocol):
             if msg_id is not None:
                 self.send_error(msg_id, error.code, f"{method[:80]}: the params do not have the LSP shape")
             return
+        _SESSION.set(self.session)  # the answer's callback runs in this context (see _send_response)
         self.handle_message(message)
 
     def _token_matches(self, value: dict[str, Any]) -> bool:
         """Compare the offered token in constant time, and keep it out of the settings."""
         assert self.token is not None
+        matches = offers_token(value, self.token)
         params = value.get("params")
         options = params.get("initializationOptions") if isinstance(params, dict) else None
-        offered = options.pop("token", None) if isinstance(options, dict) else None
-        if not isinstance(offered, str):
-            return False
-        return hmac.compare_digest(offered.encode("utf-8", "replace"), self.token.encode())
+        if isinstance(options, dict):
+            options.pop("token", None)
+        return matches
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """Answer a request, unless it came from a client that has since left (TCP): its
+        answer must not reach the next client, who never sent that id."""
+        if _SESSION.get(self.session) != self.session:
+            log.info("dropping the answer to request %r of a client that has left", msg_id)
+            return
+        super()._send_response(msg_id, result, error)
+
+
+def offers_token(value: dict[str, Any], token: str) -> bool:
+    """Whether an ``initialize`` message carries ``token`` (constant-time compare; nothing changed)."""
+    params = value.get("params")
+    options = params.get("initializationOptions") if isinstance(params, dict) else None
+    offered = options.get("token") if isinstance(options, dict) else None
+    if not isinstance(offered, str):
+        return False
+    return hmac.compare_digest(offered.encode("utf-8", "replace"), token.encode())
+
+
+def token_refusal(msg_id: int | str | None) -> dict[str, Any]:
+    """The answer to an ``initialize`` without the server's token (the connection is then closed)."""
+    return _error_message(
+        msg_id,
+        INVALID_REQUEST,
+        "this arena-ls serves TCP with a token: pass it as initializationOptions.token "
+        "(the server printed the token file's path on its stderr)",
+        {"reason": "token-required"},
+    )
+
+
+def already_connected(msg_id: int | str | None) -> dict[str, Any]:
+    """The answer to a second client's ``initialize`` while the first is connected."""
+    return _error_message(
+        msg_id,
+        INVALID_REQUEST,
+        "this arena-ls already serves a client over TCP (one client at a time)",
+        {"reason": "already-connected"},
+    )
+
+
+def before_initialize(event: Message | Broken) -> dict[str, Any] | None:
+    """The answer to what a connection sends before its ``initialize`` (TCP, before it holds the
+    server): -32700 for a broken frame, -32002 for a request, -32600 for what is not a message;
+    None for a notification or a response (dropped, as a session drops them)."""
+    if isinstance(event, Broken):
+        log.warning("unreadable input from a connection that has not initialised: %s", event.reason)
+        msg_id = event.request_id if valid_id(event.request_id) else None
+        return _error_message(msg_id, PARSE_ERROR, f"parse error: {event.reason}")
+    value = event.value
+    if not isinstance(value, dict):
+        return _error_message(None, INVALID_REQUEST, "invalid request: a message must be an object")
+    msg_id = value.get("id")
+    if "method" not in value or "id" not in value:
+        return None
+    if not valid_id(msg_id):
+        return _error_message(None, INVALID_REQUEST, "invalid request: `id` must be an integer or a string")
+    method = value["method"] if isinstance(value["method"], str) else "?"
+    return _error_message(
+        msg_id,
+        SERVER_NOT_INITIALIZED,
+        f"the server is not initialized: send `initialize` before {method[:80]!r}",
+    )
+
+
+def is_initialize(event: Message | Broken) -> bool:
+    """An ``initialize`` request with an id the server can answer."""
+    if not isinstance(event, Message) or not isinstance(event.value, dict):
+        return False
+    value = event.value
+    return value.get("method") == "initialize" and valid_id(value.get("id"))
+
+
+def is_exit(event: Message | Broken) -> bool:
+    return (
+        isinstance(event, Message) and isinstance(event.value, dict) and event.value.get("method") == "exit"
+    )
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """One frame, as the server writes them."""
+    body = json.dumps(message).encode("utf-8")
+    return b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+def _error_message(msg_id: int | str | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
 
 
 def _envelope_problem(value: dict[str, Any]) -> str | None:

@@ -336,3 +336,16 @@ async def test_closing_the_follower_cancels_whoever_still_waits(follower: Any, r
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(waiting, WAIT)
     assert follower._waiters == []
+
+
+async def test_close_ends_the_follower_when_a_wake_comes_with_the_cancellation(follower: Any) -> None:
+    """Python 3.11's ``wait_for`` swallows a cancellation that comes as its inner wait completes:
+    a close right after a wake (a request in flight, a TCP client that left) waited forever."""
+    follower, _ = follower
+    follower.ensure_running()
+    for _ in range(3):  # the loop's first round, then its wait for a wake
+        await asyncio.sleep(0)
+    follower.wake()
+    await asyncio.wait_for(follower.close(), WAIT)
+    follower.ensure_running()
+    assert follower._task.done(), "a closed follower is never started again"

@@ -128,3 +128,33 @@ async def test_an_overlong_header_line_is_skipped(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(framing, "MAX_HEADER_LINE", 64)
     events, _ = await read_all(b"X" * 500, frame(body(3)))
     assert ids(events)[-1] == 3 and isinstance(events[0], Broken)
+
+
+@pytest.mark.parametrize("extra", [200, 5000])
+async def test_a_stalled_over_long_body_is_cut_at_the_next_header_that_came(extra: int) -> None:
+    """Issue 24: the reader waited forever for bytes that never came."""
+    lost = body(1)
+    events, reader = await read_all(frame(lost, length=len(lost) + extra) + frame(body(2)), SILENCE)
+    assert ids(events) == [("broken", 1), 2]
+    assert reader.truncated is None
+
+
+async def test_a_slow_body_that_quotes_a_header_in_a_string_is_waited_for() -> None:
+    text = json.dumps(request(3, "arena/status", {"note": "Content-Length: 9\r\n\r\n{}"})).encode()
+    cut = text.index(b"Content-Length") + 10
+    events, _ = await read_all(frame(text)[: len(frame(text)) - len(text) + cut], SILENCE, text[cut:])
+    assert ids(events) == [3]
+
+
+async def test_a_stalled_body_cut_inside_a_string_is_cut_at_the_next_header() -> None:
+    """An unterminated string then a good frame: a header line is never part of a JSON body."""
+    text = b'{"jsonrpc": "2.0", "id": 4, "method": "arena/status", "params": {"a": "abc'
+    head = b"Content-Length: %d\r\n\r\n" % (len(text) + 300)
+    events, _ = await read_all(head + text + frame(body(5)), SILENCE)
+    assert ids(events) == [("broken", 4), 5]
+
+
+@pytest.mark.parametrize("ending", [b"\r\n", b""])
+async def test_a_bare_message_without_a_header_is_broken_under_its_own_id(ending: bytes) -> None:
+    events, _ = await read_all(body(5) + ending, SILENCE, frame(body(6)))
+    assert ids(events) == [("broken", 5), 6]
