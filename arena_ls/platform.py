@@ -92,6 +92,13 @@ PR_SET_CHILD_SUBREAPER = 36
 F_SETPIPE_SZ = 1031
 F_GETPIPE_SZ = 1032
 TRAINER_PIPE_BYTES = 1 << 20
+
+if sys.platform == "win32":
+    NO_FOLLOW_FLAG = 0
+    """Windows' ``os.open`` has no ``O_NOFOLLOW``: a link there needs the privilege to make one."""
+else:
+    NO_FOLLOW_FLAG = os.O_NOFOLLOW
+    """``os.open`` fails on a final symbolic link instead of writing through it."""
 """1 MiB: Linux's default ceiling for an unprivileged pipe (``/proc/sys/fs/pipe-max-size``);
 on Windows the buffer size asked of ``CreatePipe``."""
 

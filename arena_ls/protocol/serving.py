@@ -40,6 +40,7 @@ from typing import Any, BinaryIO
 import attrs
 from pygls.io_ import StdoutWriter
 
+from arena_ls import platform
 from arena_ls.manifest.loader import link_leaving
 from arena_ls.protocol.framing import FrameReader, LimitedSource, Message, OverLimit, PipeSource, StreamSource
 from arena_ls.protocol.server import ArenaServer
@@ -284,7 +285,7 @@ def tcp_token(token_file: str | None, state_dir: Path, root: Path | None = None)
     temporary = path.with_name(f".{TOKEN_FILE}.{os.getpid()}")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temporary)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | platform.NO_FOLLOW_FLAG
     descriptor = os.open(temporary, flags, 0o600)
     try:
         os.write(descriptor, token.encode() + b"\n")
