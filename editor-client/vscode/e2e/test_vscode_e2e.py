@@ -8,7 +8,9 @@ with these variables:
 - ``ARENA_E2E_SERVER_PYTHON``: an interpreter that has arena-ls (the
   worktree's ``.venv``), written to ``arena.interpreter``;
 - ``ARENA_E2E_REPO``: the repository, whose ``training/`` folder is the workspace;
-- ``ARENA_E2E_SCREENSHOTS``: where screenshots and logs of a failed test go.
+- ``ARENA_E2E_SCREENSHOTS``: where screenshots and logs go: of a failed test, and of three states of the
+  local session that a person should look at (the reference job running, a gated trainer's diagnostics,
+  a stop after its question), pass or fail.
 
 The cluster test starts a real Ray head with that interpreter
 (``python -m tests.helpers.rayhead``: this venv has no Ray) and skips, saying
@@ -509,6 +511,7 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     run_job(bench, "▶ Tiny LM pretraining (demo)", "tiny-lm")
     bench.status_item(r"^■ Stop$")
     bench.status_item(r"^⟳ tiny-lm \d+/600 \(\d+%\)", RUN_TIMEOUT)
+    server.save_evidence("1-reference-job-running")  # kept for a person to look at, pass or fail
 
     # A failing trainer: arena's diagnostics in the Problems panel.
     bench.command("Go to File")
@@ -526,6 +529,7 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
         ),
     )
     assert "arena" in problems
+    server.save_evidence("2-gated-trainer-diagnostics")
 
     # The broken job in the picker: every reason, whole, in a dialog (with a filter typed).
     run_job(bench, "⊘ Broken trainer", "broken")
@@ -546,6 +550,7 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     bench.click_status_item("■ Stop")
     bench.answer_dialog(r"no checkpoint yet; stopping loses", "Stop anyway")
     bench.status_item(r"^■ slow-lm stopped", RUN_TIMEOUT)
+    server.save_evidence("3-stopped-after-asking")
     bench.status_item(r"^▶ Run$")
 
     # A finished job run again: asked, and started fresh from step 0.
