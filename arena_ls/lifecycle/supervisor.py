@@ -59,7 +59,8 @@ from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.spare import SpareAgent
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
-from arena_ls.manifest import Job, ManifestResult, load_manifest
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.manifest.cache import ManifestCache
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
 HOLDER_WAIT = 5.0
 """How long a refused start waits for the active run's folder to become readable, to show it."""
+START_MANIFEST_AGE = 1.0
+"""A start checks the manifest as loaded at most this long ago (its paths may have changed since)."""
 STOP_ANSWER_MARGIN = 30.0
 """``arena/stop`` waits for the final status at most the grace window and this much more, then
 answers the run as it stands (a follower that cannot reach its cluster keeps asking it to stop)."""
@@ -155,6 +158,8 @@ class Supervisor:
         self._runlock: RunLock | None = None
         self.follower = RunFollower(self, listener)
         """The one follower of every run's files (this server's only loop over them)."""
+        self.manifests = ManifestCache()
+        """The manifest parsed once per content, for every reader (``arena_ls/manifest/cache.py``)."""
 
     # -- paths and manifest ----------------------------------------------------------------
 
@@ -181,7 +186,14 @@ class Supervisor:
         return manifest if manifest.is_absolute() else self.root / manifest
 
     def load_manifest(self) -> ManifestResult:
-        return load_manifest(self.manifest_path(), self.root, state_dir=self.folder.root)
+        """The manifest as parsed for its current content (parsed here only when that is new)."""
+        return self.manifests.get(self.manifest_path(), self.root, self.folder.root)
+
+    async def load_manifest_async(self, max_age: float | None = None) -> ManifestResult:
+        """``load_manifest`` with any parse in a worker thread (``max_age``: revalidated if older)."""
+        return await self.manifests.get_async(
+            self.manifest_path(), self.root, self.folder.root, max_age=max_age
+        )
 
     # -- following runs ----------------------------------------------------------------------
 
@@ -349,10 +361,11 @@ class Supervisor:
         return job, manifest
 
     async def start(self, request: StartRequest) -> RunView | DryRun:
+        await self.load_manifest_async(max_age=START_MANIFEST_AGE)  # parsed off the event loop
         job, _ = self.resolve_job(request.id)
         if job.status == "disabled":
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
-        gate_errors = self.gate_checker(job) if self.gate_checker and job.kind == "train" else []
+        gate_errors = await self.gate_errors(job)
         resume_step = self._resume_step(job, request)
         argv = trainer_argv(job.argv(self._python(job)), job.resume_args, resume_step)
         if request.dry_run:
@@ -368,6 +381,12 @@ class Supervisor:
         for warning in warnings:
             self.listener.lifecycle(view, f"warning: {warning}")
         return await self._await_started(view)
+
+    async def gate_errors(self, job: Job) -> list[Diag]:
+        """The job's error-severity gate diagnostics, linted (when not cached) in a worker thread."""
+        if self.gate_checker is None or job.kind != "train":
+            return []
+        return await asyncio.to_thread(self.gate_checker, job)
 
     async def dry_run(self, job: Job, argv: list[str], gate_errors: list[Diag]) -> DryRun:
         """What a start of ``job`` would run, and what its gates and pre-flight say; nothing starts."""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arena_ls.diagnostics import Diag
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.protocol.probe import ProbeService
+
+if TYPE_CHECKING:  # start-up speed: the gates load on first use
+    from arena_ls.gates.cache import TrainerGates
 
 
 def job_infos(
@@ -47,3 +50,37 @@ def job_infos(
             }
         )
     return infos
+
+
+class JobInfos:
+    """The ``JobInfo`` list, built again only when what it says can have changed.
+
+    Its key is the parsed manifest (one object per content, from the manifest
+    cache), the gates' signature (the device profile and a ``stat`` of each
+    distinct trainer) and the probes folder's signature, so a status request
+    of a 500-job manifest costs a few ``stat`` calls, not 500 builds. Fields
+    that change with the runs (not the manifest) belong in a per-request pass
+    over this list, never in its key.
+    """
+
+    def __init__(self, gates: TrainerGates, probes: ProbeService) -> None:
+        self.gates = gates
+        self.probes = probes
+        self._built: tuple[ManifestResult, tuple[object, ...], list[dict[str, Any]]] | None = None
+
+    def ready(self, manifest: ManifestResult) -> bool:
+        """Whether ``get`` answers without linting (else: ``warm`` in a worker thread first)."""
+        return not self.gates.missing(manifest)
+
+    def warm(self, manifest: ManifestResult) -> None:
+        """Lint what ``get`` would need (a worker thread's job)."""
+        self.gates.warm(self.gates.missing(manifest))
+
+    def get(self, manifest: ManifestResult) -> list[dict[str, Any]]:
+        key = (self.gates.signature(manifest), self.probes.signature())
+        built = self._built
+        if built is not None and built[0] is manifest and built[1] == key:
+            return built[2]
+        infos = job_infos(manifest, self.gates.errors, self.probes)
+        self._built = (manifest, key, infos)
+        return infos

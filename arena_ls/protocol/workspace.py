@@ -25,7 +25,7 @@ from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.insights import InsightService
-from arena_ls.protocol.jobs import job_infos
+from arena_ls.protocol.jobs import JobInfos
 from arena_ls.protocol.metrics import RunMetrics
 from arena_ls.protocol.probe import ProbeService
 from arena_ls.protocol.tasks import TaskRunner
@@ -77,6 +77,7 @@ class Workspace:
         self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
         self.metrics_cache = RunMetrics()
+        self.jobs = JobInfos(self.gates, self.probes)
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
     def settings(self) -> Settings:
@@ -159,6 +160,10 @@ class Workspace:
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()
 
+    async def manifest_async(self) -> ManifestResult:
+        """The manifest, parsed (when its content is new) in a worker thread."""
+        return await self.supervisor.load_manifest_async()
+
     def health_wire(self, manifest: ManifestResult) -> dict[str, Any]:
         """This machine's health, and an entry per cluster ``manifest`` declares.
 
@@ -170,20 +175,27 @@ class Workspace:
 
     def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
         """``JobInfo`` of every job of the manifest (as it is on disk unless given)."""
-        return job_infos(manifest or self.manifest(), self.gates.errors, self.probes)
+        return self.jobs.get(manifest or self.manifest())
+
+    async def job_infos_async(self, manifest: ManifestResult) -> list[dict[str, Any]]:
+        """``job_infos``, with the lints it needs (trainers new or changed) in a worker thread."""
+        if not self.jobs.ready(manifest):
+            await asyncio.to_thread(self.jobs.warm, manifest)
+        return self.jobs.get(manifest)
 
     async def status(self) -> dict[str, Any]:
+        manifest = await self.manifest_async()
+        jobs = await self.job_infos_async(manifest)
         supervisor = self.supervisor
         supervisor.scan()
         supervisor.poll_once()
         active = supervisor.active_view()
         runs = sorted(supervisor.views.values(), key=lambda v: v.spec.created_at)
         shown = active or supervisor.latest_view()
-        manifest = self.manifest()
         return {
             "active": self.run_info(active) if active else None,
             "runs": [self.run_info(v) for v in runs],
-            "jobs": self.job_infos(manifest),
+            "jobs": jobs,
             "health": self.health_wire(manifest),
             "logs": wire.tail(shown, STATUS_LOG_LINES) if shown else [],
             "deviceProfile": self.health.device_profile(),
