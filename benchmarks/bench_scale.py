@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -131,7 +132,7 @@ def clone_runs(root: Path, template: Path, count: int) -> None:
     runs = template.parent
     spec = json.loads((template / "spec.json").read_text())
     state = json.loads((template / "state.json").read_text())
-    created = spec.get("createdAt", time.time()) - count
+    created = (template / "spec.json").stat().st_mtime - count - 1  # all older than the template
     for index in range(count):
         run_id = f"{spec['jobId']}-clone-{index:06d}"
         target = runs / run_id
@@ -139,7 +140,9 @@ def clone_runs(root: Path, template: Path, count: int) -> None:
         for entry in template.iterdir():
             if entry.is_file() and entry.name not in ("spec.json", "state.json"):
                 shutil.copy2(entry, target / entry.name)
-        (target / "spec.json").write_text(json.dumps({**spec, "runId": run_id, "createdAt": created + index}))
+        stamp = created + index
+        (target / "spec.json").write_text(json.dumps({**spec, "runId": run_id, "createdAt": stamp}))
+        os.utime(target / "spec.json", (stamp, stamp))
         (target / "state.json").write_text(json.dumps({**state, "runId": run_id}))
 
 

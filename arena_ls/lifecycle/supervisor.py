@@ -44,6 +44,7 @@ from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.follower import Listener, RunFollower
+from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.rundir import (
     ClusterSpec,
     CorruptState,
@@ -159,6 +160,10 @@ class Supervisor:
         self.follower = RunFollower(self, listener)
         """The one follower of every run's files (this server's only loop over them)."""
         self.manifests = ManifestCache()
+        self.history = RunHistory()
+        """Every run folder, oldest first: ``views`` holds only the unfinished and newest runs."""
+        self._unreadable: set[str] = set()
+        """Run folders a scan could not adopt yet (looked at again at every scan)."""
         """The manifest parsed once per content, for every reader (``arena_ls/manifest/cache.py``)."""
 
     # -- paths and manifest ----------------------------------------------------------------
@@ -198,14 +203,72 @@ class Supervisor:
     # -- following runs ----------------------------------------------------------------------
 
     def scan(self) -> None:
-        """Find every run in the state folder (re-adoption).
+        """Find the runs of the state folder (re-adoption).
 
-        A folder that cannot be read yet is looked at again on the next scan;
-        a damaged one is adopted as ``lost`` with ``failure.kind`` ``damaged``.
+        The history (``lifecycle/history.py``) is listed again only when the
+        ``runs`` folder changed. The newest ``KEEP_VIEWS`` runs and the lock's
+        holder are adopted and followed; older runs stay on disk and are read
+        when asked for (``arena/runs``, a ``runId``). A folder that cannot be
+        read yet is looked at again on the next scan; a damaged one is adopted
+        as ``lost`` with ``failure.kind`` ``damaged``.
         """
-        for run_dir in self.folder.list_runs():
-            if run_dir.run_id not in self.views:
-                self._adopt(run_dir)
+        folder = self.folder
+        if not self.history.refresh(folder.runs_dir, force=bool(self._unreadable)):
+            return
+        wanted = self.history.newest(KEEP_VIEWS)
+        holder = self.runlock.holder()
+        if holder is not None and holder not in wanted and self.history.created(holder) is not None:
+            wanted.append(holder)
+        self._unreadable.clear()
+        for run_id in wanted:
+            if run_id not in self.views and self._adopt(RunDir(folder.runs_dir / run_id)) is None:
+                self._unreadable.add(run_id)
+        self.forget_old_views()
+
+    def forget_old_views(self) -> None:
+        """Keep the views bounded: a finished run outside the newest ``KEEP_VIEWS`` is let go once
+        all its lines were read (it stays on disk, and in the history)."""
+        finished = [v for v in self.views.values() if v.is_final]
+        if len(finished) <= KEEP_VIEWS:
+            return
+        newest = set(self.history.newest(KEEP_VIEWS))
+        for view in finished:
+            if view.run_id not in newest and view.cursor.record >= view.reader.record_count():
+                del self.views[view.run_id]
+
+    def runs_total(self) -> int:
+        """How many runs the workspace has (``arena/status``'s ``runsTotal``)."""
+        return len(self.history) + sum(1 for r in self.views if self.history.created(r) is None)
+
+    def newest_views(self, count: int, before: tuple[float, str] | None = None) -> list[RunView]:
+        """The ``count`` newest runs (older than ``before``), newest first; a run no view follows is
+        read from its folder for this answer only (files only: safe in a worker thread)."""
+        ids = self.history.before(before, count)
+        if before is None:  # runs created since the last listing come first
+            fresh = [v for v in self.views.values() if self.history.created(v.run_id) is None]
+            fresh.sort(key=lambda v: v.spec.created_at, reverse=True)
+            ids = [v.run_id for v in fresh] + ids
+        found = [self.views.get(run_id) or self.read_view(run_id) for run_id in ids[:count]]
+        return [view for view in found if view is not None]
+
+    def run_key(self, run_id: str) -> tuple[float, str] | None:
+        """Where a run sits in the history (the key of ``newest_views``'s ``before``)."""
+        created = self.history.created(run_id)
+        return None if created is None else (created, run_id)
+
+    def read_view(self, run_id: str) -> RunView | None:
+        """A view of a run read from its folder, not followed (its RunInfo as its files say)."""
+        run_dir = RunDir(self.folder.runs_dir / run_id)
+        try:
+            spec = run_dir.read_spec()
+        except (CorruptState, OSError):
+            spec = _placeholder_spec(run_dir)
+        view = RunView(run_dir, spec, backend=self.backends.for_run(spec.backend))
+        try:
+            view.refresh_state()
+        except Exception as error:  # one run's files never break the others
+            view.mark_damaged(f"its files cannot be read: {error}")
+        return view
 
     def _adopt(self, run_dir: RunDir) -> RunView | None:
         damage: str | None = None
@@ -315,6 +378,9 @@ class Supervisor:
         if view is None:
             self.scan()
             view = self.views.get(run_id)
+        if view is None and valid_run_id(run_id) and self.history.created(run_id) is not None:
+            view = self._adopt(RunDir(self.folder.runs_dir / run_id))  # an older run, asked for by id
+            self.forget_old_views()
         if view is None:
             raise InvalidParams(f"runId: no run {run_id!r} in this workspace")
         return view

@@ -342,8 +342,12 @@ def _register_methods(server: ArenaServer) -> None:
     @server.feature("arena/status")
     @refusals
     async def status(ls: ArenaServer, params: Any) -> dict[str, Any]:
-        P.parse_status(params)
-        return await ls.ws.status()
+        return await ls.ws.status(P.parse_status(params))
+
+    @server.feature("arena/runs")
+    @refusals
+    async def runs(ls: ArenaServer, params: Any) -> dict[str, Any]:
+        return await ls.ws.runs_page(*P.parse_runs(params))
 
     @server.feature("arena/logs")
     @refusals
@@ -359,7 +363,7 @@ def _register_methods(server: ArenaServer) -> None:
     @server.feature("arena/metrics")
     @refusals
     async def metrics(ls: ArenaServer, params: Any) -> dict[str, Any]:
-        return await ls.ws.metrics(P.parse_metrics(params))
+        return await ls.ws.metrics(*P.parse_metrics(params))
 
     @server.command("arena.start")
     @refusals
@@ -374,5 +378,4 @@ def _register_methods(server: ArenaServer) -> None:
     @server.command("arena.status")
     @refusals
     async def status_command(ls: ArenaServer, *args: Any) -> dict[str, Any]:
-        P.parse_status(P.command_argument(args, "arena.status"))
-        return await ls.ws.status()
+        return await ls.ws.status(P.parse_status(P.command_argument(args, "arena.status")))

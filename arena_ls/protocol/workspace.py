@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from arena_ls.cluster.config import declared_targets
 from arena_ls.cluster.health import ClusterHealthSampler
+from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
@@ -26,7 +27,8 @@ from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import JobInfos
-from arena_ls.protocol.metrics import RunMetrics
+from arena_ls.protocol.metrics import MetricsCursor, metrics_page
+from arena_ls.protocol.params import DEFAULT_RUNS
 from arena_ls.protocol.probe import ProbeService
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.settings import Settings
@@ -76,7 +78,6 @@ class Workspace:
         self.cluster_health = ClusterHealthSampler()
         self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
-        self.metrics_cache = RunMetrics()
         self.jobs = JobInfos(self.gates, self.probes)
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
@@ -183,33 +184,72 @@ class Workspace:
             await asyncio.to_thread(self.jobs.warm, manifest)
         return self.jobs.get(manifest)
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self, runs_limit: int = DEFAULT_RUNS) -> dict[str, Any]:
+        """The contract's status; ``runs`` holds the newest ``runs_limit`` runs, oldest first as
+        before (contract 7.2 adds ``runsTotal``; ``arena/runs`` pages through the rest)."""
         manifest = await self.manifest_async()
         jobs = await self.job_infos_async(manifest)
         supervisor = self.supervisor
         supervisor.scan()
         supervisor.poll_once()
         active = supervisor.active_view()
-        runs = sorted(supervisor.views.values(), key=lambda v: v.spec.created_at)
+        runs = await self._newest_views(runs_limit)
         shown = active or supervisor.latest_view()
         return {
             "active": self.run_info(active) if active else None,
-            "runs": [self.run_info(v) for v in runs],
+            "runs": [self.run_info(v) for v in reversed(runs)],
+            "runsTotal": supervisor.runs_total(),
             "jobs": jobs,
             "health": self.health_wire(manifest),
             "logs": wire.tail(shown, STATUS_LOG_LINES) if shown else [],
             "deviceProfile": self.health.device_profile(),
         }
 
+    async def _newest_views(self, count: int, before: tuple[float, str] | None = None) -> list[RunView]:
+        """``Supervisor.newest_views``; in a worker thread when some of them must be read from disk."""
+        supervisor = self.supervisor
+        ids = supervisor.history.before(before, count)
+        if all(run_id in supervisor.views for run_id in ids):
+            return supervisor.newest_views(count, before)
+        return await asyncio.to_thread(supervisor.newest_views, count, before)
+
+    async def runs_page(self, before: str | None, limit: int) -> dict[str, Any]:
+        """``arena/runs {before?, limit?}``: ``{runs, next}``, newest first; ``next`` is the
+        ``before`` of the page after it (null after the oldest run)."""
+        supervisor = self.supervisor
+        supervisor.scan()
+        key = _runs_key(supervisor, before) if before is not None else None
+        views = await self._newest_views(limit + 1, key)
+        shown = views[:limit]
+        more = len(views) > limit
+        return {
+            "runs": [self.run_info(v) for v in shown],
+            "next": shown[-1].run_id if more and shown else None,
+        }
+
     async def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
         return wire.logs_page(await self.supervisor.logs_async(run_id, cursor, limit))
 
-    async def metrics(self, run_id: str | None) -> dict[str, Any]:
+    async def metrics(
+        self, run_id: str | None, limit: int, cursor: MetricsCursor | None = None
+    ) -> dict[str, Any]:
+        """A page of ``arena/metrics`` (pass the answer's ``runId`` with its ``next``)."""
         view = (
             self.supervisor.view_for(run_id)
             if run_id
             else (self.supervisor.active_view() or self.supervisor.latest_view())
         )
         if view is None:
-            return {"runId": None, "points": [], "checkpoints": []}
-        return await self.metrics_cache.wire(view)
+            return {"runId": None, "points": [], "checkpoints": [], "evals": [], "next": None}
+        return await metrics_page(view, cursor, limit)
+
+
+def _runs_key(supervisor: Supervisor, before: str) -> tuple[float, str]:
+    """Where ``before`` (a run id) sits in the history; -32602 for a run the workspace lacks."""
+    key = supervisor.run_key(before)
+    if key is None:
+        supervisor.scan()
+        key = supervisor.run_key(before)
+    if key is None:
+        raise InvalidParams(f"field `before`: no run {before[:100]!r} in this workspace")
+    return key
