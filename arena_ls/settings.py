@@ -114,7 +114,7 @@ class Settings:
     preflight: PreflightSettings = attrs.field(factory=PreflightSettings)
     device_fp32_only: bool | None = None
     """None: decide from the GPU's compute capability."""
-    logs_notify_hz: float = 10.0
+    logs_notify_hz: float = 50.0
     """At most this many ``arena/log`` notifications a second."""
     watchdog_stall_seconds: float = 600.0
     """A running trainer silent for this long is reported stalled."""

@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,36 @@ def manifests() -> dict[str, list[dict[str, Any]]]:
 def prepare(root: Path) -> None:
     """Put the bundled trainer where the bundled and generated jobs name it."""
     shutil.copy(harness.REPO / "training" / "train.py", root / "training" / "train.py")
+
+
+@contextlib.contextmanager
+def realistic_workspace(jobs: list[dict[str, Any]]) -> Iterator[Path]:
+    """A workspace whose manifest is the realistic one (bundled + 20 generated) plus ``jobs``."""
+    with harness.workspace([*bundled_jobs(), *generated_jobs(10, 10), *jobs]) as root:
+        prepare(root)
+        yield root
+
+
+async def poll_status(client: BenchClient, period: float, rtts: list[float]) -> None:
+    """``arena/status`` every ``period`` seconds (an editor's status bar), round trips into ``rtts``."""
+    next_call = time.perf_counter()
+    while True:
+        sent = time.perf_counter()
+        await client.call("arena/status", {})
+        rtts.append((time.perf_counter() - sent) * 1000.0)
+        next_call += period
+        await asyncio.sleep(max(0.0, next_call - time.perf_counter()))
+
+
+@contextlib.asynccontextmanager
+async def status_polled(client: BenchClient, period: float, rtts: list[float]) -> AsyncIterator[None]:
+    task = asyncio.create_task(poll_status(client, period, rtts))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
@@ -135,7 +167,7 @@ def clone_runs(root: Path, template: Path, count: int) -> None:
     created = (template / "spec.json").stat().st_mtime - count - 1  # all older than the template
     for index in range(count):
         run_id = f"{spec['jobId']}-clone-{index:06d}"
-        target = runs / run_id
+        target = runs / f".new-{run_id}"  # built aside, then renamed in whole, as RunLock.claim does
         target.mkdir()
         for entry in template.iterdir():
             if entry.is_file() and entry.name not in ("spec.json", "state.json"):
@@ -144,6 +176,7 @@ def clone_runs(root: Path, template: Path, count: int) -> None:
         (target / "spec.json").write_text(json.dumps({**spec, "runId": run_id, "createdAt": stamp}))
         os.utime(target / "spec.json", (stamp, stamp))
         (target / "state.json").write_text(json.dumps({**state, "runId": run_id}))
+        os.rename(target, runs / run_id)
 
 
 async def _finished_run(client: BenchClient, job_id: str) -> dict[str, Any]:

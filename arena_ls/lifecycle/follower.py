@@ -28,8 +28,9 @@ from arena_ls.lifecycle.runview import RunView
 
 log = logging.getLogger(__name__)
 
-FAST_POLL = 0.02
-"""While lines are flowing: follow the files every 20 ms."""
+FAST_POLL = 0.005
+"""While lines are flowing: follow the files every 5 ms (a line reaches the editor about 3 ms
+after it was written, on average, with the ``arena/log`` batching's leading edge)."""
 QUIET_POLL = 0.1
 """A run is active but silent: every 100 ms (keeps an idle run nearly free)."""
 SLOW_POLL = 0.25
@@ -184,6 +185,8 @@ class RunFollower:
 
     def _poll_view(self, view: RunView, check_liveness: bool) -> bool:
         view.reap_agent()
+        if view.drained and not check_liveness:
+            return False  # ended and read to its end: looked at again once a second only
         if not view.run_dir.path.is_dir():  # pruned or deleted by hand
             self.runs.views.pop(view.run_id, None)
             return False
@@ -193,6 +196,7 @@ class RunFollower:
                 view.free_if_damaged(self.runs.folder)
             return False
         if view.is_final and view.cursor.record >= view.reader.record_count():
+            view.drained = True
             return False
         self.follow(view, check_liveness)
         return True

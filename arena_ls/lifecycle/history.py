@@ -3,9 +3,10 @@
 The supervisor follows a ``RunView`` for each unfinished run and for the
 newest finished ones (``KEEP_VIEWS``); the rest of the history is only this
 index: each run folder's id and creation time (a few dozen bytes a run, read
-from the folder listing and the ``spec.json`` stamps). The index is built
+from the folder listing and the ``spec.json`` stamps). The index is listed
 again only when the ``runs`` folder changes (a run created, pruned or moved
-in): one ``stat`` otherwise, however long the history.
+in): one ``stat`` otherwise, however long the history; and then only a new
+run's ``spec.json`` is looked at.
 """
 
 from __future__ import annotations
@@ -34,18 +35,21 @@ class RunHistory:
         signature = _signature(runs_dir)
         if not force and signature is not None and signature == self._signature and runs_dir == self._root:
             return False
-        entries: list[tuple[float, str]] = []
+        known = self._created if runs_dir == self._root else {}
+        created: dict[str, float] = {}
         try:
             with os.scandir(runs_dir) as listing:
                 for entry in listing:
                     if entry.name.startswith(".") or not entry.is_dir():
                         continue
-                    entries.append((_created(Path(entry.path)), entry.name))
+                    stamp = known.get(entry.name)
+                    if stamp is None or stamp == 0.0:  # only a new run's spec is looked at
+                        stamp = _created(Path(entry.path))
+                    created[entry.name] = stamp
         except OSError:
-            entries = []
-        entries.sort()
-        self.entries = entries
-        self._created = {run_id: created for created, run_id in entries}
+            created = {}
+        self.entries = sorted((stamp, run_id) for run_id, stamp in created.items())
+        self._created = created
         self._signature, self._root = signature, runs_dir
         return True
 

@@ -97,6 +97,8 @@ class RunView:
         """The claim under which this server revived the run's follower (kept: one revival per dead one)."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
+        self.drained = False
+        """Ended and read to its end: the follower looks at it only on its once-a-second round."""
         self.seen_checkpoint: Checkpoint | None = None
         """The last checkpoint announced in the lines this view read: a trainer can announce one
         while its agent is still loading, which records it in the state only then."""

@@ -75,6 +75,8 @@ SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
 HOLDER_WAIT = 5.0
 """How long a refused start waits for the active run's folder to become readable, to show it."""
+ADOPT_PER_SCAN = 8
+"""Runs a scan adopts at most (each is a few file reads): the rest at the next scans."""
 START_MANIFEST_AGE = 1.0
 """A start checks the manifest as loaded at most this long ago (its paths may have changed since)."""
 STOP_ANSWER_MARGIN = 30.0
@@ -163,6 +165,9 @@ class Supervisor:
         self.history = RunHistory()
         """Every run folder, oldest first: ``views`` holds only the unfinished and newest runs."""
         self._unreadable: set[str] = set()
+        self._to_adopt: list[str] = []
+        """Runs still to be adopted, newest first (a few per scan: a long history is taken over
+        without holding the event loop; what is not adopted yet is read from disk when asked)."""
         """Run folders a scan could not adopt yet (looked at again at every scan)."""
         """The manifest parsed once per content, for every reader (``arena_ls/manifest/cache.py``)."""
 
@@ -213,17 +218,19 @@ class Supervisor:
         as ``lost`` with ``failure.kind`` ``damaged``.
         """
         folder = self.folder
-        if not self.history.refresh(folder.runs_dir, force=bool(self._unreadable)):
-            return
-        wanted = self.history.newest(KEEP_VIEWS)
-        holder = self.runlock.holder()
-        if holder is not None and holder not in wanted and self.history.created(holder) is not None:
-            wanted.append(holder)
-        self._unreadable.clear()
-        for run_id in wanted:
+        if self.history.refresh(folder.runs_dir, force=bool(self._unreadable)):
+            wanted = self.history.newest(KEEP_VIEWS)
+            holder = self.runlock.holder()
+            if holder is not None and self.history.created(holder) is not None:
+                wanted.insert(0, holder)
+            self._unreadable.clear()
+            self._to_adopt = [run_id for run_id in wanted if run_id not in self.views]
+        adopting, self._to_adopt = self._to_adopt[:ADOPT_PER_SCAN], self._to_adopt[ADOPT_PER_SCAN:]
+        for run_id in adopting:
             if run_id not in self.views and self._adopt(RunDir(folder.runs_dir / run_id)) is None:
                 self._unreadable.add(run_id)
-        self.forget_old_views()
+        if adopting:
+            self.forget_old_views()
 
     def forget_old_views(self) -> None:
         """Keep the views bounded: a finished run outside the newest ``KEEP_VIEWS`` is let go once
