@@ -36,6 +36,7 @@ from arena_ls.settings import Settings
 log = logging.getLogger(__name__)
 
 STATUS_LOG_LINES = 50
+ENDED_INFOS_KEPT = 256
 
 
 class WorkspaceListener(Listener, Protocol):
@@ -79,6 +80,7 @@ class Workspace:
         self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
         self.jobs = JobInfos(self.gates, self.probes)
+        self._ended_infos: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
     def settings(self) -> Settings:
@@ -137,8 +139,19 @@ class Workspace:
         return wire.run_info(view, extra)
 
     def run_info(self, view: RunView) -> dict[str, Any]:
-        """The ``RunInfo`` of a notification or the status: with its GPU use and its insights."""
-        return wire.run_info(view, {**self._gpu_extras(view), "insights": self.insights.wire(view)})
+        """The ``RunInfo`` of a notification or the status: with its GPU use and its insights.
+
+        An ended run's is kept (``ENDED_INFOS_KEPT`` of them) until its state file changes: a
+        status lists 50 of them several times a second, and they no longer change."""
+        if not view.is_final:
+            return wire.run_info(view, {**self._gpu_extras(view), "insights": self.insights.wire(view)})
+        key = (view.state_signature, view.damage, view.status, view.disk_full)
+        kept = self._ended_infos.pop(view.run_id, None)
+        info = kept[1] if kept is not None and kept[0] == key else wire.run_info(view, {"insights": []})
+        self._ended_infos[view.run_id] = (key, info)
+        while len(self._ended_infos) > ENDED_INFOS_KEPT:
+            del self._ended_infos[next(iter(self._ended_infos))]
+        return dict(info)
 
     def _gpu_extras(self, view: RunView) -> dict[str, Any]:
         """``gpuMemoryMb`` and ``gpuUtilization`` of a live run's process tree (absent without a GPU)."""
