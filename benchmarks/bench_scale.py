@@ -86,26 +86,28 @@ def realistic_workspace(jobs: list[dict[str, Any]]) -> Iterator[Path]:
         yield root
 
 
-async def poll_status(client: BenchClient, period: float, rtts: list[float]) -> None:
-    """``arena/status`` every ``period`` seconds (an editor's status bar), round trips into ``rtts``."""
+async def poll_status(client: BenchClient, period: float, rtts: list[float], stop: asyncio.Event) -> None:
+    """``arena/status`` every ``period`` seconds (an editor's status bar), round trips into ``rtts``,
+    until ``stop`` is set (a call under way is let finish: cancelling it confuses the client)."""
     next_call = time.perf_counter()
-    while True:
+    while not stop.is_set():
         sent = time.perf_counter()
         await client.call("arena/status", {})
         rtts.append((time.perf_counter() - sent) * 1000.0)
         next_call += period
-        await asyncio.sleep(max(0.0, next_call - time.perf_counter()))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, next_call - time.perf_counter()))
 
 
 @contextlib.asynccontextmanager
 async def status_polled(client: BenchClient, period: float, rtts: list[float]) -> AsyncIterator[None]:
-    task = asyncio.create_task(poll_status(client, period, rtts))
+    stop = asyncio.Event()
+    task = asyncio.create_task(poll_status(client, period, rtts, stop))
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        stop.set()
+        await task
 
 
 def run(quick: bool = False, repeats: int | None = None) -> list[Section]:

@@ -76,6 +76,10 @@ class JobInfos:
         """Lint what ``get`` would need (a worker thread's job)."""
         self.gates.warm(self.gates.missing(manifest))
 
+    def last(self) -> list[dict[str, Any]] | None:
+        """The list last built (for a synchronous reader while the lints it needs run)."""
+        return self._built[2] if self._built is not None else None
+
     def get(self, manifest: ManifestResult) -> list[dict[str, Any]]:
         key = (self.gates.signature(manifest), self.probes.signature())
         built = self._built

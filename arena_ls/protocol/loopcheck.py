@@ -30,6 +30,18 @@ LIMIT_VARIABLE = "ARENA_SLOW_CALLBACK_MS"
 REPORT_VARIABLE = "ARENA_SLOW_CALLBACK_LOG"
 
 _installed = False
+_armed = False
+
+
+def arm() -> None:
+    """Start counting (the server calls it once its session is initialised).
+
+    Start-up is not counted: until then no run streams and no request but
+    ``initialize`` waits, and its first uses (the imports of the workspace's
+    modules, cattrs generating the structuring code of the client's
+    capabilities) are one-time costs of the process."""
+    global _armed
+    _armed = True
 
 
 def install_from_environment() -> None:
@@ -61,7 +73,7 @@ def install(limit: float, report_path: str | None = None) -> None:
             run(handle)
         finally:
             cpu = time.thread_time() - started
-            if cpu > limit:
+            if cpu > limit and _armed:
                 _report(handle, cpu, time.monotonic() - wall, report_path, lock)
 
     asyncio.events.Handle._run = timed_run  # type: ignore[method-assign,assignment]

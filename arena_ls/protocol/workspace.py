@@ -27,8 +27,9 @@ from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import JobInfos
-from arena_ls.protocol.metrics import MetricsCursor, metrics_page
+from arena_ls.protocol.metrics import MetricsCursor, metrics_answer
 from arena_ls.protocol.params import DEFAULT_RUNS
+from arena_ls.protocol.preencoded import PreEncoded
 from arena_ls.protocol.probe import ProbeService
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.settings import Settings
@@ -81,6 +82,8 @@ class Workspace:
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
         self.jobs = JobInfos(self.gates, self.probes)
         self._ended_infos: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self.tasks = tasks
+        self._warming: asyncio.Task[None] | None = None
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
     def settings(self) -> Settings:
@@ -188,8 +191,26 @@ class Workspace:
         return {**self.health.wire(), "clusters": clusters}
 
     def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
-        """``JobInfo`` of every job of the manifest (as it is on disk unless given)."""
-        return self.jobs.get(manifest or self.manifest())
+        """``JobInfo`` of every job of the manifest (as it is on disk unless given).
+
+        For the synchronous readers (lenses, the lens refresh): when a trainer
+        changed, its lint runs in a worker thread and the list last built is
+        answered meanwhile; the lenses are refreshed once the lint is done."""
+        manifest = manifest or self.manifest()
+        if not self.jobs.ready(manifest):
+            last = self.jobs.last()
+            if last is not None:
+                self._warm_later(manifest)
+                return last
+        return self.jobs.get(manifest)
+
+    def _warm_later(self, manifest: ManifestResult) -> None:
+        if self._warming is None or self._warming.done():
+            self._warming = self.tasks.run_task(self._warm(manifest), "linting the changed trainers")
+
+    async def _warm(self, manifest: ManifestResult) -> None:
+        await asyncio.to_thread(self.jobs.warm, manifest)
+        self.listener.active_changed()
 
     async def job_infos_async(self, manifest: ManifestResult) -> list[dict[str, Any]]:
         """``job_infos``, with the lints it needs (trainers new or changed) in a worker thread."""
@@ -245,7 +266,7 @@ class Workspace:
 
     async def metrics(
         self, run_id: str | None, limit: int, cursor: MetricsCursor | None = None
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | PreEncoded:
         """A page of ``arena/metrics`` (pass the answer's ``runId`` with its ``next``)."""
         view = (
             self.supervisor.view_for(run_id)
@@ -254,7 +275,7 @@ class Workspace:
         )
         if view is None:
             return {"runId": None, "points": [], "checkpoints": [], "evals": [], "next": None}
-        return await metrics_page(view, cursor, limit)
+        return await metrics_answer(view, cursor, limit)
 
 
 def _runs_key(supervisor: Supervisor, before: str) -> tuple[float, str]:
