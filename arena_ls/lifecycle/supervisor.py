@@ -75,6 +75,9 @@ SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
 HOLDER_WAIT = 5.0
 """How long a refused start waits for the active run's folder to become readable, to show it."""
+RECENT_POLL = 0.02
+"""A status request or an ``arena/log`` flush reads the runs again only when the follower's last
+round is older than this (20 ms: the pace at which a flood is read)."""
 ADOPT_PER_SCAN = 8
 """Runs a scan adopts at most (each is a few file reads): the rest at the next scans."""
 START_MANIFEST_AGE = 1.0
@@ -357,6 +360,10 @@ class Supervisor:
     def poll_once(self) -> bool:
         """Follow every unfinished run once; True while any run is active."""
         return self.follower.poll_once()
+
+    def poll_recent(self, max_age: float = RECENT_POLL) -> bool:
+        """``poll_once`` unless the follower's last round is younger than ``max_age``."""
+        return self.follower.poll_unless_recent(max_age)
 
     def notify_if_changed(self, view: RunView) -> None:
         """Tell the listener about a change of a run's state, once (see ``RunFollower``)."""

@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 F = TypeVar("F", bound=LanguageFeature)
 
+FLUSH_POLL_AGE = 0.005
+"""An ``arena/log`` flush reads the runs first unless the follower did less than 5 ms ago."""
 ANNOUNCED_KEPT = 256
 """Runs whose last announced status is remembered before those no longer followed are forgotten."""
 
@@ -187,7 +189,7 @@ class ArenaServer(LanguageServer):
     def _follow_now(self) -> None:
         """Read what the runs wrote since the last poll (just before ``arena/log`` is sent)."""
         if self.arena is not None:
-            self.arena.supervisor.poll_once()
+            self.arena.supervisor.poll_recent(FLUSH_POLL_AGE)
 
     def _gpu_text(self, view: RunView) -> str:
         return self.ws.gpu_text(view)

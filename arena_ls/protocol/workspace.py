@@ -225,7 +225,7 @@ class Workspace:
         jobs = await self.job_infos_async(manifest)
         supervisor = self.supervisor
         supervisor.scan()
-        supervisor.poll_once()
+        supervisor.poll_recent()
         active = supervisor.active_view()
         runs = await self._newest_views(runs_limit)
         shown = active or supervisor.latest_view()
