@@ -573,7 +573,7 @@ class Supervisor:
 
     async def _launch(self, job: Job, resume_step: int | None) -> RunView:
         """Create the run (``RunLock.claim``), start it through its back end, record its follower."""
-        self.prune()
+        await self.prune()
         settings = self.settings()
         backend = self.backends.for_job(job)
         specs: list[RunSpec] = []
@@ -811,14 +811,33 @@ class Supervisor:
 
     # -- housekeeping ----------------------------------------------------------------------
 
-    def prune(self, keep: int = KEEP_FINISHED_RUNS) -> None:
-        """Keep the state folder bounded: delete finished runs beyond the last ``keep``."""
+    async def prune(self, keep: int = KEEP_FINISHED_RUNS) -> None:
+        """Keep the state folder bounded: delete finished runs beyond the last ``keep``.
+
+        Over the whole history, not only the followed views: the runs no view
+        follows are read (and the doomed ones deleted) in a worker thread."""
         self.runlock.sweep_staging()
-        finished = [v for v in self.views.values() if v.is_final]
-        finished.sort(key=lambda v: v.spec.created_at)
-        for view in finished[: max(0, len(finished) - keep)]:
-            shutil.rmtree(view.run_dir.path, ignore_errors=True)
-            self.views.pop(view.run_id, None)
+        self.scan()
+        followed = dict(self.views)
+        newest_first = self.history.before(None, len(self.history))
+        doomed = await asyncio.to_thread(self._prune_history, newest_first, followed, keep)
+        for run_id in doomed:
+            self.views.pop(run_id, None)
+            self.history.forget(run_id)
+
+    def _prune_history(self, newest_first: list[str], followed: dict[str, RunView], keep: int) -> list[str]:
+        """Delete the finished runs past the newest ``keep`` finished ones (files only)."""
+        doomed: list[str] = []
+        finished = 0
+        for run_id in newest_first:
+            view = followed.get(run_id) or self.read_view(run_id)
+            if view is None or not view.is_final or view.damage is not None:
+                continue
+            finished += 1
+            if finished > keep:
+                shutil.rmtree(view.run_dir.path, ignore_errors=True)
+                doomed.append(run_id)
+        return doomed
 
 
 def launch_evidence(run_dir: RunDir, code: int) -> str:
