@@ -114,7 +114,7 @@ class Settings:
     preflight: PreflightSettings = attrs.field(factory=PreflightSettings)
     device_fp32_only: bool | None = None
     """None: decide from the GPU's compute capability."""
-    logs_notify_hz: float = 10.0
+    logs_notify_hz: float = 50.0
     """At most this many ``arena/log`` notifications a second."""
     logs_keep_runs_mb: float = 10240.0
     """All finished runs' logs of the workspace take at most this many MB (fractions allowed)."""

@@ -40,12 +40,14 @@ BENCHMARKS: dict[str, str] = {
     "stop": "benchmarks.bench_stop",
     "startup": "benchmarks.bench_startup",
     "lint": "benchmarks.bench_lint_section",
+    "scale": "benchmarks.bench_scale",
     "cluster": "benchmarks.bench_cluster",
 }
 """Benchmark name -> module with ``run(quick, repeats=None) -> list[Section]``.
 
 ``capture`` also yields the ``ingest`` and ``notify`` sections (same floods);
-``latency`` yields ``editor_latency`` and ``server_latency``.
+``latency`` yields ``editor_latency`` and ``server_latency``; ``scale`` yields ``scale``,
+``history`` and ``checkpoints``.
 """
 
 OPT_IN = frozenset({"cluster"})

@@ -7,7 +7,10 @@ No LSP here: the server's workspace holds one ``TrainerGates`` and hands its
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,14 +20,23 @@ from arena_ls.gates import lint_trainer
 from arena_ls.gates.model import Finding
 from arena_ls.manifest import Job, ManifestResult
 
-CACHE_LIMIT = 64
-"""Cached results kept before the cache starts over (a workspace has a handful of trainers)."""
+CACHE_LIMIT = 1024
+"""Lint results kept (least recently used first out): a manifest of 500 jobs may name hundreds
+of trainers, each kept once per content."""
 
-CacheKey = tuple[str, int, int, bool | None, tuple[str, ...]]
+Signature = tuple[int, int, int]
+"""(size, mtime_ns, inode) of a trainer file: when it changes, the file is read and hashed again."""
+LintKey = tuple[str, str, bool | None, tuple[str, ...]]
+"""(path, SHA-256 of the text, device profile, checkpoint patterns): what a lint depends on."""
 
 
 class TrainerGates:
-    """The gates of a workspace's trainers, cached by file identity and device profile."""
+    """The gates of a workspace's trainers, linted once per content and device profile.
+
+    Shared by status (``JobInfo.blockedBy``), lenses, starts and the
+    diagnostics pass; safe to call from worker threads, where every lint
+    that is not cached yet runs (``warm``), never on the event loop's behalf.
+    """
 
     def __init__(
         self,
@@ -37,46 +49,111 @@ class TrainerGates:
         """The workspace's manifest as it is now (for each job's ``checkpoint.pattern``: AR014)."""
         self.fp32_only = fp32_only
         """The device profile as it is now (AR011)."""
-        self._cache: dict[CacheKey, list[Diag]] = {}
+        self._lock = threading.Lock()
+        self._results: OrderedDict[LintKey, list[Diag]] = OrderedDict()
+        self._digests: dict[str, tuple[Signature, str]] = {}
+        """Each trainer file's last signature and the hash of its text then."""
+        self._patterns: tuple[ManifestResult, dict[str, tuple[str, ...]]] | None = None
+        """The checkpoint patterns by trainer, computed once per parsed manifest."""
+        self._trainers: tuple[ManifestResult, dict[str, Job]] | None = None
+        self.lints = 0
+        """How many lints ran (tests and benchmarks read it)."""
 
     def errors(self, job: Job) -> list[Diag]:
-        """Error-severity gate diagnostics of the job's trainer file (empty when it passes).
-
-        Cached by the file's identity (path, size, mtime) and the device profile,
-        since status, lenses and starts ask for it often and files rarely change.
-        """
+        """Error-severity gate diagnostics of the job's trainer file (empty when it passes)."""
         if job.kind != "train":
             return []
         script = job.resolved_script(self.root)
         if script is None:
             return []
-        try:
-            stat = script.stat()
-        except OSError:
-            return []
-        patterns = self.checkpoint_patterns(str(script))
-        key = (str(script), stat.st_size, stat.st_mtime_ns, self.fp32_only(), patterns)
-        cached = self._cache.get(key)
-        if cached is None:
-            cached = [d for d in self.lint_file(str(script)) if d.is_error]
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[key] = cached
-        return list(cached)
+        return [d for d in self.lint_file(str(script)) if d.is_error]
+
+    def trainers(self, manifest: ManifestResult) -> dict[str, Job]:
+        """One ``train`` job per trainer file of ``manifest`` (computed once per parsed manifest)."""
+        known = self._trainers
+        if known is not None and known[0] is manifest:
+            return known[1]
+        found: dict[str, Job] = {}
+        for job in manifest.jobs.values():
+            script = job.resolved_script(self.root) if job.kind == "train" else None
+            if script is not None:
+                found.setdefault(str(script), job)
+        self._trainers = (manifest, found)
+        return found
+
+    def signature(self, manifest: ManifestResult) -> tuple[object, ...]:
+        """What the gates of ``manifest``'s jobs depend on now: the device profile and each trainer
+        file's signature (one ``stat`` per distinct trainer, however many jobs share it)."""
+        return (self.fp32_only(), *((path, _signature(path)) for path in self.trainers(manifest)))
+
+    def missing(self, manifest: ManifestResult) -> list[Job]:
+        """A job per trainer of ``manifest`` whose current content is not linted yet."""
+        return [job for path, job in self.trainers(manifest).items() if not self._linted(path)]
+
+    def _linted(self, path: str) -> bool:
+        signature = _signature(path)
+        if signature is None:
+            return True  # nothing to lint: errors() answers [] at once
+        with self._lock:
+            known = self._digests.get(path)
+            if known is None or known[0] != signature:
+                return False
+            return (path, known[1], self.fp32_only(), self.checkpoint_patterns(path)) in self._results
+
+    def warm(self, jobs: list[Job]) -> None:
+        """Lint every trainer of ``jobs`` not linted yet in its current content (a worker thread's job)."""
+        for job in jobs:
+            self.errors(job)
 
     def lint_file(self, path: str, text: str | None = None) -> list[Diag]:
-        """Every gate diagnostic of a trainer file (the open buffer's text when given)."""
+        """Every gate diagnostic of a trainer file (the open buffer's text when given), cached by
+        the text's hash: the same content is linted once, whoever asks."""
+        source: str | bytes | None
         if text is None:
-            try:
-                with open(path, "rb") as handle:
-                    source: str | bytes = handle.read()
-            except OSError:
+            digest, source = self._file_digest(path)
+            if digest is None:
                 return []
         else:
-            source = text
-        findings = lint_trainer(
-            source, fp32_only=self.fp32_only(), checkpoint_patterns=self.checkpoint_patterns(path)
-        )
+            digest, source = _digest(text.encode("utf-8", "surrogatepass")), text
+        key = (path, digest, self.fp32_only(), self.checkpoint_patterns(path))
+        with self._lock:
+            found = self._results.get(key)
+            if found is not None:
+                self._results.move_to_end(key)
+                return list(found)
+        if source is None:
+            source = _read(path)
+            if source is None:
+                return []
+        diags = self._lint(path, source, key)
+        with self._lock:
+            self.lints += 1
+            self._results[key] = diags
+            while len(self._results) > CACHE_LIMIT:
+                self._results.popitem(last=False)
+        return list(diags)
+
+    def _file_digest(self, path: str) -> tuple[str | None, bytes | None]:
+        """The hash of a trainer file's text (read again only when its signature changed)."""
+        signature = _signature(path)
+        if signature is None:
+            return None, None
+        with self._lock:
+            known = self._digests.get(path)
+        if known is not None and known[0] == signature:
+            return known[1], None
+        source = _read(path)
+        if source is None:
+            return None, None
+        digest = _digest(source)
+        with self._lock:
+            self._digests[path] = (signature, digest)
+            while len(self._digests) > CACHE_LIMIT:
+                del self._digests[next(iter(self._digests))]
+        return digest, source
+
+    def _lint(self, path: str, source: str | bytes, key: LintKey) -> list[Diag]:
+        findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3])
         return [
             Diag(
                 code=f.code,
@@ -92,15 +169,47 @@ class TrainerGates:
     def checkpoint_patterns(self, path: str) -> tuple[str, ...]:
         """The ``checkpoint.pattern`` of every job whose script is ``path`` (for AR014)."""
         try:
-            target = os.path.realpath(path)
-            found = []
-            for job in self.manifest().jobs.values():
-                script = job.resolved_script(self.root)
-                if job.checkpoint_pattern and script is not None and os.path.realpath(script) == target:
-                    found.append(job.checkpoint_pattern)
+            return self._patterns_by_script().get(os.path.realpath(path), ())
         except (OSError, ValueError):
             return ()
-        return tuple(sorted(set(found)))
+
+    def _patterns_by_script(self) -> dict[str, tuple[str, ...]]:
+        """Once per parsed manifest (the manifest cache hands out one object per content)."""
+        manifest = self.manifest()
+        known = self._patterns
+        if known is not None and known[0] is manifest:
+            return known[1]
+        found: dict[str, set[str]] = {}
+        for job in manifest.jobs.values():
+            script = job.resolved_script(self.root)
+            if job.checkpoint_pattern and script is not None:
+                try:
+                    found.setdefault(os.path.realpath(script), set()).add(job.checkpoint_pattern)
+                except (OSError, ValueError):
+                    continue
+        patterns = {path: tuple(sorted(values)) for path, values in found.items()}
+        self._patterns = (manifest, patterns)
+        return patterns
+
+
+def _signature(path: str) -> Signature | None:
+    try:
+        stat = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (OSError, ValueError):
+        return None
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _fix_data(finding: Finding) -> dict[str, Any] | None:

@@ -23,6 +23,9 @@ from arena_ls.settings import InsightSettings
 ARENA_STREAM = 2
 MAX_RECORDS_PER_READ = 20_000
 MAX_BYTES_PER_READ = 16 << 20
+READ_BUDGET_SECONDS = 0.004
+"""CPU one tick spends reading a run's new records at most (it runs on the event loop, which is
+never held over 5 ms while a run streams, issue 24): a backlog is caught up over several ticks."""
 FULL_PARSE_BYTES = 256 << 10
 """Bound one read, so that a flood's backlog is caught up over several ticks."""
 
@@ -50,6 +53,7 @@ class RunTracker:
     def read_new(self, limit: int = MAX_RECORDS_PER_READ, max_bytes: int = MAX_BYTES_PER_READ) -> None:
         """Feed the records written since the last call (at most ``limit`` records, about ``max_bytes``)."""
         read = 0
+        deadline = time.thread_time() + READ_BUDGET_SECONDS
         for count, (index, stream, _, data, at) in enumerate(iter_records(self.run_dir, self.next_record)):
             self.next_record = index + 1
             read += len(data)
@@ -58,7 +62,7 @@ class RunTracker:
                     self.obs.relaunched(at)
             else:
                 self._scan(data, at)
-            if count + 1 >= limit or read >= max_bytes:
+            if count + 1 >= limit or read >= max_bytes or time.thread_time() > deadline:
                 return
 
     def _scan(self, data: bytes, at: float) -> None:

@@ -28,8 +28,14 @@ from arena_ls.lifecycle.runview import RunView
 
 log = logging.getLogger(__name__)
 
-FAST_POLL = 0.02
-"""While lines are flowing: follow the files every 20 ms."""
+FAST_POLL = 0.005
+"""While lines are flowing: follow the files every 5 ms (a line reaches the editor about 3 ms
+after it was written, on average, with the ``arena/log`` batching's leading edge)."""
+FLOOD_POLL = 0.02
+"""...but every 20 ms while a run floods (a poll read ``FLOOD_LINES`` or more): each poll then reads
+up to 64 KiB, far more than ``arena/log`` may send, and polling faster would only take the CPU the
+trainer and its agent need."""
+FLOOD_LINES = 200
 QUIET_POLL = 0.1
 """A run is active but silent: every 100 ms (keeps an idle run nearly free)."""
 SLOW_POLL = 0.25
@@ -100,6 +106,10 @@ class RunFollower:
         self._full_due = 0.0
         self._hurry = HURRY_FIRST
         self._closed = False
+        self._lines_last_poll = 0
+        """Lines the last full round read (a flood is followed at ``FLOOD_POLL``)."""
+        self._last_poll = 0.0
+        self._last_busy = False
 
     # -- the task ------------------------------------------------------------------------
 
@@ -156,13 +166,23 @@ class RunFollower:
     def _interval(self, busy: bool) -> float:
         if not busy:
             return SLOW_POLL
-        return FAST_POLL if time.monotonic() - self._last_data < QUIET_AFTER else QUIET_POLL
+        if time.monotonic() - self._last_data >= QUIET_AFTER:
+            return QUIET_POLL
+        return FLOOD_POLL if self._lines_last_poll >= FLOOD_LINES else FAST_POLL
 
     # -- following -----------------------------------------------------------------------
+
+    def poll_unless_recent(self, max_age: float) -> bool:
+        """``poll_once``, unless a round ended less than ``max_age`` seconds ago (its verdict then):
+        a status request or a flush every few ms must not multiply the reading of a flood."""
+        if time.monotonic() - self._last_poll < max_age:
+            return self._last_busy
+        return self.poll_once()
 
     def poll_once(self) -> bool:
         """Follow every unfinished run once; True while any run is active."""
         now = time.monotonic()
+        self._lines_last_poll = 0
         check_liveness = now - self._last_liveness >= LIVENESS_INTERVAL
         if check_liveness:
             self._last_liveness = now
@@ -175,6 +195,7 @@ class RunFollower:
             self.runs.idle()
         else:
             self.runs.busy()
+        self._last_poll, self._last_busy = time.monotonic(), active
         return active
 
     def _poll_waited(self) -> None:
@@ -195,6 +216,8 @@ class RunFollower:
 
     def _poll_view(self, view: RunView, check_liveness: bool) -> bool:
         view.reap_agent()
+        if view.drained and not check_liveness:
+            return False  # ended and read to its end: looked at again once a second only
         if not view.run_dir.path.is_dir():  # pruned or deleted by hand
             self.runs.views.pop(view.run_id, None)
             return False
@@ -204,6 +227,7 @@ class RunFollower:
                 view.free_if_damaged(self.runs.folder)
             return False
         if view.is_final and view.cursor.record >= view.reader.record_count():
+            view.drained = True
             return False
         self.follow(view, check_liveness)
         return True
@@ -214,6 +238,7 @@ class RunFollower:
         lines = view.read_new_lines()
         if lines:
             self._last_data = time.monotonic()
+            self._lines_last_poll += len(lines)
             self.listener.run_lines(view, lines)
             for line in lines:
                 if line.stream == "arena":

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 RING_LINES = 2000
 """Lines of each run kept in memory; the files on disk keep everything."""
+FINAL_RING_LINES = 50
+"""Lines of an ended run read when it is adopted (``arena/status`` shows 50, a stop 20)."""
 MAX_LINES_PER_POLL = 5000
 BACKLOG_JUMP_BYTES = 64 << 10
 """Past this much unread output, the live view skips to the tail (the disk keeps all).
@@ -95,6 +97,8 @@ class RunView:
         """The claim under which this server revived the run's follower (kept: one revival per dead one)."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
+        self.drained = False
+        """Ended and read to its end: the follower looks at it only on its once-a-second round."""
         self.seen_checkpoint: Checkpoint | None = None
         """The last checkpoint announced in the lines this view read: a trainer can announce one
         while its agent is still loading, which records it in the state only then."""
@@ -172,9 +176,11 @@ class RunView:
     def start_live_at_tail(self) -> None:
         """Adopting: fill the ring with the last lines, follow from there.
 
-        A damaged index is read from its start, as far as it goes."""
+        A damaged index is read from its start, as far as it goes. An ended run
+        keeps only its last ``FINAL_RING_LINES`` (all a status or a stop shows):
+        the history's views stay small."""
         try:
-            self.cursor = self.reader.tail_cursor(RING_LINES)
+            self.cursor = self.reader.tail_cursor(FINAL_RING_LINES if self.is_final else RING_LINES)
         except (OSError, ValueError, struct.error):
             self.cursor = self.reader.start()
         self.read_new_lines(notify=False)

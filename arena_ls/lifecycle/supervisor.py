@@ -46,6 +46,7 @@ from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
+from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
 from arena_ls.lifecycle.retention import LOG_FILES, FinishedRun, runs_over_budget
 from arena_ls.lifecycle.rundir import (
@@ -64,7 +65,8 @@ from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.spare import SpareAgent
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
-from arena_ls.manifest import Job, ManifestResult, load_manifest
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.manifest.cache import ManifestCache
 from arena_ls.manifest.model import PYTHON_PLACEHOLDER
 from arena_ls.settings import Settings
 
@@ -79,6 +81,13 @@ SPEC_GRACE = 30.0
 """A run folder without ``spec.json`` younger than this may be one an older server is still writing."""
 HOLDER_WAIT = 5.0
 """How long a refused start waits for the active run's folder to become readable, to show it."""
+RECENT_POLL = 0.02
+"""A status request or an ``arena/log`` flush reads the runs again only when the follower's last
+round is older than this (20 ms: the pace at which a flood is read)."""
+ADOPT_PER_SCAN = 8
+"""Runs a scan adopts at most (each is a few file reads): the rest at the next scans."""
+START_MANIFEST_AGE = 1.0
+"""A start checks the manifest as loaded at most this long ago (its paths may have changed since)."""
 STOP_ANSWER_MARGIN = 30.0
 """``arena/stop`` waits for the final status at most the grace window and this much more, then
 answers the run as it stands (a follower that cannot reach its cluster keeps asking it to stop)."""
@@ -165,6 +174,15 @@ class Supervisor:
         """The one follower of every run's files (this server's only loop over them)."""
         self.job_checkpoints = JobCheckpoints()
         """Each job's last checkpoint (``JobInfo.lastCheckpoint``), read again only when it changed."""
+        self.manifests = ManifestCache()
+        self.history = RunHistory()
+        """Every run folder, oldest first: ``views`` holds only the unfinished and newest runs."""
+        self._unreadable: set[str] = set()
+        self._to_adopt: list[str] = []
+        """Runs still to be adopted, newest first (a few per scan: a long history is taken over
+        without holding the event loop; what is not adopted yet is read from disk when asked)."""
+        """Run folders a scan could not adopt yet (looked at again at every scan)."""
+        """The manifest parsed once per content, for every reader (``arena_ls/manifest/cache.py``)."""
 
     # -- paths and manifest ----------------------------------------------------------------
 
@@ -191,19 +209,86 @@ class Supervisor:
         return manifest if manifest.is_absolute() else self.root / manifest
 
     def load_manifest(self) -> ManifestResult:
-        return load_manifest(self.manifest_path(), self.root, state_dir=self.folder.root)
+        """The manifest as parsed for its current content (parsed here only when that is new)."""
+        return self.manifests.get(self.manifest_path(), self.root, self.folder.root)
+
+    async def load_manifest_async(self, max_age: float | None = None) -> ManifestResult:
+        """``load_manifest`` with any parse in a worker thread (``max_age``: revalidated if older)."""
+        return await self.manifests.get_async(
+            self.manifest_path(), self.root, self.folder.root, max_age=max_age
+        )
 
     # -- following runs ----------------------------------------------------------------------
 
     def scan(self) -> None:
-        """Find every run in the state folder (re-adoption).
+        """Find the runs of the state folder (re-adoption).
 
-        A folder that cannot be read yet is looked at again on the next scan;
-        a damaged one is adopted as ``lost`` with ``failure.kind`` ``damaged``.
+        The history (``lifecycle/history.py``) is listed again only when the
+        ``runs`` folder changed. The newest ``KEEP_VIEWS`` runs and the lock's
+        holder are adopted and followed; older runs stay on disk and are read
+        when asked for (``arena/runs``, a ``runId``). A folder that cannot be
+        read yet is looked at again on the next scan; a damaged one is adopted
+        as ``lost`` with ``failure.kind`` ``damaged``.
         """
-        for run_dir in self.folder.list_runs():
-            if run_dir.run_id not in self.views:
-                self._adopt(run_dir)
+        folder = self.folder
+        if self.history.refresh(folder.runs_dir, force=bool(self._unreadable)):
+            wanted = self.history.newest(KEEP_VIEWS)
+            holder = self.runlock.holder()
+            if holder is not None and self.history.created(holder) is not None:
+                wanted.insert(0, holder)
+            self._unreadable.clear()
+            self._to_adopt = [run_id for run_id in wanted if run_id not in self.views]
+        adopting, self._to_adopt = self._to_adopt[:ADOPT_PER_SCAN], self._to_adopt[ADOPT_PER_SCAN:]
+        for run_id in adopting:
+            if run_id not in self.views and self._adopt(RunDir(folder.runs_dir / run_id)) is None:
+                self._unreadable.add(run_id)
+        if adopting:
+            self.forget_old_views()
+
+    def forget_old_views(self) -> None:
+        """Keep the views bounded: a finished run outside the newest ``KEEP_VIEWS`` is let go once
+        all its lines were read (it stays on disk, and in the history)."""
+        finished = [v for v in self.views.values() if v.is_final]
+        if len(finished) <= KEEP_VIEWS:
+            return
+        newest = set(self.history.newest(KEEP_VIEWS))
+        for view in finished:
+            if view.run_id not in newest and view.cursor.record >= view.reader.record_count():
+                del self.views[view.run_id]
+
+    def runs_total(self) -> int:
+        """How many runs the workspace has (``arena/status``'s ``runsTotal``)."""
+        return len(self.history) + sum(1 for r in self.views if self.history.created(r) is None)
+
+    def newest_views(self, count: int, before: tuple[float, str] | None = None) -> list[RunView]:
+        """The ``count`` newest runs (older than ``before``), newest first; a run no view follows is
+        read from its folder for this answer only (files only: safe in a worker thread)."""
+        ids = self.history.before(before, count)
+        if before is None:  # runs created since the last listing come first
+            fresh = [v for v in self.views.values() if self.history.created(v.run_id) is None]
+            fresh.sort(key=lambda v: v.spec.created_at, reverse=True)
+            ids = [v.run_id for v in fresh] + ids
+        found = [self.views.get(run_id) or self.read_view(run_id) for run_id in ids[:count]]
+        return [view for view in found if view is not None]
+
+    def run_key(self, run_id: str) -> tuple[float, str] | None:
+        """Where a run sits in the history (the key of ``newest_views``'s ``before``)."""
+        created = self.history.created(run_id)
+        return None if created is None else (created, run_id)
+
+    def read_view(self, run_id: str) -> RunView | None:
+        """A view of a run read from its folder, not followed (its RunInfo as its files say)."""
+        run_dir = RunDir(self.folder.runs_dir / run_id)
+        try:
+            spec = run_dir.read_spec()
+        except (CorruptState, OSError):
+            spec = _placeholder_spec(run_dir)
+        view = RunView(run_dir, spec, backend=self.backends.for_run(spec.backend))
+        try:
+            view.refresh_state()
+        except Exception as error:  # one run's files never break the others
+            view.mark_damaged(f"its files cannot be read: {error}")
+        return view
 
     def _adopt(self, run_dir: RunDir) -> RunView | None:
         damage: str | None = None
@@ -286,6 +371,10 @@ class Supervisor:
         """Follow every unfinished run once; True while any run is active."""
         return self.follower.poll_once()
 
+    def poll_recent(self, max_age: float = RECENT_POLL) -> bool:
+        """``poll_once`` unless the follower's last round is younger than ``max_age``."""
+        return self.follower.poll_unless_recent(max_age)
+
     def notify_if_changed(self, view: RunView) -> None:
         """Tell the listener about a change of a run's state, once (see ``RunFollower``)."""
         self.follower.notify_if_changed(view)
@@ -313,6 +402,9 @@ class Supervisor:
         if view is None:
             self.scan()
             view = self.views.get(run_id)
+        if view is None and valid_run_id(run_id) and self.history.created(run_id) is not None:
+            view = self._adopt(RunDir(self.folder.runs_dir / run_id))  # an older run, asked for by id
+            self.forget_old_views()
         if view is None:
             raise InvalidParams(f"runId: no run {run_id!r} in this workspace")
         return view
@@ -359,10 +451,11 @@ class Supervisor:
         return job, manifest
 
     async def start(self, request: StartRequest) -> RunView | DryRun:
+        await self.load_manifest_async(max_age=START_MANIFEST_AGE)  # parsed off the event loop
         job, _ = self.resolve_job(request.id)
         if job.status == "disabled":
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
-        gate_errors = self.gate_checker(job) if self.gate_checker and job.kind == "train" else []
+        gate_errors = await self.gate_errors(job)
         resume_step = self._resume_step(job, request)
         argv = trainer_argv(job.argv(self._python(job)), job.resume_args, resume_step)
         if request.dry_run:
@@ -381,6 +474,12 @@ class Supervisor:
         for warning in warnings:
             self.listener.lifecycle(view, f"warning: {warning}")
         return await self._await_started(view)
+
+    async def gate_errors(self, job: Job) -> list[Diag]:
+        """The job's error-severity gate diagnostics, linted (when not cached) in a worker thread."""
+        if self.gate_checker is None or job.kind != "train":
+            return []
+        return await asyncio.to_thread(self.gate_checker, job)
 
     async def dry_run(self, job: Job, argv: list[str], gate_errors: list[Diag]) -> DryRun:
         """What a start of ``job`` would run, and what its gates and pre-flight say; nothing starts."""
@@ -511,7 +610,7 @@ class Supervisor:
         ``knowledge`` (the job's checkpoints) goes to the run's spec; ``fresh`` (a start with
         ``resume: false``) begins the job anew before the agent can announce anything."""
         knowledge = knowledge or JobKnowledge(None, [])
-        self.prune()
+        await self.prune()
         settings = self.settings()
         backend = self.backends.for_job(job)
         specs: list[RunSpec] = []
@@ -805,22 +904,42 @@ class Supervisor:
 
     # -- housekeeping ----------------------------------------------------------------------
 
-    def prune(self, keep: int = KEEP_FINISHED_RUNS) -> None:
-        """Keep the state folder bounded: delete finished runs beyond the last ``keep``,
-        then the oldest ones whose logs take the workspace past ``logs.keepRunsMb``."""
-        self.runlock.sweep_staging()
-        finished = [v for v in self.views.values() if v.is_final]
-        finished.sort(key=lambda v: v.spec.created_at)
-        for view in finished[: max(0, len(finished) - keep)]:
-            self._delete_run(view)
-        budget = self.settings().logs_keep_runs_mb * 1024 * 1024
-        measured = [_finished_run(view) for view in self.views.values() if view.is_final]
-        for run_id in runs_over_budget(measured, budget):
-            self._delete_run(self.views[run_id])
+    async def prune(self, keep: int = KEEP_FINISHED_RUNS) -> None:
+        """Keep the state folder bounded: delete finished runs beyond the last ``keep``, then the
+        oldest ones whose logs take the workspace past ``logs.keepRunsMb``.
 
-    def _delete_run(self, view: RunView) -> None:
-        shutil.rmtree(view.run_dir.path, ignore_errors=True)
-        self.views.pop(view.run_id, None)
+        Over the whole history, not only the followed views: the runs no view
+        follows are read (and the doomed ones deleted) in a worker thread."""
+        self.runlock.sweep_staging()
+        self.scan()
+        followed = dict(self.views)
+        newest_first = self.history.before(None, len(self.history))
+        budget = int(self.settings().logs_keep_runs_mb * 1024 * 1024)
+        doomed = await asyncio.to_thread(self._prune_history, newest_first, followed, keep, budget)
+        for run_id in doomed:
+            self.views.pop(run_id, None)
+            self.history.forget(run_id)
+
+    def _prune_history(
+        self, newest_first: list[str], followed: dict[str, RunView], keep: int, budget: int
+    ) -> list[str]:
+        """Delete the finished runs past the newest ``keep`` finished ones, then those the log
+        budget (``retention.runs_over_budget``) gives up (files only; a damaged run is kept)."""
+        doomed: list[str] = []
+        kept: dict[str, RunView] = {}
+        for run_id in newest_first:
+            view = followed.get(run_id) or self.read_view(run_id)
+            if view is None or not view.is_final or view.damage is not None:
+                continue
+            if len(kept) < keep:
+                kept[run_id] = view
+                continue
+            shutil.rmtree(view.run_dir.path, ignore_errors=True)
+            doomed.append(run_id)
+        for run_id in runs_over_budget([_finished_run(view) for view in kept.values()], budget):
+            shutil.rmtree(kept[run_id].run_dir.path, ignore_errors=True)
+            doomed.append(run_id)
+        return doomed
 
 
 def _finished_run(view: RunView) -> FinishedRun:

@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import cattrs
-from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, default_converter
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    default_converter,
+)
 
 
 def _request_hook(obj: Any, cls: type[JsonRPCRequestMessage]) -> JsonRPCRequestMessage:
@@ -38,9 +43,17 @@ def _notification_unhook(message: JsonRPCNotification) -> dict[str, Any]:
     return {"method": message.method, "jsonrpc": message.jsonrpc, "params": message.params}
 
 
+def _response_unhook(message: JsonRPCResponseMessage) -> dict[str, Any]:
+    """The answer of a custom method is plain JSON too (issue 24): a status of 500 jobs and 50 runs
+    is some 15,000 values that cattrs would walk on the event loop; anything not plain JSON (an
+    lsprotocol object a fallback answer carries) still goes through pygls's ``default`` hook."""
+    return {"id": message.id, "jsonrpc": message.jsonrpc, "result": message.result}
+
+
 def arena_converter() -> cattrs.Converter:
     converter: cattrs.Converter = default_converter()  # type: ignore[no-untyped-call]
     converter.register_structure_hook(JsonRPCRequestMessage, _request_hook)
     converter.register_structure_hook(JsonRPCNotification, _notification_hook)
     converter.register_unstructure_hook(JsonRPCNotification, _notification_unhook)
+    converter.register_unstructure_hook(JsonRPCResponseMessage, _response_unhook)
     return converter

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arena_ls.diagnostics import Diag
 from arena_ls.lifecycle.rundir import CheckpointRecord
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.protocol.probe import ProbeService
 from arena_ls.protocol.wire import job_checkpoint
+
+if TYPE_CHECKING:  # start-up speed: the gates load on first use
+    from arena_ls.gates.cache import TrainerGates
 
 
 def job_infos(
@@ -55,3 +58,52 @@ def job_infos(
             }
         )
     return infos
+
+
+class JobInfos:
+    """The ``JobInfo`` list, built again only when what it says can have changed.
+
+    Its key is the parsed manifest (one object per content, from the manifest
+    cache), the gates' signature (the device profile and a ``stat`` of each
+    distinct trainer) and the probes folder's signature, so a status request
+    of a 500-job manifest costs a few ``stat`` calls, not 500 builds. Fields
+    that change with the runs (not the manifest) belong in a per-request pass
+    over this list, never in its key.
+    """
+
+    def __init__(
+        self,
+        gates: TrainerGates,
+        probes: ProbeService,
+        checkpoints: Callable[[str], CheckpointRecord | None] = lambda job_id: None,
+    ) -> None:
+        self.gates = gates
+        self.probes = probes
+        self.checkpoints = checkpoints
+        """The job's last checkpoint across its runs (``Supervisor.job_checkpoint``: one stat if unchanged)."""
+        self._built: tuple[ManifestResult, tuple[object, ...], list[dict[str, Any]]] | None = None
+
+    def ready(self, manifest: ManifestResult) -> bool:
+        """Whether ``get`` answers without linting (else: ``warm`` in a worker thread first)."""
+        return not self.gates.missing(manifest)
+
+    def warm(self, manifest: ManifestResult) -> None:
+        """Lint what ``get`` would need (a worker thread's job)."""
+        self.gates.warm(self.gates.missing(manifest))
+
+    def last(self) -> list[dict[str, Any]] | None:
+        """The list last built (for a synchronous reader while the lints it needs run)."""
+        return self._with_checkpoints(self._built[2]) if self._built is not None else None
+
+    def get(self, manifest: ManifestResult) -> list[dict[str, Any]]:
+        key = (self.gates.signature(manifest), self.probes.signature())
+        built = self._built
+        if built is not None and built[0] is manifest and built[1] == key:
+            return self._with_checkpoints(built[2])
+        infos = job_infos(manifest, self.gates.errors, self.probes)
+        self._built = (manifest, key, infos)
+        return self._with_checkpoints(infos)
+
+    def _with_checkpoints(self, infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``lastCheckpoint`` changes with the runs, not the manifest: the per-request pass."""
+        return [{**info, "lastCheckpoint": job_checkpoint(self.checkpoints(info["id"]))} for info in infos]

@@ -88,6 +88,9 @@ def configure_logging(level: str) -> None:
 def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level)
+    from arena_ls.protocol import loopcheck  # start-up speed: see below (standard library only)
+
+    loopcheck.install_from_environment()
     # start-up speed: the server's stack loads after the arguments are checked (`--help` is instant)
     from arena_ls.protocol.app import create_server
 

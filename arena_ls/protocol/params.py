@@ -11,6 +11,9 @@ from typing import Any
 
 from arena_ls.errors import InvalidParams
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest
+from arena_ls.protocol.metrics import DEFAULT_LIMIT as DEFAULT_METRICS_LIMIT
+from arena_ls.protocol.metrics import MAX_LIMIT as MAX_METRICS_LIMIT
+from arena_ls.protocol.metrics import MetricsCursor
 from arena_ls.validation import (
     BOOLEAN,
     STRING,
@@ -93,8 +96,34 @@ def parse_stop(raw: Any) -> StopRequest:
     )
 
 
-def parse_status(raw: Any) -> None:
-    as_object(raw, "arena/status")
+DEFAULT_RUNS = 50
+"""Runs ``arena/status`` lists, and ``arena/runs`` pages, unless asked otherwise (contract 7.2)."""
+MAX_RUNS = 1000
+"""The most runs one answer carries (each is read from its folder when no view follows it)."""
+_RUNS_LIMIT = integer(0, MAX_RUNS)
+_RUNS_PAGE = integer(1, MAX_RUNS)
+_METRICS_LIMIT = integer(1, MAX_INT)
+_RUNS_CURSOR = string(min_length=1, max_length=MAX_CURSOR_CHARS).worded(
+    "a string (a run id, or the `next` of an arena/runs answer)"
+)
+_METRICS_CURSOR = string(min_length=1, max_length=MAX_CURSOR_CHARS).worded(
+    "a cursor string from arena/metrics"
+)
+
+
+def parse_status(raw: Any) -> int:
+    """``arena/status {runsLimit?}``: how many of the newest runs to list."""
+    params = as_object(raw, "arena/status")
+    limit: int = field(params, "runsLimit", _RUNS_LIMIT, DEFAULT_RUNS)
+    return limit
+
+
+def parse_runs(raw: Any) -> tuple[str | None, int]:
+    """``arena/runs {before?, limit?}``."""
+    params = as_object(raw, "arena/runs")
+    before: str | None = field(params, "before", _RUNS_CURSOR)
+    limit: int = field(params, "limit", _RUNS_PAGE, DEFAULT_RUNS)
+    return before, limit
 
 
 def parse_logs(raw: Any) -> tuple[str | None, str | None, int]:
@@ -105,10 +134,17 @@ def parse_logs(raw: Any) -> tuple[str | None, str | None, int]:
     return run_id, cursor, min(limit, 10_000)
 
 
-def parse_metrics(raw: Any) -> str | None:
+def parse_metrics(raw: Any) -> tuple[str | None, int, MetricsCursor | None]:
+    """``arena/metrics {runId?, limit?, cursor?}``: a limit above ``MAX_LIMIT`` reads as it."""
     params = as_object(raw, "arena/metrics")
     run_id: str | None = field(params, "runId", _RUN_ID)
-    return run_id
+    limit: int = field(params, "limit", _METRICS_LIMIT, DEFAULT_METRICS_LIMIT)
+    text: str | None = field(params, "cursor", _METRICS_CURSOR)
+    try:
+        cursor = MetricsCursor.decode(text) if text is not None else None
+    except ValueError as error:
+        raise InvalidParams(f"field `cursor`: {error}") from None
+    return run_id, min(limit, MAX_METRICS_LIMIT), cursor
 
 
 def parse_show_blocked(raw: Any) -> str:

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -137,6 +138,14 @@ class ProbeService:
             digest.update(b"unreadable")
         return digest.hexdigest()
 
+    def signature(self) -> tuple[int, int] | None:
+        """Changes when a verdict is recorded (each is written by a rename into the folder)."""
+        try:
+            stat = os.stat(self.supervisor.folder.root / "probes")
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_ino)
+
     def _read(self, job: Job) -> dict[str, Any]:
         try:
             data = json.loads(self._path(job).read_text(encoding="utf-8"))
@@ -146,7 +155,10 @@ class ProbeService:
 
     def info(self, job: Job) -> dict[str, Any] | None:
         """``JobInfo.probe``: the verdict for the trainer as it is now, or None."""
-        result = self._read(job).get(self.trainer_hash(job))
+        results = self._read(job)
+        if not results:  # no probe ever ran: the trainer is not read (status asks for every job)
+            return None
+        result = results.get(self.trainer_hash(job))
         return result if isinstance(result, dict) else None
 
     def _record(self, job: Job, digest: str, result: dict[str, Any]) -> None:

@@ -77,6 +77,7 @@ def _protocol(server: ArenaServer) -> ArenaProtocol:
 def serve_stdio(server: ArenaServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     """Serve one client on stdin/stdout; the process's exit code."""
     protocol = _protocol(server)
+    _enlarge_stdout(stdout)
     protocol.set_writer(StdoutWriter(stdout))
     reader = FrameReader(PipeSource(stdin))
     try:
@@ -94,6 +95,16 @@ def serve_stdio(server: ArenaServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
         )
         return 1
     return protocol.exit_code if protocol.exit_code is not None else 0
+
+
+def _enlarge_stdout(stdout: BinaryIO) -> None:
+    """Linux: a 1 MiB pipe to the editor, so that writing an answer (a status of 500 jobs is some
+    200 KB) does not block the event loop until the editor has read the first 64 KiB of it."""
+    try:
+        fd = stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    platform.enlarge_pipe(fd)
 
 
 def serve_tcp(server: ArenaServer, host: str, port: int, token: str) -> int:

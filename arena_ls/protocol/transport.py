@@ -25,6 +25,7 @@ from pygls.progress import Progress
 from pygls.protocol import LanguageServerProtocol
 
 from arena_ls.protocol.framing import Broken, FrameReader, Message
+from arena_ls.protocol.preencoded import PreEncodedResults
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def _kind(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-class ArenaProtocol(LanguageServerProtocol):
+class ArenaProtocol(PreEncodedResults, LanguageServerProtocol):
     """pygls's protocol with the session's state checked before dispatch."""
 
     def __init__(self, server: Any, converter: Any) -> None:

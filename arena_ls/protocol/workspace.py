@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from arena_ls.cluster.config import declared_targets
 from arena_ls.cluster.health import ClusterHealthSampler
+from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
@@ -25,8 +26,10 @@ from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.insights import InsightService
-from arena_ls.protocol.jobs import job_infos
-from arena_ls.protocol.metrics import RunMetrics
+from arena_ls.protocol.jobs import JobInfos
+from arena_ls.protocol.metrics import MetricsCursor, metrics_answer
+from arena_ls.protocol.params import DEFAULT_RUNS
+from arena_ls.protocol.preencoded import PreEncoded
 from arena_ls.protocol.probe import ProbeService
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.settings import Settings
@@ -34,6 +37,7 @@ from arena_ls.settings import Settings
 log = logging.getLogger(__name__)
 
 STATUS_LOG_LINES = 50
+ENDED_INFOS_KEPT = 256
 
 
 class WorkspaceListener(Listener, Protocol):
@@ -76,7 +80,10 @@ class Workspace:
         self.cluster_health = ClusterHealthSampler()
         self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
-        self.metrics_cache = RunMetrics()
+        self.jobs = JobInfos(self.gates, self.probes, self.supervisor.job_checkpoint)
+        self._ended_infos: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self.tasks = tasks
+        self._warming: asyncio.Task[None] | None = None
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
     def settings(self) -> Settings:
@@ -135,8 +142,19 @@ class Workspace:
         return wire.run_info(view, extra)
 
     def run_info(self, view: RunView) -> dict[str, Any]:
-        """The ``RunInfo`` of a notification or the status: with its GPU use and its insights."""
-        return wire.run_info(view, {**self._gpu_extras(view), "insights": self.insights.wire(view)})
+        """The ``RunInfo`` of a notification or the status: with its GPU use and its insights.
+
+        An ended run's is kept (``ENDED_INFOS_KEPT`` of them) until its state file changes: a
+        status lists 50 of them several times a second, and they no longer change."""
+        if not view.is_final:
+            return wire.run_info(view, {**self._gpu_extras(view), "insights": self.insights.wire(view)})
+        key = (view.state_signature, view.damage, view.status, view.disk_full)
+        kept = self._ended_infos.pop(view.run_id, None)
+        info = kept[1] if kept is not None and kept[0] == key else wire.run_info(view, {"insights": []})
+        self._ended_infos[view.run_id] = (key, info)
+        while len(self._ended_infos) > ENDED_INFOS_KEPT:
+            del self._ended_infos[next(iter(self._ended_infos))]
+        return dict(info)
 
     def _gpu_extras(self, view: RunView) -> dict[str, Any]:
         """``gpuMemoryMb`` and ``gpuUtilization`` of a live run's process tree (absent without a GPU)."""
@@ -159,6 +177,10 @@ class Workspace:
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()
 
+    async def manifest_async(self) -> ManifestResult:
+        """The manifest, parsed (when its content is new) in a worker thread."""
+        return await self.supervisor.load_manifest_async()
+
     def health_wire(self, manifest: ManifestResult) -> dict[str, Any]:
         """This machine's health, and an entry per cluster ``manifest`` declares.
 
@@ -169,37 +191,99 @@ class Workspace:
         return {**self.health.wire(), "clusters": clusters}
 
     def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
-        """``JobInfo`` of every job of the manifest (as it is on disk unless given)."""
-        return job_infos(
-            manifest or self.manifest(), self.gates.errors, self.probes, self.supervisor.job_checkpoint
-        )
+        """``JobInfo`` of every job of the manifest (as it is on disk unless given).
 
-    async def status(self) -> dict[str, Any]:
+        For the synchronous readers (lenses, the lens refresh): when a trainer
+        changed, its lint runs in a worker thread and the list last built is
+        answered meanwhile; the lenses are refreshed once the lint is done."""
+        manifest = manifest or self.manifest()
+        if not self.jobs.ready(manifest):
+            last = self.jobs.last()
+            if last is not None:
+                self._warm_later(manifest)
+                return last
+        return self.jobs.get(manifest)
+
+    def _warm_later(self, manifest: ManifestResult) -> None:
+        if self._warming is None or self._warming.done():
+            self._warming = self.tasks.run_task(self._warm(manifest), "linting the changed trainers")
+
+    async def _warm(self, manifest: ManifestResult) -> None:
+        await asyncio.to_thread(self.jobs.warm, manifest)
+        self.listener.active_changed()
+
+    async def job_infos_async(self, manifest: ManifestResult) -> list[dict[str, Any]]:
+        """``job_infos``, with the lints it needs (trainers new or changed) in a worker thread."""
+        if not self.jobs.ready(manifest):
+            await asyncio.to_thread(self.jobs.warm, manifest)
+        return self.jobs.get(manifest)
+
+    async def status(self, runs_limit: int = DEFAULT_RUNS) -> dict[str, Any]:
+        """The contract's status; ``runs`` holds the newest ``runs_limit`` runs, oldest first as
+        before (contract 7.2 adds ``runsTotal``; ``arena/runs`` pages through the rest)."""
+        manifest = await self.manifest_async()
+        jobs = await self.job_infos_async(manifest)
         supervisor = self.supervisor
         supervisor.scan()
-        supervisor.poll_once()
+        supervisor.poll_recent()
         active = supervisor.active_view()
-        runs = sorted(supervisor.views.values(), key=lambda v: v.spec.created_at)
+        runs = await self._newest_views(runs_limit)
         shown = active or supervisor.latest_view()
-        manifest = self.manifest()
         return {
             "active": self.run_info(active) if active else None,
-            "runs": [self.run_info(v) for v in runs],
-            "jobs": self.job_infos(manifest),
+            "runs": [self.run_info(v) for v in reversed(runs)],
+            "runsTotal": supervisor.runs_total(),
+            "jobs": jobs,
             "health": self.health_wire(manifest),
             "logs": wire.tail(shown, STATUS_LOG_LINES) if shown else [],
             "deviceProfile": self.health.device_profile(),
         }
 
+    async def _newest_views(self, count: int, before: tuple[float, str] | None = None) -> list[RunView]:
+        """``Supervisor.newest_views``; in a worker thread when some of them must be read from disk."""
+        supervisor = self.supervisor
+        ids = supervisor.history.before(before, count)
+        if all(run_id in supervisor.views for run_id in ids):
+            return supervisor.newest_views(count, before)
+        return await asyncio.to_thread(supervisor.newest_views, count, before)
+
+    async def runs_page(self, before: str | None, limit: int) -> dict[str, Any]:
+        """``arena/runs {before?, limit?}``: ``{runs, next}``, newest first; ``next`` is the
+        ``before`` of the page after it (null after the oldest run)."""
+        supervisor = self.supervisor
+        supervisor.scan()
+        key = _runs_key(supervisor, before) if before is not None else None
+        views = await self._newest_views(limit + 1, key)
+        shown = views[:limit]
+        more = len(views) > limit
+        return {
+            "runs": [self.run_info(v) for v in shown],
+            "next": shown[-1].run_id if more and shown else None,
+        }
+
     async def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
         return wire.logs_page(await self.supervisor.logs_async(run_id, cursor, limit))
 
-    async def metrics(self, run_id: str | None) -> dict[str, Any]:
+    async def metrics(
+        self, run_id: str | None, limit: int, cursor: MetricsCursor | None = None
+    ) -> dict[str, Any] | PreEncoded:
+        """A page of ``arena/metrics`` (pass the answer's ``runId`` with its ``next``)."""
         view = (
             self.supervisor.view_for(run_id)
             if run_id
             else (self.supervisor.active_view() or self.supervisor.latest_view())
         )
         if view is None:
-            return {"runId": None, "points": [], "checkpoints": []}
-        return await self.metrics_cache.wire(view)
+            return {"runId": None, "points": [], "checkpoints": [], "evals": [], "next": None}
+        return await metrics_answer(view, cursor, limit)
+
+
+def _runs_key(supervisor: Supervisor, before: str) -> tuple[float, str]:
+    """Where ``before`` (a run id) sits in the history; -32602 for a run the workspace lacks."""
+    key = supervisor.run_key(before)
+    if key is None:
+        supervisor.scan()
+        key = supervisor.run_key(before)
+    if key is None:
+        raise InvalidParams(f"field `before`: no run {before[:100]!r} in this workspace")
+    return key

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BENCHMARKS = ("capture", "latency", "responsiveness", "memory", "idle", "stop", "startup", "lint")
+BENCHMARKS = ("capture", "latency", "responsiveness", "memory", "idle", "stop", "startup", "lint", "scale")
 SECTIONS = (
     "capture",
     "ingest",
@@ -34,6 +34,9 @@ SECTIONS = (
     "stop",
     "startup",
     "lint",
+    "scale",
+    "history",
+    "checkpoints",
 )
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,6 +30,7 @@ from pytest_lsp import client_capabilities
 from pytest_lsp.client import LanguageClient, register_lsp_features
 
 from arena_ls.lifecycle import launch
+from arena_ls.protocol import loopcheck
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "fake_trainer.py"
@@ -60,6 +62,8 @@ class ArenaClient(LanguageClient):
         self.log_lines: list[dict[str, Any]] = []
         self.log_batches: list[dict[str, Any]] = []
         self.lens_refreshes = 0
+        self.slow_callback_log: Path | None = None
+        """Where the server reports a callback that held its event loop (``check_slow_callbacks``)."""
 
         @self.feature("arena/statusChanged")
         def _status(client: ArenaClient, params: Any) -> None:
@@ -109,6 +113,7 @@ async def start_server(
     if configuration is not None:
         client.set_configuration(configuration)
     server_env = dict(os.environ)
+    server_env.update(slow_callback_check(client))
     server_env.update(env or {})
     await client.start_io(*(command or [sys.executable, "-m", "arena_ls"]), env=server_env)
     options = {"python": sys.executable, **(init_options or {})}
@@ -127,13 +132,43 @@ async def start_server(
     return client
 
 
+SLOW_CALLBACK_MS = 50
+"""The server's event loop never runs one callback for longer than this (CPU time): the check of
+``arena_ls/protocol/loopcheck.py``, on for every server these helpers start."""
+
+
+def slow_callback_check(client: ArenaClient) -> dict[str, str]:
+    """The server's environment for the slow-callback check, reporting into a file of the client's."""
+    handle, path = tempfile.mkstemp(prefix="arena-slow-callbacks-", suffix=".log")
+    os.close(handle)
+    client.slow_callback_log = Path(path)
+    return {loopcheck.LIMIT_VARIABLE: str(SLOW_CALLBACK_MS), loopcheck.REPORT_VARIABLE: path}
+
+
+def check_slow_callbacks(client: ArenaClient) -> None:
+    """Fail the test if the server held its event loop (what the check reported), once."""
+    path = client.slow_callback_log
+    if path is None:
+        return
+    client.slow_callback_log = None
+    try:
+        reported = path.read_text(encoding="utf-8").strip()
+        path.unlink()
+    except OSError:
+        return
+    if reported:
+        raise AssertionError(f"the server's event loop was held over {SLOW_CALLBACK_MS} ms:\n{reported}")
+
+
 async def stop_server(client: ArenaClient) -> None:
     if client.stopped:
+        check_slow_callbacks(client)
         return
     try:
         await asyncio.wait_for(client.shutdown_session(), WAIT)
     finally:
         await client.stop()
+    check_slow_callbacks(client)
 
 
 async def kill_server(client: ArenaClient) -> None:
@@ -142,6 +177,7 @@ async def kill_server(client: ArenaClient) -> None:
     process.kill()
     await process.wait()
     await client.stop()
+    check_slow_callbacks(client)
 
 
 async def wait_for(condition: Callable[[], Any], timeout: float = WAIT, what: str = "") -> Any:

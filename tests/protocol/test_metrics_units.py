@@ -1,5 +1,4 @@
-"""``arena/metrics``'s reader: off the event loop, its own parser, a bounded cache that forgets
-the run asked about least recently."""
+"""``arena/metrics``'s reader: off the event loop, paged (contract 7.2), every event once."""
 
 from __future__ import annotations
 
@@ -11,17 +10,25 @@ from typing import Any
 import pytest
 
 from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.states import RunStatus
 from arena_ls.protocol import metrics
-from arena_ls.protocol.metrics import KEEP_CACHES, RunMetrics
+from arena_ls.protocol.metrics import DEFAULT_LIMIT, MetricsCursor, metrics_page
 
 WAIT = 30.0
 
 
 def finished_run(root: Path, job_id: str, lines: list[str]) -> RunView:
-    """A run folder on disk whose log holds ``lines`` (what a trainer printed)."""
+    """An ended run's folder on disk whose log holds ``lines`` (what a trainer printed)."""
+    view = live_run(root, job_id, lines)
+    view.run_dir.write_state(RunState(run_id=view.run_id, job_id=job_id, status=RunStatus.SUCCEEDED))
+    return view
+
+
+def live_run(root: Path, job_id: str, lines: list[str]) -> RunView:
+    """A run folder on disk whose log holds ``lines``, its trainer still going (no final state)."""
 
     def build(run_id: str) -> RunSpec:
         return RunSpec(run_id=run_id, job_id=job_id, job_name=job_id, kind="train", argv=["x"], cwd=".")
@@ -47,47 +54,65 @@ async def test_the_log_is_read_on_a_worker_thread_while_the_loop_goes_on(
     view = finished_run(tmp_path, "lm", [progress(1), progress(2)])
     entered, release = threading.Event(), threading.Event()
     readers: list[threading.Thread] = []
-    real = metrics.run_metrics
+    real = metrics.read_page
 
-    def held(view: RunView, cache: Any) -> dict[str, Any]:
+    def held(*args: Any) -> dict[str, Any]:
         readers.append(threading.current_thread())
         entered.set()
         assert release.wait(WAIT)
-        return real(view, cache)
+        return real(*args)
 
-    monkeypatch.setattr(metrics, "run_metrics", held)
-    answer = asyncio.create_task(RunMetrics().wire(view))
+    monkeypatch.setattr(metrics, "read_page", held)
+    answer = asyncio.create_task(metrics_page(view, None, DEFAULT_LIMIT))
     assert await asyncio.to_thread(entered.wait, WAIT), "the read began"
     assert not answer.done(), "the read is held, and the loop still runs this test"
     release.set()
     result = await asyncio.wait_for(answer, WAIT)
     assert readers[0] is not threading.main_thread()
     assert [point["step"] for point in result["points"]] == [1, 2]
+    assert result["next"] is None, "an ended run read to its end has no next page"
 
 
-async def test_the_cache_reads_only_new_records_with_its_own_parser(tmp_path: Path) -> None:
-    view = finished_run(tmp_path, "lm", [progress(1), progress(2)])
-    reader = RunMetrics()
-    first = await reader.wire(view)
+def checkpoint(step: int) -> str:
+    return f'@arena {{"event": "checkpoint", "step": {step}, "path": "ckpt/{step}.pt"}}'
+
+
+async def walk(view: RunView, limit: int) -> list[dict[str, Any]]:
+    pages = []
+    cursor = None
+    while True:
+        page = await metrics_page(view, cursor, limit)
+        pages.append(page)
+        if page["next"] is None:
+            return pages
+        cursor = MetricsCursor.decode(page["next"])
+
+
+async def test_pages_hold_at_most_limit_of_each_and_walk_every_event_once(tmp_path: Path) -> None:
+    lines = []
+    for step in range(1, 1001):
+        lines.append(checkpoint(step))
+        if step % 10 == 0:
+            lines.append(progress(step))
+    view = finished_run(tmp_path, "lm", lines)
+    pages = await walk(view, 64)
+    steps = [c["step"] for page in pages for c in page["checkpoints"]]
+    points = [p["step"] for page in pages for p in page["points"]]
+    assert steps == list(range(1, 1001)), "every checkpoint once, in order"
+    assert points == list(range(10, 1001, 10))
+    assert all(len(page["checkpoints"]) <= 64 and len(page["points"]) <= 64 for page in pages)
+    assert len(pages) == 16, "1,000 checkpoints in pages of 64"
+
+
+async def test_a_live_run_always_has_a_next_page_that_carries_what_came_since(tmp_path: Path) -> None:
+    view = live_run(tmp_path, "lm", [progress(1), progress(2)])
+    first = await metrics_page(view, None, DEFAULT_LIMIT)
+    assert [p["step"] for p in first["points"]] == [1, 2] and first["next"] is not None
     writer = OutputWriter(view.run_dir.path)
     writer.append_line(STDOUT, progress(3))
     writer.close()
-    second = await reader.wire(view)
-    assert [p["step"] for p in first["points"]] == [1, 2]
-    assert [p["step"] for p in second["points"]] == [1, 2, 3], "each point once"
-    assert reader.cache(view).parser is not view.parser, "the live follower's parser is left alone"
-
-
-async def test_past_the_bound_only_the_run_asked_about_least_recently_is_forgotten(tmp_path: Path) -> None:
-    reader = RunMetrics()
-    views = [finished_run(tmp_path, f"job{i}", [progress(1)]) for i in range(KEEP_CACHES + 1)]
-    for view in views[:KEEP_CACHES]:
-        await reader.wire(view)
-    kept = {view.run_id: reader.cache(view) for view in views[1:KEEP_CACHES]}  # views[0] is now oldest
-    await reader.wire(views[KEEP_CACHES])
-    for view in views[1:KEEP_CACHES]:
-        assert reader.cache(view) is kept[view.run_id], "the others keep what they read"
-    assert reader.cache(views[0]).next_record == 0, "the oldest was forgotten and starts over"
+    second = await metrics_page(view, MetricsCursor.decode(first["next"]), DEFAULT_LIMIT)
+    assert [p["step"] for p in second["points"]] == [3], "each point once"
 
 
 async def test_a_step_announced_by_a_plain_line_and_by_arena_is_one_point(tmp_path: Path) -> None:
@@ -97,7 +122,7 @@ async def test_a_step_announced_by_a_plain_line_and_by_arena_is_one_point(tmp_pa
     lines = []
     for step in (10, 20, 30):
         lines += [f"step {step}/30 loss 9.0000 lr 1.00e-03", progress(step)]
-    result = await RunMetrics().wire(finished_run(tmp_path, "lm", lines))
+    result = await metrics_page(finished_run(tmp_path, "lm", lines), None, DEFAULT_LIMIT)
     assert [(p["step"], p["loss"]) for p in result["points"]] == [(10, 0.1), (20, 0.05), (30, 1.0 / 30)]
     assert result["relaunches"] == []
 
@@ -111,5 +136,11 @@ async def test_the_agents_relaunch_lines_are_the_runs_relaunches(tmp_path: Path)
     writer.append_line(ARENA, "restarting from scratch (no checkpoint yet) (attempt 2/3) in 10s")
     writer.append_line(STDOUT, "restarting from step 99 is only the trainer talking")
     writer.close()
-    result = await RunMetrics().wire(view)
+    result = await metrics_page(view, None, DEFAULT_LIMIT)
     assert [r["step"] for r in result["relaunches"]] == [20, 0]
+
+
+@pytest.mark.parametrize("text", ["", "m1", "m1.1.2", "m1.-1.0.0", "m1.1.1.2", "x" * 40, "m1.1.1.1 "])
+def test_a_cursor_not_made_by_arena_metrics_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a cursor"):
+        MetricsCursor.decode(text)

@@ -177,7 +177,7 @@ def test_params_messages_are_the_documented_ones() -> None:
 
 def test_settings_refuse_non_finite_numbers_and_name_the_key() -> None:
     settings, problems = parse_settings({"logs": {"notifyHz": math.nan}, "insights.gradWindow": 1})
-    assert settings.logs_notify_hz == 10.0 and settings.insights.grad_window == 10
+    assert settings.logs_notify_hz == 50.0 and settings.insights.grad_window == 10
     assert problems == [
         "arena.logs.notifyHz must be a positive number; using the default",
         "arena.insights.gradWindow must be an integer of at least 2; using the default",

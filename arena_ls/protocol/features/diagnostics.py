@@ -15,11 +15,12 @@ from pathlib import Path
 from lsprotocol import types
 
 from arena_ls.diagnostics import Diag, Related, Span
-from arena_ls.manifest import ManifestResult, load_manifest_text
+from arena_ls.manifest import ManifestResult
 from arena_ls.protocol.feature import LanguageFeature
 from arena_ls.protocol.livediag import CODE as LIVE_CODE
 from arena_ls.protocol.livediag import live_run_diagnostics
 from arena_ls.protocol.server import ArenaServer
+from arena_ls.protocol.workspace import Workspace
 from arena_ls.settings import Settings
 from arena_ls.uris import path_to_uri, uri_to_path
 
@@ -78,6 +79,11 @@ class DiagnosticsFeature(LanguageFeature):
         self.server = server
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.published: set[str] = set()
+        self.sequence = 0
+        """Counts the passes begun; ``sent_sequence`` keeps, per document, the pass it last sent."""
+        self.sent_sequence: dict[str, int] = {}
+        self.session = 0
+        """Counts the clients that left: a pass of an earlier session sends nothing."""
         server.configuration.subscribe(self.settings_changed)
 
     # -- what makes it publish ------------------------------------------------------------
@@ -89,6 +95,8 @@ class DiagnosticsFeature(LanguageFeature):
         self.schedule(params.text_document.uri)
 
     def document_save(self, params: types.DidSaveTextDocumentParams) -> None:
+        if self.server.has_workspace:  # a script may exist now (AR107): the manifest is checked again
+            self.server.ws.supervisor.manifests.invalidate()
         self.schedule(params.text_document.uri, 0.0)
 
     def document_close(self, params: types.DidCloseTextDocumentParams) -> None:
@@ -113,6 +121,8 @@ class DiagnosticsFeature(LanguageFeature):
             timer.cancel()
         self.timers.clear()
         self.published.clear()
+        self.sent_sequence.clear()
+        self.session += 1
 
     # -- which files --------------------------------------------------------------------
 
@@ -125,6 +135,83 @@ class DiagnosticsFeature(LanguageFeature):
         document = self.server.workspace.text_documents.get(uri)
         return document.source if document is not None else None
 
+    # -- publishing ---------------------------------------------------------------------
+
+    def schedule(self, uri: str, delay: float = DEBOUNCE_SECONDS) -> None:
+        timer = self.timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        loop = asyncio.get_running_loop()
+        self.timers[uri] = loop.call_later(delay, self._publish_soon, uri)
+
+    def _publish_soon(self, uri: str) -> None:
+        """A timer's publish: the pass runs in a worker thread (see ``publish_uri``)."""
+        self.timers.pop(uri, None)
+        self.server.run_task(self._publish_isolated(uri), f"publishing the diagnostics of {uri}")
+
+    async def _publish_isolated(self, uri: str) -> None:
+        """A failure is logged with its traceback, and the next change retries."""
+        try:
+            await self.publish_uri(uri)
+        except Exception:
+            log.exception("publishing the diagnostics of %s failed", uri)
+
+    async def publish_uri(self, uri: str) -> None:
+        """Lint and publish what a change of ``uri`` touches.
+
+        The pass (parsing the manifest, linting trainers: seconds for a big
+        manifest) runs in a worker thread on a snapshot of the open buffers,
+        so no request waits for it; what it found is sent from the event
+        loop. A pass that ends after a later one began sends nothing the
+        later one has already sent.
+        """
+        path = uri_to_path(uri)
+        if path is None:
+            return
+        ws = self.server.ws
+        self.sequence += 1
+        sequence, session = self.sequence, self.session
+        snapshot = _Snapshot(
+            ws,
+            self.manifest_path(),
+            ws.supervisor.folder.root,
+            {u: d.source for u, d in self.server.workspace.text_documents.items()},
+        )
+        found = await asyncio.to_thread(snapshot.diagnostics, path.resolve())
+        if session != self.session:
+            return  # the client left meanwhile
+        for target, diags, trainer in found:
+            if self.sent_sequence.get(target, 0) > sequence:
+                continue
+            self.sent_sequence[target] = sequence
+            if trainer is not None:
+                diags = [*live_run_diagnostics(ws.insights, trainer), *diags]
+            self.send(target, diags)
+        self.server.active_changed()
+
+    def send(self, uri: str, diags: list[Diag]) -> None:
+        self.published.add(uri)
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=[to_lsp(d) for d in diags])
+        )
+
+
+Found = list[tuple[str, list[Diag], Path | None]]
+"""(document uri, its diagnostics, the trainer's path when the document is a trainer)."""
+
+
+class _Snapshot:
+    """One diagnostics pass, on the buffers as they were when it began (a worker thread's job)."""
+
+    def __init__(self, ws: Workspace, manifest_path: Path, state_dir: Path, buffers: dict[str, str]) -> None:
+        self.ws = ws
+        self.manifest_path = manifest_path
+        self.state_dir = state_dir
+        self.buffers = buffers
+
+    def buffer_text(self, path: Path) -> str | None:
+        return self.buffers.get(path_to_uri(path))
+
     def text(self, path: Path) -> str | None:
         buffered = self.buffer_text(path)
         if buffered is not None:
@@ -135,80 +222,55 @@ class DiagnosticsFeature(LanguageFeature):
             return None
 
     def manifest(self) -> ManifestResult | None:
-        path = self.manifest_path()
-        text = self.text(path)
-        if text is None:
+        """The manifest as its buffer (or the file) holds it, parsed once per content."""
+        path = self.manifest_path
+        ws = self.ws
+        buffered = self.buffer_text(path)
+        if buffered is not None:
+            return ws.supervisor.manifests.get_text(buffered, path, ws.root, self.state_dir)
+        if not path.exists():
             return None
-        ws = self.server.ws
-        return load_manifest_text(text, path, ws.root, state_dir=ws.supervisor.folder.root)
+        return ws.supervisor.manifests.get(path, ws.root, self.state_dir, revalidate=True)
 
     def job_scripts(self, manifest: ManifestResult | None) -> set[Path]:
         if manifest is None:
             return set()
-        scripts = {job.resolved_script(self.server.ws.root) for job in manifest.jobs.values()}
+        scripts = {job.resolved_script(self.ws.root) for job in manifest.jobs.values()}
         return {s for s in scripts if s is not None}
 
     def is_trainer(self, path: Path, manifest: ManifestResult | None) -> bool:
         return path.suffix == ".py" and (path.name == "train.py" or path in self.job_scripts(manifest))
 
-    # -- publishing ---------------------------------------------------------------------
-
-    def schedule(self, uri: str, delay: float = DEBOUNCE_SECONDS) -> None:
-        timer = self.timers.pop(uri, None)
-        if timer is not None:
-            timer.cancel()
-        loop = asyncio.get_running_loop()
-        self.timers[uri] = loop.call_later(delay, self._publish_isolated, uri)
-
-    def _publish_isolated(self, uri: str) -> None:
-        """A timer's publish: a failure is logged with its traceback, and the next change retries."""
-        try:
-            self.publish_uri(uri)
-        except Exception:
-            log.exception("publishing the diagnostics of %s failed", uri)
-
-    def publish_uri(self, uri: str) -> None:
-        self.timers.pop(uri, None)
-        path = uri_to_path(uri)
-        if path is None:
-            return
-        path = path.resolve()
+    def diagnostics(self, path: Path) -> Found:
         manifest = self.manifest()
-        if path == self.manifest_path():
-            self.publish_manifest(manifest)
-        elif self.is_trainer(path, manifest):
-            self.publish_trainer(path)
-            self.publish_manifest(manifest)
-        self.server.active_changed()
+        if path == self.manifest_path:
+            return self.of_manifest(manifest)
+        if self.is_trainer(path, manifest):
+            return [self.of_trainer(path), *self.of_manifest(manifest)]
+        return []
 
-    def publish_trainer(self, path: Path) -> list[Diag]:
-        text = self.text(path)
-        ws = self.server.ws
-        diags = ws.gates.lint_file(str(path), text) if text is not None else []
-        diags = [*live_run_diagnostics(ws.insights, path), *diags]
-        self.send(path_to_uri(path), diags)
-        return diags
+    def lint(self, path: Path) -> list[Diag]:
+        """A trainer's gates: its open buffer's, else the file's (both cached by content)."""
+        text = self.buffer_text(path)
+        if text is None and not path.is_file():
+            return []
+        return self.ws.gates.lint_file(str(path), text)
 
-    def publish_manifest(self, manifest: ManifestResult | None) -> None:
+    def of_trainer(self, path: Path) -> tuple[str, list[Diag], Path | None]:
+        return (path_to_uri(path), self.lint(path), path)
+
+    def of_manifest(self, manifest: ManifestResult | None) -> Found:
         if manifest is None:
-            return
+            return []
         diags = list(manifest.diagnostics)
         for job in manifest.jobs.values():
-            script = job.resolved_script(self.server.ws.root)
+            script = job.resolved_script(self.ws.root)
             if job.kind != "train" or script is None:
                 continue
-            text = self.text(script)
-            found = self.server.ws.gates.lint_file(str(script), text) if text else []
-            errors = [d for d in found if d.is_error]
+            errors = [d for d in self.lint(script) if d.is_error]
             if errors:
                 diags.append(_ar108(job.id, job.span, str(manifest.path), str(script), errors))
-        self.send(path_to_uri(manifest.path), diags)
-
-    def send(self, uri: str, diags: list[Diag]) -> None:
-        self.published.add(uri)
-        self.server.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=[to_lsp(d) for d in diags])
-        )
+        return [(path_to_uri(manifest.path), diags, None)]
 
 
 def _ar108(job_id: str, span: Span, manifest: str, script: str, errors: list[Diag]) -> Diag:

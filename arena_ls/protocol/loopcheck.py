@@ -1,0 +1,91 @@
+"""A debug check that the event loop is never held: each callback's CPU time, against a limit.
+
+Off unless ``ARENA_SLOW_CALLBACK_MS`` is set (the test helpers set it to 50
+for every server they start). Then every callback the loop runs (a handler,
+a timer, a task's step) is timed, and one that took longer than the limit
+is logged as an error, with what it was, and appended to the file named by
+``ARENA_SLOW_CALLBACK_LOG``, which the test helpers read when they stop the
+server: a test whose server held its loop fails.
+
+It is asyncio's ``slow_callback_duration`` check of debug mode, measured in
+the loop thread's CPU time (``time.thread_time``) instead of wall time, so
+that a callback preempted on a loaded machine, or one waiting for the GIL
+while a worker thread parses a manifest, is not mistaken for one that holds
+the loop; and without the rest of debug mode, which would slow every
+callback.
+"""
+
+from __future__ import annotations
+
+import asyncio.events
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LIMIT_VARIABLE = "ARENA_SLOW_CALLBACK_MS"
+REPORT_VARIABLE = "ARENA_SLOW_CALLBACK_LOG"
+
+_installed = False
+_armed = False
+
+
+def arm() -> None:
+    """Start counting (the server calls it once its session is initialised).
+
+    Start-up is not counted: until then no run streams and no request but
+    ``initialize`` waits, and its first uses (the imports of the workspace's
+    modules, cattrs generating the structuring code of the client's
+    capabilities) are one-time costs of the process."""
+    global _armed
+    _armed = True
+
+
+def install_from_environment() -> None:
+    """Install the check when ``ARENA_SLOW_CALLBACK_MS`` asks for it (once per process)."""
+    raw = os.environ.get(LIMIT_VARIABLE)
+    if not raw:
+        return
+    try:
+        limit_ms = float(raw)
+    except ValueError:
+        log.warning("%s=%r is not a number of milliseconds: no slow-callback check", LIMIT_VARIABLE, raw)
+        return
+    install(limit_ms / 1000.0, os.environ.get(REPORT_VARIABLE) or None)
+
+
+def install(limit: float, report_path: str | None = None) -> None:
+    """Time every callback of every event loop in this process against ``limit`` seconds of CPU."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    run = asyncio.events.Handle._run
+    lock = threading.Lock()
+
+    def timed_run(handle: asyncio.events.Handle) -> None:
+        started = time.thread_time()
+        wall = time.monotonic()
+        try:
+            run(handle)
+        finally:
+            cpu = time.thread_time() - started
+            if cpu > limit and _armed:
+                _report(handle, cpu, time.monotonic() - wall, report_path, lock)
+
+    asyncio.events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
+    log.info("slow-callback check on: a callback over %.0f ms of CPU is an error", limit * 1000)
+
+
+def _report(handle: Any, cpu: float, wall: float, path: str | None, lock: threading.Lock) -> None:
+    owner = getattr(getattr(handle, "_callback", None), "__self__", None)  # a task: its coroutine
+    what = f"{handle!r} of {owner!r}" if isinstance(owner, asyncio.Task) else repr(handle)
+    text = f"a callback held the event loop for {cpu * 1000:.0f} ms of CPU ({wall * 1000:.0f} ms): {what}"
+    log.error("%s", text[:2000])
+    if path is None:
+        return
+    with lock, open(path, "a", encoding="utf-8") as report:
+        report.write(text[:2000].replace("\n", " ") + "\n")

@@ -1,0 +1,59 @@
+"""The slow-callback check (``arena_ls/protocol/loopcheck.py``) that every LSP test's server runs:
+a callback over the limit is reported, one under it is not, and nothing is counted before arming.
+
+Each case runs in a fresh interpreter: the check patches asyncio for its whole process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena_ls.protocol import loopcheck
+
+PROGRAM = """
+import asyncio, sys, time
+from arena_ls.protocol import loopcheck
+loopcheck.install_from_environment()
+if sys.argv[2] == "armed":
+    loopcheck.arm()
+
+def busy():
+    end = time.thread_time() + float(sys.argv[1])
+    while time.thread_time() < end:
+        pass
+
+async def main():
+    asyncio.get_running_loop().call_soon(busy)
+    await asyncio.sleep(0.05)
+    await asyncio.to_thread(busy)  # a worker thread's CPU is not the loop's
+
+asyncio.run(main())
+"""
+
+
+def run_check(tmp_path: Path, seconds: float, armed: bool) -> str:
+    report = tmp_path / "slow.log"
+    env = {loopcheck.LIMIT_VARIABLE: "50", loopcheck.REPORT_VARIABLE: str(report), "PATH": ""}
+    subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(seconds), "armed" if armed else "not"],
+        env=env,
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    return report.read_text() if report.exists() else ""
+
+
+def test_a_callback_over_the_limit_is_reported_naming_it(tmp_path: Path) -> None:
+    reported = run_check(tmp_path, 0.2, armed=True)
+    assert reported.count("\n") == 1, reported
+    assert "held the event loop" in reported and "busy" in reported
+
+
+@pytest.mark.parametrize(("seconds", "armed"), [(0.01, True), (0.2, False)])
+def test_a_short_callback_or_one_before_arming_is_not(tmp_path: Path, seconds: float, armed: bool) -> None:
+    assert run_check(tmp_path, seconds, armed) == ""
