@@ -80,7 +80,7 @@ class JobInfos:
         self.gates = gates
         self.probes = probes
         self.checkpoints = checkpoints
-        """The job's last checkpoint across its runs (``Supervisor.job_checkpoint``: one stat if unchanged)."""
+        """The job's last checkpoint across its runs (``Supervisor.job_checkpoint``)."""
         self._built: tuple[ManifestResult, tuple[object, ...], list[dict[str, Any]]] | None = None
 
     def ready(self, manifest: ManifestResult) -> bool:
