@@ -340,6 +340,12 @@ class Supervisor:
             raise ArenaError(
                 INVALID_MANIFEST, f"job {job_id!r} has errors in the manifest", diagnostics=diags
             )
+        if job is None and any(stage.id == job_id for stage in manifest.stages):
+            raise ArenaError(
+                NOT_ALLOWLISTED,
+                f"{job_id!r} is a stage of the manifest, with no command: turn it into a job (AR115)",
+                known=list(manifest.all_ids),
+            )
         if job is None:
             raise ArenaError(
                 NOT_ALLOWLISTED,

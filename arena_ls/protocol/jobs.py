@@ -46,4 +46,21 @@ def job_infos(
                 "probe": probes.info(job),
             }
         )
+    infos.extend(stage_infos(manifest))
     return infos
+
+
+def stage_infos(manifest: ManifestResult) -> list[dict[str, Any]]:
+    """The manifest's ``stages`` (contract 7.3) as JobInfo: status ``stage``, never runnable."""
+    return [
+        {
+            "id": stage.id,
+            "name": stage.name,
+            "kind": None,
+            "status": "stage",
+            "runnable": False,
+            "blockedBy": [stage.diagnostic.to_wire()],
+            "probe": None,
+        }
+        for stage in manifest.stages
+    ]
