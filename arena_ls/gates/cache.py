@@ -8,19 +8,20 @@ No LSP here: the server's workspace holds one ``TrainerGates`` and hands its
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from arena_ls.diagnostics import Diag, Span
+from arena_ls.diagnostics import Diag, Severity, Span
 from arena_ls.gates import lint_trainer
 from arena_ls.gates.model import Finding
+from arena_ls.gates.severity import with_severities
 from arena_ls.manifest import Job, ManifestResult
 
 CACHE_LIMIT = 64
 """Cached results kept before the cache starts over (a workspace has a handful of trainers)."""
 
-CacheKey = tuple[str, int, int, bool | None, tuple[str, ...]]
+CacheKey = tuple[str, int, int, bool | None, tuple[str, ...], tuple[tuple[str, str], ...]]
 
 
 class TrainerGates:
@@ -31,12 +32,15 @@ class TrainerGates:
         root: Path,
         manifest: Callable[[], ManifestResult],
         fp32_only: Callable[[], bool | None],
+        severities: Callable[[], Mapping[str, Severity]] | None = None,
     ) -> None:
         self.root = root
         self.manifest = manifest
         """The workspace's manifest as it is now (for each job's ``checkpoint.pattern``: AR014)."""
         self.fp32_only = fp32_only
         """The device profile as it is now (AR011)."""
+        self.severities = severities or dict
+        """The tunable gates' severities as they are now (``gates.severity``, AR010 on Windows)."""
         self._cache: dict[CacheKey, list[Diag]] = {}
 
     def errors(self, job: Job) -> list[Diag]:
@@ -55,7 +59,8 @@ class TrainerGates:
         except OSError:
             return []
         patterns = self.checkpoint_patterns(str(script))
-        key = (str(script), stat.st_size, stat.st_mtime_ns, self.fp32_only(), patterns)
+        chosen = tuple(sorted(self.severities().items()))
+        key = (str(script), stat.st_size, stat.st_mtime_ns, self.fp32_only(), patterns, chosen)
         cached = self._cache.get(key)
         if cached is None:
             cached = [d for d in self.lint_file(str(script)) if d.is_error]
@@ -77,17 +82,20 @@ class TrainerGates:
         findings = lint_trainer(
             source, fp32_only=self.fp32_only(), checkpoint_patterns=self.checkpoint_patterns(path)
         )
-        return [
-            Diag(
-                code=f.code,
-                message=f.message,
-                severity=f.severity,
-                span=Span(f.line, f.col, f.end_line, f.end_col),
-                path=path,
-                data=_fix_data(f),
-            )
-            for f in findings
-        ]
+        return with_severities(
+            (
+                Diag(
+                    code=f.code,
+                    message=f.message,
+                    severity=f.severity,
+                    span=Span(f.line, f.col, f.end_line, f.end_col),
+                    path=path,
+                    data=_fix_data(f),
+                )
+                for f in findings
+            ),
+            self.severities(),
+        )
 
     def checkpoint_patterns(self, path: str) -> tuple[str, ...]:
         """The ``checkpoint.pattern`` of every job whose script is ``path`` (for AR014)."""

@@ -132,6 +132,9 @@ class RunSpec:
     """Where the run executes: the name of its back end (``arena_ls.lifecycle.backends``)."""
     cluster: ClusterSpec | None = None
     """None: this machine; else the cluster the run is submitted to (``backend`` ``ray``)."""
+    allowed_roots: list[str] = attrs.field(factory=list)
+    """``allowedRoots``: the workspace, then the manifest's ``roots`` (absolute, resolved) at the
+    start: the folders the run's script, cwd and path arguments may lie in (contract 7.3)."""
 
 
 @attrs.define

@@ -485,6 +485,7 @@ class Supervisor:
         backend = self.backends.for_job(job)
         specs: list[RunSpec] = []
         cluster = self._cluster_spec(job)
+        allowed_roots = [str(self.root.resolve()), *(str(folder) for folder in self.load_manifest().roots)]
 
         def build(run_id: str) -> RunSpec:
             spec = RunSpec(
@@ -506,6 +507,7 @@ class Supervisor:
                 resumed_from_step=resume_step,
                 backend=backend.name,
                 cluster=cluster,
+                allowed_roots=allowed_roots,
             )
             specs.append(spec)
             return spec
