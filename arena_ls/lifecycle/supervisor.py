@@ -44,6 +44,7 @@ from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.follower import Listener, RunFollower
+from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.rundir import (
     ClusterSpec,
     CorruptState,
@@ -508,6 +509,7 @@ class Supervisor:
                 backend=backend.name,
                 cluster=cluster,
                 allowed_roots=allowed_roots,
+                power=power_spec(settings) if job.run_on is None else None,
             )
             specs.append(spec)
             return spec

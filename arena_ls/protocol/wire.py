@@ -61,6 +61,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "gpuUtilization": None,
         "cluster": _cluster_wire(view.spec, state),
         "insights": [],
+        "waitingFor": state.waiting_for if view.status is RunStatus.RESTARTING else None,
     }
     if extra:
         info.update(extra)

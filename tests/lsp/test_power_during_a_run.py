@@ -1,0 +1,135 @@
+"""The seed's hard rules during a run (contract 7.3), through a real arena-ls, real agents and trainers
+and the fake machine of ``tests/helpers/fake_hardware.py`` (which reaches the agents): a battery
+unplugged mid-run and plugged back, and a relaunch held by a failing pre-flight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.fake_hardware import write_fake_hardware
+from tests.helpers.lsp import all_logs, make_workspace, stop_server, wait_for, wait_status
+from tests.lsp.test_health_and_preflight import fake_client, trainer_job
+
+PLUGGED = {"battery": {"percent": 80, "pluggedIn": True}}
+UNPLUGGED = {"battery": {"percent": 79, "pluggedIn": False}}
+
+
+def arena_lines(lines: list[dict[str, Any]]) -> list[str]:
+    return [line["text"] for line in lines if line["stream"] == "arena"]
+
+
+async def test_a_run_on_battery_is_stopped_after_the_grace_and_resumed_when_power_returns(
+    tmp_path: Path,
+) -> None:
+    root = make_workspace(tmp_path / "ws", [trainer_job(restart={"backoffSeconds": 0})])
+    client, hardware = await fake_client(root, PLUGGED, init_options={"power": {"graceSeconds": 1}})
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        run_id = run["runId"]
+        await wait_for(
+            lambda: (
+                any(s.get("lastCheckpoint") for s in client.statuses if s["runId"] == run_id)
+                or any("checkpoint" in line["text"] for line in client.log_lines)
+            ),
+            what="a first checkpoint",
+        )
+        write_fake_hardware(hardware, UNPLUGGED)
+        held = await wait_status(client, run_id, "restarting")
+        assert held["stoppedBy"] == "battery"
+        assert [check["name"] for check in held["waitingFor"] or []] == ["power"]
+        assert "stopping" in client.status_of(run_id)
+        await wait_for(
+            lambda: any("on battery" in m.message and "Job lm" in m.message for m in client.messages),
+            what="the battery warning in the editor",
+        )
+        lines = arena_lines(await all_logs(client, run_id))
+        assert any(line.startswith("warning: the machine is on battery") for line in lines), lines
+        assert any("stopping the run cooperatively" in line for line in lines), lines
+        stopped_at = held["lastCheckpoint"]["step"]
+        write_fake_hardware(hardware, PLUGGED)
+        resumed = await wait_status(client, run_id, "running")
+        assert resumed["restarts"] == held["restarts"] == 0  # a battery stop spends no relaunch
+        assert resumed["stoppedBy"] is None and resumed["waitingFor"] is None
+        assert resumed["argv"][-3:] == ["--resume", "--start-step", str(stopped_at)]
+        lines = arena_lines(await all_logs(client, run_id))
+        said = f"power is back: starting lm again, resuming from step {stopped_at} (power.resumeOnAc)"
+        assert said in lines, lines
+        # Once: unplugged again, the run ends stopped.
+        write_fake_hardware(hardware, UNPLUGGED)
+        final = await wait_status(client, run_id, "stopped")
+        assert final["stoppedBy"] == "battery"
+    finally:
+        write_fake_hardware(hardware, PLUGGED)
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+        await stop_server(client)
+
+
+async def test_without_resume_on_ac_a_battery_stop_ends_the_run(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [trainer_job()])
+    options = {"power": {"graceSeconds": 0, "resumeOnAc": False}}
+    client, hardware = await fake_client(root, PLUGGED, init_options=options)
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        await wait_status(client, run["runId"], "running")
+        write_fake_hardware(hardware, UNPLUGGED)
+        final = await wait_status(client, run["runId"], "stopped")
+        assert final["stoppedBy"] == "battery" and final["exitCode"] == 0
+        lines = arena_lines(await all_logs(client, run["runId"]))
+        assert any("it stays stopped" in line for line in lines), lines
+    finally:
+        await stop_server(client)
+
+
+async def test_warn_and_ignore_never_stop_the_run(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [trainer_job()])
+    for rule in ("warn", "ignore"):
+        options = {"power": {"onBattery": rule, "graceSeconds": 0}}
+        client, hardware = await fake_client(root, PLUGGED, init_options=options)
+        try:
+            run = await client.call("arena/start", {"id": "lm"})
+            await wait_status(client, run["runId"], "running")
+            write_fake_hardware(hardware, UNPLUGGED)
+            # A later event on the same ordered log: the run's own progress after the unplug.
+            await wait_for(lambda c=client: bool(c.log_lines), what="log lines")
+            seen = len(client.log_lines)
+            await wait_for(lambda s=seen, c=client: len(c.log_lines) > s + 60, what="the run going on")
+            status = await client.call("arena/status", {})
+            assert status["active"]["status"] == "running", (rule, status["active"])
+            lines = arena_lines(await all_logs(client, run["runId"]))
+            assert any("on battery" in line for line in lines) is (rule == "warn"), (rule, lines)
+            await client.call("arena/stop", {"confirm": True})
+        finally:
+            write_fake_hardware(hardware, PLUGGED)
+            await stop_server(client)
+
+
+async def test_a_relaunch_waits_for_the_pre_flight_and_spends_no_relaunch_meanwhile(tmp_path: Path) -> None:
+    job = trainer_job(restart={"backoffSeconds": 0, "maxRestarts": 3})
+    job["args"] += ["--crash-at", "12"]
+    root = make_workspace(tmp_path / "ws", [job])
+    client, hardware = await fake_client(root, PLUGGED)
+    low_ram = {**PLUGGED, "ram": {"totalMb": 16384, "availableMb": 1000}}
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        run_id = run["runId"]
+        write_fake_hardware(hardware, low_ram)  # the machine changes after the start's pre-flight
+        held = await wait_for(
+            lambda: next((s for s in client.statuses if s["runId"] == run_id and s.get("waitingFor")), None),
+            what="the relaunch held by the pre-flight",
+        )
+        assert held["status"] == "restarting" and held["restarts"] == 1
+        [check] = held["waitingFor"]
+        assert check["name"] == "ram" and check["ok"] is False and "1000 MB" in check["message"]
+        lines = arena_lines(await all_logs(client, run_id))
+        assert any(line.startswith("relaunch held by pre-flight: ram:") for line in lines), lines
+        assert sum(line.startswith("starting lm") for line in lines) == 1  # nothing relaunched
+        write_fake_hardware(hardware, PLUGGED)
+        relaunched = await wait_status(client, run_id, "running")
+        assert relaunched["restarts"] == 1 and relaunched["waitingFor"] is None
+        lines = arena_lines(await all_logs(client, run_id))
+        assert "pre-flight passes again: relaunching" in lines
+        assert sum(line.startswith("starting lm") for line in lines) == 2
+    finally:
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+        await stop_server(client)
