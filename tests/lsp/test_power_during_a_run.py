@@ -133,3 +133,31 @@ async def test_a_relaunch_waits_for_the_pre_flight_and_spends_no_relaunch_meanwh
     finally:
         await client.call("arena/stop", {"kill": True, "confirm": True})
         await stop_server(client)
+
+
+async def test_ram_below_the_floor_during_a_run_is_the_low_ram_insight(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws", [trainer_job()])
+    client, hardware = await fake_client(root, PLUGGED)
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        await wait_status(client, run["runId"], "running")
+        write_fake_hardware(hardware, {**PLUGGED, "ram": {"totalMb": 16384, "availableMb": 3900}})
+
+        def low_ram() -> dict[str, Any] | None:
+            for status in reversed(client.statuses):
+                for insight in status.get("insights") or []:
+                    if insight["kind"] == "low-ram":
+                        return dict(insight)
+            return None
+
+        insight = await wait_for(low_ram, what="the low-ram insight")
+        assert insight["severity"] == "warning" and "3900 MB" in insight["message"]
+        write_fake_hardware(hardware, PLUGGED)
+        await wait_for(
+            lambda: not any(i["kind"] == "low-ram" for i in client.statuses[-1].get("insights") or []),
+            what="low-ram to clear",
+        )
+        assert (await client.call("arena/status", {}))["active"]["status"] == "running"
+    finally:
+        await client.call("arena/stop", {"kill": True, "confirm": True})
+        await stop_server(client)
