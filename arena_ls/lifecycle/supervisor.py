@@ -43,6 +43,7 @@ from arena_ls.lifecycle.backends.base import Backends, FollowerProcess
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
+from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.rundir import (
@@ -650,6 +651,8 @@ class Supervisor:
                 f"{runtime:.0f}s of training; pass confirm: true to stop anyway",
                 runtimeSeconds=runtime,
             )
+        if view.spec.kind == "train" and not request.confirm:
+            self._refuse_if_checkpoint_old(view)
         by = f"arena-ls pid {os.getpid()}"
         view.backend.request_stop(view.run_dir, kill=request.kill, grace_seconds=request.grace_seconds, by=by)
         self.wake()
@@ -659,6 +662,29 @@ class Supervisor:
         await self.wait_final(view, grace + STOP_ANSWER_MARGIN)
         view.read_new_lines(notify=False)
         return view
+
+    def _refuse_if_checkpoint_old(self, view: RunView) -> None:
+        """1007 for a running trainer whose last checkpoint is too old (``checkpoint_age``)."""
+        if view.status is not RunStatus.RUNNING:
+            return
+        self.follower.follow(view, check_liveness=False)  # the lines up to now, as the poll reads them
+        checkpoints = list(view.recent_checkpoints)
+        recorded = view.state.last_checkpoint if view.state is not None else None
+        if recorded is not None and (not checkpoints or checkpoints[-1][0] != recorded.step):
+            checkpoints = [(recorded.step, recorded.at)]  # announced before this view read the log
+        step = (
+            view.progress.step
+            if view.progress.step is not None
+            else (view.state.step if view.state else None)
+        )
+        path = (
+            recorded.path
+            if recorded is not None
+            else (view.seen_checkpoint.path if view.seen_checkpoint else None)
+        )
+        data = stale_checkpoint_refusal(time.time(), checkpoints, path, step)
+        if data is not None:
+            raise ArenaError(NO_CHECKPOINT, f"run {view.run_id}: {describe(data)}", **data)
 
     def _announced_checkpoint(self, view: RunView) -> bool:
         """Has the run's trainer announced a checkpoint? Recorded in the state, or in its log.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +185,45 @@ async def test_gates_severity_makes_ar010_block_the_job(tmp_path: Path) -> None:
             assert info["runnable"] is runnable, (severity, info)
         finally:
             await stop_server(client)
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+async def test_a_stop_or_kill_of_a_run_whose_checkpoint_is_old_asks_first(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    shutil.copy(SEED_TRAINER, root / "seed_trainer.py")
+    job = seed_job("seed_trainer.py", root / "release", status="ready")
+    job["args"] += ["--checkpoints", "2"]
+    write_manifest(root, {"jobs": [job]})
+    client = await start_server(root)
+    try:
+        run = await client.call("arena/start", {"id": "pretrain"})
+
+        def old_enough() -> bool:
+            """The trainer's own lines show the last checkpoint older than twice its cadence."""
+            lines = [line for line in client.log_lines if line["text"].startswith("@arena")]
+            marks = [_epoch(line["at"]) for line in lines if '"checkpoint"' in line["text"]]
+            if len(marks) < 2:
+                return False
+            limit = 2 * (marks[1] - marks[0]) + 0.3
+            return any(
+                _epoch(line["at"]) - marks[1] > limit for line in lines if '"progress"' in line["text"]
+            )
+
+        await wait_for(old_enough, what="progress well past the last checkpoint")
+        for params in ({"id": "pretrain"}, {"id": "pretrain", "kill": True}):
+            refused = await client.call_error("arena/stop", params)
+            assert refused.code == 1007, (params, refused)
+            data = refused.data
+            assert data["reason"] == "no-checkpoint"
+            assert data["lastCheckpoint"]["step"] == 20 and data["lastCheckpoint"]["path"] == "ckpt-20.pt"
+            assert data["lost"]["steps"] > 0 and data["lost"]["seconds"] > 0
+            assert "confirm: true" in refused.message
+        assert (await client.call("arena/status", {}))["active"]["status"] == "running"  # nothing was stopped
+        stopped = await client.call("arena/stop", {"id": "pretrain", "confirm": True})
+        assert stopped["status"] == "stopped" and stopped["runId"] == run["runId"]
+    finally:
+        await stop_server(client)
