@@ -82,9 +82,11 @@ def as_train_job(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_text(job: dict[str, Any], indent: str) -> str:
-    """``job`` as JSON at ``indent`` (the column its object starts at), fields one a line."""
-    text = json.dumps(job, indent=2, ensure_ascii=False)
-    return text.replace("\n", "\n" + indent)
+    """``job`` as JSON at ``indent`` (the column its object starts at), one field a line."""
+    fields = [
+        f"{indent}  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}" for key, value in job.items()
+    ]
+    return "{\n" + ",\n".join(fields) + "\n" + indent + "}"
 
 
 def stage_entries(raw: Any) -> list[tuple[str, str, str]]:
