@@ -6,7 +6,8 @@ constants (that a config file may override later), config attributes,
 function parameters (the arguments of the same-file calls of the function,
 else its default), and fields of same-file dataclass or attrs instances (the
 keyword given to the constructor, else the field's default, through nested
-config objects such as ``args.eval.interval``). ``Resolver.resolve`` follows
+config objects such as ``args.eval.interval``), and the keywords given to a config
+class imported from another module (litgpt's ``EvalArgs(interval=1000)``). ``Resolver.resolve`` follows
 those one step at a time and says where the value came from, or which name
 it could not resolve and why.
 """
@@ -110,6 +111,7 @@ class Resolver:
         self.options = collect_options(facts)
         self.option_overrides = _set_defaults(facts)
         self._active: set[int] = set()
+        self._imported: dict[str, ClassInfo] = {}
 
     def resolve(self, expr: ast.expr | None, scope: Scope, line: int | None = None) -> Value:
         """The value of ``expr`` as seen from ``scope`` at 1-based ``line``."""
@@ -209,6 +211,8 @@ class Resolver:
         if isinstance(expr, ast.Call):
             name = call_name(expr)
             info = self.facts.classes.get(name) if isinstance(expr.func, ast.Name) else None
+            if info is None and isinstance(expr.func, ast.Name):
+                info = self._imported_class(name)
             if info is not None:
                 return info, expr
             if name in ("field", "ib", "attrib", "Factory"):
@@ -237,6 +241,22 @@ class Resolver:
             if defaults:
                 return self.instance_of(defaults[-1], info.scope, defaults[-1].lineno, depth + 1)
         return None
+
+    def _imported_class(self, name: str) -> ClassInfo | None:
+        """A config class imported from another module (litgpt's ``EvalArgs``): its keywords only.
+
+        Its body is in another file, so only the keywords given to its
+        constructor here are known (``EvalArgs(interval=1000).interval`` is
+        1000); a field not given stays unknown. Only a capitalised name that
+        ``from ... import`` brought in counts.
+        """
+        if name not in self.facts.imported_names or not name[:1].isupper():
+            return None
+        known = self._imported.get(name)
+        if known is None:
+            node = ast.ClassDef(name=name, bases=[], keywords=[], body=[], decorator_list=[])
+            known = self._imported[name] = ClassInfo(node=node, scope=self.facts.module, bases=[])
+        return known
 
     def _instance_of_name(
         self, name: str, scope: Scope, line: int, depth: int
