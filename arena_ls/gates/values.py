@@ -20,7 +20,7 @@ import operator
 from collections.abc import Callable
 
 from arena_ls.gates.facts import Assignment, ClassInfo, ModuleFacts, Scope
-from arena_ls.gates.names import call_name, keyword, last_identifier, string_value
+from arena_ls.gates.names import call_name, dotted, keyword, last_identifier, string_value
 
 _MAX_DEPTH = 12
 
@@ -50,6 +50,8 @@ class Value:
     origin: str = ""
     node: ast.expr | None = None
     positive: bool = False
+    counted_by: str = ""
+    """The call that makes an unknown value positive, as written (``multiprocessing.cpu_count()``)."""
 
     def as_int(self) -> int | None:
         """The value as an int (digits in a string count), or None."""
@@ -413,7 +415,8 @@ class Resolver:
                 return inner
             return dataclasses.replace(inner, value=number, known=number is not None)
         if name == "cpu_count":
-            return Value(known=False, origin="os.cpu_count()", positive=True)
+            called = self._cpu_count_name(expr)
+            return Value(known=False, origin=called, positive=True, counted_by=called)
         if name in ("min", "max") and expr.args and not expr.keywords:
             return self._min_max(expr, scope, line)
         if name == "get" and isinstance(expr.func, ast.Attribute) and expr.args:
@@ -450,7 +453,20 @@ class Resolver:
             call_name(expr) == "min"
             and all((v.positive or (n or 0) > 0) for v, n in zip(values, numbers, strict=True))
         )
-        return Value(known=False, origin=f"{call_name(expr)}(...)", positive=positive)
+        counted_by = next((value.counted_by for value in values if value.counted_by), "")
+        return Value(known=False, origin=f"{call_name(expr)}(...)", positive=positive, counted_by=counted_by)
+
+    def _cpu_count_name(self, call: ast.Call) -> str:
+        """``os.cpu_count()``, ``multiprocessing.cpu_count()``: what the trainer calls, by its module."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            owner = dotted(func.value)
+            module = self.facts.imported_names.get(owner, owner)
+            return f"{module}.cpu_count()"
+        if isinstance(func, ast.Name):
+            imported = self.facts.imported_names.get(func.id)
+            return f"{imported}()" if imported else f"{func.id}()"
+        return "os.cpu_count()"
 
     def _binop(self, expr: ast.expr, scope: Scope, line: int) -> Value:
         assert isinstance(expr, ast.BinOp)
