@@ -510,7 +510,7 @@ class Supervisor:
                 backend=backend.name,
                 cluster=cluster,
                 allowed_roots=allowed_roots,
-                power=power_spec(settings) if job.run_on is None else None,
+                power=power_spec(settings) if job.run_on is None and job.kind == "train" else None,
             )
             specs.append(spec)
             return spec

@@ -4,12 +4,23 @@ unplugged mid-run and plugged back, and a relaunch held by a failing pre-flight.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from tests.helpers.fake_hardware import write_fake_hardware
-from tests.helpers.lsp import all_logs, make_workspace, stop_server, wait_for, wait_status
+from tests.helpers.lsp import (
+    REPO,
+    all_logs,
+    make_workspace,
+    stop_server,
+    wait_for,
+    wait_status,
+    write_manifest,
+)
 from tests.lsp.test_health_and_preflight import fake_client, trainer_job
+
+SEED_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "seed_trainer.py"
 
 PLUGGED = {"battery": {"percent": 80, "pluggedIn": True}}
 UNPLUGGED = {"battery": {"percent": 79, "pluggedIn": False}}
@@ -160,4 +171,53 @@ async def test_ram_below_the_floor_during_a_run_is_the_low_ram_insight(tmp_path:
         assert (await client.call("arena/status", {}))["active"]["status"] == "running"
     finally:
         await client.call("arena/stop", {"kill": True, "confirm": True})
+        await stop_server(client)
+
+
+async def test_a_battery_stop_without_a_checkpoint_is_not_started_again(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    shutil.copy(SEED_TRAINER, root / "seed_trainer.py")
+    job = {"id": "lm", "kind": "train", "command": "{python}", "args": ["seed_trainer.py"], "status": "ready",
+           "resume": {"args": ["--resume", "--start-step", "{step}"]}}  # fmt: skip
+    write_manifest(root, [job])
+    client, hardware = await fake_client(root, PLUGGED, init_options={"power": {"graceSeconds": 0}})
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        await wait_status(client, run["runId"], "running")
+        write_fake_hardware(hardware, UNPLUGGED)
+        final = await wait_status(client, run["runId"], "stopped")
+        assert final["stoppedBy"] == "battery" and final["lastCheckpoint"] is None
+        lines = arena_lines(await all_logs(client, run["runId"]))
+        assert "stopped for battery; not started again: no checkpoint to resume from" in lines, lines
+        write_fake_hardware(hardware, PLUGGED)
+        status = await client.call("arena/status", {})
+        assert status["active"] is None
+    finally:
+        write_fake_hardware(hardware, PLUGGED)
+        await stop_server(client)
+
+
+async def test_a_stop_while_the_relaunch_waits_ends_the_run_stopped(tmp_path: Path) -> None:
+    job = trainer_job(restart={"backoffSeconds": 0, "maxRestarts": 3})
+    job["args"] += ["--crash-at", "12"]
+    root = make_workspace(tmp_path / "ws", [job])
+    client, hardware = await fake_client(root, PLUGGED)
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        write_fake_hardware(hardware, UNPLUGGED)  # a crash on battery: the relaunch waits for power
+        held = await wait_for(
+            lambda: next(
+                (s for s in client.statuses if s["runId"] == run["runId"] and s.get("waitingFor")), None
+            ),
+            what="the relaunch held on battery",
+        )
+        assert [check["name"] for check in held["waitingFor"]] == ["power"]
+        stopped = await client.call("arena/stop", {"id": "lm"})
+        assert stopped["status"] == "stopped" and stopped["waitingFor"] is None
+        lines = arena_lines(await all_logs(client, run["runId"]))
+        assert "stop requested while the relaunch waited: relaunch cancelled" in lines, lines
+        assert sum(line.startswith("starting lm") for line in lines) == 1
+    finally:
+        write_fake_hardware(hardware, PLUGGED)
         await stop_server(client)
