@@ -411,6 +411,13 @@ def file_signature(path: Path) -> tuple[int, int, int, int] | None:
 # --------------------------------------------------------------------------- processes
 
 
+def windows_device() -> bool:
+    """True where the device profile is Windows (the seed's rules: AR010 is an error there)."""
+    if sys.platform == "win32":
+        return True
+    return False
+
+
 def process_identity(pid: int) -> float | None:
     """The creation time of ``pid``, or None when no such process exists.
 

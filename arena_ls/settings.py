@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 import attrs
@@ -27,6 +28,22 @@ from arena_ls.validation import (
 )
 
 GpuContention = Literal["error", "warn", "off"]
+OnBattery = Literal["stop", "warn", "ignore"]
+TUNABLE_GATES = ("AR010", "AR011", "AR012")
+"""The gates whose severity setting ``gates.severity`` may set (contract 7.3)."""
+GATE_SEVERITIES = ("error", "warning", "information")
+
+
+@attrs.frozen
+class PowerSettings:
+    """Power during a run (contract 7.3): the seed's rule "never continue on battery"."""
+
+    on_battery: OnBattery = "stop"
+    """What a run does when its machine goes on battery: stop it, warn, or nothing."""
+    grace_seconds: float = 60.0
+    """How long on battery before ``stop`` stops the run (a short unplug is forgiven)."""
+    resume_on_ac: bool = True
+    """Start a run stopped for battery again, with resume, when power returns (once)."""
 
 
 @attrs.frozen
@@ -124,14 +141,17 @@ class Settings:
     probe: ProbeSettings = attrs.field(factory=ProbeSettings)
     clusters: tuple[tuple[str, ClusterSettings], ...] = ()
     """``clusters.NAME``: per-user settings of the manifest's clusters, by name."""
+    power: PowerSettings = attrs.field(factory=PowerSettings)
+    gates_severity: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
+    """``gates.severity``: AR010/AR011/AR012 severities of this workspace (``{"AR010": "error"}``)."""
 
     def cluster(self, name: str) -> ClusterSettings:
         """The settings of cluster ``name`` (the defaults when none are given)."""
         return dict(self.clusters).get(name, ClusterSettings())
 
 
-_SECTIONS = ("preflight", "device", "logs", "watchdog", "insights", "probe")
-_NESTED = ("preflight", "insights", "probe")
+_SECTIONS = ("preflight", "device", "logs", "watchdog", "insights", "probe", "power", "gates")
+_NESTED = ("preflight", "insights", "probe", "power")
 """Sections held in their own settings object (``settings.preflight``...)."""
 
 
@@ -161,6 +181,14 @@ _PYTHON: Check[tuple[str, ...]] = one_of(
 )
 _COUNT = integer(minimum=0)
 _POSITIVE = positive_number()
+_GATE_SEVERITY: Check[Mapping[str, str]] = Check(
+    lambda value: (
+        isinstance(value, Mapping)
+        and all(code in TUNABLE_GATES and level in GATE_SEVERITIES for code, level in value.items())
+    ),
+    'an object of AR010, AR011 or AR012 to "error", "warning" or "information"',
+    lambda value: MappingProxyType(dict(value)),
+)
 _FRACTION = number(0, 1)
 _WINDOW = integer(minimum=2)
 """A window of points: a median and a spread need at least two."""
@@ -195,6 +223,10 @@ _FIELDS: dict[str, tuple[str, Check[Any]]] = {
     "insights.thermalMaxCelsius": ("insights.thermal_max_celsius", _COUNT.or_none()),
     "probe.allowWithoutGpu": ("probe.allow_without_gpu", BOOLEAN),
     "probe.sampleSeconds": ("probe.sample_seconds", _POSITIVE),
+    "power.onBattery": ("power.on_battery", choice("stop", "warn", "ignore")),
+    "power.graceSeconds": ("power.grace_seconds", number(minimum=0).map(float)),
+    "power.resumeOnAc": ("power.resume_on_ac", BOOLEAN),
+    "gates.severity": ("gates_severity", _GATE_SEVERITY),
 }
 
 

@@ -11,13 +11,14 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from arena_ls.diagnostics import Diag, Span
+from arena_ls.diagnostics import Diag, Severity, Span
 from arena_ls.gates import lint_trainer
 from arena_ls.gates.model import Finding
+from arena_ls.gates.severity import with_severities
 from arena_ls.manifest import Job, ManifestResult
 
 CACHE_LIMIT = 1024
@@ -26,8 +27,10 @@ of trainers, each kept once per content."""
 
 Signature = tuple[int, int, int]
 """(size, mtime_ns, inode) of a trainer file: when it changes, the file is read and hashed again."""
-LintKey = tuple[str, str, bool | None, tuple[str, ...]]
-"""(path, SHA-256 of the text, device profile, checkpoint patterns): what a lint depends on."""
+Chosen = tuple[tuple[str, Severity], ...]
+"""The tunable gates' severities (``gates.severity``, AR010 on Windows), sorted."""
+LintKey = tuple[str, str, bool | None, tuple[str, ...], Chosen]
+"""(path, SHA-256 of the text, device profile, checkpoint patterns, severities): what a lint depends on."""
 
 
 class TrainerGates:
@@ -43,12 +46,15 @@ class TrainerGates:
         root: Path,
         manifest: Callable[[], ManifestResult],
         fp32_only: Callable[[], bool | None],
+        severities: Callable[[], Mapping[str, Severity]] | None = None,
     ) -> None:
         self.root = root
         self.manifest = manifest
         """The workspace's manifest as it is now (for each job's ``checkpoint.pattern``: AR014)."""
         self.fp32_only = fp32_only
         """The device profile as it is now (AR011)."""
+        self.severities = severities or dict
+        """The tunable gates' severities as they are now (``gates.severity``, AR010 on Windows)."""
         self._lock = threading.Lock()
         self._results: OrderedDict[LintKey, list[Diag]] = OrderedDict()
         self._digests: dict[str, tuple[Signature, str]] = {}
@@ -82,9 +88,14 @@ class TrainerGates:
         return found
 
     def signature(self, manifest: ManifestResult) -> tuple[object, ...]:
-        """What the gates of ``manifest``'s jobs depend on now: the device profile and each trainer
-        file's signature (one ``stat`` per distinct trainer, however many jobs share it)."""
-        return (self.fp32_only(), *((path, _signature(path)) for path in self.trainers(manifest)))
+        """What the gates of ``manifest``'s jobs depend on now: the device profile, the chosen
+        severities and each trainer file's signature (one ``stat`` per distinct trainer, however
+        many jobs share it)."""
+        return (
+            self.fp32_only(),
+            self._chosen(),
+            *((path, _signature(path)) for path in self.trainers(manifest)),
+        )
 
     def missing(self, manifest: ManifestResult) -> list[Job]:
         """A job per trainer of ``manifest`` whose current content is not linted yet."""
@@ -98,7 +109,13 @@ class TrainerGates:
             known = self._digests.get(path)
             if known is None or known[0] != signature:
                 return False
-            return (path, known[1], self.fp32_only(), self.checkpoint_patterns(path)) in self._results
+            return (
+                path,
+                known[1],
+                self.fp32_only(),
+                self.checkpoint_patterns(path),
+                self._chosen(),
+            ) in self._results
 
     def warm(self, jobs: list[Job]) -> None:
         """Lint every trainer of ``jobs`` not linted yet in its current content (a worker thread's job)."""
@@ -115,7 +132,7 @@ class TrainerGates:
                 return []
         else:
             digest, source = _digest(text.encode("utf-8", "surrogatepass")), text
-        key = (path, digest, self.fp32_only(), self.checkpoint_patterns(path))
+        key = (path, digest, self.fp32_only(), self.checkpoint_patterns(path), self._chosen())
         with self._lock:
             found = self._results.get(key)
             if found is not None:
@@ -154,17 +171,23 @@ class TrainerGates:
 
     def _lint(self, path: str, source: str | bytes, key: LintKey) -> list[Diag]:
         findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3])
-        return [
-            Diag(
-                code=f.code,
-                message=f.message,
-                severity=f.severity,
-                span=Span(f.line, f.col, f.end_line, f.end_col),
-                path=path,
-                data=_fix_data(f),
-            )
-            for f in findings
-        ]
+        return with_severities(
+            (
+                Diag(
+                    code=f.code,
+                    message=f.message,
+                    severity=f.severity,
+                    span=Span(f.line, f.col, f.end_line, f.end_col),
+                    path=path,
+                    data=_fix_data(f),
+                )
+                for f in findings
+            ),
+            dict(key[4]),
+        )
+
+    def _chosen(self) -> Chosen:
+        return tuple(sorted(self.severities().items()))
 
     def checkpoint_patterns(self, path: str) -> tuple[str, ...]:
         """The ``checkpoint.pattern`` of every job whose script is ``path`` (for AR014)."""

@@ -26,7 +26,11 @@ _STEP_KEY = lazy(
     r"|global_iter|tokens_seen|samples_seen)$",
     re.IGNORECASE,
 )
-_EPOCH_KEY = lazy(r"^(epoch|epochs|cur_epoch|current_epoch|epoch_num|epoch_idx)$", re.IGNORECASE)
+_EPOCH_KEY = lazy(
+    r"^(epoch|epochs|cur_epoch|current_epoch|epoch_num|epoch_idx|epochs_run|epochs_done|last_epoch"
+    r"|epochs_completed|completed_epochs)$",
+    re.IGNORECASE,
+)
 _BATCH_KEY = lazy(
     r"^(batch|batch_idx|batch_index|batch_num|batch_no|batch_i|batch_id"
     r"|batches_seen|batch_step)$",
@@ -46,6 +50,8 @@ class Contents:
     step: bool = False
     epoch: bool = False
     whole_module: bool = False
+    names: tuple[str, ...] = ()
+    """The keys the saved dict holds, as written (for the message: what is there)."""
 
     def merge(self, other: Contents) -> Contents:
         return Contents(
@@ -55,6 +61,7 @@ class Contents:
             step=self.step or other.step,
             epoch=self.epoch or other.epoch,
             whole_module=self.whole_module and other.whole_module,
+            names=_names(self.names, other.names),
         )
 
 
@@ -66,8 +73,11 @@ class _Keys:
     batch: bool = False
     extras: bool = False
     """``**other`` or ``.update(other)`` with something unknown: keys may be missing from view."""
+    names: list[str] = dataclasses.field(default_factory=list)
 
     def add_key(self, key: str, value: ast.expr | None) -> None:
+        if len(self.names) < MAX_NAMES and key not in self.names:
+            self.names.append(key)
         lowered = key.lower()
         if "optim" in lowered or (value is not None and _is_optimizer_state(value)):
             self.optimizer = True
@@ -243,6 +253,7 @@ class SaveAnalyzer:
             optimizer=contents.optimizer or added.optimizer,
             step=contents.step or added.step,
             epoch=contents.epoch or added.epoch,
+            names=_names(contents.names, added.names),
         )
 
     def _mentions_counter(self, expr: ast.expr | None, scope: Scope) -> bool:
@@ -286,7 +297,15 @@ def _from_keys(keys: _Keys, node: ast.AST) -> Contents:
         optimizer=keys.optimizer,
         step=step,
         epoch=keys.epoch,
+        names=tuple(keys.names),
     )
+
+
+MAX_NAMES = 8
+
+
+def _names(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*first, *second)))[:MAX_NAMES]
 
 
 def _is_optimizer_state(expr: ast.expr) -> bool:

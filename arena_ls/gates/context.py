@@ -17,8 +17,9 @@ from arena_ls.gates.source import SourceText, comment_start
 from arena_ls.gates.values import Resolver
 
 _HOOK = lazy(r"^(training_step|on_\w+)$")
-_CUDA_MENTION = lazy(r"cuda|gpu|nccl|device_map", re.IGNORECASE)
-_CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map")
+_CUDA_MENTION = lazy(r"cuda|gpu|nccl|device_map|accelerator", re.IGNORECASE)
+"""``accelerator``: ``torch.accelerator.current_accelerator()`` (PyTorch 2.6+) picks the GPU too."""
+_CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map", "accelerator")
 _GPU_CHOOSING_PACKAGES = frozenset(
     {"lightning", "pytorch_lightning", "transformers", "trl", "accelerate", "deepspeed", "composer", "ignite"}
 )
@@ -53,7 +54,8 @@ class TrainerContext:
         """The trainer never uses CUDA: AR001-AR003 and AR011 do not apply to it.
 
         That is a file with a training loop that imports torch and never mentions CUDA (no ``cuda``
-        device or string, no ``.cuda()``, no ``torch.cuda``, no ``gpu`` device),
+        device or string, no ``.cuda()``, no ``torch.cuda``, no ``gpu`` device, no
+        ``torch.accelerator``),
         and hands no device choice to a library that picks the GPU itself
         (Lightning, Hugging Face, Accelerate, DeepSpeed). A snippet without
         imports is not judged CUDA-free: nothing shows where it runs.

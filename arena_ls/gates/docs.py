@@ -73,7 +73,7 @@ _READING = """
   Trainer saves every `save_steps` (500 by default) unless `save_strategy`
   says otherwise; Accelerate's `save_state` is a save like `torch.save`.
 - **A trainer that never uses CUDA** (it imports torch and mentions no
-  `cuda` device, `.cuda()`, `torch.cuda` or GPU in its code) is exempt from
+  `cuda` device, `.cuda()`, `torch.cuda`, `torch.accelerator` or GPU in its code) is exempt from
   AR001-AR003 and AR011; AR002 says so once, as information.
 """
 

@@ -6,7 +6,8 @@ constants (that a config file may override later), config attributes,
 function parameters (the arguments of the same-file calls of the function,
 else its default), and fields of same-file dataclass or attrs instances (the
 keyword given to the constructor, else the field's default, through nested
-config objects such as ``args.eval.interval``). ``Resolver.resolve`` follows
+config objects such as ``args.eval.interval``), and the keywords given to a config
+class imported from another module (litgpt's ``EvalArgs(interval=1000)``). ``Resolver.resolve`` follows
 those one step at a time and says where the value came from, or which name
 it could not resolve and why.
 """
@@ -19,7 +20,7 @@ import operator
 from collections.abc import Callable
 
 from arena_ls.gates.facts import Assignment, ClassInfo, ModuleFacts, Scope
-from arena_ls.gates.names import call_name, keyword, last_identifier, string_value
+from arena_ls.gates.names import call_name, dotted, keyword, last_identifier, string_value
 
 _MAX_DEPTH = 12
 
@@ -49,6 +50,8 @@ class Value:
     origin: str = ""
     node: ast.expr | None = None
     positive: bool = False
+    counted_by: str = ""
+    """The call that makes an unknown value positive, as written (``multiprocessing.cpu_count()``)."""
 
     def as_int(self) -> int | None:
         """The value as an int (digits in a string count), or None."""
@@ -110,6 +113,7 @@ class Resolver:
         self.options = collect_options(facts)
         self.option_overrides = _set_defaults(facts)
         self._active: set[int] = set()
+        self._imported: dict[str, ClassInfo] = {}
 
     def resolve(self, expr: ast.expr | None, scope: Scope, line: int | None = None) -> Value:
         """The value of ``expr`` as seen from ``scope`` at 1-based ``line``."""
@@ -209,6 +213,8 @@ class Resolver:
         if isinstance(expr, ast.Call):
             name = call_name(expr)
             info = self.facts.classes.get(name) if isinstance(expr.func, ast.Name) else None
+            if info is None and isinstance(expr.func, ast.Name):
+                info = self._imported_class(name)
             if info is not None:
                 return info, expr
             if name in ("field", "ib", "attrib", "Factory"):
@@ -237,6 +243,22 @@ class Resolver:
             if defaults:
                 return self.instance_of(defaults[-1], info.scope, defaults[-1].lineno, depth + 1)
         return None
+
+    def _imported_class(self, name: str) -> ClassInfo | None:
+        """A config class imported from another module (litgpt's ``EvalArgs``): its keywords only.
+
+        Its body is in another file, so only the keywords given to its
+        constructor here are known (``EvalArgs(interval=1000).interval`` is
+        1000); a field not given stays unknown. Only a capitalised name that
+        ``from ... import`` brought in counts.
+        """
+        if name not in self.facts.imported_names or not name[:1].isupper():
+            return None
+        known = self._imported.get(name)
+        if known is None:
+            node = ast.ClassDef(name=name, bases=[], keywords=[], body=[], decorator_list=[])
+            known = self._imported[name] = ClassInfo(node=node, scope=self.facts.module, bases=[])
+        return known
 
     def _instance_of_name(
         self, name: str, scope: Scope, line: int, depth: int
@@ -393,7 +415,8 @@ class Resolver:
                 return inner
             return dataclasses.replace(inner, value=number, known=number is not None)
         if name == "cpu_count":
-            return Value(known=False, origin="os.cpu_count()", positive=True)
+            called = self._cpu_count_name(expr)
+            return Value(known=False, origin=called, positive=True, counted_by=called)
         if name in ("min", "max") and expr.args and not expr.keywords:
             return self._min_max(expr, scope, line)
         if name == "get" and isinstance(expr.func, ast.Attribute) and expr.args:
@@ -430,7 +453,20 @@ class Resolver:
             call_name(expr) == "min"
             and all((v.positive or (n or 0) > 0) for v, n in zip(values, numbers, strict=True))
         )
-        return Value(known=False, origin=f"{call_name(expr)}(...)", positive=positive)
+        counted_by = next((value.counted_by for value in values if value.counted_by), "")
+        return Value(known=False, origin=f"{call_name(expr)}(...)", positive=positive, counted_by=counted_by)
+
+    def _cpu_count_name(self, call: ast.Call) -> str:
+        """``os.cpu_count()``, ``multiprocessing.cpu_count()``: what the trainer calls, by its module."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            owner = dotted(func.value)
+            module = self.facts.imported_names.get(owner, owner)
+            return f"{module}.cpu_count()"
+        if isinstance(func, ast.Name):
+            imported = self.facts.imported_names.get(func.id)
+            return f"{imported}()" if imported else f"{func.id}()"
+        return "os.cpu_count()"
 
     def _binop(self, expr: ast.expr, scope: Scope, line: int) -> Value:
         assert isinstance(expr, ast.BinOp)

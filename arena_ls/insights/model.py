@@ -81,6 +81,10 @@ class Observations:
     """The trainer file's modification time, as last seen."""
     max_vram_mb: int = 5120
     """The job's ``probe.maxVramMb``."""
+    ram_available_mb: int | None = None
+    """The machine's available RAM at the latest health sample (``low-ram``)."""
+    ram_floor_mb: int = 5120
+    """The pre-flight floor (``preflight.minFreeRamMb``) as it is now."""
 
     def add_progress(self, step: int, loss: float | None, at: float) -> None:
         self.step = step

@@ -10,6 +10,7 @@ from arena_ls.insights.rules import (
     gpu_bubble,
     grad_health,
     loss_spike,
+    low_ram,
     thermal,
     vram_spill,
 )
@@ -23,6 +24,7 @@ _MODULES = (
     checkpoint_overdue,
     thermal,
     edited_during_run,
+    low_ram,
 )
 
 INSIGHTS: MappingProxyType[str, InsightRule] = MappingProxyType(

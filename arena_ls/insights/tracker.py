@@ -84,6 +84,7 @@ class RunTracker:
             return
         self.last_sample = health.at
         self.obs.gpu.append(gpu_sample(health, pids))
+        self.obs.ram_available_mb = health.ram.available_mb
 
     def note_trainer_file(self) -> None:
         if self.script is None:

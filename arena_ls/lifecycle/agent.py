@@ -26,12 +26,15 @@ from pathlib import Path
 import attrs
 
 from arena_ls import platform
+from arena_ls.lifecycle.agent_power import GATE_POLL_SECONDS, PowerGuard
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.failure import classify, last_line
 from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
+from arena_ls.lifecycle.power import PowerAction
 from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
+from arena_ls.lifecycle.relaunch_gate import GateRules, describe_wait, relaunch_gate
 from arena_ls.lifecycle.reserve import StateReserve
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
@@ -94,6 +97,8 @@ class StopPlan:
     requested_at: float
     stage: str | None = None
     signal_due_at: float | None = None
+    by_battery: bool = False
+    """The power rule's stop (``stoppedBy`` ``battery``), not a client's."""
 
 
 class Agent:
@@ -143,6 +148,7 @@ class Agent:
         self.writer = StateWriter(
             run_dir, self.folder, self.state, self.lock, self.say, self._write_failed, self.reserve
         )
+        self.power = PowerGuard(self.spec.power, self.say)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -224,6 +230,12 @@ class Agent:
         try:
             while True:
                 outcome = self._attempt(step)
+                if outcome is RunStatus.RESTARTING:  # stopped for battery: resume once power returns
+                    resumed, step = self._resume_on_ac()
+                    if not resumed:
+                        self._finish(RunStatus.STOPPED)
+                        return 0
+                    continue
                 if outcome is not None:
                     self._finish(outcome)
                     return 0
@@ -234,7 +246,7 @@ class Agent:
                 if isinstance(decision, GiveUp):
                     self._give_up(decision)
                     return 0
-                if not self._backoff(decision):
+                if not self._backoff(decision) or not self._await_relaunch_gate():
                     self._finish(RunStatus.STOPPED)
                     return 0
                 step = decision.start_step
@@ -242,6 +254,7 @@ class Agent:
             if not self.writer.close_final(1.0 if self.folder_watch.gone else FINAL_WRITE_TIMEOUT):
                 log.error("the final state could not be written: the run folder is gone")
             self.output.close()
+            self.power.close()
             RunLock(self.folder).release(self.spec.run_id)
 
     def _write_first_state(self) -> None:
@@ -400,6 +413,7 @@ class Agent:
             self.wake.wait(POLL_SECONDS)
             self.wake.clear()
             self._check_stop_request()
+            self._check_power()
             self._advance_stop()
             self._check_stall()
             self._check_writes()
@@ -526,6 +540,69 @@ class Agent:
             self.say(f"warning: no progress announced for {silent:.0f}s; the trainer may be stalled")
             self._save()
 
+    # -- power and the relaunch gate (contract 7.3) ----------------------------------------
+
+    def _check_power(self) -> None:
+        """The power rule: on battery past its grace, a cooperative stop (``stoppedBy`` ``battery``)."""
+        if self.power.poll(time.monotonic()) is not PowerAction.STOP or self.stop_plan is not None:
+            return
+        self.stop_plan = StopPlan(
+            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic(), by_battery=True
+        )
+        with self.lock:
+            if self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
+
+    def _resume_on_ac(self) -> tuple[bool, int | None]:
+        """After a battery stop: wait (``restarting``, ``waitingFor`` power) and resume; False: stay stopped.
+
+        Only a ``train`` run with a known checkpoint resumes: anything else
+        would start from scratch, which the power rule never does.
+        """
+        step = self._checkpoint_step()
+        if self.spec.kind != "train" or step is None or not self.spec.resume_args:
+            self.say("stopped for battery; not started again: no checkpoint to resume from")
+            return False, None
+        with self.lock:
+            self._move(RunStatus.RESTARTING)
+        self.stop_plan = None
+        with contextlib.suppress(OSError):
+            self.run_dir.stop_file.unlink(missing_ok=True)
+        rules = self.power.gate_rules(need_power=True)
+        if rules is not None and not self._await_relaunch_gate(rules):
+            return False, None
+        with self.lock:
+            self.state.stopped_by = None
+        self.say(
+            f"power is back: starting {self.spec.job_id} again, resuming from step {step} (power.resumeOnAc)"
+        )
+        return True, step
+
+    def _await_relaunch_gate(self, rules: GateRules | None = None) -> bool:
+        """Hold a relaunch while a pre-flight check fails (``waitingFor``); False when a stop arrives."""
+        rules = rules or self.power.gate_rules()
+        if rules is None:
+            return True
+        said = None
+        while True:
+            failing = relaunch_gate(rules, self.power.reading())
+            with self.lock:
+                changed = self.state.waiting_for != (failing or None)
+                self.state.waiting_for = failing or None
+            if changed:
+                self._save()
+            if not failing:
+                if said is not None:
+                    self.say("pre-flight passes again: relaunching")
+                return True
+            if describe_wait(failing) != said:
+                said = describe_wait(failing)
+                self.say(said)
+            if self.stop_requested():
+                self.say("stop requested while the relaunch waited: relaunch cancelled")
+                return False
+            self.pause(GATE_POLL_SECONDS)
+
     # -- stop protocol -------------------------------------------------------------------
 
     def _check_stop_request(self) -> None:
@@ -624,10 +701,11 @@ class Agent:
             f"job exited with code {exit_code}" if signal_name is None else f"job was killed by {signal_name}"
         )
         if self.stop_plan is not None:
+            battery = self.stop_plan.by_battery
             with self.lock:
-                self.state.stopped_by = self.stop_plan.stage or "file"
+                self.state.stopped_by = "battery" if battery else (self.stop_plan.stage or "file")
             self.say(f"stopped (by {self.state.stopped_by})")
-            return RunStatus.STOPPED
+            return RunStatus.RESTARTING if battery and self.power.resume_after_stop() else RunStatus.STOPPED
         if returncode == 0:
             return RunStatus.SUCCEEDED
         failure = classify(

@@ -113,6 +113,20 @@ class ClusterRecord:
 
 
 @attrs.define
+class PowerSpec:
+    """The power rule and the relaunch gate's thresholds, from the settings at the start (contract 7.3).
+
+    In the spec because the agent enforces them while no server runs.
+    """
+
+    on_battery: str = "stop"
+    grace_seconds: float = 60.0
+    resume_on_ac: bool = True
+    require_plugged_in: bool = True
+    min_free_ram_mb: int = 5120
+
+
+@attrs.define
 class RunSpec:
     """What a run executes; written once by the server before the agent starts."""
 
@@ -146,6 +160,11 @@ class RunSpec:
     looks for them (``resume-unknown``) before a relaunch from step 0."""
     exec_check: dict[str, Any] | None = None
     """The gated paths, checked again right before each exec (``lifecycle/exec_check.py``)."""
+    allowed_roots: list[str] = attrs.field(factory=list)
+    """``allowedRoots``: the workspace, then the manifest's ``roots`` (absolute, resolved) at the
+    start: the folders the run's script, cwd and path arguments may lie in (contract 7.3)."""
+    power: PowerSpec | None = None
+    """None: no power rule, no relaunch gate (a spec written before them, a cluster run)."""
 
 
 @attrs.define
@@ -177,9 +196,11 @@ class RunState:
     cluster: ClusterRecord | None = None
     generation: int = 0
     """Counts the writes of this state: readers never take an older state for a newer one."""
+    waiting_for: list[dict[str, Any]] | None = None
+    """``waitingFor``: the failing pre-flight checks a relaunch waits on (contract 7.3), or None."""
 
 
-for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, RunSpec, RunState):
+for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, PowerSpec, RunSpec, RunState):
     _register_camel(_cls)
 
 

@@ -102,6 +102,8 @@ class RunView:
         self.seen_checkpoint: Checkpoint | None = None
         """The last checkpoint announced in the lines this view read: a trainer can announce one
         while its agent is still loading, which records it in the state only then."""
+        self.recent_checkpoints: deque[tuple[int, float]] = deque(maxlen=2)
+        """The last two checkpoints announced in those lines, ``(step, at)``: the run's cadence."""
 
     @property
     def run_id(self) -> str:
@@ -233,6 +235,7 @@ class RunView:
             self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
         elif isinstance(event, Checkpoint):
             self.seen_checkpoint = event
+            self.recent_checkpoints.append((event.step, line.at))
 
     # -- liveness --------------------------------------------------------------------------
 

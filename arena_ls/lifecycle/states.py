@@ -45,7 +45,8 @@ LEGAL_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
         }
     ),
     RunStatus.STOPPING: frozenset(
-        {RunStatus.STOPPED, RunStatus.SUCCEEDED, RunStatus.CRASHED, RunStatus.LOST}
+        # RESTARTING: stopped for battery, the run waits for power to resume (contract 7.3)
+        {RunStatus.STOPPED, RunStatus.SUCCEEDED, RunStatus.CRASHED, RunStatus.LOST, RunStatus.RESTARTING}
     ),
     RunStatus.RESTARTING: frozenset(
         {RunStatus.RUNNING, RunStatus.STOPPED, RunStatus.CRASHED, RunStatus.LOST}

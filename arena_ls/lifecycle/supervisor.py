@@ -44,10 +44,12 @@ from arena_ls.lifecycle.backends.base import Backends, FollowerProcess
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine
+from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
 from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
+from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.retention import LOG_FILES, FinishedRun, runs_over_budget
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
@@ -442,6 +444,12 @@ class Supervisor:
             raise ArenaError(
                 INVALID_MANIFEST, f"job {job_id!r} has errors in the manifest", diagnostics=diags
             )
+        if job is None and any(stage.id == job_id for stage in manifest.stages):
+            raise ArenaError(
+                NOT_ALLOWLISTED,
+                f"{job_id!r} is a stage of the manifest, with no command: turn it into a job (AR115)",
+                known=list(manifest.all_ids),
+            )
         if job is None:
             raise ArenaError(
                 NOT_ALLOWLISTED,
@@ -615,6 +623,7 @@ class Supervisor:
         backend = self.backends.for_job(job)
         specs: list[RunSpec] = []
         cluster = self._cluster_spec(job)
+        allowed_roots = [str(self.root.resolve()), *(str(folder) for folder in self.load_manifest().roots)]
 
         def build(run_id: str) -> RunSpec:
             spec = RunSpec(
@@ -638,7 +647,9 @@ class Supervisor:
                 cluster=cluster,
                 job_checkpoint=knowledge.for_run(resume_step),
                 checkpoint_paths=list(knowledge.paths),
-                exec_check=self._exec_check(job),
+                exec_check=self._exec_check(job, allowed_roots),
+                allowed_roots=allowed_roots,
+                power=power_spec(settings) if job.run_on is None and job.kind == "train" else None,
             )
             specs.append(spec)
             return spec
@@ -681,8 +692,9 @@ class Supervisor:
         except OSError as error:
             log.warning("could not record that job %s begins anew: %s", job_id, error)
 
-    def _exec_check(self, job: Job) -> dict[str, Any] | None:
-        """The gated paths whatever execs the trainer checks again right before it (issue 24)."""
+    def _exec_check(self, job: Job, roots: list[str]) -> dict[str, Any] | None:
+        """The gated paths whatever execs the trainer checks again right before it (issue 24),
+        inside ``roots``: the workspace, then the manifest's ``roots`` (contract 7.3)."""
         if job.run_on is not None:
             return None  # the trainer runs on the cluster, from the package its agent submits
         command_is_path = job.command != PYTHON_PLACEHOLDER and ("/" in job.command or os.sep in job.command)
@@ -690,14 +702,9 @@ class Supervisor:
             str(job.resolved_cwd(self.root)),
             job.argv(self._python(job)),
             job.script,
-            self.exec_roots(),
+            roots,
             command_is_path=command_is_path,
         )
-
-    def exec_roots(self) -> list[str]:
-        """The folders a job may take its files from: the workspace first (then the manifest's
-        ``roots``, contract 7.3, where the manifest has them)."""
-        return [str(self.root)]
 
     def _cluster_spec(self, job: Job) -> ClusterSpec | None:
         if job.run_on is None:
@@ -810,6 +817,8 @@ class Supervisor:
                 f"{runtime:.0f}s of training; pass confirm: true to stop anyway",
                 runtimeSeconds=runtime,
             )
+        if view.spec.kind == "train" and not request.confirm:
+            self._refuse_if_checkpoint_old(view)
         by = f"arena-ls pid {os.getpid()}"
         view.backend.request_stop(view.run_dir, kill=request.kill, grace_seconds=request.grace_seconds, by=by)
         self.wake()
@@ -841,6 +850,29 @@ class Supervisor:
             runId=view.run_id,
             evidence=undelivered[:300],
         )
+
+    def _refuse_if_checkpoint_old(self, view: RunView) -> None:
+        """1007 for a running trainer whose last checkpoint is too old (``checkpoint_age``)."""
+        if view.status is not RunStatus.RUNNING:
+            return
+        self.follower.follow(view, check_liveness=False)  # the lines up to now, as the poll reads them
+        checkpoints = list(view.recent_checkpoints)
+        recorded = view.state.last_checkpoint if view.state is not None else None
+        if recorded is not None and (not checkpoints or checkpoints[-1][0] != recorded.step):
+            checkpoints = [(recorded.step, recorded.at)]  # announced before this view read the log
+        step = (
+            view.progress.step
+            if view.progress.step is not None
+            else (view.state.step if view.state else None)
+        )
+        path = (
+            recorded.path
+            if recorded is not None
+            else (view.seen_checkpoint.path if view.seen_checkpoint else None)
+        )
+        data = stale_checkpoint_refusal(time.time(), checkpoints, path, step)
+        if data is not None:
+            raise ArenaError(NO_CHECKPOINT, f"run {view.run_id}: {describe(data)}", **data)
 
     def _announced_checkpoint(self, view: RunView) -> bool:
         """Has the run's trainer announced a checkpoint? Recorded in the state, or in its log.

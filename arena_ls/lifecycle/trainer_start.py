@@ -28,9 +28,11 @@ from typing import Any
 from arena_ls import platform
 from arena_ls.lifecycle.atomicfile import write_json_atomic
 from arena_ls.lifecycle.exec_check import verify_exec
+from arena_ls.lifecycle.interpreter import with_stream_flags
 from arena_ls.lifecycle.outputlog import ARENA, READ_CHUNK, OutputWriter, Pump, start_pumps
 
 STEP_PLACEHOLDER = "{step}"
+SEED_STEP_PLACEHOLDER = "<step>"
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
 
@@ -38,12 +40,20 @@ RUNNING = "running"
 def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | None) -> list[str]:
     """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` replaced when resuming.
 
+    An interpreter given ``-E``/``-I`` gets ``-u -X utf8`` (``interpreter.with_stream_flags``).
+
     The one place a resume argv is built: the server's dry run, the first
     launch and every relaunch by the watchdog all come here.
     """
+    argv = with_stream_flags(argv)
     if step is None or not resume_args:
         return list(argv)
-    return [*argv, *(arg.replace(STEP_PLACEHOLDER, str(step)) for arg in resume_args)]
+    return [*argv, *(_with_step(arg, step) for arg in resume_args)]
+
+
+def _with_step(arg: str, step: int) -> str:
+    """``{step}`` (and the seed's ``<step>``, which means the same, contract 7.3) replaced by the step."""
+    return arg.replace(STEP_PLACEHOLDER, str(step)).replace(SEED_STEP_PLACEHOLDER, str(step))
 
 
 UTF8_OUTPUT = {"PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,15 @@ import json_source_map
 
 from arena_ls.diagnostics import Diag, Severity, Span
 from arena_ls.manifest.model import PYTHON_PLACEHOLDER, ClusterDecl, Job, Resources
+from arena_ls.manifest.seed import (
+    SEED_STEP,
+    STEP,
+    as_train_job,
+    job_text,
+    resume_shaped,
+    stage_entries,
+    stage_job,
+)
 from arena_ls.validation import (
     BOOLEAN,
     REGEX,
@@ -37,8 +47,11 @@ from arena_ls.validation import (
 
 JOB_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 BARE_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?", re.IGNORECASE)
+STORE_STUB = re.compile(r"(^|[\\/])WindowsApps[\\/](.*[\\/])?python[^\\/]*\.exe$", re.IGNORECASE)
+"""The Microsoft Store stub (``...\\WindowsApps\\python.exe``): it opens the Store, not Python."""
 
-KNOWN_TOP = {"version", "jobs", "clusters"}
+KNOWN_TOP = {"version", "jobs", "clusters", "roots", "stages", "approval"}
+APPROVAL_RULES = ("by-job", "always")
 KNOWN_CLUSTER = {"kind", "address"}
 CLUSTER_KINDS = ("ray",)
 KNOWN_JOB = {
@@ -72,6 +85,16 @@ KNOWN_SUB = {
 
 
 @attrs.frozen
+class Stage:
+    """A top-level ``stages`` entry: listed as a job that cannot run (it has no command)."""
+
+    id: str
+    name: str
+    diagnostic: Diag
+    """Its AR115 (information, with the quick fix that turns it into a job)."""
+
+
+@attrs.frozen
 class ManifestResult:
     """What loading a manifest gave."""
 
@@ -89,6 +112,20 @@ class ManifestResult:
     appears once per entry): where an editor shows that entry's code lens."""
     clusters: dict[str, ClusterDecl] = attrs.field(factory=dict)
     """The manifest's ``clusters`` (contract 6.2), by name."""
+    roots: tuple[Path, ...] = ()
+    """The manifest's ``roots`` (contract 7.3), absolute and resolved: outside folders a job may use."""
+    stages: tuple[Stage, ...] = ()
+    """The manifest's ``stages`` (contract 7.3) that no job of the same id replaces, in file order."""
+    approval: str = "by-job"
+    """``approval`` (contract 7.3): ``always`` makes every start need ``approved: true``."""
+
+    @property
+    def allowed_roots(self) -> tuple[Path, ...]:
+        """The workspace, then the roots: the folders a job may take paths from (``allowedRoots``)."""
+        return (self.path_root, *self.roots)
+
+    path_root: Path = Path()
+    """The workspace root the manifest was loaded for (resolved)."""
 
     @property
     def errors(self) -> list[Diag]:
@@ -174,6 +211,12 @@ class _Loader:
         self.per_job: dict[str, list[Diag]] = {}
         self.current: list[Diag] | None = None
         self.clusters: dict[str, ClusterDecl] = {}
+        self.roots: tuple[Path, ...] = ()
+        self.approval = "by-job"
+
+    def inside(self, path: Path) -> bool:
+        """True when ``path`` lies in the workspace or one of the manifest's ``roots``."""
+        return any(_inside(path, folder) for folder in (self.root, *self.roots))
 
     # -- reporting -------------------------------------------------------------------
 
@@ -238,6 +281,8 @@ class _Loader:
                 "AR102", f"unknown top-level key `{key}` (ignored)", f"/{_escape(key)}", "warning", key=True
             )
         self.clusters = self.load_clusters(document.get("clusters"))
+        self.roots = self.load_roots(document.get("roots"))
+        self.approval = self.load_approval(document)
         raw_jobs = document.get("jobs")
         if not isinstance(raw_jobs, list):
             self.report(
@@ -254,9 +299,89 @@ class _Loader:
             for index, raw in enumerate(raw_jobs)
             if isinstance(raw, dict) and isinstance(raw.get("id"), str)
         )
+        stages = self.load_stages(document.get("stages"), set(ids))
         return ManifestResult(
-            self.path, jobs, tuple(ids), tuple(self.diags), per_job, fatal, entry_lines, dict(self.clusters)
+            self.path,
+            jobs,
+            tuple(ids),
+            tuple(self.diags),
+            per_job,
+            fatal,
+            entry_lines,
+            dict(self.clusters),
+            roots=self.roots,
+            stages=stages,
+            approval=self.approval,
+            path_root=self.root,
         )
+
+    def load_approval(self, document: dict[str, Any]) -> str:
+        """``approval``: ``by-job`` (default, contract 4.2) or ``always`` (the seed daemon's rule)."""
+        value = document.get("approval", "by-job")
+        if value not in APPROVAL_RULES:
+            self.report(
+                "AR102", f'`approval` must be "by-job" or "always" (found {shown(value)})', "/approval"
+            )
+            return "by-job"
+        return str(value)
+
+    def load_roots(self, raw: Any) -> tuple[Path, ...]:
+        """``roots``: folders outside the workspace a job may use, relative to the workspace root."""
+        if raw is None:
+            return ()
+        try:
+            names = STRING_LIST.parse(raw, ("roots",))
+        except Invalid as error:
+            self.report("AR102", f"{error.message} (found {shown(raw)})", "/roots")
+            return ()
+        roots: list[Path] = []
+        for index, name in enumerate(names):
+            if not name or "\0" in name:
+                self.report("AR102", "each of `roots` must be a folder's path", f"/roots/{index}")
+                continue
+            folder = Path(os.path.normpath(Path(name) if os.path.isabs(name) else self.root / name))
+            try:
+                resolved = folder.resolve()
+            except (OSError, ValueError, RuntimeError):
+                resolved = folder
+            if not resolved.is_dir():
+                message = f"root {name[:100]!r} is not a folder here: jobs cannot take paths from it"
+                self.report("AR107", message, f"/roots/{index}", "warning")
+                continue
+            roots.append(resolved)
+        return tuple(roots)
+
+    def load_stages(self, raw: Any, job_ids: set[str]) -> tuple[Stage, ...]:
+        """``stages`` (the seed's older manifest): each listed, blocked, with AR115 and its quick fix."""
+        if raw is None:
+            return ()
+        if not isinstance(raw, (list, dict)):
+            self.report("AR102", "`stages` must be a list or an object of stages", "/stages")
+            return ()
+        stages: list[Stage] = []
+        for stage_id, name, suffix in stage_entries(raw):
+            if stage_id in job_ids:
+                continue  # a job of that id replaces the stage
+            message = (
+                f"stage `{stage_id[:64]}` has no command: it is listed but cannot run "
+                "until it is a job of `jobs` (quick fix)"
+            )
+            pointer = f"/stages/{suffix}"
+            self.report("AR115", message, pointer, "information", data=self.stage_fix(stage_id, name))
+            stages.append(Stage(stage_id, name, self.diags[-1]))
+        return tuple(stages)
+
+    def stage_fix(self, stage_id: str, name: str) -> dict[str, Any] | None:
+        """Insert a job for the stage at the start of ``jobs``."""
+        entry = self.positions.get("/jobs")
+        if entry is None:
+            return None
+        start = entry.value_start
+        at = Span(start.line, start.column + 1, start.line, start.column + 1)
+        has_jobs = bool(self.positions.get("/jobs/0"))
+        text = "\n    " + job_text(stage_job(stage_id, name), "    ") + ("," if has_jobs else "\n  ")
+        title = f"Turn stage {stage_id[:64]} into a job"
+        return {"fix": {"title": title, "edits": [_edit(at, text)]}}
 
     def load_clusters(self, raw: Any) -> dict[str, ClusterDecl]:
         """The top-level ``clusters`` object: ``{NAME: {"kind": "ray", "address": ...}}``."""
@@ -395,10 +520,15 @@ class _JobReader:
                 "command" if "command" in self.raw else "",
             )
             command = ""
-        elif BARE_PYTHON.fullmatch(command):
+        elif BARE_PYTHON.fullmatch(command) or STORE_STUB.search(command):
+            what = (
+                "the Microsoft Store stub (it opens the Store, not Python)"
+                if STORE_STUB.search(command)
+                else f"a bare `{command}`"
+            )
             self.report(
                 "AR104",
-                f'`command` is a bare `{command}`: use "{PYTHON_PLACEHOLDER}" so the '
+                f'`command` is {what}: use "{PYTHON_PLACEHOLDER}" so the '
                 "workspace's configured interpreter runs the job",
                 "command",
                 data=self.replace_fix("command", '"{python}"', "Use {python}"),
@@ -410,6 +540,8 @@ class _JobReader:
         cwd = self.get("cwd", STRING, ".")
         env = self.get("env", STRING_MAP, {})
         status = self.get("status", _STATUS, "approval-required")
+        if self.loader.approval == "always" and status == "ready":
+            status = "approval-required"
         self.get("name", STRING)
         resume_args = self.sub("resume", "args", STRING_LIST, [])
         job = Job(
@@ -473,7 +605,7 @@ class _JobReader:
                     "loads, so this manifest can run code from outside the workspace"
                 )
                 self.report("AR113", message, f"env/{_escape(name)}", "warning")
-        if job.kind == "train" and not any("{step}" in arg for arg in job.resume_args):
+        if job.kind == "train" and not any(STEP in arg or SEED_STEP in arg for arg in job.resume_args):
             field = "resume/args" if "resume" in self.raw else "id"
             self.report(
                 "AR106",
@@ -498,7 +630,56 @@ class _JobReader:
                 "status" if "status" in self.raw else "id",
                 "information",
             )
+        self.check_seed_shape(job)
+        self.check_command(job)
         self.check_paths(job)
+
+    def check_seed_shape(self, job: Job) -> None:
+        """AR114: a resumable trainer written as a task (the seed's entry) loses every gate."""
+        if job.kind != "task" or not resume_shaped(job.args):
+            return
+        message = (
+            f"`{job.id}` runs a Python trainer with resume arguments but loads as a task: no trainer "
+            "gates, no pre-flight, no watchdog, and `<step>` is passed as it is; make it a `train` "
+            "job with the resume arguments in `resume.args` (quick fix)"
+        )
+        field = "kind" if "kind" in self.raw else "args"
+        self.report("AR114", message, field, "warning", data=self.train_job_fix())
+
+    def train_job_fix(self) -> dict[str, Any]:
+        """Replace the whole job object with its ``train`` form (``seed.as_train_job``)."""
+        span = self.loader.span(self.pointer)
+        lines = self.loader.text.splitlines()
+        line_text = lines[span.line] if span.line < len(lines) else ""
+        indent = line_text[: len(line_text) - len(line_text.lstrip())]
+        text = job_text(as_train_job(self.raw), indent)
+        return {
+            "fix": {
+                "title": "Make it a train job (resume arguments into resume.args)",
+                "edits": [_edit(span, text)],
+            }
+        }
+
+    def check_command(self, job: Job) -> None:
+        """AR110 for a ``command`` that is a path to an executable outside the workspace and the roots.
+
+        A bare name is looked up on PATH at launch, as the user's shell would
+        (allowed); so is a path into a folder of PATH, or the server's own
+        interpreter's folder (the ``{python}`` default).
+        """
+        command = job.command
+        if not command or command == PYTHON_PLACEHOLDER or not _names_a_path(command):
+            return
+        target = Path(
+            os.path.normpath(
+                Path(command) if os.path.isabs(command) else job.resolved_cwd(self.loader.root) / command
+            )
+        )
+        if self.loader.inside(target) or _on_trusted_folder(target):
+            return
+        self.report(
+            "AR110", f"`command` {command[:100]!r} is outside the workspace and its `roots`", "command"
+        )
 
     def replace_fix(self, field: str, new_text: str, title: str) -> dict[str, Any]:
         """A quick fix replacing a field's value (carried in the diagnostic's data)."""
@@ -523,8 +704,8 @@ class _JobReader:
     def check_paths(self, job: Job) -> None:
         root = self.loader.root
         cwd = job.resolved_cwd(root)
-        if not _inside(cwd, root):
-            self.report("AR110", f"`cwd` {job.cwd!r} leaves the workspace", "cwd")
+        if not self.loader.inside(cwd):
+            self.report("AR110", f"`cwd` {job.cwd!r} leaves the workspace (and its `roots`)", "cwd")
             return
         self.check_arguments(job)
         if not cwd.is_dir():
@@ -534,8 +715,8 @@ class _JobReader:
         if script is None:
             return
         field = "script" if "script" in self.raw else "args"
-        if not _inside(script, root):
-            self.report("AR110", f"`script` {job.script!r} leaves the workspace", field)
+        if not self.loader.inside(script):
+            self.report("AR110", f"`script` {job.script!r} leaves the workspace (and its `roots`)", field)
         elif not script.is_file():
             self.report("AR107", f"`script` {job.script!r} does not exist", field)
 
@@ -545,9 +726,11 @@ class _JobReader:
         cwd = job.resolved_cwd(root)
         for index, arg in enumerate(job.args):
             target = _existing_path(cwd, arg)
-            if target is not None and not _inside(target, root):
+            if target is not None and not self.loader.inside(target):
                 self.report(
-                    "AR110", f"argument {arg[:100]!r} names {target}, outside the workspace", f"args/{index}"
+                    "AR110",
+                    f"argument {arg[:100]!r} names {target}, outside the workspace and its `roots`",
+                    f"args/{index}",
                 )
 
 
@@ -570,6 +753,30 @@ def _existing_path(cwd: Path, arg: str) -> Path | None:
         return candidate.resolve()
     except (OSError, ValueError):
         return None
+
+
+def _names_a_path(command: str) -> bool:
+    """True for a command written as a path (``./x``, ``/usr/bin/x``, ``E:\\Python310\\python.exe``)."""
+    return os.path.isabs(command) or "/" in command or "\\" in command
+
+
+def _on_trusted_folder(target: Path) -> bool:
+    """True when the executable lies in a folder of PATH or in the server interpreter's folder."""
+    folders = [
+        Path(sys.executable).parent,
+        *(Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p),
+    ]
+    try:
+        parent = target.resolve().parent
+    except (OSError, ValueError, RuntimeError):
+        return False
+    for folder in folders:
+        try:
+            if folder.resolve() == parent or folder == target.parent:
+                return True
+        except (OSError, ValueError, RuntimeError):
+            continue
+    return False
 
 
 def _inside(path: Path, root: Path) -> bool:

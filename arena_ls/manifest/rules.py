@@ -1,4 +1,4 @@
-"""The manifest rules (AR101-AR113): one registry, used by the docs generator.
+"""The manifest rules (AR101-AR115): one registry, used by the docs generator.
 
 The loader reports these codes; this table says what each one means, why it
 matters and how to fix it, for ``docs/rules.md``.
@@ -33,7 +33,9 @@ MANIFEST_RULES: tuple[ManifestRule, ...] = (
     ManifestRule("AR103", "duplicate-id", "error", "two jobs share an id",
                  "`arena/start` names jobs by id; a shared id makes the allowlist ambiguous",
                  "rename one of the jobs"),
-    ManifestRule("AR104", "bare-python", "error", "`command` is a bare `python` / `python3`",
+    ManifestRule("AR104", "bare-python", "error",
+                 "`command` is a bare `python` / `python3`, or the Microsoft Store stub (a `python*.exe` "
+                 "under `WindowsApps`, any case, either slash)",
                  "a bare interpreter name runs whatever is first on PATH, not the workspace's environment",
                  'write `"{python}"` (quick fix): the interpreter the workspace is configured with'),
     ManifestRule("AR105", "pythonpath", "warning", "`env` sets `PYTHONPATH`",
@@ -52,11 +54,14 @@ MANIFEST_RULES: tuple[ManifestRule, ...] = (
     ManifestRule("AR109", "needs-approval", "information", "the job needs approval",
                  "each start must pass `approved: true`", 'set `"status": "ready"` if it should not'),
     ManifestRule("AR110", "outside-workspace", "error",
-                 "a path the job names leaves the workspace: `cwd`, `script`, or an argument that is an "
-                 "existing path (for every kind of job); also the manifest or the state folder being a "
-                 "link that leaves the workspace (then nothing starts)",
+                 "a path the job names leaves the workspace and the manifest's `roots`: `cwd`, `script`, "
+                 "an argument that is an existing path (for every kind of job), or a `command` written as "
+                 "a path (a bare name, a folder of PATH and the server's interpreter's folder are allowed); "
+                 "also the manifest or the state folder being a link that leaves the workspace (then "
+                 "nothing starts)",
                  "the manifest is the trust root: it may only run, read and write what the workspace holds",
-                 "keep paths inside the workspace; replace the link with a real file or folder"),
+                 "keep paths inside the workspace, or name their folder in the top-level `roots`; replace "
+                 "the link with a real file or folder"),
     ManifestRule("AR111", "cluster-stop-file", "warning",
                  "a job with `runOn` uses `stop.method` `file` (the default)",
                  "on a cluster there is no stop file: a stop is Ray's (SIGTERM, then SIGKILL after "
@@ -69,4 +74,17 @@ MANIFEST_RULES: tuple[ManifestRule, ...] = (
                  "these decide which programs and libraries the job loads: a manifest that sets them can "
                  "run code from outside the workspace",
                  "leave them to the user's environment; set the interpreter with the `python` setting"),
+    ManifestRule("AR114", "trainer-as-task", "warning",
+                 "a job with no `kind` (or `kind: task`) whose arguments name a `.py` script and `--resume`, "
+                 "`--start-step` or the seed's `<step>`",
+                 "a task gets no trainer gates, no pre-flight, no watchdog, and `<step>` reaches the trainer "
+                 "as it is: a resumable trainer silently loses every protection",
+                 "make it a `train` job with the resume arguments in `resume.args`, `<step>` written "
+                 "`{step}` (quick fix)"),
+    ManifestRule("AR115", "stage-without-command", "information",
+                 "a top-level `stages` entry (the seed's older manifest): listed as a job with status "
+                 "`stage` that cannot run",
+                 "a stage has no command, so nothing can start it",
+                 "turn it into a job of `jobs` (quick fix: a `train` job with `{python}`, `train.py` and "
+                 "`resume.args`; edit its script)"),
 )  # fmt: skip

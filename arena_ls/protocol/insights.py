@@ -111,6 +111,7 @@ class InsightService:
             if state is not None and state.pid and tracker.is_new_sample(health):
                 tracker.add_health_sample(health, process_tree_pids([state.pid]))
             tracker.note_trainer_file()
+            tracker.obs.ram_floor_mb = self.settings().preflight.min_free_ram_mb
             tracker.evaluate(settings, now)
             self._changed(view)
         self._forget_gone({v.run_id for v in views})

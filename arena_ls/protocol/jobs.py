@@ -57,6 +57,7 @@ def job_infos(
                 "lastCheckpoint": job_checkpoint(checkpoints(job.id)),
             }
         )
+    infos.extend(stage_infos(manifest))
     return infos
 
 
@@ -107,3 +108,19 @@ class JobInfos:
     def _with_checkpoints(self, infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``lastCheckpoint`` changes with the runs, not the manifest: the per-request pass."""
         return [{**info, "lastCheckpoint": job_checkpoint(self.checkpoints(info["id"]))} for info in infos]
+
+
+def stage_infos(manifest: ManifestResult) -> list[dict[str, Any]]:
+    """The manifest's ``stages`` (contract 7.3) as JobInfo: status ``stage``, never runnable."""
+    return [
+        {
+            "id": stage.id,
+            "name": stage.name,
+            "kind": None,
+            "status": "stage",
+            "runnable": False,
+            "blockedBy": [stage.diagnostic.to_wire()],
+            "probe": None,
+        }
+        for stage in manifest.stages
+    ]

@@ -95,6 +95,10 @@ def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
     from arena_ls.protocol.app import create_server
 
     server = create_server(hardware=hardware)
+    if hardware is not None:
+        from arena_ls.health.agent_hardware import share_with_agents  # start-up speed: see above
+
+        share_with_agents(hardware)
     from arena_ls.protocol import serving  # start-up speed: see above
 
     if not args.tcp:

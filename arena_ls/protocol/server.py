@@ -74,6 +74,8 @@ class ArenaServer(LanguageServer):
         self._announced_status: dict[str, tuple[RunStatus, int]] = {}
         """The last status and ``restarts`` announced of each run (``run_changed`` fills in what no
         reading caught)."""
+        self._battery_told: tuple[str, ...] = ()
+        """Runs whose battery stop was shown (bounded, newest last)."""
 
     # -- plug-ins and background work -----------------------------------------------------
 
@@ -128,7 +130,21 @@ class ArenaServer(LanguageServer):
                     f"{failure.get('evidence', '')}",
                 )
             )
+        self._tell_battery_stop(view, info)
         self.active_changed()
+
+    def _tell_battery_stop(self, view: RunView, info: dict[str, Any]) -> None:
+        """A run the power rule stopped (contract 7.3): one warning per run, in every editor."""
+        if info.get("stoppedBy") != "battery" or view.run_id in self._battery_told:
+            return
+        self._battery_told = (*self._battery_told[-(ANNOUNCED_KEPT - 1) :], view.run_id)
+        then = "it starts again, resuming, when power returns" if not view.is_final else "it stays stopped"
+        self.window_show_message(
+            types.ShowMessageParams(
+                types.MessageType.Warning,
+                f"{view.spec.job_name} was stopped: the machine is on battery (power.onBattery); {then}",
+            )
+        )
 
     def _announce(self, view: RunView) -> dict[str, Any]:
         """``arena/statusChanged`` with the run's ``RunInfo``, after each status it passed through

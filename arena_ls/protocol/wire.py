@@ -63,6 +63,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "cluster": _cluster_wire(view.spec, state),
         "insights": [],
         "lost": _lost(view, state),
+        "waitingFor": state.waiting_for if view.status is RunStatus.RESTARTING else None,
     }
     if extra:
         info.update(extra)

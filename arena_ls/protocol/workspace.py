@@ -13,8 +13,10 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
+from arena_ls import platform
 from arena_ls.cluster.config import declared_targets
 from arena_ls.cluster.health import ClusterHealthSampler
+from arena_ls.diagnostics import Severity
 from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
@@ -66,7 +68,7 @@ class Workspace:
         # supervisor's collaborators; what they read of the workspace they read when asked.
         from arena_ls.gates.cache import TrainerGates  # start-up speed: no gates before `initialize`
 
-        self.gates = TrainerGates(self.root, self.manifest, self._fp32_only)
+        self.gates = TrainerGates(self.root, self.manifest, self._fp32_only, self._gate_severities)
         self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
         self.supervisor = Supervisor(
             self.root, self.settings, listener, gate_checker=self.gates.errors, preflight=self.preflight.run
@@ -94,6 +96,12 @@ class Workspace:
 
     def _fp32_only(self) -> bool | None:
         return self.health.fp32_only()
+
+    def _gate_severities(self) -> dict[str, Severity]:
+        """AR010 an error on a Windows device, then the workspace's ``gates.severity`` (contract 7.3)."""
+        from arena_ls.gates.severity import gate_severities  # start-up speed, as TrainerGates above
+
+        return gate_severities(platform.windows_device(), self.settings().gates_severity)
 
     # -- lifetime --------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -86,6 +86,12 @@ class FakeHardware:
     """When set, every call first re-reads the machine from this JSON file."""
     calls: int = 0
     """How many readings were made (any method)."""
+    agent_factory: ClassVar[tuple[str, str]] = (
+        "tests.helpers.fake_hardware:FakeHardware.from_env",
+        str(Path(__file__).resolve().parents[2]),
+    )
+    """What a server given this fake hands its job agents (``arena_ls.health.agent_hardware``):
+    they follow the same ``ARENA_FAKE_HARDWARE`` file, so a test can unplug a real run's battery."""
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False, eq=False)
 
     @classmethod

@@ -219,6 +219,20 @@ def test_thermal_uses_the_gpus_slowdown_point_or_the_setting() -> None:
 # -- checkpoint-overdue ----------------------------------------------------------------------
 
 
+def test_low_ram_fires_below_the_pre_flight_floor_and_clears_above_it() -> None:
+    obs = Observations()
+    engine = InsightEngine()
+    assert engine.evaluate(obs, DEFAULTS, now=1.0) == []  # no health sample yet
+    obs.ram_floor_mb, obs.ram_available_mb = 5120, 5120
+    assert engine.evaluate(obs, DEFAULTS, now=2.0) == []
+    obs.ram_available_mb = 3900
+    [insight] = engine.evaluate(obs, DEFAULTS, now=3.0)
+    assert insight.kind == "low-ram" and insight.severity == "warning"
+    assert "3900 MB" in insight.message and "5120 MB" in insight.message
+    obs.ram_available_mb = 6000
+    assert engine.evaluate(obs, DEFAULTS, now=4.0) == []
+
+
 def test_a_trainer_that_stops_checkpointing_is_overdue_until_the_next_one() -> None:
     obs = Observations(launched_at=0.0)
     for step in range(1, 41):
@@ -300,7 +314,7 @@ def test_disabled_insights_hold_nothing() -> None:
 def test_the_registry_has_the_contracts_kinds_each_documented() -> None:
     assert list(INSIGHTS) == [
         "loss-spike", "grad-health", "gpu-bubble", "vram-spill",
-        "checkpoint-overdue", "thermal", "edited-during-run",
+        "checkpoint-overdue", "thermal", "edited-during-run", "low-ram",
     ]  # fmt: skip
     for rule in INSIGHTS.values():
         assert set(rule.doc.sections) == set(SECTIONS) and rule.doc.summary.startswith(rule.kind)

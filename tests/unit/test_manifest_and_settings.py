@@ -55,7 +55,7 @@ def test_a_syntax_error_is_ar101_at_its_position(tmp_path: Path) -> None:
 
 def test_each_problem_sits_on_its_value(tmp_path: Path) -> None:
     text = (
-        '{"version": 1, "stages": [], "jobs": [\n'
+        '{"version": 1, "stagez": [], "jobs": [\n'
         ' {"id": "a", "command": "python3", "kind": "train", "args": ["train.py"],'
         ' "env": {"PYTHONPATH": "x"}},\n'
         ' {"id": "a", "command": "{python}"},\n'

@@ -8,7 +8,7 @@ inside a framework, a call anywhere in the file (a callback) counts. The
 finding is reported at the training loop's header.
 
 A trainer that never uses CUDA (it imports torch but mentions no `cuda`
-device, `.cuda()`, `torch.cuda` or GPU anywhere, and uses no library that
+device, `.cuda()`, `torch.cuda`, `torch.accelerator` or GPU anywhere, and uses no library that
 picks the GPU itself) is exempt from AR001-AR003 and AR011; this rule then
 reports one information diagnostic saying so, which blocks nothing.
 
@@ -56,7 +56,7 @@ MESSAGE = "no torch.cuda.empty_cache() in the training loop"
 
 
 CUDA_FREE = (
-    "this trainer never uses CUDA (no cuda device, no .cuda(), no torch.cuda), so "
+    "this trainer never uses CUDA (no cuda device, no .cuda(), no torch.cuda, no torch.accelerator), so "
     "the GPU rules AR001-AR003 and AR011 do not apply to it"
 )
 

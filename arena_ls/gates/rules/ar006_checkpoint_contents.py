@@ -11,8 +11,11 @@ dict a same-file function returns. It needs the optimizer state
 `iter_num`, `global_step`, `epoch` with `batch`; `epoch` alone for a save
 made once per epoch; for `accelerator.save_state`, the step in the folder
 name such as `f"step_{step}"`). A whole-module pickle, `torch.save(model, f)`,
-carries neither. When several saves sit side by side, what they carry
-together counts; a dict it cannot read is given the benefit of the doubt.
+carries neither. When several saves sit side by side (under the same
+statement of the loop, directly or in the helpers called there), what they
+carry together counts; a dict it cannot read is given the benefit of the
+doubt. The message names the keys the checkpoint does hold (`EPOCHS_RUN`
+is an epoch: the position of a save made once per epoch).
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -51,6 +54,7 @@ for step, (x, y) in enumerate(loader):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 from arena_ls.gates.checkpoints import Contents
@@ -75,7 +79,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     groups: dict[tuple[int, ...], Contents] = {}
     for root, path in found:
         contents = _accepting_epoch(ctx, root, path, ctx.saves.contents(path))
-        key = (*(id(node) for node, _field in path.links()), id(path.target.scope))
+        key = (*(id(node) for node, _field in path.first_chain), id(path.first.scope))
         groups[key] = groups[key].merge(contents) if key in groups else contents
     verdicts = list(groups.values())
     if not verdicts or any(c.optimizer and c.step for c in verdicts):
@@ -90,9 +94,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
 def _accepting_epoch(ctx: TrainerContext, root: Root, path: Path, contents: Contents) -> Contents:
     """A save made once per epoch that records the epoch has its position."""
     if contents.epoch and not contents.step and ctx.cadence(root, path).kind == "epoch":
-        return Contents(
-            known=contents.known, node=contents.node, optimizer=contents.optimizer, step=True, epoch=True
-        )
+        return dataclasses.replace(contents, step=True, epoch=True)
     return contents
 
 
@@ -114,7 +116,14 @@ def _message(contents: Contents) -> str:
         for name, present in (("the optimizer state", contents.optimizer), ("the step", contents.step))
         if not present
     ]
-    return f"the saved checkpoint lacks {' and '.join(missing)}"
+    held = ", ".join(contents.names[:6])
+    if not held:
+        there = ""
+    elif contents.epoch and contents.step and not contents.optimizer:
+        there = f" (it holds {held}: the epoch is the position of a save made once per epoch)"
+    else:
+        there = f" (it holds {held})"
+    return f"the saved checkpoint lacks {' and '.join(missing)}{there}"
 
 
 RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)

@@ -79,7 +79,9 @@ def _loader(ctx: TrainerContext, site: CallSite, name: str, position: int | None
     workers = value.as_int()
     if not (value.positive or (workers is not None and workers > 0)):
         return
-    shown = f"{name}={workers}" if workers is not None else f"{name} from os.cpu_count()"
+    shown = (
+        f"{name}={workers}" if workers is not None else f"{name} from {value.counted_by or 'the CPU count'}"
+    )
     origin = f", {value.origin}" if value.origin and not isinstance(value_expr, ast.Constant) else ""
     yield Violation(
         span=ctx.span(where),
@@ -98,7 +100,8 @@ def _through_splats(ctx: TrainerContext, site: CallSite, name: str) -> Iterator[
             workers = value.as_int()
             if not (value.positive or (workers is not None and workers > 0)):
                 continue
-            shown = f"{name}={workers}" if workers is not None else f"{name} from os.cpu_count()"
+            counted = value.counted_by or "the CPU count"
+            shown = f"{name}={workers}" if workers is not None else f"{name} from {counted}"
             yield Violation(
                 span=ctx.span(item),
                 message=f"{MESSAGE} ({shown} through **{ast.unparse(item.value)}, "

@@ -14,7 +14,9 @@ no lookup selects with the defaults, or the branch of `a if c else b` the
 defaults do not take are not uses. The defaults of options are respected:
 code that runs only under an option whose default is float32 or off (`if
 args.dtype == "float16":` with `default="float32"`, `if args.tensorcores:`
-with `store_true`, `autocast(enabled=args.amp)`) does not fire. Nor do
+with `store_true`, `autocast(enabled=args.amp)`, `if args.validation_prompts is not
+None:` with a default of None, and a function that only such code calls, such as
+diffusers' `log_validation`) does not fire. Nor do
 `autocast(enabled=False)`, an autocast or dtype of float32, text in
 docstrings, half precision used only to export weights (after the training
 loop, or in an export function: one named `export_*`, `write_*`, `save_*`...,
@@ -130,6 +132,7 @@ class _Uses:
     def __init__(self, ctx: TrainerContext) -> None:
         self.ctx = ctx
         self._parents: dict[int, ast.AST] | None = None
+        self._calling: set[int] = set()
 
     def parents(self) -> dict[int, ast.AST]:
         if self._parents is None:
@@ -215,13 +218,31 @@ class _Uses:
         return keys
 
     def active(self, chain: Chain, scope: Scope) -> bool:
-        """False when an ``if`` around the code is false with the options' defaults."""
+        """False when an ``if`` around the code is false with the options' defaults, or when the
+        code is in a function that only such code calls (diffusers' ``log_validation``, called
+        under ``if args.validation_prompts is not None`` with a default of None)."""
         for node, field in chain:
             if isinstance(node, ast.If) and field in ("body", "orelse"):
                 truth = self._truth(node.test, scope)
                 if truth is not None and truth != (field == "body"):
                     return False
-        return True
+        return not self._only_called_where_off(scope)
+
+    def _only_called_where_off(self, scope: Scope) -> bool:
+        """True for a function every same-file call of which is inactive, and that is not used otherwise."""
+        if scope.kind != "function" or id(scope) in self._calling:
+            return False
+        calls = [site for site in self.ctx.facts.calls if site.name == scope.name and site.scope is not scope]
+        names = sum(
+            1 for node in ast.walk(self.ctx.tree) if isinstance(node, ast.Name) and node.id == scope.name
+        )
+        if not calls or names != len(calls) or not all(isinstance(s.node.func, ast.Name) for s in calls):
+            return False  # never called here, or passed along (a callback): it may run
+        self._calling.add(id(scope))
+        try:
+            return not any(self.active(site.chain, site.scope) for site in calls)
+        finally:
+            self._calling.discard(id(scope))
 
     def active_at(self, stmt: ast.stmt, scope: Scope) -> bool:
         for node in iter_statements(getattr(scope.node, "body", [])):
@@ -261,6 +282,9 @@ class _Uses:
                     return bool(left in right)  # type: ignore[operator]
                 if isinstance(op, ast.NotIn):
                     return bool(left not in right)  # type: ignore[operator]
+                if isinstance(op, (ast.Is, ast.IsNot)) and (left is None or right is None):
+                    same = left is right  # an option defaulting to None is off: `is not None` is False
+                    return same if isinstance(op, ast.Is) else not same
             except TypeError:
                 return None
             return None

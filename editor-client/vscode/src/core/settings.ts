@@ -46,6 +46,10 @@ export const SERVER_SETTING_KEYS = [
   "insights.thermalMaxCelsius",
   "probe.allowWithoutGpu",
   "probe.sampleSeconds",
+  "power.onBattery",
+  "power.graceSeconds",
+  "power.resumeOnAc",
+  "gates.severity",
   "clusters",
 ] as const;
 

@@ -1,0 +1,48 @@
+"""How old a checkpoint may be before a stop asks (contract 7.3, the SOP's rule 4): pure."""
+
+from __future__ import annotations
+
+from arena_ls.lifecycle.checkpoint_age import (
+    NO_CADENCE_SECONDS,
+    checkpoint_cadence,
+    describe,
+    lost_since_checkpoint,
+    stale_checkpoint_refusal,
+    too_old,
+)
+
+
+def test_twice_the_cadence_is_the_limit() -> None:
+    checkpoints = [(500, 1000.0), (1000, 1600.0)]  # every 600 s
+    assert checkpoint_cadence(checkpoints) == 600.0
+    assert not too_old(1600.0 + 1200.0, checkpoints)
+    assert too_old(1600.0 + 1200.1, checkpoints)
+
+
+def test_thirty_minutes_without_a_cadence_and_nothing_without_a_checkpoint() -> None:
+    assert checkpoint_cadence([(500, 0.0)]) is None
+    assert not too_old(NO_CADENCE_SECONDS, [(500, 0.0)])
+    assert too_old(NO_CADENCE_SECONDS + 1, [(500, 0.0)])
+    assert not too_old(10**9, [])  # no checkpoint at all is 1007's other case (runtimeSeconds)
+
+
+def test_the_refusal_says_what_would_be_lost() -> None:
+    data = stale_checkpoint_refusal(3000.0, [(500, 1000.0), (1000, 1600.0)], "ckpt_latest.pt", 1730)
+    assert data is not None
+    assert data["lastCheckpoint"] == {
+        "step": 1000,
+        "path": "ckpt_latest.pt",
+        "at": "1970-01-01T00:26:40.000Z",
+    }
+    assert data["lost"] == {"steps": 730, "seconds": 1400.0} and data["cadenceSeconds"] == 600.0
+    text = describe(data)
+    assert "step 1000" in text and "730 steps" in text and "twice its cadence of 600s" in text
+    assert "confirm: true" in text
+    assert stale_checkpoint_refusal(1700.0, [(500, 1000.0), (1000, 1600.0)], None, 1010) is None
+
+
+def test_lost_without_a_step_and_a_clock_behind() -> None:
+    assert lost_since_checkpoint(100.0, (10, 40.0), None) == {"steps": None, "seconds": 60.0}
+    assert lost_since_checkpoint(30.0, (10, 40.0), 5) == {"steps": 0, "seconds": 0.0}
+    data = stale_checkpoint_refusal(5000.0, [(10, 0.0)], None, None)
+    assert data is not None and "30 minutes" in describe(data) and "steps" not in describe(data)
