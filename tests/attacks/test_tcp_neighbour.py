@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from tests.helpers.lsp import WAIT, job, make_workspace
+from tests.helpers.processes import kill_runs_of
 from tests.protocol.raw import frame, request
 from tests.protocol.test_tcp import Connection, TcpServer
 
@@ -39,6 +40,7 @@ async def tcp(workspace: Path) -> AsyncIterator[TcpServer]:
     yield server
     server.process.kill()
     await server.process.wait()
+    kill_runs_of(workspace)  # the leavers' runs live on by design: end them here
 
 
 def _token(tcp: TcpServer) -> str:
