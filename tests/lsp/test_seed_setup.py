@@ -74,6 +74,7 @@ async def test_an_interpreter_given_E_streams_unflushed_prints_live_and_in_utf8(
         release.write_text("go")
         await wait_status(client, run["runId"], "succeeded")
     finally:
+        release.write_text("go")  # a failed assertion never leaves the trainer waiting
         await stop_server(client)
 
 
@@ -113,6 +114,7 @@ async def test_a_trainer_in_a_roots_folder_runs_gated_and_one_elsewhere_is_refus
         release.write_text("go")
         await wait_status(client, run["runId"], "succeeded")
     finally:
+        release.write_text("go")  # a failed assertion never leaves the trainer waiting
         await stop_server(client)
     # The same manifest without `roots`: every path there is outside the workspace (AR110).
     write_manifest(root, {"jobs": jobs})
