@@ -1,6 +1,7 @@
 // What AIDE takes from the VS Code extension's editor-agnostic core
 // (editor-client/vscode/src/core/): formatting, refusals, progress and resume
-// decisions. `node build-core.mjs` bundles it into lib/core.mjs, a plain ES
+// decisions, and which log lines are the trainer's `@arena` announcements
+// (hidden unless the person asks for raw lines). `node build-core.mjs` bundles it into lib/core.mjs, a plain ES
 // module that AIDE's daemon (Node) and page (a browser) both import; CI runs
 // `node build-core.mjs --check` so the committed bundle never drifts from the
 // TypeScript it is made of.
@@ -9,3 +10,4 @@ export { Refusal, reasonOf, refusalDetail, minutesLost, stopPrompt, asRpcError }
 export { resumeOffer, lastCheckpointOf, startParamsFor } from "../vscode/src/core/resume";
 export { runToShow } from "../vscode/src/core/runProgress";
 export { isLive, Methods } from "../vscode/src/core/protocol";
+export { isAnnouncement } from "../vscode/src/core/announcements";

@@ -14,7 +14,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
-import { Refusal, isLive, refusalDetail, stopPrompt } from "./lib/core.mjs";
+import { Refusal, isAnnouncement, isLive, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
 export { stripAnsi };
 
@@ -92,6 +92,17 @@ function finite(value) {
 export function pageLine(jobId, line) {
   const text = stripAnsi(line.text ?? "");
   return { id: jobId, line: line.stream === "stderr" ? `stderr: ${text}` : text, at: line.at ?? null, seq: line.seq, stream: line.stream };
+}
+
+/**
+ * The lines of `status.logs`: a person reads them (the SOP's page shows the
+ * last one), so the trainer's well-formed `@arena {...}` announcements are
+ * skipped, unless they are all there is (a trainer that prints nothing else
+ * still shows that it is alive). The SSE route keeps every line.
+ */
+export function statusLogLines(lines, limit) {
+  const readable = lines.filter((line) => !isAnnouncement(line));
+  return (readable.length > 0 ? readable : lines).slice(-limit);
 }
 
 /** `status.active` (7.4), with the extra fields the panel shows (speed, checkpoint, insights). */
@@ -313,7 +324,7 @@ export class TrainingArena {
     const jobId = latest?.jobId ?? null;
     return {
       active: activeShape(status.active),
-      logs: (status.logs ?? []).slice(-STATUS_LOG_LINES).map((line) => pageLine(jobId, line)),
+      logs: statusLogLines(status.logs ?? [], STATUS_LOG_LINES).map((line) => pageLine(jobId, line)),
       jobs: (status.jobs ?? []).map(jobShape),
       health: status.health ?? null,
       lastRun: runShape(latest),

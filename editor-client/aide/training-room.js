@@ -8,12 +8,13 @@
 // /api/training/start and /stop, GET /api/training/logs), so it works against
 // any daemon that serves them. Log text is rendered with textContent only,
 // after its ANSI escapes are stripped: a trainer's output is never markup.
-import { blockedList, formatEta, formatLoss, healthLines, percentDone, resumeOffer, stopPrompt } from "./lib/core.mjs";
+import { blockedList, formatEta, formatLoss, healthLines, isAnnouncement, percentDone, resumeOffer, stopPrompt } from "./lib/core.mjs";
 
 const POLL_MS = 2000;
 const MAX_LOG_LINES = 2000;
 const MAX_NOTICES = 5;
 const LIVE = new Set(["starting", "running", "stopping", "restarting"]);
+const SHOW_RAW_KEY = "arena.showRawLines";
 
 export function stripAnsi(text) {
   return String(text)
@@ -86,8 +87,89 @@ function measuredSpeed(previous, active, now) {
   return elapsed > 0 && active.step > previous.step ? (active.step - previous.step) / elapsed : undefined;
 }
 
+/**
+ * Whether a line of the page's log (`{line, stream}`, as the daemon sends it) is
+ * one of the trainer's well-formed `@arena {...}` announcements (contract
+ * section 3): the VS Code core's rule, so a line that only looks like one (not
+ * a JSON object naming its `event`, or on stderr) is a readable line.
+ */
+export function isRawLine(data) {
+  return isAnnouncement({ stream: data?.stream, text: data?.line });
+}
+
+/**
+ * The lines the log pane can show in either mode: the newest `limit` readable
+ * lines (raw lines hidden, the default) and the newest `limit` lines of all
+ * (raw lines shown). Older entries are dropped, so it never holds more than
+ * about 3 × `limit` (a trainer that prints mostly announcements cannot push
+ * its readable lines out of the default view).
+ */
+export class LogBuffer {
+  constructor(limit = MAX_LOG_LINES) {
+    this.limit = limit;
+    this.entries = [];
+    this.readable = 0;
+  }
+
+  /** Adds `{data, raw, ...}`; returns the entry. */
+  add(entry) {
+    this.entries.push(entry);
+    if (!entry.raw) {
+      this.readable += 1;
+    }
+    while (this.readable > this.limit) {
+      // Everything up to the oldest readable line is older than both windows.
+      const dropped = this.entries.shift();
+      if (!dropped.raw) {
+        this.readable -= 1;
+      }
+    }
+    if (this.entries.length > 3 * this.limit) {
+      const newest = this.entries.length - this.limit;
+      this.entries = this.entries.filter((candidate, index) => !candidate.raw || index >= newest);
+    }
+    return entry;
+  }
+
+  /** The entries the pane shows, oldest first. */
+  shown(showRaw) {
+    const pool = showRaw ? this.entries : this.entries.filter((entry) => !entry.raw);
+    return pool.slice(-this.limit);
+  }
+
+  clear() {
+    this.entries = [];
+    this.readable = 0;
+  }
+}
+
+/** The "show raw lines" choice kept in the page's localStorage (absent or unreadable: hidden). */
+function storedShowRaw(storage) {
+  try {
+    return storage?.getItem(SHOW_RAW_KEY) === "true";
+  } catch {
+    return false;
+  }
+}
+
+function storeShowRaw(storage, value) {
+  try {
+    storage?.setItem(SHOW_RAW_KEY, value ? "true" : "false");
+  } catch {
+    // a page without storage forgets the choice on reload
+  }
+}
+
+function pageStorage() {
+  try {
+    return typeof localStorage === "undefined" ? null : localStorage;
+  } catch {
+    return null;
+  }
+}
+
 export class TrainingRoom {
-  constructor(root, { api = "", pollMs = POLL_MS, fetchImpl, EventSourceImpl } = {}) {
+  constructor(root, { api = "", pollMs = POLL_MS, fetchImpl, EventSourceImpl, storage } = {}) {
     this.root = root;
     this.api = api.replace(/\/$/, "");
     this.pollMs = pollMs;
@@ -101,6 +183,9 @@ export class TrainingRoom {
     this.noticesShown = new Set();
     this.busy = false;
     this.phase = null;
+    this.storage = storage === undefined ? pageStorage() : storage;
+    this.showRaw = storedShowRaw(this.storage);
+    this.logLines = new LogBuffer(MAX_LOG_LINES);
     this._build();
   }
 
@@ -117,6 +202,10 @@ export class TrainingRoom {
     this.stopButton = el("button", { type: "button", class: "tr-stop", id: "arena-stop", disabled: true, text: "■ Stop" });
     this.stopButton.addEventListener("click", () => this.stop());
     this.log = el("div", { class: "tr-log", id: "arena-log", role: "log" });
+    this.rawToggle = el("input", { type: "checkbox", id: "arena-show-raw", checked: this.showRaw });
+    this.rawToggle.checked = this.showRaw;
+    this.rawToggle.addEventListener("change", () => this.setShowRaw(this.rawToggle.checked));
+    const rawLabel = el("label", { class: "tr-raw-toggle", for: "arena-show-raw", title: "also show the trainer's @arena {…} announcement lines" }, this.rawToggle, " show raw lines");
     this.healthList = el("ul", { class: "tr-health", id: "arena-health" });
     this.connection = el("span", { class: "tr-connection", id: "arena-connection", text: "connecting…" });
     this.dialog = el("div", { class: "tr-dialog", id: "arena-dialog", hidden: true });
@@ -133,7 +222,7 @@ export class TrainingRoom {
         this.progressText,
         this.checkpointText,
       ),
-      el("section", { class: "tr-section" }, el("h3", { text: "Log" }), this.log),
+      el("section", { class: "tr-section" }, el("div", { class: "tr-log-head" }, el("h3", { text: "Log" }), rawLabel), this.log),
       el("section", { class: "tr-section" }, el("h3", { text: "Machine" }), this.healthList),
       this.dialog,
     );
@@ -332,6 +421,7 @@ export class TrainingRoom {
     this.stream?.close();
     this.streamRunId = runId;
     this.lastSeq = -1;
+    this.logLines.clear();
     this.log.replaceChildren();
     this._open(runId, -1);
   }
@@ -379,11 +469,35 @@ export class TrainingRoom {
       row.append(el("span", { class: "tr-mark", text: "stderr" }));
     }
     row.append(document.createTextNode(text));
-    const atBottom = this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
+    const raw = isRawLine(data);
+    if (raw) {
+      row.classList.add("tr-raw");
+    }
+    this.logLines.add({ row, raw });
+    if (raw && !this.showRaw) {
+      return;
+    }
+    const atBottom = this._atBottom();
     this.log.append(row);
     while (this.log.childElementCount > MAX_LOG_LINES) {
       this.log.firstElementChild.remove();
     }
+    if (atBottom) {
+      this.log.scrollTop = this.log.scrollHeight;
+    }
+  }
+
+  _atBottom() {
+    return this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
+  }
+
+  /** Shows or hides the trainer's `@arena` lines (the checkbox), and remembers the choice. */
+  setShowRaw(value) {
+    this.showRaw = Boolean(value);
+    this.rawToggle.checked = this.showRaw;
+    storeShowRaw(this.storage, this.showRaw);
+    const atBottom = this._atBottom();
+    this.log.replaceChildren(...this.logLines.shown(this.showRaw).map((entry) => entry.row));
     if (atBottom) {
       this.log.scrollTop = this.log.scrollHeight;
     }

@@ -11,6 +11,7 @@ import path from "node:path";
 import http from "node:http";
 import puppeteer from "puppeteer-core";
 import { AIDE, REPO, ARENA_LS, TEST_SETTINGS } from "../test/support.mjs";
+import { isRawLine } from "../training-room.js";
 
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const OUT = path.join(AIDE, "e2e", "out");
@@ -207,6 +208,27 @@ test("Run on the reference job asks for approval, then the bar moves and log lin
   const html = await page.$eval("#arena-log", (node) => node.innerHTML);
   assert.doesNotMatch(html, /<script|\u001b\[/);
   await shot("2-reference-job-running.png");
+});
+
+test("the reference job's @arena announcements are hidden by default; 'show raw lines' shows them, and the choice is kept", async () => {
+  const rows = () => page.$$eval("#arena-log .tr-line", (nodes) => nodes.map((node) => node.textContent));
+  assert.equal(await page.$eval("#arena-show-raw", (box) => box.checked), false);
+  assert.match(await page.$eval(".tr-log-head", (node) => node.textContent), /show raw lines/);
+  const hidden = await rows();
+  assert.ok(hidden.some((text) => /^step \d+\/3000/.test(text)), "the trainer's readable step lines are shown");
+  assert.deepEqual(hidden.filter((text) => text.startsWith("@arena {")), [], "no announcement by default");
+  await page.click("#arena-show-raw");
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /^@arena \{"event": ?"progress"/.test(node.textContent)));
+  const shown = await rows();
+  assert.ok(shown.some((text) => /^@arena \{"event": ?"health"/.test(text)));
+  assert.ok(shown.length > hidden.length);
+  await shot("2b-reference-job-raw-lines.png");
+  await page.reload();
+  await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => node.textContent.startsWith("@arena {")));
+  assert.equal(await page.$eval("#arena-show-raw", (box) => box.checked), true, "kept in localStorage across a reload");
+  await page.click("#arena-show-raw");
+  await page.waitForFunction(() => ![...document.querySelectorAll("#arena-log .tr-line")].some((node) => node.textContent.startsWith("@arena {")));
+  assert.equal(await page.evaluate(() => localStorage.getItem("arena.showRawLines")), "false");
 });
 
 test("Stop ends the run and shows the checkpoint step and what was lost", async () => {
@@ -412,8 +434,14 @@ test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon
 test("the daemon killed mid-run and started again: the page's log goes on with every line once, in order", async () => {
   await page.goto(`${daemon.ui}/`);
   await page.waitForSelector("#arena-jobs li[data-job='no-checkpoint']");
-  await runJob("no-checkpoint");
-  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  // The fake trainer prints little besides its @arena lines: show them, so the pane holds every line of the stream.
+  await page.click("#arena-show-raw");
+  // The earlier "Stop anyway" saved a checkpoint at its stop: the question is then "Resume from step N", else approval.
+  const run = "button.tr-run-button[data-job='no-checkpoint']";
+  await page.waitForFunction((css) => document.querySelector(css)?.disabled === false, {}, run);
+  await page.click(run);
+  await page.waitForSelector("#arena-dialog:not([hidden]) button.tr-primary");
+  await page.click("#arena-dialog button.tr-primary");
   await page.waitForFunction(() => document.querySelectorAll("#arena-log .tr-line").length > 20);
   const seen = await page.$$eval("#arena-log .tr-line", (nodes) => nodes.length);
   const { api, ui } = daemon;
@@ -439,5 +467,10 @@ test("the daemon killed mid-run and started again: the page's log goes on with e
   }
   assert.deepEqual(shown.map((row) => row.seq), whole.map((line) => line.seq), "every line once, in order, across the daemon's restart");
   assert.deepEqual(shown.map((row) => row.text), whole.map((line) => line.line));
+  assert.deepEqual(whole.map((line) => line.seq), whole.map((_, index) => whole[0].seq + index), "the stream keeps every line: its seqs are contiguous");
+  await page.click("#arena-show-raw");
+  const readable = await page.$$eval("#arena-log .tr-line[data-seq]", (nodes) => nodes.map((node) => Number(node.dataset.seq)));
+  assert.deepEqual(readable, whole.filter((line) => !isRawLine(line)).map((line) => line.seq), "unticked: the same lines less the announcements");
+  assert.ok(readable.length < whole.length);
   await shot("8-log-across-a-daemon-restart.png");
 });

@@ -289,6 +289,21 @@ function runToShow(status) {
   const runs = status.runs ?? [];
   return runs.length > 0 ? runs[runs.length - 1] : void 0;
 }
+
+// vscode/src/core/announcements.ts
+var PREFIX = "@arena ";
+var LONGEST = 64 * 1024;
+function isAnnouncement(line) {
+  if (line.stream !== "stdout" || typeof line.text !== "string" || !line.text.startsWith(PREFIX) || line.text.length > LONGEST) {
+    return false;
+  }
+  try {
+    const payload = JSON.parse(line.text.slice(PREFIX.length));
+    return payload !== null && typeof payload === "object" && !Array.isArray(payload) && typeof payload.event === "string";
+  } catch {
+    return false;
+  }
+}
 export {
   Methods,
   Refusal,
@@ -298,6 +313,7 @@ export {
   formatLogLine,
   formatLoss,
   healthLines,
+  isAnnouncement,
   isLive,
   kindLabel,
   lastCheckpointOf,

@@ -1,8 +1,8 @@
 // The pure parts: what the panel and the daemon make of arena-ls's shapes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { lostText, placeOf, stripAnsi as panelStrip } from "../training-room.js";
-import { activeShape, isLoopbackAddress, pageLine, parseCommand, runShape, stripAnsi } from "../training-arena.mjs";
+import { LogBuffer, isRawLine, lostText, placeOf, stripAnsi as panelStrip } from "../training-room.js";
+import { activeShape, isLoopbackAddress, pageLine, parseCommand, runShape, statusLogLines, stripAnsi } from "../training-arena.mjs";
 
 test("ANSI escapes are stripped (colours, cursor moves, OSC titles), text kept", () => {
   for (const strip of [stripAnsi, panelStrip]) {
@@ -62,4 +62,49 @@ test("the 1007 question says seconds for a young run and the core's minutes afte
   assert.equal(noCheckpointPrompt(0), "This run has no checkpoint yet; stopping loses 1 second of training. Stop anyway?");
   assert.equal(noCheckpointPrompt(720), "This run has no checkpoint yet; stopping loses 12 minutes of training. Stop anyway?");
   assert.match(noCheckpointPrompt(undefined), /loses all of its training/);
+});
+
+test("the panel's raw lines are the core's well-formed @arena announcements; look-alikes stay readable", () => {
+  assert.equal(isRawLine({ stream: "stdout", line: '@arena {"event":"progress","step":10}' }), true);
+  assert.equal(isRawLine({ stream: "stdout", line: '@arena {"event":"health","gpu":null}' }), true);
+  for (const line of ['@arena {"step":10}', "@arena {not json", "@arena [1]", '@arena "event"', '@arena{"event":"x"}', ' @arena {"event":"x"}', "step 10/3000 loss 2.1", "— run ended: stopped"]) {
+    assert.equal(isRawLine({ stream: "stdout", line }), false, line);
+  }
+  assert.equal(isRawLine({ stream: "stderr", line: 'stderr: @arena {"event":"progress"}' }), false, "stderr is never an announcement");
+  assert.equal(isRawLine({ stream: "end", line: '@arena {"event":"x"}' }), false);
+  assert.equal(isRawLine({ stream: "stdout", line: `@arena {"event":"x","pad":"${"a".repeat(70000)}"}` }), false, "too long to be one");
+  assert.equal(isRawLine(undefined), false);
+});
+
+test("the log buffer: raw lines hidden keeps the newest readable lines; raw lines shown keeps the newest of all; it stays bounded", () => {
+  const buffer = new LogBuffer(4);
+  const add = (seq, raw) => buffer.add({ seq, raw });
+  for (let seq = 0; seq < 30; seq += 1) {
+    add(seq, seq % 3 !== 0);
+  }
+  assert.deepEqual(buffer.shown(false).map((entry) => entry.seq), [18, 21, 24, 27]);
+  assert.deepEqual(buffer.shown(true).map((entry) => entry.seq), [26, 27, 28, 29]);
+  for (let seq = 30; seq < 1000; seq += 1) {
+    add(seq, true);
+    assert.ok(buffer.entries.length <= 3 * 4, `bounded: ${buffer.entries.length}`);
+  }
+  assert.deepEqual(buffer.shown(false).map((entry) => entry.seq), [18, 21, 24, 27], "a flood of announcements does not push readable lines out");
+  assert.deepEqual(buffer.shown(true).map((entry) => entry.seq), [996, 997, 998, 999]);
+  buffer.clear();
+  assert.deepEqual(buffer.shown(true), []);
+});
+
+test("status.logs skips the trainer's announcements (a person reads its last line), unless they are all there is", () => {
+  const lines = [
+    { seq: 0, stream: "stdout", text: "step 10/3000 loss 2.1" },
+    { seq: 1, stream: "stdout", text: '@arena {"event":"progress","step":10}' },
+    { seq: 2, stream: "stdout", text: "@arena {looks like one}" },
+    { seq: 3, stream: "stderr", text: '@arena {"event":"health"}' },
+    { seq: 4, stream: "stdout", text: '@arena {"event":"health"}' },
+  ];
+  assert.deepEqual(statusLogLines(lines, 100).map((line) => line.seq), [0, 2, 3]);
+  assert.deepEqual(statusLogLines(lines, 2).map((line) => line.seq), [2, 3]);
+  const onlyRaw = [lines[1], lines[4]];
+  assert.deepEqual(statusLogLines(onlyRaw, 100).map((line) => line.seq), [1, 4]);
+  assert.deepEqual(statusLogLines([], 100), []);
 });
