@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +26,7 @@ from typing import Any
 from benchmarks import arena, harness
 from benchmarks.client import BenchClient
 from benchmarks.harness import Section
+from tests.helpers.history import clone_runs
 
 PERIOD = 0.020
 FULL_CALLS = 100
@@ -159,26 +159,6 @@ async def _status_round(jobs: list[dict[str, Any]], calls: int) -> tuple[float, 
                 raise RuntimeError(f"arena/status listed {len(answer['jobs'])} jobs of {len(jobs)}")
             rtts = await _status_calls(client, calls)
             return first, rtts, len(json.dumps(answer))
-
-
-def clone_runs(root: Path, template: Path, count: int) -> None:
-    """``count`` copies of a finished run's folder, each with its own run id (oldest first)."""
-    runs = template.parent
-    spec = json.loads((template / "spec.json").read_text())
-    state = json.loads((template / "state.json").read_text())
-    created = (template / "spec.json").stat().st_mtime - count - 1  # all older than the template
-    for index in range(count):
-        run_id = f"{spec['jobId']}-clone-{index:06d}"
-        target = runs / f".new-{run_id}"  # built aside, then renamed in whole, as RunLock.claim does
-        target.mkdir()
-        for entry in template.iterdir():
-            if entry.is_file() and entry.name not in ("spec.json", "state.json"):
-                shutil.copy2(entry, target / entry.name)
-        stamp = created + index
-        (target / "spec.json").write_text(json.dumps({**spec, "runId": run_id, "createdAt": stamp}))
-        os.utime(target / "spec.json", (stamp, stamp))
-        (target / "state.json").write_text(json.dumps({**state, "runId": run_id}))
-        os.rename(target, runs / run_id)
 
 
 async def _finished_run(client: BenchClient, job_id: str) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 "Never kill a job without checkpoint safety: the latest checkpoint verified
 recent before the stop." A run whose last checkpoint is older than twice
-its own cadence (the interval between its last two announced checkpoints),
-or than 30 minutes when it has announced only one, has that much work to
+its own cadence (the interval between its last two announced checkpoints, in
+time and, where the step is known, in steps too), or than 30 minutes when it
+has announced only one, has that much work to
 lose: a stop or kill of it asks first (refusal 1007 with ``lastCheckpoint``
 and ``lost``). A pure function of the clock and what the run announced.
 
@@ -31,13 +32,23 @@ def checkpoint_cadence(checkpoints: Sequence[tuple[int, float]]) -> float | None
     return max(0.0, checkpoints[-1][1] - checkpoints[-2][1])
 
 
-def too_old(now: float, checkpoints: Sequence[tuple[int, float]]) -> bool:
-    """True when the last checkpoint is older than twice the cadence (30 min without one)."""
+def too_old(now: float, checkpoints: Sequence[tuple[int, float]], step: int | None = None) -> bool:
+    """True when the last checkpoint is older than twice the cadence (30 min without one).
+
+    With a cadence, "older" must hold in time and, where the run's ``step`` is
+    known, in steps too: a trainer slowed by a busy machine (its steps late, its
+    saves not missed) is not asked about; one that went past two of its own
+    checkpoint intervals without saving is (its save failed, or stopped)."""
     if not checkpoints:
         return False
     cadence = checkpoint_cadence(checkpoints)
-    limit = NO_CADENCE_SECONDS if cadence is None else CADENCE_FACTOR * cadence
-    return now - checkpoints[-1][1] > limit
+    if cadence is None:
+        return now - checkpoints[-1][1] > NO_CADENCE_SECONDS
+    late = now - checkpoints[-1][1] > CADENCE_FACTOR * cadence
+    interval = checkpoints[-1][0] - checkpoints[-2][0]
+    if step is None or interval <= 0:
+        return late
+    return late and step - checkpoints[-1][0] > CADENCE_FACTOR * interval
 
 
 def lost_since_checkpoint(now: float, checkpoint: tuple[int, float], step: int | None) -> dict[str, Any]:
@@ -51,7 +62,7 @@ def stale_checkpoint_refusal(
     now: float, checkpoints: Sequence[tuple[int, float]], path: str | None, step: int | None
 ) -> dict[str, Any] | None:
     """1007's ``error.data`` (``lastCheckpoint``, ``lost``, ``cadenceSeconds``) when too old, else None."""
-    if not too_old(now, checkpoints):
+    if not too_old(now, checkpoints, step):
         return None
     last_step, at = checkpoints[-1]
     return {

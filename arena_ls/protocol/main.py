@@ -88,7 +88,7 @@ def configure_logging(level: str) -> None:
 def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level)
-    from arena_ls.protocol import loopcheck  # start-up speed: see below (standard library only)
+    from arena_ls import loopcheck  # start-up speed: see below (standard library only)
 
     loopcheck.install_from_environment()
     # start-up speed: the server's stack loads after the arguments are checked (`--help` is instant)

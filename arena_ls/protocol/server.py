@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from arena_ls import __version__
+from arena_ls import __version__, loopcheck
 from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
@@ -27,7 +27,6 @@ from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus, passed_through
 from arena_ls.lifecycle.supervisor import StopRequest
-from arena_ls.protocol import loopcheck
 from arena_ls.protocol import params as P
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.converter import arena_converter

@@ -316,7 +316,8 @@ def test_ctrl_c_twice_stops_the_run_cooperatively(workspace: Path) -> None:
         arena.close()
     final = run_of(workspace, run_id)
     assert (final["status"], final["stoppedBy"], final["exitCode"]) == ("stopped", "file", 0)
-    assert arena.out[-1].startswith(f"run {run_id} stopped (by file)")
+    assert arena.out[-2].startswith(f"run {run_id} stopped (by file)"), arena.out[-3:]
+    assert re.fullmatch(r"stopped at step \d+; nothing lost \(checkpoint at step \d+\)", arena.out[-1])
     assert "stopping cooperatively" in arena.stdout
     assert "detached" not in arena.stdout
 
@@ -400,7 +401,8 @@ def test_logs_follow_attaches_from_the_first_line_until_the_run_ends(workspace: 
     assert seen == list(range(1, len(seen) + 1)), "every line once, in order"
     assert arena.out[0].startswith("[arena] starting slow")
     assert "[arena] run ended: stopped" in arena.stdout
-    assert re.match(r"run slow-\S+ stopped \(by file\)", arena.out[-1])
+    assert re.match(r"run slow-\S+ stopped \(by file\)", arena.out[-2]), arena.out[-3:]
+    assert re.fullmatch(r"stopped at step \d+; nothing lost \(checkpoint at step \d+\)", arena.out[-1])
 
 
 # -- plot, demo, check ---------------------------------------------------------------------

@@ -48,8 +48,9 @@ def test_arena_start_follows_the_reference_job_on_the_cluster_and_ctrl_c_twice_s
         arena.close()
     saved = arena.wait_for_line(r"^stopped by SIGTERM at step (\d+)$")  # Ray's stop reached the trainer
     step = int(saved.group(1))
-    assert arena.out[-1].startswith(f"run {run_id} stopped (by signal)"), arena.out[-3:]
-    assert f"last checkpoint step {step}" in arena.out[-1], arena.out[-1]
+    assert arena.out[-2].startswith(f"run {run_id} stopped (by signal)"), arena.out[-3:]
+    assert f"last checkpoint step {step}" in arena.out[-2], arena.out[-2]
+    assert arena.out[-1] == f"stopped at step {step}; nothing lost (checkpoint at step {step})", arena.out[-1]
 
     again = ArenaProcess(root, "start", JOB, "--follow", env=env)
     try:

@@ -29,8 +29,8 @@ from pygls.protocol import (
 from pytest_lsp import client_capabilities
 from pytest_lsp.client import LanguageClient, register_lsp_features
 
+from arena_ls import loopcheck
 from arena_ls.lifecycle import launch
-from arena_ls.protocol import loopcheck
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "fake_trainer.py"
@@ -134,7 +134,7 @@ async def start_server(
 
 SLOW_CALLBACK_MS = 50
 """The server's event loop never runs one callback for longer than this (CPU time): the check of
-``arena_ls/protocol/loopcheck.py``, on for every server these helpers start."""
+``arena_ls/loopcheck.py``, on for every server these helpers start."""
 
 
 def slow_callback_check(client: ArenaClient) -> dict[str, str]:

@@ -17,7 +17,7 @@ from lsprotocol import types
 from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
 from arena_ls.lifecycle.rundir import RunDir, RunState
 from arena_ls.lifecycle.states import RunStatus
-from benchmarks.bench_scale import clone_runs
+from tests.helpers.history import clone_runs
 from tests.helpers.lsp import (
     FAKE_TRAINER,
     ArenaClient,

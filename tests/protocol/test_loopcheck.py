@@ -1,4 +1,4 @@
-"""The slow-callback check (``arena_ls/protocol/loopcheck.py``) that every LSP test's server runs:
+"""The slow-callback check (``arena_ls/loopcheck.py``) that every LSP test's server runs:
 a callback over the limit is reported, one under it is not, and nothing is counted before arming.
 
 Each case runs in a fresh interpreter: the check patches asyncio for its whole process.
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.protocol import loopcheck
+from arena_ls import loopcheck
 
 PROGRAM = """
 import asyncio, sys, time
-from arena_ls.protocol import loopcheck
+from arena_ls import loopcheck
 loopcheck.install_from_environment()
 if sys.argv[2] == "armed":
     loopcheck.arm()

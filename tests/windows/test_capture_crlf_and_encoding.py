@@ -57,7 +57,13 @@ def test_a_crlf_trainer_keeps_every_checkpoint_announcement(tmp_path: Path) -> N
     run_dir = write_run(tmp_path, [sys.executable, str(FAKE_TRAINER), "--steps", "0", "--crlf"])
     state = run_agent(run_dir)
     assert state["status"] == "succeeded"
-    assert state["lastCheckpoint"] == {"step": 4, "path": "ckpt-4.pt", "at": state["lastCheckpoint"]["at"]}  # type: ignore[index]
+    checkpoint = state["lastCheckpoint"]
+    assert checkpoint == {
+        "step": 4,
+        "path": "ckpt-4.pt",
+        "at": checkpoint["at"],
+        "runId": state["runId"],  # the run that announced it (the job's checkpoints across runs)
+    }  # type: ignore[index]
     texts = [line.text for line in iter_all_lines(run_dir)]
     assert '@arena {"event": "checkpoint", "step": 2, "path": "ckpt-2.pt"}' in texts
     assert "saved" in texts and "checkpoint next" in texts

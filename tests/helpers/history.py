@@ -1,0 +1,28 @@
+"""A long history of finished runs, made fast: copies of one real run's folder (tests and benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+
+def clone_runs(root: Path, template: Path, count: int) -> None:
+    """``count`` copies of a finished run's folder, each with its own run id (oldest first)."""
+    runs = template.parent
+    spec = json.loads((template / "spec.json").read_text())
+    state = json.loads((template / "state.json").read_text())
+    created = (template / "spec.json").stat().st_mtime - count - 1  # all older than the template
+    for index in range(count):
+        run_id = f"{spec['jobId']}-clone-{index:06d}"
+        target = runs / f".new-{run_id}"  # built aside, then renamed in whole, as RunLock.claim does
+        target.mkdir()
+        for entry in template.iterdir():
+            if entry.is_file() and entry.name not in ("spec.json", "state.json"):
+                shutil.copy2(entry, target / entry.name)
+        stamp = created + index
+        (target / "spec.json").write_text(json.dumps({**spec, "runId": run_id, "createdAt": stamp}))
+        os.utime(target / "spec.json", (stamp, stamp))
+        (target / "state.json").write_text(json.dumps({**state, "runId": run_id}))
+        os.rename(target, runs / run_id)
