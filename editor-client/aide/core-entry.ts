@@ -9,3 +9,4 @@ export { Refusal, reasonOf, refusalDetail, minutesLost, stopPrompt, asRpcError }
 export { resumeOffer, lastCheckpointOf, startParamsFor } from "../vscode/src/core/resume";
 export { runToShow } from "../vscode/src/core/runProgress";
 export { isLive, Methods } from "../vscode/src/core/protocol";
+export { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt } from "../vscode/src/core/workLost";
