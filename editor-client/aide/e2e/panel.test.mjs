@@ -532,8 +532,14 @@ test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon
 test("the daemon killed mid-run and started again: the page's log goes on with every line once, in order", async () => {
   await page.goto(`${daemon.ui}/`);
   await page.waitForSelector("#arena-jobs li[data-job='no-checkpoint']");
-  await runJob("no-checkpoint");
-  await page.click("#arena-dialog button[data-answer='Approve and run']");
+  // The job's earlier run saved a checkpoint when it was stopped (JobInfo.lastCheckpoint, 7.1): then the
+  // panel offers to resume from it (what keeps the work); without one it asks plain approval.
+  const selector = "button.tr-run-button[data-job='no-checkpoint']";
+  await page.waitForFunction((css) => document.querySelector(css)?.disabled === false, {}, selector);
+  await page.click(selector);
+  const answer = "#arena-dialog:not([hidden]) button:is([data-answer='Approve and run'], [data-answer^='Resume from step'])";
+  await page.waitForSelector(answer);
+  await page.click(answer);
   await page.waitForFunction(() => document.querySelectorAll("#arena-log .tr-line").length > 20);
   const seen = await page.$$eval("#arena-log .tr-line", (nodes) => nodes.length);
   const { api, ui } = daemon;
@@ -559,5 +565,5 @@ test("the daemon killed mid-run and started again: the page's log goes on with e
   }
   assert.deepEqual(shown.map((row) => row.seq), whole.map((line) => line.seq), "every line once, in order, across the daemon's restart");
   assert.deepEqual(shown.map((row) => row.text), whole.map((line) => line.line));
-  await shot("8-log-across-a-daemon-restart.png");
+  await shot("9-log-across-a-daemon-restart.png");
 });
