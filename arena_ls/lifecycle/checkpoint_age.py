@@ -15,7 +15,7 @@ seconds}`` of work after the checkpoint); the stop result's ``lost``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from typing import Any
 
 from arena_ls.timeutil import iso_utc
@@ -25,9 +25,24 @@ NO_CADENCE_SECONDS = 1800.0
 CADENCE_FACTOR = 2.0
 
 
+def note_checkpoint(recent: MutableSequence[tuple[int, float]], step: int, at: float) -> None:
+    """Adds an announced checkpoint to ``recent`` unless it is the last one announced again.
+
+    A trainer may announce one save twice (a plain "saved checkpoint step=50" line and an
+    ``@arena`` checkpoint event, as the reference trainer does): counted twice, the cadence
+    would be the milliseconds between the two lines and every stop would ask.
+    """
+    if recent and recent[-1][0] == step:
+        return
+    recent.append((step, at))
+
+
 def checkpoint_cadence(checkpoints: Sequence[tuple[int, float]]) -> float | None:
-    """Seconds between the last two announced checkpoints ``(step, at)``; None with fewer than two."""
-    if len(checkpoints) < 2:
+    """Seconds between the last two announced checkpoints ``(step, at)``; None with fewer than two.
+
+    Two announcements of the same step are one checkpoint (``note_checkpoint``): no cadence.
+    """
+    if len(checkpoints) < 2 or checkpoints[-1][0] == checkpoints[-2][0]:
         return None
     return max(0.0, checkpoints[-1][1] - checkpoints[-2][1])
 

@@ -18,6 +18,7 @@ from typing import Any
 from arena_ls.lifecycle.backends.base import FollowerProcess, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
+from arena_ls.lifecycle.checkpoint_age import note_checkpoint
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
@@ -235,7 +236,7 @@ class RunView:
             self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
         elif isinstance(event, Checkpoint):
             self.seen_checkpoint = event
-            self.recent_checkpoints.append((event.step, line.at))
+            note_checkpoint(self.recent_checkpoints, event.step, line.at)
 
     # -- liveness --------------------------------------------------------------------------
 

@@ -11,3 +11,4 @@ export { resumeOffer, lastCheckpointOf, startParamsFor } from "../vscode/src/cor
 export { runToShow } from "../vscode/src/core/runProgress";
 export { isLive, Methods } from "../vscode/src/core/protocol";
 export { isAnnouncement } from "../vscode/src/core/announcements";
+export { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt } from "../vscode/src/core/workLost";

@@ -14,7 +14,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
-import { Refusal, isAnnouncement, isLive, refusalDetail, stopPrompt } from "./lib/core.mjs";
+import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
 export { stripAnsi };
 
@@ -175,7 +175,7 @@ export function noCheckpointPrompt(runtimeSeconds) {
 }
 
 /** What an arena-ls refusal (or a protocol failure) becomes on the HTTP side. */
-export function httpError(error, operation) {
+export function httpError(error, operation, jobId = undefined) {
   if (error instanceof TrainingError) {
     return error;
   }
@@ -202,6 +202,11 @@ export function httpError(error, operation) {
     case Refusal.invalidManifest:
       return body(422, { error: `the manifest does not load: ${detail}`, diagnostics: data.diagnostics ?? [] });
     case Refusal.noCheckpoint:
+      if (data.lastCheckpoint !== null && typeof data.lastCheckpoint === "object") {
+        // 7.3: the run has a checkpoint, but it is older than twice its cadence: the question says how much is lost.
+        const prompt = oldCheckpointStopPrompt(data, new Date()) ?? `${rpc.message}. Stop anyway?`;
+        return body(409, { error: prompt, lastCheckpoint: data.lastCheckpoint, lost: data.lost ?? null, cadenceSeconds: data.cadenceSeconds ?? null });
+      }
       return body(409, { error: noCheckpointPrompt(data.runtimeSeconds), runtimeSeconds: data.runtimeSeconds ?? null });
     case Refusal.disabled:
       return body(409, { error: "training job is disabled in the manifest" });
@@ -210,14 +215,25 @@ export function httpError(error, operation) {
     case Refusal.probeRequired:
       return body(428, { error: `the job needs a passing VRAM probe first: ${rpc.message}`, probe: data.probe ?? null });
     case 1011:
-      return body(409, { error: `that is not the job's last checkpoint: ${rpc.message}`, asked: data.asked ?? null, lastCheckpoint: data.lastCheckpoint ?? null });
+      return body(409, {
+        error: `that is not the job's last checkpoint: ${rpc.message}`,
+        asked: data.asked ?? null,
+        lastCheckpoint: data.lastCheckpoint ?? null,
+        question: mismatchPrompt(jobOf(jobId, data), data, new Date()),
+      });
     case 1012:
-      return body(409, { error: `the job has already finished: ${rpc.message}`, run: runShape(data.run) });
+      return body(409, { error: `the job has already finished: ${rpc.message}`, run: runShape(data.run), question: finishedPrompt(jobOf(jobId, data), data.run, new Date()) });
     case -32602:
       return body(400, { error: rpc.message.slice(0, 300) });
     default:
       return new TrainingError(500, { error: `${operation} failed: ${rpc.message.slice(0, 300)}`, code: code ?? null });
   }
+}
+
+/** The job a 1011/1012 refusal is about (its run's job, else the id the start named). */
+function jobOf(jobId, data) {
+  const run = data.run !== null && typeof data.run === "object" ? data.run : {};
+  return String(run.jobId ?? jobId ?? "the job");
 }
 
 function optionalBoolean(body, name) {
@@ -345,7 +361,12 @@ export class TrainingArena {
       throw new TrainingError(404, { error: Messages.unknown, reason: "not-allowlisted" });
     }
     const params = { id: body.id, approved: true };
-    const resume = body.resume;
+    const fresh = optionalBoolean(body, "fresh");
+    if (fresh === true && body.resume !== undefined && body.resume !== false) {
+      throw new TrainingError(400, { error: "field `fresh: true` starts over from step 0: it cannot go with `resume`" });
+    }
+    // `fresh: true` is the person's "Start over from step 0" (the terminal's --fresh): arena/start `resume: false`.
+    const resume = fresh === true ? false : body.resume;
     if (resume !== undefined) {
       if (resume !== true && resume !== false && resume !== "auto") {
         throw new TrainingError(400, { error: "field `resume` must be true, false or \"auto\"" });
@@ -366,7 +387,7 @@ export class TrainingArena {
     try {
       run = await this.client.request("arena/start", params);
     } catch (error) {
-      throw httpError(error, "start");
+      throw httpError(error, "start", body.id);
     }
     this.runs.set(run.runId, run);
     this.follower(run.runId);

@@ -541,7 +541,30 @@ export class TrainingRoom {
       }
       body = { id: job.id, approved: true };
     }
-    await this._act(() => this._call("/api/training/start", body), (json) => `started ${json.id} (run ${json.runId}, pid ${json.pid ?? "?"})`, `cannot start ${job.id}`);
+    await this._act(() => this._start(body), (json) => `started ${json.id} (run ${json.runId}, pid ${json.pid ?? "?"})`, `cannot start ${job.id}`);
+  }
+
+  /**
+   * POST /api/training/start; a refusal that a person can overrule (7.1) asks first:
+   * 1012 already-finished offers "Start over from step 0" (`fresh: true`), 1011
+   * checkpoint-mismatch offers the step asked for (`confirm: true`). null when they cancel.
+   */
+  async _start(body) {
+    const answer = await this._call("/api/training/start", body);
+    if (answer.status !== 409) {
+      return answer;
+    }
+    const { reason, question, asked } = answer.json;
+    if (reason === "already-finished" && body.resume !== false) {
+      const { startStep: _dropped, resume: _resume, ...rest } = body;
+      const choice = await this.ask(question ?? answer.json.error, ["Start over from step 0"]);
+      return choice === undefined ? null : this._call("/api/training/start", { ...rest, fresh: true });
+    }
+    if (reason === "checkpoint-mismatch" && body.confirm !== true) {
+      const choice = await this.ask(question ?? answer.json.error, [`Start at step ${asked ?? body.startStep ?? "?"}`]);
+      return choice === undefined ? null : this._call("/api/training/start", { ...body, confirm: true });
+    }
+    return answer;
   }
 
   async stop() {

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from arena_ls.lifecycle.checkpoint_age import (
     NO_CADENCE_SECONDS,
     checkpoint_cadence,
     describe,
     lost_since_checkpoint,
+    note_checkpoint,
     stale_checkpoint_refusal,
     too_old,
 )
@@ -57,3 +60,20 @@ def test_a_trainer_slowed_by_a_busy_machine_is_not_asked_about() -> None:
     assert not too_old(10.2, checkpoints, step=9), "steps past it, but not late in time"
     assert too_old(12.0, checkpoints), "no step known: time alone decides"
     assert stale_checkpoint_refusal(12.0, checkpoints, None, 5) is None
+
+
+def test_one_save_announced_twice_is_one_checkpoint() -> None:
+    # The reference trainer prints "saved checkpoint step=50 ..." and an @arena checkpoint event
+    # for one save: counted twice, the cadence was the milliseconds between them and every stop asked.
+    recent: deque[tuple[int, float]] = deque(maxlen=2)
+    note_checkpoint(recent, 50, 100.0)
+    note_checkpoint(recent, 50, 100.01)
+    assert list(recent) == [(50, 100.0)]
+    assert checkpoint_cadence(recent) is None
+    assert not too_old(101.0, recent)
+    note_checkpoint(recent, 100, 104.0)
+    note_checkpoint(recent, 100, 104.01)
+    assert list(recent) == [(50, 100.0), (100, 104.0)]
+    assert checkpoint_cadence(recent) == 4.0
+    assert not too_old(105.0, recent) and too_old(112.1, recent)
+    assert checkpoint_cadence([(100, 104.0), (100, 104.01)]) is None  # a pair of one step is no cadence

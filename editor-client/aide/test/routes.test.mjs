@@ -104,6 +104,8 @@ test("bad start fields: 400 naming the field", async () => {
     [{ id: "fake", approved: true, startStep: "ten" }, /startStep/],
     [{ id: "fake", approved: true, resume: "yes" }, /resume/],
     [{ id: "fake", approved: true, confirm: "yes" }, /confirm/],
+    [{ id: "fake", approved: true, fresh: "yes" }, /fresh/],
+    [{ id: "fake", approved: true, fresh: true, resume: true }, /fresh/],
   ];
   for (const [body, field] of cases) {
     const answer = await post(daemon.base, "/api/training/start", body);
@@ -229,6 +231,30 @@ test("the JSON tail pages through a whole run in order: ?since=SEQ&format=json â
   assert.equal(bad.status, 400);
 });
 
+test("start of a finished job: 409 already-finished (1012) with the question; the SOP's plain start keeps the 409; fresh: true starts over", async () => {
+  // The JSON-tail test above ran "short" through all its steps.
+  await waitFor("short to have finished", async () => {
+    const { json } = await request(daemon.base, "/api/training/status");
+    return json.active === null && json.lastRun?.id === "short" && json.lastRun.status === "succeeded";
+  });
+  for (const body of [{ id: "short", approved: true }, { id: "short", approved: true, resume: true, startStep: 30 }]) {
+    const refused = await post(daemon.base, "/api/training/start", body);
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.json.reason, "already-finished");
+    assert.equal(refused.json.code, 1012);
+    assert.match(refused.json.error, /^the job has already finished: .*finished all its 30 steps/);
+    assert.match(refused.json.question, /^short is finished: it trained all 30 steps in run short-\S+ \(ended .+\)\. Start over from step 0\? The new run overwrites its checkpoints\.$/);
+  }
+  assert.equal((await request(daemon.base, "/api/training/status")).json.active, null, "the refusals started nothing");
+  const fresh = await post(daemon.base, "/api/training/start", { id: "short", approved: true, fresh: true });
+  assert.equal(fresh.status, 200, fresh.text);
+  assert.equal(fresh.json.id, "short");
+  await waitFor("the fresh run to end", async () => (await request(daemon.base, "/api/training/status")).json.lastRun?.runId === fresh.json.runId && (await request(daemon.base, "/api/training/status")).json.active === null);
+  const { json } = await request(daemon.base, "/api/training/status");
+  assert.equal(json.lastRun.status, "succeeded");
+  assert.equal(json.lastRun.step, 30, "it trained from step 0 again, all its steps");
+});
+
 test("wrong methods get 405, unknown training paths 404, and other paths go to the daemon's own handler", async () => {
   assert.equal((await request(daemon.base, "/api/training/start")).status, 405);
   assert.equal((await post(daemon.base, "/api/training/status", {})).status, 405);
@@ -262,6 +288,20 @@ test("refusals 1011 and 1012 (added to the server in parallel) map to 409 with t
   assert.equal(finished.status, 409);
   assert.equal(finished.body.run.status, "succeeded");
   assert.equal(httpError({ code: -32602, message: "field `id`: bad" }).status, 400);
+  const asked = httpError({ code: 1011, message: "m", data: { reason: "checkpoint-mismatch", asked: 7, lastCheckpoint: { step: 500, at: new Date().toISOString(), runId: "r-1" } } }, "start", "lm");
+  assert.match(asked.body.question, /^You asked to start lm at step 7, but its last checkpoint is step 500 \(saved \d+ s ago by run r-1\)\. A plain start resumes from step 500\. Start at step 7 anyway\?$/);
+});
+
+test("1007 of a run whose checkpoint is old (7.3): 409 no-checkpoint whose question says the checkpoint and how much is lost", () => {
+  const at = new Date(Date.now() - 45_000).toISOString();
+  const old = httpError({ code: 1007, message: "run r: the last checkpoint (step 50) is 45s old", data: { reason: "no-checkpoint", lastCheckpoint: { step: 50, path: "ckpt.pt", at }, lost: { steps: 42, seconds: 45 }, cadenceSeconds: 20 } }, "stop");
+  assert.equal(old.status, 409);
+  assert.equal(old.body.reason, "no-checkpoint");
+  assert.deepEqual(old.body.lost, { steps: 42, seconds: 45 });
+  assert.equal(old.body.lastCheckpoint.step, 50);
+  assert.equal(old.body.cadenceSeconds, 20);
+  assert.match(old.body.error, /^This run's last checkpoint is step 50 \(ckpt\.pt, saved (45|46) s ago\); stopping it now loses 42 steps \(45 s\) of training\. Stop anyway\?$/);
+  assert.doesNotMatch(old.body.error, /no checkpoint yet/);
 });
 
 test("start refused by a pre-flight check: 412 with the checks (1005)", async () => {
