@@ -205,14 +205,18 @@ async def test_a_stop_or_kill_of_a_run_whose_checkpoint_is_old_asks_first(tmp_pa
         run = await client.call("arena/start", {"id": "pretrain"})
 
         def old_enough() -> bool:
-            """The trainer's own lines show the last checkpoint older than twice its cadence."""
+            """The trainer's own lines show the last checkpoint older than twice its cadence, in
+            time and in steps (checkpoints at steps 10 and 20: a step past 40)."""
             lines = [line for line in client.log_lines if line["text"].startswith("@arena")]
             marks = [_epoch(line["at"]) for line in lines if '"checkpoint"' in line["text"]]
             if len(marks) < 2:
                 return False
             limit = 2 * (marks[1] - marks[0]) + 0.3
             return any(
-                _epoch(line["at"]) - marks[1] > limit for line in lines if '"progress"' in line["text"]
+                _epoch(line["at"]) - marks[1] > limit
+                and json.loads(line["text"][len("@arena ") :])["step"] > 40
+                for line in lines
+                if '"progress"' in line["text"]
             )
 
         await wait_for(old_enough, what="progress well past the last checkpoint")
