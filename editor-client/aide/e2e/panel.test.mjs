@@ -220,7 +220,11 @@ before(async () => {
 });
 
 /** The one test that hands its run to the next on purpose (the reference run that "Stop ends the run" stops). */
-const HANDS_ITS_RUN_ON = new Set(["Run on the reference job asks for approval, then the bar moves and log lines arrive"]);
+// The tests that hand the reference run on to the next one (Run → raw lines → Stop): the hook stops no run after them.
+const HANDS_ITS_RUN_ON = new Set([
+  "Run on the reference job asks for approval, then the bar moves and log lines arrive",
+  "the reference job's @arena announcements are hidden by default; 'show raw lines' shows them, and the choice is kept",
+]);
 
 afterEach(async (t) => {
   if (!t.passed && page) {
