@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers.lsp import WAIT, job, make_workspace
+from tests.helpers.lsp import WAIT, job, make_workspace, wait_for
 from tests.helpers.processes import kill_runs_of
 from tests.protocol.raw import frame, request
 from tests.protocol.test_tcp import Connection, TcpServer
@@ -203,14 +203,13 @@ async def test_the_owner_is_served_while_another_process_reconnects_in_a_loop(
             except (OSError, ValueError):
                 return 0
 
-        while count() < 20:
-            await asyncio.sleep(0.05)
+        await wait_for(lambda: count() >= 20, what="the reconnect loop's first 20 connections")
         for _round in range(5):  # each time the first connection is the client
             owner = await _owner_is_served(tcp, workspace)
             owner.close()
         seen = count()
-        while count() < seen + 20:  # the loop went on beside the owner all along
-            await asyncio.sleep(0.05)
+        # the loop went on beside the owner all along
+        await wait_for(lambda: count() >= seen + 20, what="20 more reconnections")
     finally:
         loop.kill()
         await loop.wait()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.cluster.conftest import RayHead
 from tests.cluster.support import HeadProxy, head_job, options, train_workspace
-from tests.helpers.lsp import all_logs, start_server, stop_server, wait_status
+from tests.helpers.lsp import all_logs, poll_until, start_server, stop_server, wait_status
 
 LONG = 180.0
 
@@ -39,8 +39,7 @@ async def test_a_stop_while_the_head_is_down_answers_an_error_naming_the_cluster
                 run = next(r for r in status["runs"] if r["runId"] == run_id)
                 return run.get("lastCheckpoint") is not None
 
-            while not await checkpointed():  # a stop with a checkpoint needs no confirm
-                await asyncio.sleep(0.1)
+            await poll_until(checkpointed, "a checkpoint (a stop with one needs no confirm)", LONG)
 
             proxy.mode = "reset"  # the head goes away
             refused = await asyncio.wait_for(client.call_error("arena/stop", {"id": "steady"}), LONG)
