@@ -68,8 +68,8 @@ class JobCheckpoints:
         key = (str(folder.root), job_id)
         signature = platform.file_signature(path)
         cached = self._cache.get(key)
-        if cached is not None and signature is not None and cached[0] == signature:
-            return cached[1]
+        if cached is not None and cached[0] == signature:
+            return cached[1]  # unchanged, or still no record (most jobs of a large manifest)
         try:
             record = folder.job_checkpoint(job_id)
         except StateBusy:  # held open a moment (Windows): the last reading stands
