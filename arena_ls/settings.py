@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
+from arena_ls.setting_decl import SECTION, Declared, Kind, declared_settings, kind, section, setting
 from arena_ls.validation import (
     BOOLEAN,
     Check,
@@ -33,77 +34,199 @@ TUNABLE_GATES = ("AR010", "AR011", "AR012")
 """The gates whose severity setting ``gates.severity`` may set (contract 7.3)."""
 GATE_SEVERITIES = ("error", "warning", "information")
 
+_NON_EMPTY = string(min_length=1)
+_PYTHON_CHECK: Check[tuple[str, ...]] = one_of(
+    _NON_EMPTY.map(lambda path: (path,)),
+    list_of(_NON_EMPTY, min_length=1).map(tuple),
+    expected="a path or a non-empty list of strings",
+)
+_TEXT = kind(_NON_EMPTY, type="string")
+_PYTHON = kind(_PYTHON_CHECK, type=["string", "array"], items={"type": "string"})
+_FLAG = kind(BOOLEAN, type="boolean")
+_COUNT = kind(integer(minimum=0), type="integer", minimum=0)
+_POSITIVE = kind(positive_number(), type="number", exclusiveMinimum=0)
+_FRACTION = kind(number(0, 1), type="number", minimum=0, maximum=1)
+_WINDOW = kind(integer(minimum=2), type="integer", minimum=2)
+"""A window of points: a median and a spread need at least two."""
+_GATE_SEVERITY = kind(
+    Check(
+        lambda value: (
+            isinstance(value, Mapping)
+            and all(code in TUNABLE_GATES and level in GATE_SEVERITIES for code, level in value.items())
+        ),
+        'an object of AR010, AR011 or AR012 to "error", "warning" or "information"',
+        lambda value: MappingProxyType(dict(value)),
+    ),
+    type="object",
+    properties={code: {"type": "string", "enum": list(GATE_SEVERITIES)} for code in TUNABLE_GATES},
+    additionalProperties=False,
+)
+
+
+def _one_of(*options: str) -> Kind[str]:
+    return kind(choice(*options), type="string", enum=list(options))
+
 
 @attrs.frozen
 class PowerSettings:
     """Power during a run (contract 7.3): the seed's rule "never continue on battery"."""
 
-    on_battery: OnBattery = "stop"
-    """What a run does when its machine goes on battery: stop it, warn, or nothing."""
-    grace_seconds: float = 60.0
-    """How long on battery before ``stop`` stops the run (a short unplug is forgiven)."""
-    resume_on_ac: bool = True
-    """Start a run stopped for battery again, with resume, when power returns (once)."""
+    on_battery: OnBattery = setting(
+        "power.onBattery",
+        "stop",
+        _one_of("stop", "warn", "ignore"),
+        "What a run does when its machine goes on battery: stop it cooperatively after power.graceSeconds"
+        " (the seed's rule: never continue on battery), warn, or nothing.",
+    )
+    grace_seconds: float = setting(
+        "power.graceSeconds",
+        60.0,
+        kind(number(minimum=0).map(float), type="number", minimum=0),
+        'Seconds on battery before power.onBattery "stop" stops the run.',
+    )
+    """A short unplug is forgiven."""
+    resume_on_ac: bool = setting(
+        "power.resumeOnAc",
+        True,
+        _FLAG,
+        "Start a run stopped for battery again, with resume, when power returns (once).",
+    )
 
 
 @attrs.frozen
 class PreflightSettings:
     """Thresholds of the pre-flight checks."""
 
-    min_free_ram_mb: int = 5120
-    """Refuse a start when less RAM than this is available."""
-    require_plugged_in: bool = True
-    """Refuse a start on battery power."""
-    gpu_contention: GpuContention = "error"
-    """What a foreign compute process on the GPU does: refuse, warn or nothing."""
-    min_free_disk_mb: int = 1024
-    """Refuse a start when the checkpoint disk has less free space than this."""
+    min_free_ram_mb: int = setting(
+        "preflight.minFreeRamMb", 5120, _COUNT, "Refuse a start when less RAM than this (MB) is available."
+    )
+    require_plugged_in: bool = setting(
+        "preflight.requirePluggedIn", True, _FLAG, "Refuse a start on battery power."
+    )
+    gpu_contention: GpuContention = setting(
+        "preflight.gpuContention",
+        "error",
+        _one_of("error", "warn", "off"),
+        "What a foreign compute process on the GPU does to a start: refuse it, warn, or nothing.",
+    )
+    min_free_disk_mb: int = setting(
+        "preflight.minFreeDiskMb",
+        1024,
+        _COUNT,
+        "Refuse a start when the checkpoint disk has less free space than this (MB).",
+    )
 
 
 @attrs.frozen
 class InsightSettings:
     """Thresholds of the run insights (``docs/insights.md`` explains each one)."""
 
-    enabled: bool = True
-    """False: no insight is computed (``RunInfo.insights`` stays empty)."""
-    loss_spike_window: int = 20
-    """Progress points before a loss whose median and MAD are its baseline."""
-    loss_spike_mads: float = 8.0
-    """A spike is a loss more than this many robust spreads (1.4826 x MAD) above the median."""
-    loss_spike_min_jump: float = 0.25
-    """...and at least this fraction above the median (a flat loss has a tiny MAD)."""
-    loss_spike_hold_seconds: float = 30.0
-    """A spike stays shown at least this long, and until 5 later points are back in range."""
-    grad_window: int = 10
-    """Health lines averaged by ``grad-health``."""
-    grad_warmup_steps: int = 200
-    """Health lines before this step are not judged: early training clips by nature."""
-    grad_clip_fraction: float = 0.05
-    """``grad-health`` when the mean clip fraction over the window reaches this."""
-    grad_param_ratio: float = 0.1
-    """``grad-health`` when the median gradient/parameter norm ratio reaches this."""
-    gpu_bubble_utilization: float = 50.0
-    """GPU utilisation (percent) under which a sample counts as idle."""
-    gpu_bubble_window_seconds: float = 300.0
-    """Samples of this long a window are judged together."""
-    gpu_bubble_fraction: float = 0.8
-    """``gpu-bubble`` when at least this fraction of the window's samples are idle."""
-    gpu_bubble_warmup_seconds: float = 120.0
-    """Seconds of computing (since the launch's first progress) before ``gpu-bubble`` may fire."""
-    checkpoint_overdue_factor: float = 2.0
-    """``checkpoint-overdue`` after this many times the observed checkpoint interval."""
-    thermal_max_celsius: int | None = None
-    """None: the GPU's own slowdown temperature (NVML); a number overrides it."""
+    enabled: bool = setting(
+        "insights.enabled",
+        True,
+        _FLAG,
+        "Compute run insights (loss spikes, gradient health, GPU bubbles...); false: none is computed.",
+    )
+    loss_spike_window: int = setting(
+        "insights.lossSpikeWindow",
+        20,
+        _WINDOW,
+        "Progress points before a loss whose median and MAD are its baseline (loss-spike).",
+    )
+    loss_spike_mads: float = setting(
+        "insights.lossSpikeMads",
+        8.0,
+        _POSITIVE,
+        "A loss spike is a loss more than this many robust spreads (1.4826 x MAD) above the median.",
+    )
+    loss_spike_min_jump: float = setting(
+        "insights.lossSpikeMinJump",
+        0.25,
+        _POSITIVE,
+        "...and at least this fraction above the median (a flat loss has a tiny MAD).",
+    )
+    loss_spike_hold_seconds: float = setting(
+        "insights.lossSpikeHoldSeconds",
+        30.0,
+        _POSITIVE,
+        "A loss spike stays shown at least this many seconds, and until 5 later points are back in range.",
+    )
+    grad_window: int = setting(
+        "insights.gradWindow", 10, _WINDOW, "Health lines averaged by the grad-health insight."
+    )
+    grad_warmup_steps: int = setting(
+        "insights.gradWarmupSteps",
+        200,
+        _COUNT,
+        "Health lines before this step are not judged (early training clips by nature).",
+    )
+    grad_clip_fraction: float = setting(
+        "insights.gradClipFraction",
+        0.05,
+        _FRACTION,
+        "grad-health when the mean clip fraction over the window reaches this.",
+    )
+    grad_param_ratio: float = setting(
+        "insights.gradParamRatio",
+        0.1,
+        _POSITIVE,
+        "grad-health when the median gradient/parameter norm ratio reaches this.",
+    )
+    gpu_bubble_utilization: float = setting(
+        "insights.gpuBubbleUtilization",
+        50.0,
+        kind(number(0, 100), type="number", minimum=0, maximum=100),
+        "GPU utilisation (percent) under which a sample counts as idle (gpu-bubble).",
+    )
+    gpu_bubble_window_seconds: float = setting(
+        "insights.gpuBubbleWindowSeconds",
+        300.0,
+        _POSITIVE,
+        "Seconds of GPU samples judged together by gpu-bubble.",
+    )
+    gpu_bubble_fraction: float = setting(
+        "insights.gpuBubbleFraction",
+        0.8,
+        _FRACTION,
+        "gpu-bubble when at least this fraction of the window's samples are idle.",
+    )
+    gpu_bubble_warmup_seconds: float = setting(
+        "insights.gpuBubbleWarmupSeconds",
+        120.0,
+        _POSITIVE,
+        "Seconds of computing (since the launch's first progress) before gpu-bubble may fire.",
+    )
+    checkpoint_overdue_factor: float = setting(
+        "insights.checkpointOverdueFactor",
+        2.0,
+        _POSITIVE,
+        "checkpoint-overdue after this many times the observed checkpoint interval.",
+    )
+    thermal_max_celsius: int | None = setting(
+        "insights.thermalMaxCelsius",
+        None,
+        _COUNT.or_none(),
+        "Temperature (Celsius) at which the thermal insight fires."
+        " Null: the GPU's own slowdown temperature (NVML).",
+    )
 
 
 @attrs.frozen
 class ProbeSettings:
     """The VRAM probe (``arena/start {probe: true}``)."""
 
-    allow_without_gpu: bool = False
-    """True: on a machine without a readable GPU a probe that ran to the end passes (CPU-only machines)."""
-    sample_seconds: float = 0.25
-    """How often the probe reads the GPU memory of its processes."""
+    allow_without_gpu: bool = setting(
+        "probe.allowWithoutGpu",
+        False,
+        _FLAG,
+        "On a machine without a readable GPU, a VRAM probe that ran to the end passes (CPU-only machines).",
+    )
+    sample_seconds: float = setting(
+        "probe.sampleSeconds",
+        0.25,
+        _POSITIVE,
+        "How often (seconds) the VRAM probe reads the GPU memory of its processes.",
+    )
 
 
 @attrs.frozen
@@ -118,40 +241,165 @@ class ClusterSettings:
     """What ``{python}`` means on the cluster (its workers' interpreter)."""
 
 
+_CLUSTERS: Kind[Any] = kind(
+    Check(lambda value: isinstance(value, Mapping), "an object"),
+    type="object",
+    additionalProperties={
+        "type": "object",
+        "properties": {
+            "address": {
+                "type": "string",
+                "description": "The head's dashboard (Ray's Jobs API), e.g. http://127.0.0.1:8265;"
+                " overrides the manifest's.",
+            },
+            "tokenFile": {
+                "type": "string",
+                "description": (
+                    "A file holding the cluster's token (Ray's RAY_AUTH_MODE=token); never logged."
+                ),
+            },
+            "python": {
+                "type": ["string", "array"],
+                "items": {"type": "string"},
+                "description": "What {python} means on the cluster (default: the workers' own python).",
+            },
+        },
+    },
+)
+
+
 @attrs.frozen
 class Settings:
-    """Everything the server can be configured with."""
+    """Everything the server can be configured with.
 
-    manifest: str = "training/manifest.json"
-    """The manifest, relative to the workspace root (or absolute)."""
-    state_dir: str = ".aide/training"
-    """The state folder, relative to the workspace root (or absolute)."""
-    python: tuple[str, ...] = attrs.field(factory=lambda: (sys.executable,))
-    """The interpreter ``{python}`` expands to, as an argument list."""
-    preflight: PreflightSettings = attrs.field(factory=PreflightSettings)
-    device_fp32_only: bool | None = None
-    """None: decide from the GPU's compute capability."""
-    logs_notify_hz: float = 50.0
-    """At most this many ``arena/log`` notifications a second."""
-    logs_keep_runs_mb: float = 10240.0
-    """All finished runs' logs of the workspace take at most this many MB (fractions allowed)."""
-    watchdog_stall_seconds: float = 600.0
-    """A running trainer silent for this long is reported stalled."""
-    insights: InsightSettings = attrs.field(factory=InsightSettings)
-    probe: ProbeSettings = attrs.field(factory=ProbeSettings)
-    clusters: tuple[tuple[str, ClusterSettings], ...] = ()
-    """``clusters.NAME``: per-user settings of the manifest's clusters, by name."""
-    power: PowerSettings = attrs.field(factory=PowerSettings)
-    gates_severity: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
-    """``gates.severity``: AR010/AR011/AR012 severities of this workspace (``{"AR010": "error"}``)."""
+    Each field is declared once with :func:`~arena_ls.setting_decl.setting`
+    (key, default, kind, the description editors show); ``_FIELDS`` below and
+    the editors' declarations are derived from it (CONTRIBUTING.md: adding a setting).
+    """
+
+    manifest: str = setting(
+        "manifest",
+        "training/manifest.json",
+        _TEXT,
+        "The job manifest, relative to the workspace root (or absolute).",
+    )
+    state_dir: str = setting(
+        "stateDir", ".aide/training", _TEXT, "The state folder, relative to the workspace root (or absolute)."
+    )
+    python: tuple[str, ...] = setting(
+        "python",
+        None,
+        _PYTHON,
+        "The interpreter that `{python}` in a job's `command` expands to: a path, or an argument list"
+        ' such as `["py", "-3.10", "-E"]`. Null: the server\'s own interpreter.',
+        markdown=True,
+        factory=lambda: (sys.executable,),
+        editor_default=None,
+    )
+    preflight: PreflightSettings = section(PreflightSettings)
+    device_fp32_only: bool | None = setting(
+        "device.fp32Only",
+        None,
+        _FLAG.or_none(),
+        "Treat the device as FP32-only (mixed precision is flagged)."
+        " Null: decide from the GPU's compute capability.",
+    )
+    logs_notify_hz: float = setting(
+        "logs.notifyHz",
+        50.0,
+        _POSITIVE,
+        "At most this many log notifications a second; a line after a quiet moment is sent at once.",
+    )
+    logs_keep_runs_mb: float = setting(
+        "logs.keepRunsMb",
+        10240.0,
+        kind(number(0, 2**40), type="number", minimum=0, maximum=2**40),
+        "All finished runs' logs of the workspace take at most this many MB:"
+        " the oldest runs are deleted first; the last run of each job is always kept.",
+    )
+    watchdog_stall_seconds: float = setting(
+        "watchdog.stallSeconds",
+        600.0,
+        _POSITIVE,
+        "A running trainer silent for this many seconds is reported as stalled.",
+    )
+    insights: InsightSettings = section(InsightSettings)
+    probe: ProbeSettings = section(ProbeSettings)
+    power: PowerSettings = section(PowerSettings)
+    gates_severity: Mapping[str, str] = setting(
+        "gates.severity",
+        None,
+        _GATE_SEVERITY,
+        "Severities of the gates `AR010`, `AR011` and `AR012` in this workspace, such as"
+        ' `{"AR010": "error"}` (`error`, `warning` or `information`).'
+        " `AR010` is an error on Windows by default.",
+        markdown=True,
+        factory=lambda: MappingProxyType({}),
+    )
+    clusters: tuple[tuple[str, ClusterSettings], ...] = setting(
+        "clusters",
+        (),
+        _CLUSTERS,
+        "Your own settings of the manifest's clusters, by name (`runOn` of a job):"
+        ' `{"lab": {"address": "http://127.0.0.1:8265", "tokenFile": "~/.config/arena/lab.token"}}`.'
+        " Addresses and tokens stay out of the shared manifest. See docs/clusters.md.",
+        markdown=True,
+        editor_default={},
+        parsed=False,
+    )
+    """Per-user settings of the manifest's clusters, by name (parsed by ``_parse_clusters``)."""
 
     def cluster(self, name: str) -> ClusterSettings:
         """The settings of cluster ``name`` (the defaults when none are given)."""
         return dict(self.clusters).get(name, ClusterSettings())
 
 
-_SECTIONS = ("preflight", "device", "logs", "watchdog", "insights", "probe", "power", "gates")
-_NESTED = ("preflight", "insights", "probe", "power")
+EDITOR_SETTINGS = (
+    Declared(
+        "interpreter",
+        "The Python interpreter that runs the `arena_ls` server, as an argument list (for example"
+        ' `["/usr/bin/python3"]` or `["py", "-3.11"]`). Empty: the Python extension\'s active environment,'
+        " else `python3` (plain `py` on Windows, which runs the active virtual environment's Python).",
+        {"type": "array", "items": {"type": "string"}},
+        markdown=True,
+        editor_default=[],
+    ),
+    Declared(
+        "serverArgs",
+        "Extra arguments appended to `python -m arena_ls`.",
+        {"type": "array", "items": {"type": "string"}},
+        markdown=True,
+        editor_default=[],
+    ),
+    Declared(
+        "showRawLines",
+        "Show the trainer's own `@arena {...}` announcement lines (progress, checkpoints, evals, health)"
+        " in each job's output channel. Off: they are hidden, since the readable line beside each"
+        " says the same (the terminal's `arena logs --raw`).",
+        {"type": "boolean"},
+        markdown=True,
+        scope="window",
+        editor_default=False,
+    ),
+    Declared(
+        "trace.server",
+        "Trace the messages between VS Code and the arena-ls server in the Arena output channel.",
+        {"type": "string", "enum": ["off", "messages", "verbose"]},
+        scope="window",
+        editor_default="off",
+    ),
+)
+"""Settings only the editors read (the server never sees them); declared here beside the server's."""
+
+
+_FIELDS: dict[str, tuple[str, Check[Any]]] = {
+    found.declared.key: (found.target, found.declared.check)
+    for found in declared_settings(Settings())
+    if found.declared.check is not None
+}
+"""Dotted key -> (attribute path, check), derived from the declarations above."""
+_SECTIONS = tuple(sorted({key.split(".")[0] for key in _FIELDS if "." in key}))
+_NESTED = tuple(field.name for field in attrs.fields(Settings) if field.metadata.get(SECTION))
 """Sections held in their own settings object (``settings.preflight``...)."""
 
 
@@ -171,63 +419,6 @@ def _flatten(options: Mapping[str, Any]) -> dict[str, Any]:
         else:
             flat[key] = value
     return flat
-
-
-_NON_EMPTY = string(min_length=1)
-_PYTHON: Check[tuple[str, ...]] = one_of(
-    _NON_EMPTY.map(lambda path: (path,)),
-    list_of(_NON_EMPTY, min_length=1).map(tuple),
-    expected="a path or a non-empty list of strings",
-)
-_COUNT = integer(minimum=0)
-_POSITIVE = positive_number()
-_GATE_SEVERITY: Check[Mapping[str, str]] = Check(
-    lambda value: (
-        isinstance(value, Mapping)
-        and all(code in TUNABLE_GATES and level in GATE_SEVERITIES for code, level in value.items())
-    ),
-    'an object of AR010, AR011 or AR012 to "error", "warning" or "information"',
-    lambda value: MappingProxyType(dict(value)),
-)
-_FRACTION = number(0, 1)
-_WINDOW = integer(minimum=2)
-"""A window of points: a median and a spread need at least two."""
-
-
-_FIELDS: dict[str, tuple[str, Check[Any]]] = {
-    "manifest": ("manifest", _NON_EMPTY),
-    "stateDir": ("state_dir", _NON_EMPTY),
-    "python": ("python", _PYTHON),
-    "preflight.minFreeRamMb": ("preflight.min_free_ram_mb", _COUNT),
-    "preflight.requirePluggedIn": ("preflight.require_plugged_in", BOOLEAN),
-    "preflight.gpuContention": ("preflight.gpu_contention", choice("error", "warn", "off")),
-    "preflight.minFreeDiskMb": ("preflight.min_free_disk_mb", _COUNT),
-    "device.fp32Only": ("device_fp32_only", BOOLEAN.or_none()),
-    "logs.notifyHz": ("logs_notify_hz", _POSITIVE),
-    "logs.keepRunsMb": ("logs_keep_runs_mb", number(0, 2**40)),
-    "watchdog.stallSeconds": ("watchdog_stall_seconds", _POSITIVE),
-    "insights.enabled": ("insights.enabled", BOOLEAN),
-    "insights.lossSpikeWindow": ("insights.loss_spike_window", _WINDOW),
-    "insights.lossSpikeMads": ("insights.loss_spike_mads", _POSITIVE),
-    "insights.lossSpikeMinJump": ("insights.loss_spike_min_jump", _POSITIVE),
-    "insights.lossSpikeHoldSeconds": ("insights.loss_spike_hold_seconds", _POSITIVE),
-    "insights.gradWindow": ("insights.grad_window", _WINDOW),
-    "insights.gradWarmupSteps": ("insights.grad_warmup_steps", _COUNT),
-    "insights.gradClipFraction": ("insights.grad_clip_fraction", _FRACTION),
-    "insights.gradParamRatio": ("insights.grad_param_ratio", _POSITIVE),
-    "insights.gpuBubbleUtilization": ("insights.gpu_bubble_utilization", number(0, 100)),
-    "insights.gpuBubbleWindowSeconds": ("insights.gpu_bubble_window_seconds", _POSITIVE),
-    "insights.gpuBubbleFraction": ("insights.gpu_bubble_fraction", _FRACTION),
-    "insights.gpuBubbleWarmupSeconds": ("insights.gpu_bubble_warmup_seconds", _POSITIVE),
-    "insights.checkpointOverdueFactor": ("insights.checkpoint_overdue_factor", _POSITIVE),
-    "insights.thermalMaxCelsius": ("insights.thermal_max_celsius", _COUNT.or_none()),
-    "probe.allowWithoutGpu": ("probe.allow_without_gpu", BOOLEAN),
-    "probe.sampleSeconds": ("probe.sample_seconds", _POSITIVE),
-    "power.onBattery": ("power.on_battery", choice("stop", "warn", "ignore")),
-    "power.graceSeconds": ("power.grace_seconds", number(minimum=0).map(float)),
-    "power.resumeOnAc": ("power.resume_on_ac", BOOLEAN),
-    "gates.severity": ("gates_severity", _GATE_SEVERITY),
-}
 
 
 def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
@@ -273,7 +464,7 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
 _CLUSTER_FIELDS: dict[str, tuple[str, Check[Any]]] = {
     "address": ("address", _NON_EMPTY),
     "tokenFile": ("token_file", _NON_EMPTY),
-    "python": ("python", _PYTHON),
+    "python": ("python", _PYTHON_CHECK),
 }
 
 

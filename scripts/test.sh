@@ -27,6 +27,8 @@ echo "== mypy (strict; both platform branches: linux and win32)"
 "$VENV_BIN/mypy" --platform win32 arena_ls
 echo "== rules doc up to date"
 "$VENV_BIN/python" -m arena_ls.gates.docs --check
+echo "== editors' settings declarations up to date (package.json, settingsTable.ts, server_defaults.lua)"
+"$VENV_BIN/python" -m arena_ls.settings_schema --check
 
 if [ -f editor-client/vscode/ci.sh ] && command -v npm >/dev/null 2>&1; then
     echo "== VS Code extension: npm ci, tsc, eslint, node tests, vsce package"

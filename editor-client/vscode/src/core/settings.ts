@@ -3,6 +3,8 @@
  * plain Node tests cover them.
  */
 
+import { NULL_IS_A_VALUE_KEYS, SERVER_SETTING_KEYS, SETTING_DEFAULTS } from "./settingsTable";
+
 /** Reads one setting by its dotted key inside the `arena` section. */
 export type SettingReader = (key: string) => unknown;
 
@@ -13,54 +15,18 @@ export interface ServerCommand {
 
 /**
  * The server's settings (contract section 5, insights and probe of 6.3), as
- * dotted keys of the `arena` section. Each one is declared in package.json;
- * tests/editor/test_vscode_settings_match.py checks both against the server's
- * own table (arena_ls/settings.py).
+ * dotted keys of the `arena` section; the keys whose null is meaningful to the
+ * server (null means "decide for me": the GPU's compute capability, the GPU's
+ * own slowdown temperature), so a null is sent rather than left out; and every
+ * default. All three are generated into settingsTable.ts from the server's own
+ * declarations (arena_ls/settings.py) by `python -m arena_ls.settings_schema
+ * --write`, like package.json's properties.
  */
-export const SERVER_SETTING_KEYS = [
-  "manifest",
-  "stateDir",
-  "python",
-  "preflight.minFreeRamMb",
-  "preflight.requirePluggedIn",
-  "preflight.gpuContention",
-  "preflight.minFreeDiskMb",
-  "device.fp32Only",
-  "logs.notifyHz",
-  "logs.keepRunsMb",
-  "watchdog.stallSeconds",
-  "insights.enabled",
-  "insights.lossSpikeWindow",
-  "insights.lossSpikeMads",
-  "insights.lossSpikeMinJump",
-  "insights.lossSpikeHoldSeconds",
-  "insights.gradWindow",
-  "insights.gradWarmupSteps",
-  "insights.gradClipFraction",
-  "insights.gradParamRatio",
-  "insights.gpuBubbleUtilization",
-  "insights.gpuBubbleWindowSeconds",
-  "insights.gpuBubbleFraction",
-  "insights.gpuBubbleWarmupSeconds",
-  "insights.checkpointOverdueFactor",
-  "insights.thermalMaxCelsius",
-  "probe.allowWithoutGpu",
-  "probe.sampleSeconds",
-  "power.onBattery",
-  "power.graceSeconds",
-  "power.resumeOnAc",
-  "gates.severity",
-  "clusters",
-] as const;
+export { SERVER_SETTING_KEYS };
 
-/**
- * Keys whose null is meaningful to the server (null means "decide for me":
- * the GPU's compute capability, the GPU's own slowdown temperature), so a
- * null is sent rather than left out.
- */
-const NULL_IS_A_VALUE: ReadonlySet<string> = new Set(["device.fp32Only", "insights.thermalMaxCelsius"]);
+const NULL_IS_A_VALUE: ReadonlySet<string> = new Set(NULL_IS_A_VALUE_KEYS);
 
-export const DEFAULT_MANIFEST = "training/manifest.json";
+export const DEFAULT_MANIFEST: string = SETTING_DEFAULTS.manifest;
 
 /**
  * Turns a setting that may be a string or a list of strings into an argument
