@@ -284,6 +284,40 @@ local function session()
   expect("root found upward from a file", arena.find_root(root .. "/src/deep/train.py"), root)
   expect("root found from the root itself", arena.find_root(root), root)
   expect("no root outside a workspace", arena.find_root(vim.fn.fnamemodify(root, ":h") .. "/elsewhere.py"), nil)
+
+  -- The plugin in modules: the pure core is usable on its own, and require("arena") hands out
+  -- the same functions; the server's defaults come from the generated arena.server_defaults.
+  local format = require("arena.format")
+  expect("arena.format_run is the core's", arena.format_run == format.format_run, true)
+  expect("the core formats on its own", format.format_run(running), "⟳ tiny-lm 45% loss 2.31 ETA 3m")
+  expect("arena.status_lines is the core's", arena.status_lines == require("arena.status_view").status_lines, true)
+  expect("arena.refusal_message is the core's", arena.refusal_message == require("arena.refusals").refusal_message, true)
+  expect("arena.exit_message is the core's", arena.exit_message == require("arena.stderr").exit_message, true)
+  local server_defaults = require("arena.server_defaults")
+  expect("generated default: manifest", server_defaults["manifest"], "training/manifest.json")
+  expect("generated default: preflight.minFreeRamMb", server_defaults["preflight.minFreeRamMb"], 5120)
+  expect("generated defaults leave a null default out", server_defaults["device.fp32Only"], nil)
+  expect("an empty object default stays an object", vim.json.encode(server_defaults["clusters"]), "{}")
+
+  -- setup{} refills the one config table every module reads.
+  local settings = require("arena.settings")
+  local config = arena.config
+  local other = vim.fn.tempname()
+  vim.fn.mkdir(other .. "/conf", "p")
+  vim.fn.mkdir(other .. "/src", "p")
+  vim.fn.writefile({ "{}" }, other .. "/conf/jobs.json")
+  arena.setup({ settings = { manifest = "./conf/jobs.json", python = { "py", "-3.10", "-E" } }, autostart = false })
+  expect("setup keeps the config table", arena.config == config and settings.config == config, true)
+  expect("setup takes the manifest setting", arena.find_root(other .. "/src/train.py"), other)
+  expect("the manifest setting replaces the default", arena.find_root(root .. "/src/deep/train.py"), nil)
+  expect("a user's list stays a list", vim.json.encode(arena.config.settings.python), '["py","-3.10","-E"]')
+  expect("options left out keep their defaults", table.concat(arena.config.cmd, " "), "python3 -m arena_ls")
+  arena.toggle_raw_lines()
+  expect(":ArenaRawLines flips the shared option", settings.config.show_raw_lines, true)
+  arena.setup({})
+  expect("setup({}) goes back to the defaults", arena.config.show_raw_lines == false and next(arena.config.settings) == nil, true)
+  expect("the default manifest again (from server_defaults)", arena.find_root(root .. "/src/deep/train.py"), root)
+  expect("no settings are sent as an empty object", vim.json.encode(settings.server_settings()), "{}")
 end
 
 local ok, err = xpcall(session, debug.traceback)

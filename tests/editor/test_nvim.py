@@ -172,6 +172,39 @@ def test_nvim_plugin_loads_and_formats(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
 
 
+LUA_MODULES = PLUGIN_DIR / "lua" / "arena"
+PURE_MODULES = ("format", "status_view", "refusals", "worklost", "stderr", "util", "server_defaults")
+"""The editor-free core: words and decisions, tables in and text out (docs/architecture.md)."""
+GLUE_MODULES = ("init", "settings", "state", "client", "commands", "statusline", "logwin", "statuswin")
+EDITOR_API = re.compile(r"\bvim\.(api|lsp|ui|cmd|fn|schedule|defer_fn|notify|keymap|bo|wo|o|opt|b|w|g)\b")
+MAX_MODULE_LINES = 400
+
+
+def _lua_code(path: Path) -> str:
+    """A Lua file without its comments (a comment may name an API the code does not call)."""
+    return "\n".join(line.split("--", 1)[0] for line in path.read_text(encoding="utf-8").splitlines())
+
+
+def test_nvim_plugin_is_in_modules_of_at_most_400_lines() -> None:
+    sizes = {
+        path.stem: len(path.read_text(encoding="utf-8").splitlines()) for path in LUA_MODULES.glob("*.lua")
+    }
+    assert set(PURE_MODULES) | set(GLUE_MODULES) <= set(sizes), sorted(sizes)
+    too_long = {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}
+    assert not too_long, too_long
+    assert sizes["init"] <= 150, "init.lua is the entry point: setup{} and the API, the work lives in modules"
+
+
+@pytest.mark.parametrize("name", PURE_MODULES)
+def test_nvim_core_module_calls_no_editor_api(name: str) -> None:
+    code = _lua_code(LUA_MODULES / f"{name}.lua")
+    called = sorted({match.group(0) for match in EDITOR_API.finditer(code)})
+    assert not called, f"arena.{name} is pure, yet calls {called}"
+    required = set(re.findall(r'require\("arena\.(\w+)"\)', code))
+    glue = sorted(required - set(PURE_MODULES))
+    assert not glue, f"arena.{name} is pure, yet requires {glue}"
+
+
 def _run_session(
     tmp_path: Path,
     workspace: Path,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -348,6 +349,19 @@ def test_null_is_sent_exactly_for_the_keys_whose_null_the_server_takes() -> None
     assert sent == server_null_keys() == {"device.fp32Only", "insights.thermalMaxCelsius"}
     for key in sent:
         assert _schema_accepts(declared()[key], None), f"arena.{key} must declare null"
+
+
+def _readme_default(value: Any) -> str:
+    """A default as editor-client/README.md's settings table shows it (strings without quotes)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def test_the_readme_table_lists_every_setting_with_its_default() -> None:
+    """editor-client/README.md's settings table is prose; its keys and defaults may not drift."""
+    readme = (REPO / "editor-client" / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `arena\.([\w.]+)` \| `([^`]*)` \|", readme, re.MULTILINE))
+    expected = {key: _readme_default(schema["default"]) for key, schema in declared().items()}
+    assert rows == expected
 
 
 def test_every_description_is_a_sentence_for_the_settings_ui() -> None:

@@ -1,0 +1,99 @@
+-- arena.nvim: the words for a refused request (contract section 4's error
+-- codes), the no-checkpoint stop question, and the question a start that
+-- would overwrite work puts to the person with the params of its retry
+-- (1012, 1011; contract 7.1). Pure, like arena.format.
+
+local util = require("arena.util")
+local worklost = require("arena.worklost")
+
+local val, is_number = util.val, util.is_number
+
+local M = {}
+
+--- The reason of each refusal code, for a refusal whose `data.reason` is missing.
+M.REFUSAL = {
+  [1001] = "not-allowlisted",
+  [1002] = "approval-required",
+  [1003] = "already-running",
+  [1004] = "gates-failed",
+  [1005] = "preflight-failed",
+  [1006] = "invalid-manifest",
+  [1007] = "no-checkpoint",
+  [1008] = "disabled",
+  [1009] = "launch-failed",
+  [1010] = "probe-required",
+  [1011] = "checkpoint-mismatch",
+  [1012] = "already-finished",
+}
+
+--- "N minutes" of training a stop would lose, never "0 minutes".
+local function minutes_lost(seconds)
+  seconds = val(seconds)
+  if not is_number(seconds) or seconds < 0 then
+    return "all of its training"
+  end
+  local minutes = math.max(1, math.floor(seconds / 60 + 0.5))
+  return minutes == 1 and "1 minute of training" or (minutes .. " minutes of training")
+end
+
+--- The human part of a refusal, from the fields its `data` carries.
+function M.refusal_detail(err)
+  local data = type(val(err.data)) == "table" and err.data or {}
+  local code = err.code
+  if code == 1001 and type(val(data.known)) == "table" then
+    return (err.message or "") .. " (known jobs: " .. table.concat(data.known, ", ") .. ")"
+  elseif code == 1003 and type(val(data.active)) == "table" then
+    return tostring(val(data.active.jobId)) .. " is " .. tostring(val(data.active.status) or "running") .. "; one run at a time"
+  elseif (code == 1004 or code == 1006) and type(val(data.diagnostics)) == "table" and #data.diagnostics > 0 then
+    local found = {}
+    for index, item in ipairs(data.diagnostics) do
+      if index > 3 then
+        table.insert(found, "and " .. (#data.diagnostics - 3) .. " more")
+        break
+      end
+      table.insert(found, (val(item.code) and (item.code .. " ") or "") .. tostring(val(item.message)))
+    end
+    return table.concat(found, "; ")
+  elseif code == 1005 and type(val(data.checks)) == "table" then
+    local failing = {}
+    for _, check in ipairs(data.checks) do
+      if val(check.ok) == false then
+        table.insert(failing, tostring(val(check.name)) .. ": " .. tostring(val(check.message)))
+      end
+    end
+    if #failing > 0 then
+      return table.concat(failing, "; ")
+    end
+  end
+  return tostring(err.message or "refused")
+end
+
+--- The message shown for a refusal nobody can overrule from the editor.
+function M.refusal_message(what, err)
+  local data = type(val(err.data)) == "table" and err.data or {}
+  local reason = val(data.reason) or M.REFUSAL[err.code]
+  return string.format("cannot %s%s: %s", what, reason and (" (" .. reason .. ")") or "", M.refusal_detail(err))
+end
+
+function M.stop_prompt(runtime_seconds)
+  return "This run has no checkpoint yet; stopping loses " .. minutes_lost(runtime_seconds) .. ". Stop anyway? [y/N] "
+end
+
+--- The question a refused start puts to the person when it would overwrite work (1012, 1011,
+--- contract 7.1), and the params of its retry; nil for any other refusal.
+function M.overwrite_question(id, params, err, now)
+  local data = type(val(err.data)) == "table" and err.data or {}
+  if err.code == 1012 and params.resume ~= false then
+    local retry = vim.deepcopy(params)
+    retry.resume, retry.startStep = false, nil
+    return worklost.finished_prompt(id, data.run, now), retry
+  end
+  if err.code == 1011 and params.confirm ~= true then
+    local retry = vim.deepcopy(params)
+    retry.confirm = true
+    return worklost.mismatch_prompt(id, data, now), retry
+  end
+  return nil
+end
+
+return M
