@@ -47,7 +47,7 @@ FIELD_DEFAULT: Any = _FieldDefault()
 class Kind(Generic[T]):
     """What values a setting takes: the server's check and the schema words that say the same.
 
-    ``tests/unit/test_settings_schema.py`` offers both the same values and fails
+    ``tests/editor/test_settings_schema.py`` offers both the same values and fails
     when they disagree, so the two halves cannot drift apart.
     """
 

@@ -299,6 +299,48 @@ local function session()
   expect("generated defaults leave a null default out", server_defaults["device.fp32Only"], nil)
   expect("an empty object default stays an object", vim.json.encode(server_defaults["clusters"]), "{}")
 
+  -- Decisions of the core (arena.runs): which run the statusline shows, when the log window
+  -- moves on, whether a probe's verdict is new.
+  local runs = require("arena.runs")
+  local live_a = { runId = "a", status = "running" }
+  local done_b = { runId = "b", status = "stopped" }
+  expect("a finished run does not hide a live one", runs.shown_after(live_a, done_b).runId, "a")
+  expect("a shown run's own update replaces it", runs.shown_after(live_a, { runId = "a", status = "stopped" }).status, "stopped")
+  expect("a live run replaces a finished one", runs.shown_after(done_b, { runId = "c", status = "starting" }).runId, "c")
+  expect("the first run is shown", runs.shown_after(nil, done_b).runId, "b")
+  expect("the log window moves on to a new run", runs.log_moves_on({ runId = "b" }, live_a, done_b), true)
+  expect("it stays while its run is live", runs.log_moves_on({ runId = "a2" }, live_a, { runId = "a2", status = "running" }), false)
+  expect("it waits for the first run", runs.log_moves_on({ runId = "" }, live_a, nil), true)
+  expect("no log window, nothing moves", runs.log_moves_on(nil, live_a, nil), false)
+  expect("a finished run is not followed", runs.log_moves_on({ runId = "b" }, { runId = "c", status = "crashed" }, done_b), false)
+  local verdict = { ok = false, at = "2026-12-01T10:00:00Z" }
+  expect("the first verdict is new", runs.is_new_verdict(verdict, nil), true)
+  expect("the same verdict is not", runs.is_new_verdict(verdict, { ok = false, at = "2026-12-01T10:00:00Z" }), false)
+  expect("a later verdict is new", runs.is_new_verdict(verdict, { ok = false, at = "2026-12-01T09:00:00Z" }), true)
+  expect("no verdict yet (false or vim.NIL)", runs.is_new_verdict(false, nil) or runs.is_new_verdict(vim.NIL, nil), false)
+
+  -- A run's kept log lines (arena.logstore): each seq once, in order, trimmed; what is shown next.
+  local logstore = require("arena.logstore")
+  local store = logstore.new()
+  logstore.add(store, { { seq = 3, stream = "stdout", text = "c" }, { seq = 4, stream = "stderr", text = "d" } })
+  logstore.add(store, { { seq = 1, stream = "stdout", text = "a" }, { seq = 3, stream = "stdout", text = "c again" } })
+  logstore.add(store, { { seq = vim.NIL, text = "no seq" }, { seq = 2, stream = "stdout", text = '@arena {"event": "progress", "step": 2}' } })
+  local seqs = {}
+  for _, line in ipairs(store.lines) do
+    table.insert(seqs, line.seq .. "=" .. line.text:sub(1, 7))
+  end
+  expect("a backfill overlapping live lines: in order, each seq once", table.concat(seqs, " "), "1=a 2=@arena  3=c 4=d")
+  local shown_lines, last = logstore.unshown(store, 1, false)
+  expect("the next lines, @arena hidden", table.concat(shown_lines, "|"), "c|[stderr] d")
+  expect("the last seq they cover", last, 4)
+  expect("raw lines shown when asked", #logstore.unshown(store, 1, true), 3)
+  expect("nothing new after the last", #logstore.unshown(store, 4, false), 0)
+  local small = logstore.new()
+  logstore.add(small, { { seq = 1, text = "1" }, { seq = 2, text = "2" }, { seq = 3, text = "3" } }, 2)
+  expect("the oldest lines go past the limit", small.lines[1].seq .. "," .. small.lines[2].seq .. "," .. #small.lines, "2,3,2")
+  logstore.add(small, { { seq = 1, text = "1 again" } }, 2)
+  expect("a line older than the kept ones is trimmed again", small.lines[1].seq .. "," .. #small.lines, "2,2")
+
   -- setup{} refills the one config table every module reads.
   local settings = require("arena.settings")
   local config = arena.config

@@ -173,7 +173,17 @@ def test_nvim_plugin_loads_and_formats(tmp_path: Path) -> None:
 
 
 LUA_MODULES = PLUGIN_DIR / "lua" / "arena"
-PURE_MODULES = ("format", "status_view", "refusals", "worklost", "stderr", "util", "server_defaults")
+PURE_MODULES = (
+    "format",
+    "status_view",
+    "refusals",
+    "runs",
+    "logstore",
+    "worklost",
+    "stderr",
+    "util",
+    "server_defaults",
+)
 """The editor-free core: words and decisions, tables in and text out (docs/architecture.md)."""
 GLUE_MODULES = ("init", "settings", "state", "client", "commands", "statusline", "logwin", "statuswin")
 EDITOR_API = re.compile(r"\bvim\.(api|lsp|ui|cmd|fn|schedule|defer_fn|notify|keymap|bo|wo|o|opt|b|w|g)\b")

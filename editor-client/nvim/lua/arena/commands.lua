@@ -7,6 +7,7 @@
 local client = require("arena.client")
 local format = require("arena.format")
 local refusals = require("arena.refusals")
+local runs = require("arena.runs")
 local runstate = require("arena.state")
 local status_view = require("arena.status_view")
 local util = require("arena.util")
@@ -118,9 +119,7 @@ local function show_verdict(job_id, before, polls)
       remember_status(status)
       probe = state.probes[job_id] or nil
     end
-    local fresh = type(probe) == "table"
-      and (type(before) ~= "table" or val(probe.at) ~= val(before.at) or val(probe.ok) ~= val(before.ok))
-    if fresh then
+    if runs.is_new_verdict(probe, before) then
       state.last_verdict = { job = job_id, probe = probe }
       notify(format.verdict_message(job_id, probe), probe.ok and vim.log.levels.INFO or vim.log.levels.WARN)
     elseif polls > 1 then

@@ -10,7 +10,9 @@
 -- modules that do the work (docs/architecture.md, "The Neovim plugin"):
 --   editor-free core (pure; tests/editor/nvim_unit.lua checks it without a server):
 --     arena.format (statusline words), arena.status_view (the status window's lines),
---     arena.refusals (refusal words and retries), arena.worklost, arena.stderr
+--     arena.refusals (refusal words and retries), arena.runs (which run is shown, when
+--     the log window moves on, a new probe verdict), arena.logstore (a run's kept log
+--     lines), arena.worklost, arena.stderr
 --   editor glue: arena.settings (options, roots), arena.state, arena.client (LSP),
 --     arena.commands, arena.statusline, arena.logwin, arena.statuswin
 

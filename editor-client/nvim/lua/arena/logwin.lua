@@ -1,14 +1,13 @@
 -- arena.nvim: the log window (:ArenaLogs, :ArenaRawLines). Keeps each run's
--- `arena/log` lines (the last MAX_LOG_LINES, in seq order, once each), fetches
--- a run's whole log (`arena/logs`, every page) before showing live lines, and
--- writes what the followed run's buffer does not show yet.
+-- `arena/log` lines (arena.logstore), fetches a run's whole log (`arena/logs`,
+-- every page) before showing live lines, and writes what the followed run's
+-- buffer does not show yet.
 
 local client = require("arena.client")
-local format = require("arena.format")
+local logstore = require("arena.logstore")
 local settings = require("arena.settings")
 local runstate = require("arena.state")
 local util = require("arena.util")
-local worklost = require("arena.worklost")
 
 local val, notify, request = util.val, client.notify, client.request
 
@@ -16,41 +15,14 @@ local state = runstate.state
 
 local M = {}
 
---- Lines kept per run for :ArenaLogs (older ones stay in the server's log).
-local MAX_LOG_LINES = 10000
-
---- Adds a run's log lines to what is kept of it: each seq once, in order, the last MAX_LOG_LINES.
+--- Adds a run's log lines to what is kept of it (arena.logstore: each seq once, in order).
 function M.store_log_lines(run_id, lines)
   local store = state.logs[run_id]
   if not store then
-    store = { lines = {}, seqs = {} }
+    store = logstore.new()
     state.logs[run_id] = store
   end
-  local added, unordered = false, false
-  for _, line in ipairs(lines or {}) do
-    local seq = val(line.seq)
-    if seq ~= nil and not store.seqs[seq] then
-      local last = store.lines[#store.lines]
-      unordered = unordered or (last ~= nil and seq < last.seq)
-      store.seqs[seq] = true
-      table.insert(store.lines, line)
-      added = true
-    end
-  end
-  if added then
-    if unordered then -- a backfill that overlaps live lines
-      table.sort(store.lines, function(a, b)
-        return a.seq < b.seq
-      end)
-    end
-    local excess = #store.lines - MAX_LOG_LINES
-    if excess > 0 then
-      for index = 1, excess do
-        store.seqs[store.lines[index].seq] = nil
-      end
-      store.lines = vim.list_slice(store.lines, excess + 1)
-    end
-  end
+  logstore.add(store, lines)
 end
 
 client.handlers["arena/log"] = function(_, params)
@@ -77,15 +49,8 @@ function M.render_logs()
   if not store then
     return
   end
-  local fresh = {}
-  for _, line in ipairs(store.lines) do
-    if line.seq > follow.shown then
-      if settings.config.show_raw_lines or not worklost.is_announcement(line) then
-        table.insert(fresh, format.format_log_line(line))
-      end
-      follow.shown = line.seq
-    end
-  end
+  local fresh
+  fresh, follow.shown = logstore.unshown(store, follow.shown, settings.config.show_raw_lines)
   if #fresh == 0 then
     return
   end
