@@ -26,7 +26,6 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -42,6 +41,10 @@ DEFAULT_ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python -m arena_ls.settings_schema --write"
 SCHEMA_ORDER = ("type", "items", "enum", "minimum", "maximum", "exclusiveMinimum")
 """Schema words written before the default, in this order (the others after it)."""
+
+
+class GeneratorError(Exception):
+    """A generated file that cannot be regenerated as it is (nothing is written then)."""
 
 
 @attrs.frozen
@@ -61,7 +64,7 @@ def as_json(value: Any) -> Any:
         return int(value)
     if isinstance(value, (int, float)):
         return value
-    if isinstance(value, (Mapping, MappingProxyType)):
+    if isinstance(value, Mapping):
         return {str(key): as_json(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [as_json(item) for item in value]
@@ -115,8 +118,14 @@ def properties() -> dict[str, dict[str, Any]]:
 
 def render_package_json(current: str) -> str:
     """``current`` (package.json's text) with its settings properties regenerated."""
-    package = json.loads(current)
-    package["contributes"]["configuration"]["properties"] = properties()
+    try:
+        package = json.loads(current)
+        configuration = package["contributes"]["configuration"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise GeneratorError(
+            f"{PACKAGE_JSON} must be a JSON object with contributes.configuration ({error!r})"
+        ) from error
+    configuration["properties"] = properties()
     return json.dumps(package, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -220,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     root: Path = args.root
-    stale = stale_files(root)
+    try:
+        stale = stale_files(root)
+    except (GeneratorError, OSError) as error:
+        print(f"python -m arena_ls.settings_schema: {error}", file=sys.stderr)
+        return 2
     if args.check:
         for relative in stale:
             print(f"{relative} is out of date with arena_ls/settings.py: run {COMMAND}", file=sys.stderr)

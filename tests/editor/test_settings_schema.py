@@ -272,6 +272,19 @@ def test_a_hand_edit_of_a_generated_file_fails_the_check(tmp_path: Path) -> None
     assert settings_schema.stale_files(root) == {}
 
 
+@pytest.mark.parametrize("broken", ["", "[]", '{"contributes": {}}', "{not json"])
+def test_a_broken_package_json_is_named_and_nothing_is_written(
+    tmp_path: Path, broken: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _copy_checkout(tmp_path)
+    (root / settings_schema.PACKAGE_JSON).write_text(broken, encoding="utf-8")
+    (root / settings_schema.NVIM_DEFAULTS).unlink()
+    assert settings_schema.main(["--write", "--root", str(root)]) == 2
+    assert "package.json must be a JSON object with contributes.configuration" in capsys.readouterr().err
+    assert (root / settings_schema.PACKAGE_JSON).read_text(encoding="utf-8") == broken
+    assert not (root / settings_schema.NVIM_DEFAULTS).exists(), "a failed run writes nothing"
+
+
 def test_a_key_declared_twice_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     twice = (*server.EDITOR_SETTINGS, server.EDITOR_SETTINGS[0])
     monkeypatch.setattr(server, "EDITOR_SETTINGS", twice)
