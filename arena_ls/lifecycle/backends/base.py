@@ -152,8 +152,9 @@ class UnknownBackend:
     end follows it fully.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, why: str | None = None) -> None:
         self._name = name
+        self._why = why or f"the run back end {name!r} is not available in this server"
 
     @property
     def name(self) -> str:
@@ -166,7 +167,7 @@ class UnknownBackend:
         return RunPlan(python=settings.python, runs_here=False)  # its start fails (1009): nothing runs
 
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
-        raise OSError(f"the run back end {self._name!r} is not available in this server")
+        raise OSError(self._why)
 
     def start_failed(self, exit_code: int) -> bool:
         return False
@@ -226,7 +227,8 @@ class Backends:
         for backend in self._in_order:
             if backend.takes(job):
                 return backend
-        return UnknownBackend(f"for runOn {job.run_on!r}" if job.run_on is not None else "for this job")
+        where = f" (runOn {job.run_on!r})" if job.run_on is not None else ""
+        return UnknownBackend("none", f"no run back end of this server takes job {job.id!r}{where}")
 
     def for_run(self, name: str) -> RunBackend:
         """The back end a run's ``spec.json`` records (``UnknownBackend`` when this server lacks it)."""
