@@ -1,10 +1,14 @@
 """The run back-end seam: where a run executes, behind one interface.
 
 A run is started, followed, stopped and re-adopted the same way wherever it
-executes. The supervisor talks to a ``RunBackend`` only; which one a run
-uses is recorded in its folder (``spec.json`` ``backend``), so any server
-that opens the folder later, after a restart or alongside the first,
-follows the run through the same back end.
+executes. The supervisor talks to a ``RunBackend`` only, and knows no
+implementation: the server composes the list (``protocol/backends.py``:
+``LocalBackend`` here, ``cluster.backend.RayBackend``), the supervisor asks
+it which back end ``takes`` a job, and that back end's ``plan`` says what the
+start runs with. Which one a run uses is recorded in its folder
+(``spec.json`` ``backend``), so any server that opens the folder later,
+after a restart or alongside the first, follows the run through the same
+back end.
 
 What every back end guarantees (see ``docs/architecture.md``):
 
