@@ -438,11 +438,9 @@ class Supervisor:
 
     # -- start -----------------------------------------------------------------------------
 
-    def resolve_job(self, job_id: str, manifest: ManifestResult | None = None) -> tuple[Job, ManifestResult]:
-        """The job ``job_id`` names in ``manifest`` (the request's snapshot; None: as loaded now),
-        or the refusal that says why it cannot start (1001, 1002)."""
-        if manifest is None:
-            manifest = self.load_manifest()
+    def resolve_job(self, job_id: str, manifest: ManifestResult) -> Job:
+        """The job ``job_id`` names in ``manifest`` (the request's snapshot), or the refusal that
+        says why it cannot start (1006, 1001)."""
         if manifest.fatal:
             raise ArenaError(
                 INVALID_MANIFEST,
@@ -467,7 +465,7 @@ class Supervisor:
                 f"no job {job_id!r} in the manifest",
                 known=list(manifest.all_ids),
             )
-        return job, manifest
+        return job
 
     async def start(
         self, request: StartRequest, *, admit: StartHook | None = None, launching: StartHook | None = None
@@ -482,7 +480,7 @@ class Supervisor:
         passed, right before the run is created (the probe records its trainer).
         """
         manifest = await self.load_manifest_async(max_age=START_MANIFEST_AGE)  # parsed off the event loop
-        job, _ = self.resolve_job(request.id, manifest)
+        job = self.resolve_job(request.id, manifest)
         if admit is not None:
             admit(job)
         if job.status == "disabled":
