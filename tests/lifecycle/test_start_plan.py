@@ -16,7 +16,7 @@ import attrs
 import pytest
 
 from arena_ls.diagnostics import Diag
-from arena_ls.errors import LAUNCH_FAILED, PREFLIGHT_FAILED, ArenaError
+from arena_ls.errors import APPROVAL_REQUIRED, LAUNCH_FAILED, PREFLIGHT_FAILED, PROBE_REQUIRED, ArenaError
 from arena_ls.lifecycle.backends.base import Backends, Check, RunPlan
 from arena_ls.lifecycle.rundir import ClusterSpec, RunDir
 from arena_ls.lifecycle.states import RunStatus
@@ -39,6 +39,7 @@ def workspace(tmp_path: Path) -> Path:
         [
             job("quick", "--steps", "3"),
             job("lm", kind="train", probe={"args": ["fake_trainer.py", "--probe"]}),
+            job("asks", status="approval-required"),
         ],
     )
 
@@ -199,5 +200,29 @@ async def test_a_probe_is_a_start_variant_told_to_its_caller_right_before_the_la
         assert (spec.job_id, spec.max_restarts, spec.resumed_from_step) == ("lm.probe", 0, None)
         assert spec.argv[1:] == ["fake_trainer.py", "--probe"], "the probe's args"
         assert backend.asked == ["lm.probe"]
+    finally:
+        await supervisor.close()
+
+
+async def test_a_probe_is_refused_as_a_start_is_and_admit_refuses_before_anything_is_asked(
+    workspace: Path,
+) -> None:
+    backend = FakeBackend()
+    supervisor = supervisor_with(workspace, backend)
+
+    def admit(job: Job) -> None:
+        raise ArenaError(PROBE_REQUIRED, f"job {job.id!r} needs a passing VRAM probe first")
+
+    try:
+        with pytest.raises(ArenaError) as unapproved:
+            await supervisor.start(StartRequest(id="asks", probe=True))
+        assert unapproved.value.code == APPROVAL_REQUIRED[0]
+        assert str(unapproved.value) == "job 'asks' needs approval: probe it with approved: true"
+        with pytest.raises(ArenaError) as refused:
+            await supervisor.start(StartRequest(id="quick"), admit=admit)
+        assert refused.value.code == PROBE_REQUIRED[0] and "'quick'" in str(refused.value)
+        assert backend.asked == ["asks.probe"] and backend.started == [], (
+            "the refused start asked no back end"
+        )
     finally:
         await supervisor.close()
