@@ -1,7 +1,9 @@
 """The server side of the lifecycle: start, stop, status, logs, re-adoption.
 
-The supervisor knows nothing of LSP. It starts each run through a run back
-end (``arena_ls.lifecycle.backends``; on this machine, a detached agent),
+The supervisor knows nothing of LSP, nor of clusters. It starts each run
+through the run back end that takes its job (``arena_ls.lifecycle.backends``,
+composed where the server is built: this machine's detached agent, a Ray
+cluster's follower), from one snapshot of the manifest per request,
 follows every run of the workspace through its folder, and tells a
 ``Listener`` what changed. Several servers may supervise one workspace at
 once: they agree through the files (the ``active.lock``, the agent's state,
@@ -23,8 +25,6 @@ from typing import Any
 import attrs
 
 from arena_ls import platform
-from arena_ls.cluster.config import ClusterTarget, resolve_cluster
-from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
 from arena_ls.diagnostics import Diag
 from arena_ls.errors import (
     ALREADY_RUNNING,
@@ -40,9 +40,7 @@ from arena_ls.errors import (
     ArenaError,
     InvalidParams,
 )
-from arena_ls.lifecycle.backends.base import Backends, FollowerProcess
-from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.backends.ray import RayBackend
+from arena_ls.lifecycle.backends.base import Backends, Check, FollowerProcess, RunBackend, RunPlan
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
 from arena_ls.lifecycle.exec_check import exec_check
@@ -50,10 +48,10 @@ from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
 from arena_ls.lifecycle.power import power_spec
+from arena_ls.lifecycle.probe import probe_job
 from arena_ls.lifecycle.retention import LOG_FILES, FinishedRun, runs_over_budget
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
-    ClusterSpec,
     CorruptState,
     Failure,
     RunDir,
@@ -64,7 +62,6 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
-from arena_ls.lifecycle.spare import SpareAgent
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
 from arena_ls.manifest import Job, ManifestResult
@@ -99,6 +96,8 @@ GateChecker = Callable[[Job], list[Diag]]
 """Error-severity gate diagnostics for a job's trainer (empty: it passes): ``TrainerGates.errors``."""
 PreflightRunner = Callable[[Job, list[Diag], set[int]], tuple[list[dict[str, Any]], list[str]]]
 """(checks as wire dicts, warning lines) for a job about to start: ``Preflight.run``."""
+StartHook = Callable[[Job], None]
+"""Told the job of a start (as the request's manifest snapshot has it); may refuse it by raising."""
 
 
 @attrs.define
@@ -109,7 +108,7 @@ class StartRequest:
     start_step: int | None = None
     dry_run: bool = False
     probe: bool = False
-    """Run the job's VRAM probe instead (``arena_ls.protocol.probe``)."""
+    """Start the job's VRAM probe instead (``lifecycle/probe.py``): a start variant, same refusals."""
     confirm: bool = False
     """A person agreed to what 1011 ``checkpoint-mismatch`` or 1012 ``already-finished`` warns of."""
 
@@ -122,6 +121,17 @@ class DryRun:
     cwd: str
     gate_errors: list[Diag]
     checks: list[dict[str, Any]]
+
+
+@attrs.frozen
+class Planned:
+    """What one start decided before its run is created, all from the request's one manifest snapshot."""
+
+    backend: RunBackend
+    plan: RunPlan
+    command: list[str]
+    """The job's command line with ``{python}`` resolved (``RunSpec.argv``), built once."""
+    manifest: ManifestResult
 
 
 @attrs.define
@@ -156,17 +166,15 @@ class Supervisor:
         *,
         gate_checker: GateChecker | None = None,
         preflight: PreflightRunner | None = None,
-        backends: Backends | None = None,
+        backends: Backends,
     ) -> None:
         self.root = root.resolve()
         self.settings = settings
         self.listener = listener
         self.gate_checker = gate_checker
         self.preflight = preflight
-        if backends is None:
-            backends = Backends(LocalBackend(SpareAgent()), RayBackend())
         self.backends = backends
-        """Where runs execute; the supervisor reaches a run's back end only through these."""
+        """Where runs execute (composed by the server): the supervisor reaches a back end only here."""
         self.views: dict[str, RunView] = {}
         self._prepared = False
         """``idle`` got the default back end ready (a spare agent) and no start of ours used it since."""
@@ -430,8 +438,9 @@ class Supervisor:
 
     # -- start -----------------------------------------------------------------------------
 
-    def resolve_job(self, job_id: str) -> tuple[Job, ManifestResult]:
-        manifest = self.load_manifest()
+    def resolve_job(self, job_id: str, manifest: ManifestResult) -> Job:
+        """The job ``job_id`` names in ``manifest`` (the request's snapshot), or the refusal that
+        says why it cannot start (1006, 1001)."""
         if manifest.fatal:
             raise ArenaError(
                 INVALID_MANIFEST,
@@ -456,29 +465,52 @@ class Supervisor:
                 f"no job {job_id!r} in the manifest",
                 known=list(manifest.all_ids),
             )
-        return job, manifest
+        return job
 
-    async def start(self, request: StartRequest) -> RunView | DryRun:
-        await self.load_manifest_async(max_age=START_MANIFEST_AGE)  # parsed off the event loop
-        job, _ = self.resolve_job(request.id)
+    async def start(
+        self, request: StartRequest, *, admit: StartHook | None = None, launching: StartHook | None = None
+    ) -> RunView | DryRun:
+        """Start a run of a job, or (``request.probe``) of its VRAM probe, or (``dry_run``) say what
+        would run.
+
+        The manifest is read once, at the start of the request: the job, its
+        back end's plan, its argv, its spec and its pre-flight all come from
+        that one snapshot. ``admit`` is told the job first (it may refuse it:
+        the probe requirement, 1010); ``launching`` once every refusal has
+        passed, right before the run is created (the probe records its trainer).
+        """
+        manifest = await self.load_manifest_async(max_age=START_MANIFEST_AGE)  # parsed off the event loop
+        job = self.resolve_job(request.id, manifest)
+        if admit is not None:
+            admit(job)
         if job.status == "disabled":
             raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
+        launched = probe_job(job) if request.probe else job
+        backend = self.backends.for_job(launched)
+        plan = backend.plan(launched, manifest, self.settings())
+        command = launched.argv(plan.python)
+        """The job's command line, built once: the dry run's answer, the spec and the exec check."""
         gate_errors = await self.gate_errors(job)
-        resume_step = self._resume_step(job, request)
-        argv = trainer_argv(job.argv(self._python(job)), job.resume_args, resume_step)
+        resume_step = None if request.probe else self._resume_step(job, request)
         if request.dry_run:
-            return await self.dry_run(job, argv, gate_errors)
+            argv = trainer_argv(command, launched.resume_args, resume_step)
+            return await self._dry_run(launched, plan, argv, gate_errors)
         if job.status == "approval-required" and request.approved is not True:
+            verb = "probe" if request.probe else "start"
             raise ArenaError(
-                APPROVAL_REQUIRED, f"job {job.id!r} needs approval: start it with approved: true"
+                APPROVAL_REQUIRED, f"job {job.id!r} needs approval: {verb} it with approved: true"
             )
         await self._refuse_if_active()
-        knowledge = JobKnowledge.read(self.folder, job.id)
-        self._refuse_overwrite(job, request, knowledge)
-        cluster_check = await self.check_cluster(job) if not gate_errors else None
-        warnings = self.refuse_if_unsafe(job, gate_errors, cluster_check)
-        fresh = job.kind == "train" and request.resume is False
-        view = await self._launch(job, resume_step, knowledge, fresh=fresh)
+        knowledge = None if request.probe else JobKnowledge.read(self.folder, job.id)
+        if knowledge is not None:
+            self._refuse_overwrite(job, request, knowledge)
+        own_check = await self._own_check(plan) if not gate_errors else None
+        warnings = self._refuse_if_unsafe(job, plan, gate_errors, own_check)
+        if launching is not None:
+            launching(job)
+        fresh = knowledge is not None and job.kind == "train" and request.resume is False
+        planned = Planned(backend, plan, command, manifest)
+        view = await self._launch(launched, planned, resume_step, knowledge, fresh=fresh)
         for warning in warnings:
             self.listener.lifecycle(view, f"warning: {warning}")
         return await self._await_started(view)
@@ -489,17 +521,13 @@ class Supervisor:
             return []
         return await asyncio.to_thread(self.gate_checker, job)
 
-    async def dry_run(self, job: Job, argv: list[str], gate_errors: list[Diag]) -> DryRun:
+    async def _dry_run(self, job: Job, plan: RunPlan, argv: list[str], gate_errors: list[Diag]) -> DryRun:
         """What a start of ``job`` would run, and what its gates and pre-flight say; nothing starts."""
-        checks, _ = self._preflight(job, gate_errors, await self.check_cluster(job))
+        checks, _ = self._preflight(job, plan, gate_errors, await self._own_check(plan))
         return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
 
-    def trainer_argv(self, job: Job) -> list[str]:
-        """``job``'s command line as a fresh start would run it (no resume arguments)."""
-        return job.argv(self._python(job))
-
-    def refuse_if_unsafe(
-        self, job: Job, gate_errors: list[Diag], cluster_check: dict[str, Any] | None = None
+    def _refuse_if_unsafe(
+        self, job: Job, plan: RunPlan, gate_errors: list[Diag], own_check: Check | None
     ) -> list[str]:
         """1004 when the trainer fails error-severity gates, 1005 when a pre-flight check fails.
 
@@ -512,39 +540,29 @@ class Supervisor:
                 f"{job.script} fails {len(gate_errors)} gate(s): {first.code} {first.message}",
                 diagnostics=[d.to_wire() for d in gate_errors],
             )
-        checks, warnings = self._preflight(job, gate_errors, cluster_check)
+        checks, warnings = self._preflight(job, plan, gate_errors, own_check)
         failed = [c for c in checks if not c.get("ok")]
         if failed:
             names = ", ".join(f"{c['name']}: {c['message']}" for c in failed)
             raise ArenaError(PREFLIGHT_FAILED, f"pre-flight failed: {names}", checks=checks)
         return warnings
 
-    async def check_cluster(self, job: Job) -> dict[str, Any] | None:
-        """A cluster job's ``cluster`` check, run in a thread (an unreachable head takes seconds)."""
-        if job.run_on is None:
+    async def _own_check(self, plan: RunPlan) -> Check | None:
+        """The back end's own pre-flight check (a cluster's), in a thread: a lost head takes seconds."""
+        if plan.own_check is None:
             return None
-        return await asyncio.to_thread(check_cluster, self._cluster(job), job.resources.to_dict())
+        return await asyncio.to_thread(plan.own_check)
 
     def _preflight(
-        self, job: Job, gate_errors: list[Diag], cluster_check: dict[str, Any] | None = None
-    ) -> tuple[list[dict[str, Any]], list[str]]:
+        self, job: Job, plan: RunPlan, gate_errors: list[Diag], own_check: Check | None
+    ) -> tuple[list[Check], list[str]]:
+        """This machine's pre-flight (``Preflight.run``) as the back end keeps it, with its own check."""
         if self.preflight is None:
-            checks: list[dict[str, Any]] = []
+            checks: list[Check] = []
             warnings: list[str] = []
         else:
             checks, warnings = self.preflight(job, gate_errors, self.our_pids())
-        if job.run_on is None:
-            return checks, warnings
-        kept = [check for check in checks if check.get("name") not in LOCAL_ONLY_CHECKS]
-        if cluster_check is None:
-            cluster_check = check_cluster(self._cluster(job), job.resources.to_dict())
-        return [cluster_check, *kept], warnings
-
-    def _cluster(self, job: Job) -> ClusterTarget:
-        """The cluster a ``runOn`` job runs on (the manifest's, with the user's settings over it)."""
-        target = resolve_cluster(job, self.load_manifest().clusters, self.settings())
-        assert target is not None
-        return target
+        return plan.checks(checks, own_check), warnings
 
     def _resume_step(self, job: Job, request: StartRequest) -> int | None:
         if job.kind != "train" or not job.resume_args or request.resume is False:
@@ -576,12 +594,6 @@ class Supervisor:
         """``JobInfo.lastCheckpoint``: the job's last checkpoint across its runs (one stat when unchanged)."""
         return self.job_checkpoints.last(self.folder, job_id)
 
-    def _python(self, job: Job) -> tuple[str, ...]:
-        """What ``{python}`` means for the job: the workspace's, or the cluster's interpreter."""
-        if job.run_on is None:
-            return self.settings().python
-        return self._cluster(job).python
-
     async def _refuse_if_active(self) -> None:
         """Refuse early (before gates and pre-flight) while the lock's holder lives."""
         self.scan()
@@ -611,19 +623,26 @@ class Supervisor:
         )
 
     async def _launch(
-        self, job: Job, resume_step: int | None, knowledge: JobKnowledge | None = None, *, fresh: bool = False
+        self,
+        job: Job,
+        planned: Planned,
+        resume_step: int | None,
+        knowledge: JobKnowledge | None = None,
+        *,
+        fresh: bool = False,
     ) -> RunView:
         """Create the run (``RunLock.claim``), start it through its back end, record its follower.
 
-        ``knowledge`` (the job's checkpoints) goes to the run's spec; ``fresh`` (a start with
-        ``resume: false``) begins the job anew before the agent can announce anything."""
+        ``planned`` is what the start decided from its manifest snapshot; ``knowledge`` (the
+        job's checkpoints) goes to the run's spec; ``fresh`` (a start with ``resume: false``)
+        begins the job anew before the agent can announce anything."""
         knowledge = knowledge or JobKnowledge(None, [])
         await self.prune()
         settings = self.settings()
-        backend = self.backends.for_job(job)
+        backend, plan = planned.backend, planned.plan
         specs: list[RunSpec] = []
-        cluster = self._cluster_spec(job)
-        allowed_roots = [str(self.root.resolve()), *(str(folder) for folder in self.load_manifest().roots)]
+        allowed_roots = [str(self.root.resolve()), *(str(folder) for folder in planned.manifest.roots)]
+        exec_checked = self._exec_check(job, planned.command, allowed_roots) if plan.runs_here else None
 
         def build(run_id: str) -> RunSpec:
             spec = RunSpec(
@@ -631,7 +650,7 @@ class Supervisor:
                 job_id=job.id,
                 job_name=job.display_name,
                 kind=job.kind,
-                argv=job.argv(self._python(job)),
+                argv=list(planned.command),
                 cwd=str(job.resolved_cwd(self.root)),
                 env=job.env_dict(),
                 resume_args=list(job.resume_args),
@@ -644,12 +663,12 @@ class Supervisor:
                 stall_seconds=settings.watchdog_stall_seconds,
                 resumed_from_step=resume_step,
                 backend=backend.name,
-                cluster=cluster,
+                cluster=plan.cluster,
                 job_checkpoint=knowledge.for_run(resume_step),
                 checkpoint_paths=list(knowledge.paths),
-                exec_check=self._exec_check(job, allowed_roots),
+                exec_check=exec_checked,
                 allowed_roots=allowed_roots,
-                power=power_spec(settings) if job.run_on is None and job.kind == "train" else None,
+                power=power_spec(settings) if plan.runs_here and job.kind == "train" else None,
             )
             specs.append(spec)
             return spec
@@ -692,30 +711,17 @@ class Supervisor:
         except OSError as error:
             log.warning("could not record that job %s begins anew: %s", job_id, error)
 
-    def _exec_check(self, job: Job, roots: list[str]) -> dict[str, Any] | None:
+    def _exec_check(self, job: Job, command: list[str], roots: list[str]) -> dict[str, Any] | None:
         """The gated paths whatever execs the trainer checks again right before it (issue 24),
-        inside ``roots``: the workspace, then the manifest's ``roots`` (contract 7.3)."""
-        if job.run_on is not None:
-            return None  # the trainer runs on the cluster, from the package its agent submits
+        inside ``roots``: the workspace, then the manifest's ``roots`` (contract 7.3). Only for a
+        trainer that runs on this machine (a cluster's runs from the package its follower submits)."""
         command_is_path = job.command != PYTHON_PLACEHOLDER and ("/" in job.command or os.sep in job.command)
         return exec_check(
             str(job.resolved_cwd(self.root)),
-            job.argv(self._python(job)),
+            command,
             job.script,
             roots,
             command_is_path=command_is_path,
-        )
-
-    def _cluster_spec(self, job: Job) -> ClusterSpec | None:
-        if job.run_on is None:
-            return None
-        target = self._cluster(job)
-        return ClusterSpec(
-            name=target.name,
-            kind=target.kind,
-            address=target.address or "",
-            token_file=target.token_file,
-            resources=job.resources.to_dict(),
         )
 
     async def _await_started(self, view: RunView) -> RunView:

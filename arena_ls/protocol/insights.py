@@ -24,6 +24,7 @@ from arena_ls.health import process_tree_pids
 from arena_ls.health.service import HealthService
 from arena_ls.insights.model import Insight
 from arena_ls.insights.tracker import RunTracker
+from arena_ls.lifecycle.probe import PROBE_SUFFIX
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.protocol.tasks import TaskRunner
@@ -32,10 +33,6 @@ from arena_ls.settings import Settings
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
-
-
-PROBE_SUFFIX = ".probe"
-"""A probe run's job id is its job's id plus this (its checkpoints never resume the job)."""
 
 
 class InsightListener(Protocol):

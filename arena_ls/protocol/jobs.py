@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from arena_ls.diagnostics import Diag
+from arena_ls.lifecycle.probe_service import ProbeService
 from arena_ls.lifecycle.rundir import CheckpointRecord
 from arena_ls.manifest import Job, ManifestResult
-from arena_ls.protocol.probe import ProbeService
 from arena_ls.protocol.wire import job_checkpoint
 
 if TYPE_CHECKING:  # start-up speed: the gates load on first use

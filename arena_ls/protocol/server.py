@@ -28,6 +28,7 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus, passed_through
 from arena_ls.lifecycle.supervisor import StopRequest
 from arena_ls.protocol import params as P
+from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.converter import arena_converter
 from arena_ls.protocol.feature import Command, FeatureRegistry, LanguageFeature
@@ -244,7 +245,8 @@ class ArenaServer(LanguageServer):
     def ws(self) -> Workspace:
         if self.arena is None:
             hardware = self.hardware if self.hardware is not None else SystemHardware()
-            self.arena = Workspace(self.root, self.configuration, self, hardware, self.tasks)
+            backends = server_backends()
+            self.arena = Workspace(self.root, self.configuration, self, hardware, self.tasks, backends)
         return self.arena
 
     @property

@@ -21,7 +21,9 @@ from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
+from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.follower import Listener
+from arena_ls.lifecycle.probe_service import ProbeService
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import DryRun, StartRequest, StopRequest, Supervisor
 from arena_ls.manifest import ManifestResult
@@ -32,7 +34,6 @@ from arena_ls.protocol.jobs import JobInfos
 from arena_ls.protocol.metrics import MetricsCursor, metrics_answer
 from arena_ls.protocol.params import DEFAULT_RUNS
 from arena_ls.protocol.preencoded import PreEncoded
-from arena_ls.protocol.probe import ProbeService
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.settings import Settings
 
@@ -60,6 +61,7 @@ class Workspace:
         listener: WorkspaceListener,
         hardware: Hardware,
         tasks: TaskRunner,
+        backends: Backends,
     ) -> None:
         self.root = root.resolve()
         self.configuration = configuration
@@ -71,7 +73,12 @@ class Workspace:
         self.gates = TrainerGates(self.root, self.manifest, self._fp32_only, self._gate_severities)
         self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
         self.supervisor = Supervisor(
-            self.root, self.settings, listener, gate_checker=self.gates.errors, preflight=self.preflight.run
+            self.root,
+            self.settings,
+            listener,
+            gate_checker=self.gates.errors,
+            preflight=self.preflight.run,
+            backends=backends,
         )
         self.health = HealthService(
             hardware,
@@ -130,9 +137,8 @@ class Workspace:
         if request.probe:
             started: RunView | DryRun = await self.probes.start(request)
         else:
-            if not request.dry_run:
-                self.probes.require(request.id)
-            started = await self.supervisor.start(request)
+            admit = None if request.dry_run else self.probes.require
+            started = await self.supervisor.start(request, admit=admit)
         self.listener.active_changed()
         if isinstance(started, DryRun):
             return wire.dry_run(started)

@@ -21,8 +21,8 @@ import pytest
 
 from arena_ls.cluster import agent as agent_module
 from arena_ls.cluster.agent import ClusterAgent
+from arena_ls.cluster.backend import RayBackend
 from arena_ls.cluster.jobsapi import ClusterError
-from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     ClusterRecord,

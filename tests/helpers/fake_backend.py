@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from arena_ls.lifecycle.backends.base import FollowerProcess
+from arena_ls.lifecycle.backends.base import FollowerProcess, RunPlan
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.rundir import RunDir, RunState
 from arena_ls.lifecycle.runview import RunView
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.settings import Settings
 
 
 @attrs.define
@@ -42,10 +45,26 @@ class FakeBackend:
     released: int = 0
     start_seen: asyncio.Event = attrs.field(factory=asyncio.Event)
     stop_seen: asyncio.Event = attrs.field(factory=asyncio.Event)
+    accepts: Callable[[Job], bool] = lambda job: True
+    """Which jobs it takes (every one unless a test says otherwise)."""
+    asked: list[str] = attrs.field(factory=list)
+    """The ids of the jobs the supervisor asked it about (``takes``)."""
+    planned: list[tuple[str, ManifestResult]] = attrs.field(factory=list)
+    """(job id, the manifest snapshot) of every start it planned."""
+    python: tuple[str, ...] | None = None
+    """What ``{python}`` means on it (None: the workspace's interpreter)."""
 
     @property
     def name(self) -> str:
         return self.backend_name
+
+    def takes(self, job: Job) -> bool:
+        self.asked.append(job.id)
+        return self.accepts(job)
+
+    def plan(self, job: Job, manifest: ManifestResult, settings: Settings) -> RunPlan:
+        self.planned.append((job.id, manifest))
+        return RunPlan(python=self.python or settings.python)
 
     @property
     def revivable(self) -> bool:

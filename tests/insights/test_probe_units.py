@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from arena_ls.lifecycle.probe import Peak, verdict
 from arena_ls.manifest.loader import load_manifest_text
-from arena_ls.protocol.probe import Peak, verdict
 
 
 def judge(status: str = "succeeded", peak: Peak | None = None, allow: bool = False) -> tuple[bool, str]:

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
+from arena_ls.cluster import backend as ray_backend
+from arena_ls.cluster.backend import RayBackend
 from arena_ls.errors import LAUNCH_FAILED, ArenaError
 from arena_ls.lifecycle import supervisor as supervisor_module
-from arena_ls.lifecycle.backends import ray as ray_backend
 from arena_ls.lifecycle.backends.base import Backends, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.backends.ray import RayBackend
 from arena_ls.lifecycle.rundir import ClusterRecord, ClusterSpec, RunDir, RunSpec, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.runview import AGENT_START_GRACE

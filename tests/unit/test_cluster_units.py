@@ -400,7 +400,7 @@ def test_neither_the_server_nor_the_follower_imports_ray() -> None:
     import sys
 
     code = (
-        "import sys, arena_ls.protocol.server, arena_ls.cluster.agent, arena_ls.lifecycle.backends.ray\n"
+        "import sys, arena_ls.protocol.server, arena_ls.cluster.agent, arena_ls.cluster.backend\n"
         "sys.exit(1 if any(m == 'ray' or m.startswith('ray.') for m in sys.modules) else 0)\n"
     )
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

@@ -1,8 +1,19 @@
-"""The floors of the house: lower packages never reach up into the protocol layer or the client.
+"""The floors of the house: every package imports only its own room and the floors below it.
+
+``FLOORS`` is the house, bottom first (``docs/architecture.md`` shows it).
+A floor holds rooms; a room is a package or a top-level module of
+``arena_ls`` (``lifecycle`` and ``health`` share one: the job agent reads
+the hardware for a power rule, and the health pre-flight makes the state
+folder). A module may import its own room and any room on a lower floor,
+never a room beside it or above it: so no arrow points up, and no circle
+between rooms can exist (a circle needs an arrow that does not point down).
+``cluster`` is a floor above ``lifecycle``: the Ray back end and the
+cluster's follower build on the lifecycle, which never knows of them.
 
 Every import statement counts, including ones inside functions and under
-``TYPE_CHECKING``: a lower package that needs the protocol layer is in the
-wrong room, however the import is hidden.
+``TYPE_CHECKING``: a lower package that needs a higher one is in the
+wrong room, however the import is hidden. (Circles between modules inside
+one room are ``test_import_graph.py``'s.)
 """
 
 from __future__ import annotations
@@ -13,8 +24,38 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
-LOWER = ["lifecycle", "gates", "health", "manifest", "insights", "platform.py", "settings.py", "errors.py"]
+LOWER = [
+    "lifecycle",
+    "gates",
+    "health",
+    "manifest",
+    "insights",
+    "cluster",
+    "platform.py",
+    "settings.py",
+    "errors.py",
+]
 UPPER = ("arena_ls.protocol", "arena_ls.client")
+
+FLOORS: list[list[tuple[str, ...]]] = [
+    [
+        ("__init__",),
+        ("validation",),
+        ("uris",),
+        ("timeutil",),
+        ("errors",),
+        ("platform",),
+        ("docgen",),
+        ("loopcheck",),
+    ],
+    [("settings",), ("diagnostics",)],
+    [("manifest",)],
+    [("lifecycle", "health")],
+    [("gates",), ("insights",), ("cluster",)],
+    [("protocol",), ("client",)],
+    [("__main__",)],
+]
+"""The floors of ``arena_ls``, bottom first; each floor's rooms (a room: the packages in it)."""
 
 
 def imported_modules(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str]]:
@@ -60,3 +101,130 @@ def test_the_checker_sees_hidden_and_relative_imports(tmp_path: Path) -> None:
     probe.write_text("def f():\n    from arena_ls.protocol import server\n    from ..client import cli\n")
     modules = [module for _, module in imported_modules(probe, root=tmp_path)]
     assert modules == ["arena_ls.protocol.server", "arena_ls.client.cli"]
+
+
+def room_of(module: str, floors: list[list[tuple[str, ...]]]) -> tuple[int, tuple[str, ...]] | None:
+    """(floor, room) of ``arena_ls.X...``; a name ``arena_ls/__init__.py`` defines is its room."""
+    parts = module.split(".")
+    if parts[0] != "arena_ls":
+        return None
+    name = parts[1] if len(parts) > 1 else "__init__"
+    name = "__init__" if name.startswith("__") and name != "__main__" else name
+    for level, rooms in enumerate(floors):
+        for room in rooms:
+            if name in room:
+                return level, room
+    return None
+
+
+def floor_violations(root: Path, floors: list[list[tuple[str, ...]]] = FLOORS) -> list[str]:
+    """Every import under ``root/arena_ls`` that reaches its own floor's other rooms or a floor above
+    (and every module no floor holds: the table is out of date)."""
+    found: list[str] = []
+    for path in sorted((root / "arena_ls").rglob("*.py")):
+        where = path.relative_to(root)
+        own = room_of(".".join(where.with_suffix("").parts), floors)
+        if own is None:
+            found.append(f"{where} is on no floor of FLOORS")
+            continue
+        for line, module in imported_modules(path, root=root):
+            if module.split(".")[0] != "arena_ls":
+                continue  # the standard library and third parties are on every floor
+            target = room_of(module, floors)
+            if target is None:
+                found.append(f"{where}:{line} imports {module}, which is on no floor")
+            elif target[1] != own[1] and target[0] >= own[0]:
+                side = "beside it" if target[0] == own[0] else "above it"
+                found.append(f"{where}:{line} imports {module} ({'/'.join(target[1])}, {side})")
+    return found
+
+
+def test_every_import_points_down_the_floors() -> None:
+    """The general rule: a room imports only itself and lower floors (``cluster`` above ``lifecycle``)."""
+    assert floor_violations(PACKAGE.parent) == []
+
+
+def test_the_floor_checker_catches_an_arrow_from_lifecycle_to_cluster_and_a_circle(tmp_path: Path) -> None:
+    """The rule can fail: an arrow up (lifecycle -> cluster, hidden in a function), a circle
+    between two rooms of one floor (gates <-> insights), and a module no floor holds are named."""
+    write = {
+        "arena_ls/__init__.py": "",
+        "arena_ls/cluster/backend.py": "from arena_ls.lifecycle.backends.base import RunPlan\n",
+        "arena_ls/lifecycle/supervisor.py": (
+            "def plan():\n    from arena_ls.cluster.backend import RayBackend\n"
+        ),
+        "arena_ls/gates/rules.py": "from arena_ls.insights import engine\n",
+        "arena_ls/insights/engine.py": "from ..gates import rules\n",
+        "arena_ls/newroom.py": "",
+    }
+    for name, text in write.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert floor_violations(tmp_path) == [
+        "arena_ls/gates/rules.py:1 imports arena_ls.insights.engine (insights, beside it)",
+        "arena_ls/insights/engine.py:1 imports arena_ls.gates.rules (gates, beside it)",
+        "arena_ls/lifecycle/supervisor.py:2 imports arena_ls.cluster.backend.RayBackend (cluster, above it)",
+        "arena_ls/newroom.py is on no floor of FLOORS",
+    ]
+
+
+def test_the_supervisor_chooses_a_back_end_by_asking_never_by_run_on() -> None:
+    """The seam (issue 28): ``supervisor.py`` has no ``runOn`` branch; ``Backends.for_job`` asks each."""
+    source = (PACKAGE / "lifecycle" / "supervisor.py").read_text(encoding="utf-8")
+    assert "run_on" not in source
+    assert not any(
+        module.startswith("arena_ls.cluster")
+        for _, module in imported_modules(PACKAGE / "lifecycle" / "supervisor.py")
+    )
+
+
+def private_methods(path: Path, class_name: str) -> set[str]:
+    """The ``_private`` methods (not dunders) the class ``class_name`` of ``path`` defines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            found |= {
+                item.name
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and item.name.startswith("_")
+                and not item.name.startswith("__")
+            }
+    return found
+
+
+def private_calls(root: Path, names: set[str], home: Path) -> list[str]:
+    """Every ``x.name`` (``x`` not ``self``) for ``name`` in ``names`` outside ``home``: a private
+    method reached from another module."""
+    found = []
+    for path in sorted((root / "arena_ls").rglob("*.py")):
+        if path == home:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            on_itself = isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("self", "cls")
+            if isinstance(node, ast.Attribute) and node.attr in names and not on_itself:
+                found.append(f"{path.relative_to(root)}:{node.lineno} reaches {node.attr}")
+    return found
+
+
+def test_no_module_reaches_a_private_method_of_the_supervisor() -> None:
+    """The probe is a start variant (issue 28): nothing re-implements the start from its private steps."""
+    home = PACKAGE / "lifecycle" / "supervisor.py"
+    names = private_methods(home, "Supervisor")
+    assert {"_refuse_if_active", "_launch", "_await_started"} <= names, "the checker reads the class"
+    assert private_calls(PACKAGE.parent, names, home) == []
+
+
+def test_the_private_call_checker_finds_one(tmp_path: Path) -> None:
+    home = tmp_path / "arena_ls" / "lifecycle" / "supervisor.py"
+    home.parent.mkdir(parents=True)
+    home.write_text("class Supervisor:\n    async def _launch(self): ...\n    def __init__(self): ...\n")
+    other = tmp_path / "arena_ls" / "probe.py"
+    other.write_text(
+        "async def f(s):\n    await s._launch()\n\nclass A:\n    def g(self):\n        self._launch()\n"
+    )
+    names = private_methods(home, "Supervisor")
+    assert names == {"_launch"}
+    assert private_calls(tmp_path, names, home) == ["arena_ls/probe.py:2 reaches _launch"]

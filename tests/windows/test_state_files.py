@@ -13,6 +13,8 @@ import pytest
 from arena_ls import platform
 from arena_ls.errors import ArenaError
 from arena_ls.lifecycle import supervisor as supervisor_module
+from arena_ls.lifecycle.backends.base import Backends
+from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.rundir import (
     CorruptState,
     RunDir,
@@ -122,7 +124,7 @@ async def test_a_run_whose_files_are_held_open_is_neither_skipped_nor_unlocked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder, run = held_open_run(tmp_path)
-    supervisor = Supervisor(tmp_path, lambda: Settings(), Quiet())
+    supervisor = Supervisor(tmp_path, lambda: Settings(), Quiet(), backends=Backends(LocalBackend()))
     monkeypatch.setattr(platform, "REPLACE_RETRY_SECONDS", 0.02)
     monkeypatch.setattr(platform, "_read_once", Flaky(platform._read_once, -1, only="state.json"))
     # The holder's view cannot appear while its state is held open: no need to wait 5 s for it.

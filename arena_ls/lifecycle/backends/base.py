@@ -1,10 +1,14 @@
 """The run back-end seam: where a run executes, behind one interface.
 
 A run is started, followed, stopped and re-adopted the same way wherever it
-executes. The supervisor talks to a ``RunBackend`` only; which one a run
-uses is recorded in its folder (``spec.json`` ``backend``), so any server
-that opens the folder later, after a restart or alongside the first,
-follows the run through the same back end.
+executes. The supervisor talks to a ``RunBackend`` only, and knows no
+implementation: the server composes the list (``protocol/backends.py``:
+``LocalBackend`` here, ``cluster.backend.RayBackend``), the supervisor asks
+it which back end ``takes`` a job, and that back end's ``plan`` says what the
+start runs with. Which one a run uses is recorded in its folder
+(``spec.json`` ``backend``), so any server that opens the folder later,
+after a restart or alongside the first, follows the run through the same
+back end.
 
 What every back end guarantees (see ``docs/architecture.md``):
 
@@ -24,17 +28,48 @@ What every back end guarantees (see ``docs/architecture.md``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+import attrs
 
 from arena_ls import platform
-from arena_ls.lifecycle.rundir import RunDir, RunState
-from arena_ls.manifest import Job
+from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunState
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.settings import Settings
 
 LOCAL = "local"
 """The back end of a run on this machine (``RunSpec.backend``'s default)."""
-CLUSTER_BACKEND = "ray"
-"""The back end of a job with ``runOn`` (``arena_ls.lifecycle.backends.ray``; Ray is the one cluster kind)."""
+
+Check = dict[str, Any]
+"""One pre-flight check as the wire has it: ``{name, ok, message}``."""
+
+
+@attrs.frozen
+class RunPlan:
+    """What a back end decides for one start of a job, from the request's manifest snapshot.
+
+    Built once per start (``RunBackend.plan``, fast: no network, no process),
+    so that the interpreter, the spec and the pre-flight of one start agree.
+    """
+
+    python: tuple[str, ...]
+    """What ``{python}`` means for the job (the workspace's interpreter, or the cluster's)."""
+    runs_here: bool = True
+    """The trainer runs on this machine: the exec check and the power rule apply to it."""
+    cluster: ClusterSpec | None = None
+    """The back end's part of the run's spec (``spec.json`` ``cluster``)."""
+    replaces_checks: frozenset[str] = frozenset()
+    """This machine's pre-flight checks that mean nothing for this run (they are left out)."""
+    own_check: Callable[[], Check] | None = None
+    """The back end's own pre-flight check; it blocks (an unreachable head takes seconds), so the
+    supervisor runs it in a worker thread."""
+
+    def checks(self, local: list[Check], own: Check | None) -> list[Check]:
+        """The run's pre-flight: the back end's own check first, then this machine's that apply."""
+        kept = [check for check in local if check.get("name") not in self.replaces_checks]
+        return kept if own is None else [own, *kept]
 
 
 class FollowerProcess(Protocol):
@@ -53,6 +88,12 @@ class RunBackend(Protocol):
     @property
     def name(self) -> str:
         """What ``spec.json`` records as the run's ``backend``."""
+
+    def takes(self, job: Job) -> bool:
+        """Whether a new run of ``job`` executes here (the supervisor asks each back end in turn)."""
+
+    def plan(self, job: Job, manifest: ManifestResult, settings: Settings) -> RunPlan:
+        """What a start of ``job`` runs with here, read from ``manifest`` (the request's snapshot)."""
 
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
         """Start the run that ``run_dir``'s spec describes: its follower, which starts the trainer.
@@ -115,15 +156,22 @@ class UnknownBackend:
     end follows it fully.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, why: str | None = None) -> None:
         self._name = name
+        self._why = why or f"the run back end {name!r} is not available in this server"
 
     @property
     def name(self) -> str:
         return self._name
 
+    def takes(self, job: Job) -> bool:
+        return False
+
+    def plan(self, job: Job, manifest: ManifestResult, settings: Settings) -> RunPlan:
+        return RunPlan(python=settings.python, runs_here=False)  # its start fails (1009): nothing runs
+
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
-        raise OSError(f"the run back end {self._name!r} is not available in this server")
+        raise OSError(self._why)
 
     def start_failed(self, exit_code: int) -> bool:
         return False
@@ -162,19 +210,29 @@ class UnknownBackend:
 class Backends:
     """The back ends this server has, by name: one is chosen per job, and a run's is found by its record.
 
-    The first one given is where a job runs unless it names another (the
-    next back end, a cluster, is chosen by the job's ``runOn``).
+    Composed where the server is built (``arena_ls/protocol/backends.py``).
+    The first one given is the default: it gets the workspace ready while
+    it is idle (a spare agent). A job runs on the first back end that
+    ``takes`` it.
     """
 
     def __init__(self, default: RunBackend, *others: RunBackend) -> None:
         self.default = default
-        self._by_name = {backend.name: backend for backend in (default, *others)}
+        self._in_order = (default, *others)
+        self._by_name = {backend.name: backend for backend in self._in_order}
 
     def for_job(self, job: Job) -> RunBackend:
-        """Where a new run of ``job`` executes: the default, or the cluster back end (``runOn``)."""
-        if job.run_on is not None:
-            return self.for_run(CLUSTER_BACKEND)
-        return self.default
+        """Where a new run of ``job`` executes: the first back end that takes it.
+
+        None takes it (a ``runOn`` job in a server without the cluster back end):
+        an ``UnknownBackend``, whose start fails (1009) rather than run the job
+        somewhere it did not ask for.
+        """
+        for backend in self._in_order:
+            if backend.takes(job):
+                return backend
+        where = f" (runOn {job.run_on!r})" if job.run_on is not None else ""
+        return UnknownBackend("none", f"no run back end of this server takes job {job.id!r}{where}")
 
     def for_run(self, name: str) -> RunBackend:
         """The back end a run's ``spec.json`` records (``UnknownBackend`` when this server lacks it)."""

@@ -16,9 +16,11 @@ import logging
 from pathlib import Path
 
 from arena_ls import platform
-from arena_ls.lifecycle.backends.base import LOCAL, FollowerProcess, detached_follower_alive
+from arena_ls.lifecycle.backends.base import LOCAL, FollowerProcess, RunPlan, detached_follower_alive
 from arena_ls.lifecycle.rundir import RunDir, RunState
 from arena_ls.lifecycle.spare import SpareAgent, agent_argv
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,14 @@ class LocalBackend:
     @property
     def name(self) -> str:
         return LOCAL
+
+    def takes(self, job: Job) -> bool:
+        """Every job that names no cluster (``runOn``) runs on this machine."""
+        return job.run_on is None
+
+    def plan(self, job: Job, manifest: ManifestResult, settings: Settings) -> RunPlan:
+        """The workspace's interpreter (``settings.python``), this machine's pre-flight as it is."""
+        return RunPlan(python=settings.python, runs_here=True)
 
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
         agent = self.spare.take(run_dir, workspace) if self.spare is not None else None

@@ -1,9 +1,8 @@
-"""The VRAM probe: a short run of a job that measures the peak GPU memory of its processes.
+"""The VRAM probe service: starts a probe (a variant of a start), watches it, keeps its verdict.
 
-``arena/start {id, probe: true}`` runs the job with its ``probe.args`` (the
-job's own args when it has none) as a run of job ``<id>.probe`` (so that its
-checkpoints never become the job's resume point), with no relaunch. While it
-runs, the GPU memory of its own processes is read through the injected
+``arena/start {id, probe: true}`` is ``Supervisor.start`` with ``probe`` set:
+the same refusals as a start, the run of job ``<id>.probe`` (``lifecycle/probe.py``).
+While it runs, the GPU memory of its own processes is read through the injected
 hardware interface every ``probe.sampleSeconds``. When it ends, the verdict
 ``{ok, peakVramMb, at, message}`` is recorded in ``<stateDir>/probes/<id>.json``
 under a hash of the trainer's content at the probe's launch, and shown as
@@ -11,10 +10,8 @@ under a hash of the trainer's content at the probe's launch, and shown as
 ``probe.required`` is refused (1010 ``probe-required``) until a probe of its
 current trainer passed.
 
-A probe passes when the run ended by itself with exit 0 and its peak stayed
-within ``probe.maxVramMb``. Without a readable GPU the probe cannot measure,
-says so, and fails, unless the setting ``probe.allowWithoutGpu`` waives that
-(CPU-only machines).
+It knows nothing of LSP (it lived in ``protocol/`` once): the server hands
+it the hardware and a way to run background tasks.
 """
 
 from __future__ import annotations
@@ -26,27 +23,19 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
 
-from arena_ls.diagnostics import Diag
-from arena_ls.errors import (
-    APPROVAL_REQUIRED,
-    DISABLED,
-    PROBE_REQUIRED,
-    ArenaError,
-)
+from arena_ls.errors import PROBE_REQUIRED, ArenaError
 from arena_ls.health import Hardware, process_tree_pids
+from arena_ls.lifecycle.probe import Peak, verdict
 from arena_ls.lifecycle.rundir import write_json_atomic
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
 from arena_ls.manifest import Job
-from arena_ls.protocol.insights import PROBE_SUFFIX
-from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc
 
@@ -56,45 +45,18 @@ KEEP_RESULTS = 20
 """Verdicts kept per job (one per trainer version)."""
 
 
+class BackgroundTasks(Protocol):
+    """Runs a coroutine in the background, keeping it until done (``protocol/tasks.TaskRunner``)."""
+
+    def run_task(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
+
+
 @attrs.define
-class Peak:
-    """What the samples of one probe found."""
+class _Launched:
+    """The job a probe start launched, and its trainer's hash then (set by ``launching``)."""
 
-    peak_mb: int | None = None
-    gpu_error: str | None = None
-    samples: int = 0
-
-    def add(self, used_mb: int | None, error: str | None) -> None:
-        self.samples += 1
-        if used_mb is not None:
-            self.peak_mb = max(self.peak_mb or 0, used_mb)
-        elif error:
-            self.gpu_error = error
-
-
-def verdict(
-    *, status: str, failure: str | None, peak: Peak, limit_mb: int, allow_without_gpu: bool
-) -> tuple[bool, str]:
-    """(ok, message) of a finished probe."""
-    if status != RunStatus.SUCCEEDED.value:
-        why = f" ({failure})" if failure else ""
-        return False, f"the probe run ended {status}{why}: fix that and probe again"
-    if peak.peak_mb is None:
-        reason = peak.gpu_error or "no GPU"
-        if allow_without_gpu:
-            return True, f"no GPU could be read ({reason}); waived by the setting probe.allowWithoutGpu"
-        return False, (
-            f"no GPU could be read ({reason}): the probe cannot measure VRAM; on a CPU-only "
-            "machine set probe.allowWithoutGpu to waive it"
-        )
-    if peak.peak_mb > limit_mb:
-        return False, (
-            f"peak {peak.peak_mb} MB is above the {limit_mb} MB limit (probe.maxVramMb): the long run "
-            "would spill to shared memory and run about 3x slower; use a smaller micro-batch"
-        )
-    if peak.peak_mb == 0:
-        return True, "the probe's processes held no GPU memory (did it run on the CPU?)"
-    return True, f"peak {peak.peak_mb} MB, within the {limit_mb} MB limit"
+    job: Job | None = None
+    digest: str = ""
 
 
 class ProbeListener(Protocol):
@@ -113,7 +75,7 @@ class ProbeService:
         hardware: Hardware,
         settings: Callable[[], Settings],
         listener: ProbeListener,
-        tasks: TaskRunner,
+        tasks: BackgroundTasks,
     ) -> None:
         self.supervisor = supervisor
         self.hardware = hardware
@@ -172,9 +134,9 @@ class ProbeService:
 
     # -- the gate on starts ---------------------------------------------------------------
 
-    def require(self, job_id: str) -> None:
-        """Refuse (1010) a job with ``probe.required`` whose current trainer has no passing probe."""
-        job, _ = self.supervisor.resolve_job(job_id)
+    def require(self, job: Job) -> None:
+        """Refuse (1010) a job with ``probe.required`` whose current trainer has no passing probe
+        (``Supervisor.start``'s ``admit``: told the job of the request's manifest snapshot)."""
         if not job.probe_required or job.status == "disabled":
             return
         probe = self.info(job)
@@ -194,48 +156,26 @@ class ProbeService:
     # -- running one ----------------------------------------------------------------------
 
     async def start(self, request: StartRequest) -> RunView | DryRun:
-        """Start the probe run of a job; its verdict is recorded when it ends.
+        """Start the probe run of a job (``Supervisor.start`` with ``probe``); its verdict is
+        recorded when it ends.
 
         With ``dryRun`` nothing starts: the answer is the probe's command line
         and what the gates and pre-flight say of it (contract 4.2).
         """
-        supervisor = self.supervisor
-        job, _ = supervisor.resolve_job(request.id)
-        if job.status == "disabled":
-            raise ArenaError(DISABLED, f"job {job.id!r} is disabled in the manifest")
-        probe_job = attrs.evolve(
-            job,
-            id=job.id + PROBE_SUFFIX,
-            name=f"{job.display_name} (probe)",
-            args=job.probe_args if job.probe_args is not None else job.args,
-            max_restarts=0,
-        )
-        if request.dry_run:
-            return await supervisor.dry_run(
-                probe_job, supervisor.trainer_argv(probe_job), self._gate_errors(job)
-            )
-        if job.status == "approval-required" and request.approved is not True:
-            raise ArenaError(
-                APPROVAL_REQUIRED, f"job {job.id!r} needs approval: probe it with approved: true"
-            )
-        await supervisor._refuse_if_active()
-        gate_errors = self._gate_errors(job)
-        cluster_check = await supervisor.check_cluster(job) if not gate_errors else None
-        warnings = supervisor.refuse_if_unsafe(job, gate_errors, cluster_check)
-        digest = self.trainer_hash(job)
-        view = await supervisor._launch(probe_job, None)
-        for warning in warnings:
-            supervisor.listener.lifecycle(view, f"warning: {warning}")
-        started = await supervisor._await_started(view)
-        task = self.tasks.run_task(self._watch(view, job, digest), f"watching the probe of {job.id}")
-        self.watching.add(task)
-        task.add_done_callback(self.watching.discard)
-        return started
+        launched = _Launched()
 
-    def _gate_errors(self, job: Job) -> list[Diag]:
-        """The trainer's error-severity gate results: a probe is refused on them as a start is (1004)."""
-        checker = self.supervisor.gate_checker
-        return checker(job) if checker is not None and job.kind == "train" else []
+        def launching(job: Job) -> None:
+            launched.job, launched.digest = job, self.trainer_hash(job)
+
+        started = await self.supervisor.start(attrs.evolve(request, probe=True), launching=launching)
+        if isinstance(started, RunView) and launched.job is not None:
+            job = launched.job
+            task = self.tasks.run_task(
+                self._watch(started, job, launched.digest), f"watching the probe of {job.id}"
+            )
+            self.watching.add(task)
+            task.add_done_callback(self.watching.discard)
+        return started
 
     async def _watch(self, view: RunView, job: Job, digest: str) -> None:
         peak = Peak()

@@ -7,24 +7,34 @@ on the cluster, not here: when the follower dies (the laptop closes), the
 job goes on, so the run is *revivable*: a new follower (``--adopt``) picks it
 up by its recorded submission id and catches up its log. Nothing of the
 trainer runs on this machine, so there is nothing here to kill or to count.
+
+It takes every job with ``runOn`` (Ray is the one cluster kind), and plans
+its start: the cluster's interpreter for ``{python}``, the cluster's part of
+the spec, and the ``cluster`` pre-flight check in place of this machine's
+``power``, ``ram``, ``gpu-contention`` and ``disk`` (``cluster.preflight``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
 from pathlib import Path
 
 from arena_ls import platform
-from arena_ls.cluster.config import read_token
+from arena_ls.cluster.config import ClusterTarget, read_token, resolve_cluster
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
-from arena_ls.lifecycle.backends.base import CLUSTER_BACKEND, FollowerProcess, detached_follower_alive
-from arena_ls.lifecycle.rundir import RunDir, RunState
+from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
+from arena_ls.lifecycle.backends.base import FollowerProcess, RunPlan, detached_follower_alive
+from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunState
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
 
-RAY = CLUSTER_BACKEND
+RAY = "ray"
+"""What ``spec.json`` records as a cluster run's ``backend``."""
 FOLLOWER_MODULE = "arena_ls.cluster.agent"
 STOP_TIMEOUT = 10.0
 
@@ -35,6 +45,22 @@ class RayBackend:
     @property
     def name(self) -> str:
         return RAY
+
+    def takes(self, job: Job) -> bool:
+        return job.run_on is not None
+
+    def plan(self, job: Job, manifest: ManifestResult, settings: Settings) -> RunPlan:
+        """The cluster ``job`` names, as the manifest declares it with the user's settings over it."""
+        target = resolve_cluster(job, manifest.clusters, settings)
+        assert target is not None, "planned a job this back end does not take"
+        resources = job.resources.to_dict()
+        return RunPlan(
+            python=target.python,
+            runs_here=False,
+            cluster=_cluster_spec(target, resources),
+            replaces_checks=LOCAL_ONLY_CHECKS,
+            own_check=functools.partial(check_cluster, target, resources),
+        )
 
     def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
         return self._spawn(run_dir, workspace)
@@ -103,6 +129,17 @@ class RayBackend:
             cwd=cwd,
             log_file=run_dir.agent_log,
         )
+
+
+def _cluster_spec(target: ClusterTarget, resources: dict[str, float]) -> ClusterSpec:
+    """The cluster's part of a run's spec (the token is read from its file when used, never stored)."""
+    return ClusterSpec(
+        name=target.name,
+        kind=target.kind,
+        address=target.address or "",
+        token_file=target.token_file,
+        resources=resources,
+    )
 
 
 def _stop_job(name: str, address: str, token_file: str | None, sid: str) -> None:

@@ -1,0 +1,20 @@
+"""The run back ends of a server, composed where the server is built.
+
+The seam (``lifecycle/backends/base.py``) knows no implementation; the
+supervisor is handed this list and asks it which back end takes a job.
+This machine comes first (the default: it keeps a spare agent while the
+workspace is idle), then Ray clusters (``cluster/backend.py``: jobs with
+``runOn``). A new place to run is one more entry here.
+"""
+
+from __future__ import annotations
+
+from arena_ls.cluster.backend import RayBackend
+from arena_ls.lifecycle.backends.base import Backends
+from arena_ls.lifecycle.backends.local import LocalBackend
+from arena_ls.lifecycle.spare import SpareAgent
+
+
+def server_backends() -> Backends:
+    """A fresh set of back ends for one workspace (each holds its own spare agent)."""
+    return Backends(LocalBackend(SpareAgent()), RayBackend())
