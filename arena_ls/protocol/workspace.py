@@ -21,13 +21,13 @@ from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware
 from arena_ls.health.service import HealthService, Preflight
 from arena_ls.insights.model import Insight
+from arena_ls.insights.service import InsightService
 from arena_ls.lifecycle.follower import Listener
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import DryRun, StartRequest, StopRequest, Supervisor
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
-from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import JobInfos
 from arena_ls.protocol.metrics import MetricsCursor, metrics_answer
 from arena_ls.protocol.params import DEFAULT_RUNS

@@ -1,0 +1,180 @@
+"""The insight service: every run's insights, fed from its records and the health sampler.
+
+Once a second, every unfinished run's new output is read (``RunTracker``),
+the latest health sample is handed in, and the rules are evaluated. When
+the set of insights of a run changes, the listener (the server) hears it:
+``arena/statusChanged`` carries the run's ``RunInfo`` with its new
+``insights``, and the first time a kind appears in a run a
+``window/showMessage`` warning says what to do. The same tick tells the
+listener when the set of trainers with a live run changes, which keeps the
+editor's AR013 diagnostics (``protocol/livediag.py``) in step.
+
+No LSP here: what the client is told, and how, is the listener's
+(``protocol``); background work runs through the server's task runner,
+known here only as a ``TaskStarter``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, Protocol
+
+from arena_ls.health import process_tree_pids
+from arena_ls.health.service import HealthService
+from arena_ls.insights.model import Insight
+from arena_ls.insights.tracker import RunTracker
+from arena_ls.lifecycle.probe_id import job_of
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.supervisor import Supervisor
+from arena_ls.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 1.0
+
+
+class TaskStarter(Protocol):
+    """Starts a background task and keeps it until done (the server's ``TaskRunner``)."""
+
+    def run_task(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
+
+
+class InsightListener(Protocol):
+    """What the insight service tells the server."""
+
+    def insights_changed(self, view: RunView, new: list[Insight]) -> None:
+        """The run's insights changed; ``new`` holds the kinds shown in this run for the first time."""
+
+    def live_trainers_changed(self) -> None:
+        """A run of some trainer started or ended."""
+
+
+class InsightService:
+    """Every run's insights, as this server computes them."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        health: HealthService,
+        settings: Callable[[], Settings],
+        listener: InsightListener,
+        tasks: TaskStarter,
+    ) -> None:
+        self.supervisor = supervisor
+        self.health = health
+        self.settings = settings
+        self.listener = listener
+        self.tasks = tasks
+        self.trackers: dict[str, RunTracker] = {}
+        self.announced: dict[str, Any] = {}
+        self.live_scripts: frozenset[Path] = frozenset()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = self.tasks.run_task(self._tick_forever(), "run insights tick")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def _tick_forever(self) -> None:
+        while True:
+            try:
+                self.tick()
+            except Exception:  # insights must never stop the server
+                log.exception("computing run insights failed")
+            await asyncio.sleep(TICK_SECONDS)
+
+    # -- one tick ------------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        settings = self.settings().insights
+        views = list(self.supervisor.views.values())
+        live = [v for v in views if not v.is_final]
+        self.health.sampler.set_active(bool(live))
+        health = self.health.sampler.latest()
+        for view in views:
+            tracker = self.trackers.get(view.run_id)
+            if view.is_final:
+                if tracker is not None and tracker.engine.current:
+                    tracker.engine.clear()
+                    self._changed(view)
+                continue
+            tracker = tracker or self._tracker(view)
+            tracker.read_new()
+            state = view.state
+            if state is not None and state.pid and tracker.is_new_sample(health):
+                tracker.add_health_sample(health, process_tree_pids([state.pid]))
+            tracker.note_trainer_file()
+            tracker.obs.ram_floor_mb = self.settings().preflight.min_free_ram_mb
+            tracker.evaluate(settings, now)
+            self._changed(view)
+        self._forget_gone({v.run_id for v in views})
+        self._live_scripts_changed(
+            {t.script for v in live if (t := self.trackers.get(v.run_id)) and t.script}
+        )
+
+    def _tracker(self, view: RunView) -> RunTracker:
+        job = self.supervisor.load_manifest().jobs.get(job_of(view.spec.job_id))
+        script = job.resolved_script(self.supervisor.root) if job is not None else None
+        tracker = RunTracker(
+            view.records,
+            created_at=view.spec.created_at,
+            script=script,
+            max_vram_mb=job.probe_max_vram_mb if job is not None else 5120,
+        )
+        self.trackers[view.run_id] = tracker
+        return tracker
+
+    def _changed(self, view: RunView) -> None:
+        """Tell the client when the run's insights changed (kinds or since), and warn once per kind."""
+        tracker = self.trackers[view.run_id]
+        key = [(i.kind, i.since) for i in tracker.engine.current]
+        if key == self.announced.get(view.run_id, []):
+            return
+        self.announced[view.run_id] = key
+        self.listener.insights_changed(view, list(tracker.engine.take_new()))
+
+    def _forget_gone(self, run_ids: set[str]) -> None:
+        for run_id in list(self.trackers):
+            if run_id not in run_ids:
+                tracker = self.trackers.pop(run_id, None)
+                if tracker is not None:
+                    tracker.close()
+                self.announced.pop(run_id, None)
+
+    def _live_scripts_changed(self, scripts: set[Path]) -> None:
+        """Re-publish open trainers' diagnostics when a run of one starts or ends (AR013)."""
+        current = frozenset(scripts)
+        if current == self.live_scripts:
+            return
+        self.live_scripts = current
+        self.listener.live_trainers_changed()
+
+    def live_run_of(self, script: Path) -> RunView | None:
+        """The live run whose trainer is ``script``, if any."""
+        for view in list(self.supervisor.views.values()):
+            tracker = self.trackers.get(view.run_id)
+            if not view.is_final and tracker is not None and tracker.script == script:
+                return view
+        return None
+
+    # -- the wire ------------------------------------------------------------------------
+
+    def wire(self, view: RunView) -> list[dict[str, Any]]:
+        """``RunInfo.insights``: what holds now ([] for an ended run)."""
+        tracker = self.trackers.get(view.run_id)
+        if tracker is None or view.is_final:
+            return []
+        return [insight.to_wire() for insight in tracker.engine.current]
