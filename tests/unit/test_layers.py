@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
-LOWER = ["lifecycle", "gates", "health", "manifest", "insights", "platform.py", "settings.py", "errors.py"]
+LOWER = [
+    "lifecycle",
+    "gates",
+    "health",
+    "manifest",
+    "insights",
+    "services",
+    "platform.py",
+    "settings.py",
+    "errors.py",
+]
 UPPER = ("arena_ls.protocol", "arena_ls.client")
 
 
