@@ -41,7 +41,11 @@ READ_BUDGET_SECONDS = 0.004
 held over 5 ms while a run streams, issue 24): a backlog is caught up over several reads."""
 FULL_PARSE_BYTES = 256 << 10
 """A record longer than this (a flood's chunk) gives every announcement, but progress only from
-its last 256 KiB, as the agent reads it."""
+its last 256 KiB."""
+BEHIND_PARSE_BYTES = 4 << 10
+"""The same for a record that is not the last one written yet (a backlog): its progress is
+passed at once by the records after it, so only its last 4 KiB are read for it, as the agent
+reads a flood; its announcements are all read."""
 
 
 @attrs.frozen(slots=True)
@@ -75,11 +79,16 @@ def decode_agent_record(data: bytes, at: float) -> list[Item]:
     return [AgentLine(raw.decode("utf-8", "replace"), at) for raw in data.splitlines()]
 
 
-def decode_record(parser: EventParser, stream: int, data: bytes, at: float) -> list[Item]:
-    """Every item of one record: the one parse of it, for every subscriber."""
+def decode_record(
+    parser: EventParser, stream: int, data: bytes, at: float, *, behind: bool = False
+) -> list[Item]:
+    """Every item of one record: the one parse of it, for every subscriber.
+
+    ``behind``: more records follow it already (see ``BEHIND_PARSE_BYTES``)."""
     if stream == ARENA:
         return decode_agent_record(data, at)
-    items: list[Item] = [TrainerEvent(event, at) for event in parser.parse_flood(data, FULL_PARSE_BYTES)]
+    tail = BEHIND_PARSE_BYTES if behind else FULL_PARSE_BYTES
+    items: list[Item] = [TrainerEvent(event, at) for event in parser.parse_flood(data, tail)]
     items.extend(health_in_chunk(data, at))
     return items
 
@@ -166,29 +175,32 @@ class RunRecords:
     ) -> None:
         """Read and hand out the records written since the last call (bounded: ``limit`` records,
         about ``max_bytes``, ``budget`` seconds of CPU); late subscribers' readers move on too."""
-        if not self.catching_up and self.next_record >= record_count(self.run_dir):
+        count = record_count(self.run_dir)
+        if not self.catching_up and self.next_record >= count:
             return  # nothing new: one stat, no open
         deadline = time.thread_time() + budget
-        self._read(None, limit, max_bytes, deadline)
+        self._read(count, limit, max_bytes, deadline)
         for behind in list(self.catching_up):
             # At least one record each call: a late subscriber always gets there.
-            behind._read(self.next_record, limit, max_bytes, max(deadline, time.thread_time()))
+            behind._read(self.next_record, limit, max_bytes, max(deadline, time.thread_time()), stop=True)
             if behind.next_record >= self.next_record:
                 self.catching_up.remove(behind)
                 self.subscribers.extend(behind.subscribers)
 
-    def _read(self, stop: int | None, limit: int, max_bytes: int, deadline: float) -> None:
-        if stop is not None and self.next_record >= stop:
+    def _read(self, end: int, limit: int, max_bytes: int, deadline: float, *, stop: bool = False) -> None:
+        """Records from ``next_record``; ``end`` is where the index ended when the read began (a
+        catch-up reader's ``stop``: the shared reader's position, never passed)."""
+        if stop and self.next_record >= end:
             return
         self.counter.reads += 1
         read = 0
         for count, (index, stream, _, data, at) in enumerate(self._records()):
-            if stop is not None and index >= stop:
+            if stop and index >= end:
                 return
             self.next_record = index + 1
             read += len(data)
             self.counter.parsed += 1
-            for item in decode_record(self.parser, stream, data, at):
+            for item in decode_record(self.parser, stream, data, at, behind=index + 1 < end):
                 for subscriber in self.subscribers:
                     subscriber.take(item)
             if count + 1 >= limit or read >= max_bytes or time.thread_time() > deadline:

@@ -270,3 +270,27 @@ def test_checkpoints_announced_in_a_flood_reach_the_view_even_past_a_jump(run: R
     view.read_new_lines()
     assert view.take_unsummarised() > 0, "the log view jumped over the checkpoint's line"
     assert view.seen_checkpoint == Checkpoint(step=7, path="ckpt/7.pt")
+
+
+def test_a_backlog_of_floods_gives_every_announcement_and_the_latest_progress(run: RunDir) -> None:
+    """Records already followed by others are read for their announcements and their last lines."""
+    filler = "y" * 70
+    for chunk in range(3):
+        steps = range(chunk * 5000, (chunk + 1) * 5000)
+        lines = [f"step {step}/15000 loss 1.0 {filler}" for step in steps]
+        lines.insert(2500, checkpoint(chunk * 5000 + 2500))
+        write(run, STDOUT, *lines)
+    records = RunRecords(run.path, EventParser)
+    seen = Collector()
+    records.subscribe(seen)
+    while records.next_record < record_count(run.path):
+        records.read_new()
+    described = kinds(seen.items)
+    assert [text for text in described if text.startswith("checkpoint")] == [
+        "checkpoint 2500",
+        "checkpoint 7500",
+        "checkpoint 12500",
+    ]
+    assert described[-1] == "progress 14999"
+    steps = [item.event.step for item in seen.items if isinstance(item, TrainerEvent)]
+    assert steps == sorted(steps), "in log order"
