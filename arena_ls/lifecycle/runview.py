@@ -225,6 +225,16 @@ class RunView:
             self.records.read_new()
         return page.lines if notify else []
 
+    def read_announcements_of_lines(self) -> None:
+        """Have the records reader reach the lines read (a decision that consults ``seen_checkpoint``:
+        a checkpoint line the client was shown is known here too). Each read is bounded; a backlog
+        the reader was catching up over several polls is read now, at once."""
+        while self.records.next_record < self.cursor.record:
+            before = self.records.next_record
+            self.records.read_new()
+            if self.records.next_record == before:
+                return  # damaged from there on: nothing more to read
+
     def read_to_end(self) -> bool:
         """Both the log's lines and the run's records are read to the end of its index."""
         count = self.reader.record_count()

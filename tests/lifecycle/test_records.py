@@ -294,3 +294,16 @@ def test_a_backlog_of_floods_gives_every_announcement_and_the_latest_progress(ru
     assert described[-1] == "progress 14999"
     steps = [item.event.step for item in seen.items if isinstance(item, TrainerEvent)]
     assert steps == sorted(steps), "in log order"
+
+
+def test_a_checkpoint_line_the_view_read_is_known_to_a_decision_at_once(run: RunDir) -> None:
+    """The records reader may lag the log under a backlog; a decision makes it reach the lines first."""
+    view = RunView(run, run.read_spec())
+    for step in range(400):
+        write(run, STDOUT, f"step {step}/1000 loss 1.0")
+    write(run, STDOUT, checkpoint(399))
+    view.records.read_new = lambda *args, **kwargs: RunRecords.read_new(view.records, limit=1)  # type: ignore[method-assign]
+    view.read_new_lines()
+    assert view.cursor.record == 401 and view.records.next_record < 401, "lagging, as under a flood"
+    view.read_announcements_of_lines()
+    assert view.seen_checkpoint == Checkpoint(step=399, path="ckpt/399.pt")
