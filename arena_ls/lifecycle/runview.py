@@ -118,6 +118,11 @@ class RunView:
     def run_id(self) -> str:
         return self.spec.run_id
 
+    @property
+    def parser(self) -> EventParser:
+        """The parser of the run's one records reader (its ``speaks_arena`` as read so far)."""
+        return self.records.parser
+
     def new_parser(self) -> EventParser:
         """A parser of this run's trainer lines (the job's patterns), from the log's start."""
         return EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
