@@ -7,7 +7,10 @@ from typing import Any, Literal
 
 import attrs
 
+from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.timeutil import iso_utc
+
+__all__ = ["CheckpointMark", "GpuSample", "HealthPoint", "Insight", "LossPoint", "Observations", "Severity"]
 
 Severity = Literal["info", "warning"]
 
@@ -24,17 +27,6 @@ class LossPoint:
     step: int
     loss: float
     at: float
-
-
-@attrs.frozen
-class HealthPoint:
-    """One ``@arena {"event": "health", ...}`` line."""
-
-    at: float
-    grad_norm: float | None = None
-    clip_fraction: float | None = None
-    grad_param_ratio: float | None = None
-    step: int | None = None
 
 
 @attrs.frozen

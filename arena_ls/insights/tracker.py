@@ -1,9 +1,11 @@
-"""Feeds one run's observations from its folder on disk, and evaluates its insights.
+"""Feeds one run's observations from its records, and evaluates its insights.
 
-The run's captured output is read from the start, incrementally (each call
-reads only records it has not seen), so a new server rebuilds the same
-observations as the one that started the run. GPU samples and the trainer
-file's modification time are handed in by the caller.
+The observations are one subscriber of the run's one record reader
+(``lifecycle.records.RunRecords``, which the run's view owns): from the
+log's first record, caught up once when the tracker starts after the view
+(a new server rebuilds the same observations as the one that started the
+run), then item by item as the view's reader reads them. GPU samples and
+the trainer file's modification time are handed in by the caller.
 """
 
 from __future__ import annotations
@@ -15,19 +17,10 @@ from pathlib import Path
 from arena_ls.health.model import Health
 from arena_ls.insights.engine import InsightEngine
 from arena_ls.insights.model import GpuSample, Insight, Observations
-from arena_ls.insights.parse import health_in_chunk
-from arena_ls.lifecycle.capture import iter_records
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
+from arena_ls.lifecycle.events import Checkpoint, Progress
+from arena_ls.lifecycle.health_line import HealthPoint
+from arena_ls.lifecycle.records import AgentLine, Item, RunRecords
 from arena_ls.settings import InsightSettings
-
-ARENA_STREAM = 2
-MAX_RECORDS_PER_READ = 20_000
-MAX_BYTES_PER_READ = 16 << 20
-READ_BUDGET_SECONDS = 0.004
-"""CPU one tick spends reading a run's new records at most (it runs on the event loop, which is
-never held over 5 ms while a run streams, issue 24): a backlog is caught up over several ticks."""
-FULL_PARSE_BYTES = 256 << 10
-"""Bound one read, so that a flood's backlog is caught up over several ticks."""
 
 
 class RunTracker:
@@ -35,45 +28,37 @@ class RunTracker:
 
     def __init__(
         self,
-        run_dir: Path,
-        parser: EventParser,
+        records: RunRecords,
         *,
         created_at: float,
         script: Path | None = None,
         max_vram_mb: int = 5120,
     ) -> None:
-        self.run_dir = run_dir
-        self.parser = parser
+        self.records = records
         self.script = script
-        self.next_record = 0
         self.obs = Observations(launched_at=created_at, max_vram_mb=max_vram_mb)
         self.engine = InsightEngine()
         self.last_sample: object = None
+        records.subscribe(self, from_record=0)
 
-    def read_new(self, limit: int = MAX_RECORDS_PER_READ, max_bytes: int = MAX_BYTES_PER_READ) -> None:
-        """Feed the records written since the last call (at most ``limit`` records, about ``max_bytes``)."""
-        read = 0
-        deadline = time.thread_time() + READ_BUDGET_SECONDS
-        for count, (index, stream, _, data, at) in enumerate(iter_records(self.run_dir, self.next_record)):
-            self.next_record = index + 1
-            read += len(data)
-            if stream == ARENA_STREAM:
-                if data.startswith(b"starting "):
-                    self.obs.relaunched(at)
-            else:
-                self._scan(data, at)
-            if count + 1 >= limit or read >= max_bytes or time.thread_time() > deadline:
-                return
+    def read_new(self) -> None:
+        """Have the run's reader read what is new (it hands this tracker its items)."""
+        self.records.read_new()
 
-    def _scan(self, data: bytes, at: float) -> None:
-        # A flood's chunk (over 256 KiB): every announcement, but progress only from its
-        # last 256 KiB, as the agent does; ordinary chunks are parsed line by line.
-        for event in self.parser.parse_flood(data, tail_bytes=FULL_PARSE_BYTES):
-            if isinstance(event, Progress):
-                self.obs.add_progress(event.step, event.loss, at)
-            elif isinstance(event, Checkpoint):
-                self.obs.add_checkpoint(event.step, at)
-        self.obs.health.extend(health_in_chunk(data, at))
+    def close(self) -> None:
+        """Stop following the run's records."""
+        self.records.unsubscribe(self)
+
+    def take(self, item: Item) -> None:
+        if isinstance(item, AgentLine):
+            if item.text.startswith("starting "):
+                self.obs.relaunched(item.at)
+        elif isinstance(item, HealthPoint):
+            self.obs.health.append(item)
+        elif isinstance(item.event, Progress):
+            self.obs.add_progress(item.event.step, item.event.loss, item.at)
+        elif isinstance(item.event, Checkpoint):
+            self.obs.add_checkpoint(item.event.step, item.at)
 
     def is_new_sample(self, health: Health) -> bool:
         return health.at != self.last_sample

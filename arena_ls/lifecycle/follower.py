@@ -226,7 +226,7 @@ class RunFollower:
                 self.runs.retry_damaged(view)
                 view.free_if_damaged(self.runs.folder)
             return False
-        if view.is_final and view.cursor.record >= view.reader.record_count():
+        if view.is_final and view.read_to_end():
             view.drained = True
             return False
         self.follow(view, check_liveness)

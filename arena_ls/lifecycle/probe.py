@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import attrs
 
+from arena_ls.lifecycle.probe_id import PROBE_SUFFIX
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import Job
-
-PROBE_SUFFIX = ".probe"
-"""A probe run's job id is its job's id plus this (its checkpoints never resume the job)."""
 
 
 def probe_job(job: Job) -> Job:

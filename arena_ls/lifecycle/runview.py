@@ -8,6 +8,7 @@ status changes) and decides when a run whose agent died is ``lost``.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import struct
@@ -20,7 +21,9 @@ from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
 from arena_ls.lifecycle.checkpoint_age import note_checkpoint
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
+from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.progress import ProgressTracker
+from arena_ls.lifecycle.records import AgentLine, Item, RunRecords
 from arena_ls.lifecycle.rundir import (
     CorruptState,
     Failure,
@@ -50,6 +53,8 @@ more would only be dropped by the batcher, and under a flood it takes the
 CPU that the trainer and its agent need."""
 JUMP_KEEP_LINES = 200
 """Lines read before the end after a jump (the status tail shows 50)."""
+ADOPT_RECORD_BYTES = 8 << 20
+"""What adopting reads of the tail's records at once, unhurried (as much as its lines' read)."""
 AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
@@ -80,7 +85,10 @@ class RunView:
         self.cursor: Cursor = self.reader.start()
         self.ring: deque[LogLine] = deque(maxlen=RING_LINES)
         self.progress = ProgressTracker()
-        self.parser = EventParser.for_patterns(spec.progress_pattern, spec.checkpoint_pattern)
+        self.records = RunRecords(run_dir.path, self.new_parser)
+        """The one reader of the run's records: this view's progress and checkpoints, the insights'
+        observations (``lifecycle.records``); the lines above are the log's, for ``arena/log``."""
+        self.records.subscribe(self)
         self.unsummarised = 0
         """Lines jumped over that the client has not been told about yet."""
         self.problem: str | None = None
@@ -109,6 +117,15 @@ class RunView:
     @property
     def run_id(self) -> str:
         return self.spec.run_id
+
+    @property
+    def parser(self) -> EventParser:
+        """The parser of the run's one records reader (its ``speaks_arena`` as read so far)."""
+        return self.records.parser
+
+    def new_parser(self) -> EventParser:
+        """A parser of this run's trainer lines (the job's patterns), from the log's start."""
+        return EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
 
     @property
     def status(self) -> RunStatus:
@@ -186,7 +203,9 @@ class RunView:
             self.cursor = self.reader.tail_cursor(FINAL_RING_LINES if self.is_final else RING_LINES)
         except (OSError, ValueError, struct.error):
             self.cursor = self.reader.start()
+        self.records.start_at(self.cursor.record)
         self.read_new_lines(notify=False)
+        self.records.read_new(max_bytes=ADOPT_RECORD_BYTES, budget=math.inf)  # the tail's progress, at once
 
     def read_new_lines(self, *, notify: bool = True) -> list[LogLine]:
         """New complete lines since the last call (bounded per call)."""
@@ -206,12 +225,25 @@ class RunView:
         if page.damage is not None:
             self.mark_damaged(page.damage)
         self.cursor = page.cursor
-        for line in page.lines:
-            self.ring.append(line)
-            self._scan(line)
-        for update in page.updates:
-            self._scan(update)
+        self.ring.extend(page.lines)
+        if self.cursor.record > self.records.next_record or not self.records.caught_up:
+            self.records.read_new()
         return page.lines if notify else []
+
+    def read_announcements_of_lines(self) -> None:
+        """Have the records reader reach the lines read (a decision that consults ``seen_checkpoint``:
+        a checkpoint line the client was shown is known here too). Each read is bounded; a backlog
+        the reader was catching up over several polls is read now, at once."""
+        while self.records.next_record < self.cursor.record:
+            before = self.records.next_record
+            self.records.read_new()
+            if self.records.next_record == before:
+                return  # damaged from there on: nothing more to read
+
+    def read_to_end(self) -> bool:
+        """Both the log's lines and the run's records are read to the end of its index."""
+        count = self.reader.record_count()
+        return self.cursor.record >= count and self.records.next_record >= count
 
     def take_unsummarised(self) -> int:
         """Lines skipped since the last call, for the client's summary line."""
@@ -224,19 +256,22 @@ class RunView:
         except OSError:
             return 0
 
-    def _scan(self, line: LogLine) -> None:
-        if line.stream == "arena":
-            if line.text.startswith("starting "):
+    def take(self, item: Item) -> None:
+        """One item of the run's records (``RunRecords``): progress, checkpoints, relaunches."""
+        if isinstance(item, AgentLine):
+            if item.text.startswith("starting "):
                 self.progress.reset_speed()
-            elif resumed := RESTART_LINE.match(line.text):
+            elif resumed := RESTART_LINE.match(item.text):
                 self.progress.rewind(int(resumed.group(1)) if resumed.group(1) else 0)
             return
-        event = self.parser.parse_safely(line.text)
+        if isinstance(item, HealthPoint):
+            return
+        event = item.event
         if isinstance(event, Progress):
-            self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
+            self.progress.update(event.step, event.total, event.loss, event.lr, item.at)
         elif isinstance(event, Checkpoint):
             self.seen_checkpoint = event
-            note_checkpoint(self.recent_checkpoints, event.step, line.at)
+            note_checkpoint(self.recent_checkpoints, event.step, item.at)
 
     # -- liveness --------------------------------------------------------------------------
 

@@ -862,6 +862,7 @@ class Supervisor:
         if view.status is not RunStatus.RUNNING:
             return
         self.follower.follow(view, check_liveness=False)  # the lines up to now, as the poll reads them
+        view.read_announcements_of_lines()
         checkpoints = list(view.recent_checkpoints)
         recorded = view.state.last_checkpoint if view.state is not None else None
         if recorded is not None and (not checkpoints or checkpoints[-1][0] != recorded.step):
@@ -890,6 +891,7 @@ class Supervisor:
         if view.state is not None and view.state.last_checkpoint is not None:
             return True
         self.follower.follow(view, check_liveness=False)  # the lines up to now, as the poll reads them
+        view.read_announcements_of_lines()
         return view.seen_checkpoint is not None or (
             view.state is not None and view.state.last_checkpoint is not None
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from arena_ls.diagnostics import Diag, Span
-from arena_ls.protocol.insights import InsightService
+from arena_ls.insights.service import InsightService
 
 CODE = "AR013"
 NAME = "edited-during-run"

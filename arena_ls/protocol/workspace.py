@@ -1,6 +1,8 @@
-"""One workspace as the server sees it: supervisor, manifest, gates and health together.
+"""One workspace as the server sees it: its services, shaped into the contract's objects.
 
-Handlers call this façade; it composes the plain modules and shapes their
+Handlers call this façade. The services themselves (supervisor, manifest,
+gates, health, insights) are composed in ``services.workspace``, which has
+no LSP in it; this layer adds the probe and the ``JobInfo`` list, and shapes
 results into the contract's objects (``JobInfo``, ``RunInfo``, the status
 result). It knows the server only as a ``WorkspaceListener``: what it tells
 the client, never how.
@@ -11,31 +13,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from arena_ls import platform
 from arena_ls.cluster.config import declared_targets
-from arena_ls.cluster.health import ClusterHealthSampler
-from arena_ls.diagnostics import Severity
-from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware
-from arena_ls.health.service import HealthService, Preflight
-from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.backends.base import Backends
-from arena_ls.lifecycle.follower import Listener
 from arena_ls.lifecycle.probe_service import ProbeService
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import DryRun, StartRequest, StopRequest, Supervisor
+from arena_ls.lifecycle.supervisor import DryRun, StartRequest, StopRequest
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
-from arena_ls.protocol.insights import InsightService
 from arena_ls.protocol.jobs import JobInfos
 from arena_ls.protocol.metrics import MetricsCursor, metrics_answer
 from arena_ls.protocol.params import DEFAULT_RUNS
 from arena_ls.protocol.preencoded import PreEncoded
 from arena_ls.protocol.tasks import TaskRunner
+from arena_ls.services.workspace import WorkspaceListener, WorkspaceServices
 from arena_ls.settings import Settings
+
+__all__ = ["Workspace", "WorkspaceListener"]
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +40,7 @@ STATUS_LOG_LINES = 50
 ENDED_INFOS_KEPT = 256
 
 
-class WorkspaceListener(Listener, Protocol):
-    """What the workspace tells the server (the supervisor's listener, and more)."""
-
-    def insights_changed(self, view: RunView, new: list[Insight]) -> None: ...
-    def live_trainers_changed(self) -> None: ...
-    def active_changed(self) -> None: ...
-
-
-class Workspace:
+class Workspace(WorkspaceServices):
     """The workspace behind one server."""
 
     def __init__(
@@ -63,31 +52,8 @@ class Workspace:
         tasks: TaskRunner,
         backends: Backends,
     ) -> None:
-        self.root = root.resolve()
         self.configuration = configuration
-        self.listener = listener
-        # The gates (arena_ls.gates) and the pre-flight checks (arena_ls.health) are the
-        # supervisor's collaborators; what they read of the workspace they read when asked.
-        from arena_ls.gates.cache import TrainerGates  # start-up speed: no gates before `initialize`
-
-        self.gates = TrainerGates(self.root, self.manifest, self._fp32_only, self._gate_severities)
-        self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
-        self.supervisor = Supervisor(
-            self.root,
-            self.settings,
-            listener,
-            gate_checker=self.gates.errors,
-            preflight=self.preflight.run,
-            backends=backends,
-        )
-        self.health = HealthService(
-            hardware,
-            self.settings,
-            our_pids=self.supervisor.our_pids,
-            active=lambda: self.supervisor.active_view() is not None,
-        )
-        self.cluster_health = ClusterHealthSampler()
-        self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
+        super().__init__(root, lambda: configuration.settings, listener, hardware, tasks, backends)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
         self.jobs = JobInfos(self.gates, self.probes, self.supervisor.job_checkpoint)
         self._ended_infos: dict[str, tuple[Any, dict[str, Any]]] = {}
@@ -95,31 +61,7 @@ class Workspace:
         self._warming: asyncio.Task[None] | None = None
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
-    def settings(self) -> Settings:
-        return self.configuration.settings
-
-    def _state_dir(self) -> Path:
-        return self.supervisor.folder.root
-
-    def _fp32_only(self) -> bool | None:
-        return self.health.fp32_only()
-
-    def _gate_severities(self) -> dict[str, Severity]:
-        """AR010 an error on a Windows device, then the workspace's ``gates.severity`` (contract 7.3)."""
-        from arena_ls.gates.severity import gate_severities  # start-up speed, as TrainerGates above
-
-        return gate_severities(platform.windows_device(), self.settings().gates_severity)
-
     # -- lifetime --------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Adopt the runs already in the state folder and follow them."""
-        self.supervisor.scan()
-        self.supervisor.ensure_polling()
-        self.insights.start()
-        for view in list(self.supervisor.views.values()):
-            if not view.is_final:
-                self.supervisor.notify_if_changed(view)
 
     async def close(self) -> None:
         self._unsubscribe()
@@ -172,10 +114,7 @@ class Workspace:
 
     def _gpu_extras(self, view: RunView) -> dict[str, Any]:
         """``gpuMemoryMb`` and ``gpuUtilization`` of a live run's process tree (absent without a GPU)."""
-        state = view.state
-        if state is None or not state.pid or view.is_final:
-            return {}
-        use = self.health.gpu_use(state.pid)
+        use = self.gpu_use(view)
         if use is None:
             return {}
         memory, utilization = use
@@ -187,13 +126,6 @@ class Workspace:
         if not extras:
             return ""
         return f"GPU {extras['gpuMemoryMb']} MB {extras['gpuUtilization']:.0f}%"
-
-    def manifest(self) -> ManifestResult:
-        return self.supervisor.load_manifest()
-
-    async def manifest_async(self) -> ManifestResult:
-        """The manifest, parsed (when its content is new) in a worker thread."""
-        return await self.supervisor.load_manifest_async()
 
     def health_wire(self, manifest: ManifestResult) -> dict[str, Any]:
         """This machine's health, and an entry per cluster ``manifest`` declares.
@@ -241,7 +173,7 @@ class Workspace:
         supervisor.scan()
         supervisor.poll_recent()
         active = supervisor.active_view()
-        runs = await self._newest_views(runs_limit)
+        runs = await self.newest_views(runs_limit)
         shown = active or supervisor.latest_view()
         return {
             "active": self.run_info(active) if active else None,
@@ -253,21 +185,12 @@ class Workspace:
             "deviceProfile": self.health.device_profile(),
         }
 
-    async def _newest_views(self, count: int, before: tuple[float, str] | None = None) -> list[RunView]:
-        """``Supervisor.newest_views``; in a worker thread when some of them must be read from disk."""
-        supervisor = self.supervisor
-        ids = supervisor.history.before(before, count)
-        if all(run_id in supervisor.views for run_id in ids):
-            return supervisor.newest_views(count, before)
-        return await asyncio.to_thread(supervisor.newest_views, count, before)
-
     async def runs_page(self, before: str | None, limit: int) -> dict[str, Any]:
         """``arena/runs {before?, limit?}``: ``{runs, next}``, newest first; ``next`` is the
         ``before`` of the page after it (null after the oldest run)."""
-        supervisor = self.supervisor
-        supervisor.scan()
-        key = _runs_key(supervisor, before) if before is not None else None
-        views = await self._newest_views(limit + 1, key)
+        self.supervisor.scan()
+        key = self.runs_key(before) if before is not None else None
+        views = await self.newest_views(limit + 1, key)
         shown = views[:limit]
         more = len(views) > limit
         return {
@@ -282,22 +205,7 @@ class Workspace:
         self, run_id: str | None, limit: int, cursor: MetricsCursor | None = None
     ) -> dict[str, Any] | PreEncoded:
         """A page of ``arena/metrics`` (pass the answer's ``runId`` with its ``next``)."""
-        view = (
-            self.supervisor.view_for(run_id)
-            if run_id
-            else (self.supervisor.active_view() or self.supervisor.latest_view())
-        )
+        view = self.shown_view(run_id)
         if view is None:
             return {"runId": None, "points": [], "checkpoints": [], "evals": [], "next": None}
         return await metrics_answer(view, cursor, limit)
-
-
-def _runs_key(supervisor: Supervisor, before: str) -> tuple[float, str]:
-    """Where ``before`` (a run id) sits in the history; -32602 for a run the workspace lacks."""
-    key = supervisor.run_key(before)
-    if key is None:
-        supervisor.scan()
-        key = supervisor.run_key(before)
-    if key is None:
-        raise InvalidParams(f"field `before`: no run {before[:100]!r} in this workspace")
-    return key

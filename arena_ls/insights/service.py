@@ -1,4 +1,4 @@
-"""Run insights inside the server: fed from each run's folder and the health sampler.
+"""The insight service: every run's insights, fed from its records and the health sampler.
 
 Once a second, every unfinished run's new output is read (``RunTracker``),
 the latest health sample is handed in, and the rules are evaluated. When
@@ -7,7 +7,11 @@ the set of insights of a run changes, the listener (the server) hears it:
 ``insights``, and the first time a kind appears in a run a
 ``window/showMessage`` warning says what to do. The same tick tells the
 listener when the set of trainers with a live run changes, which keeps the
-editor's AR013 diagnostics (``livediag.py``) in step.
+editor's AR013 diagnostics (``protocol/livediag.py``) in step.
+
+No LSP here: what the client is told, and how, is the listener's
+(``protocol``); background work runs through the server's task runner,
+known here only as a ``TaskStarter``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,15 +28,20 @@ from arena_ls.health import process_tree_pids
 from arena_ls.health.service import HealthService
 from arena_ls.insights.model import Insight
 from arena_ls.insights.tracker import RunTracker
-from arena_ls.lifecycle.probe import PROBE_SUFFIX
+from arena_ls.lifecycle.probe_id import job_of
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import Supervisor
-from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
+
+
+class TaskStarter(Protocol):
+    """Starts a background task and keeps it until done (the server's ``TaskRunner``)."""
+
+    def run_task(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
 
 
 class InsightListener(Protocol):
@@ -54,7 +63,7 @@ class InsightService:
         health: HealthService,
         settings: Callable[[], Settings],
         listener: InsightListener,
-        tasks: TaskRunner,
+        tasks: TaskStarter,
     ) -> None:
         self.supervisor = supervisor
         self.health = health
@@ -117,11 +126,10 @@ class InsightService:
         )
 
     def _tracker(self, view: RunView) -> RunTracker:
-        job = self.supervisor.load_manifest().jobs.get(view.spec.job_id.removesuffix(PROBE_SUFFIX))
+        job = self.supervisor.load_manifest().jobs.get(job_of(view.spec.job_id))
         script = job.resolved_script(self.supervisor.root) if job is not None else None
         tracker = RunTracker(
-            view.run_dir.path,
-            view.parser,
+            view.records,
             created_at=view.spec.created_at,
             script=script,
             max_vram_mb=job.probe_max_vram_mb if job is not None else 5120,
@@ -141,7 +149,9 @@ class InsightService:
     def _forget_gone(self, run_ids: set[str]) -> None:
         for run_id in list(self.trackers):
             if run_id not in run_ids:
-                self.trackers.pop(run_id, None)
+                tracker = self.trackers.pop(run_id, None)
+                if tracker is not None:
+                    tracker.close()
                 self.announced.pop(run_id, None)
 
     def _live_scripts_changed(self, scripts: set[Path]) -> None:

@@ -1,0 +1,141 @@
+"""The services behind one workspace: supervisor, manifest, gates, health and insights together.
+
+``protocol.workspace.Workspace`` builds on this: it adds what only the
+protocol layer knows (the probe, the ``JobInfo`` list, the contract's
+objects). What is here works on plain objects and the files of the
+workspace; it knows the server only as a ``WorkspaceListener``: what it
+tells the client, never how.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from arena_ls import platform
+from arena_ls.cluster.health import ClusterHealthSampler
+from arena_ls.diagnostics import Severity
+from arena_ls.errors import InvalidParams
+from arena_ls.health import Hardware
+from arena_ls.health.service import HealthService, Preflight
+from arena_ls.insights.model import Insight
+from arena_ls.insights.service import InsightService, TaskStarter
+from arena_ls.lifecycle.backends.base import Backends
+from arena_ls.lifecycle.follower import Listener
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.supervisor import Supervisor
+from arena_ls.manifest import ManifestResult
+from arena_ls.settings import Settings
+
+
+class WorkspaceListener(Listener, Protocol):
+    """What the workspace tells the server (the supervisor's listener, and more)."""
+
+    def insights_changed(self, view: RunView, new: list[Insight]) -> None: ...
+    def live_trainers_changed(self) -> None: ...
+    def active_changed(self) -> None: ...
+
+
+class WorkspaceServices:
+    """The plain services of the workspace behind one server."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: Callable[[], Settings],
+        listener: WorkspaceListener,
+        hardware: Hardware,
+        tasks: TaskStarter,
+        backends: Backends,
+    ) -> None:
+        self.root = root.resolve()
+        self.listener = listener
+        self._current_settings = settings
+        # The gates (arena_ls.gates) and the pre-flight checks (arena_ls.health) are the
+        # supervisor's collaborators; what they read of the workspace they read when asked.
+        from arena_ls.gates.cache import TrainerGates  # start-up speed: no gates before `initialize`
+
+        self.gates = TrainerGates(self.root, self.manifest, self._fp32_only, self._gate_severities)
+        self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
+        self.supervisor = Supervisor(
+            self.root,
+            self.settings,
+            listener,
+            gate_checker=self.gates.errors,
+            preflight=self.preflight.run,
+            backends=backends,
+        )
+        self.health = HealthService(
+            hardware,
+            self.settings,
+            our_pids=self.supervisor.our_pids,
+            active=lambda: self.supervisor.active_view() is not None,
+        )
+        self.cluster_health = ClusterHealthSampler()
+        self.insights = InsightService(self.supervisor, self.health, self.settings, listener, tasks)
+
+    def settings(self) -> Settings:
+        return self._current_settings()
+
+    def _state_dir(self) -> Path:
+        return self.supervisor.folder.root
+
+    def _fp32_only(self) -> bool | None:
+        return self.health.fp32_only()
+
+    def _gate_severities(self) -> dict[str, Severity]:
+        """AR010 an error on a Windows device, then the workspace's ``gates.severity`` (contract 7.3)."""
+        from arena_ls.gates.severity import gate_severities  # start-up speed, as TrainerGates above
+
+        return gate_severities(platform.windows_device(), self.settings().gates_severity)
+
+    def start(self) -> None:
+        """Adopt the runs already in the state folder and follow them."""
+        self.supervisor.scan()
+        self.supervisor.ensure_polling()
+        self.insights.start()
+        for view in list(self.supervisor.views.values()):
+            if not view.is_final:
+                self.supervisor.notify_if_changed(view)
+
+    def manifest(self) -> ManifestResult:
+        return self.supervisor.load_manifest()
+
+    async def manifest_async(self) -> ManifestResult:
+        """The manifest, parsed (when its content is new) in a worker thread."""
+        return await self.supervisor.load_manifest_async()
+
+    def gpu_use(self, view: RunView) -> tuple[int, float] | None:
+        """(MB, utilisation %) of a live run's process tree on the GPUs; None without a GPU."""
+        state = view.state
+        if state is None or not state.pid or view.is_final:
+            return None
+        return self.health.gpu_use(state.pid)
+
+    def shown_view(self, run_id: str | None) -> RunView | None:
+        """The run ``run_id`` names, or without one the active run, else the latest."""
+        supervisor = self.supervisor
+        if run_id:
+            return supervisor.view_for(run_id)
+        return supervisor.active_view() or supervisor.latest_view()
+
+    async def newest_views(self, count: int, before: tuple[float, str] | None = None) -> list[RunView]:
+        """``Supervisor.newest_views``; in a worker thread when some of them must be read from disk."""
+        supervisor = self.supervisor
+        ids = supervisor.history.before(before, count)
+        if all(run_id in supervisor.views for run_id in ids):
+            return supervisor.newest_views(count, before)
+        return await asyncio.to_thread(supervisor.newest_views, count, before)
+
+    def runs_key(self, before: str) -> tuple[float, str]:
+        """Where ``before`` (a run id) sits in the history; -32602 for a run the workspace lacks."""
+        supervisor = self.supervisor
+        key = supervisor.run_key(before)
+        if key is None:
+            supervisor.scan()
+            key = supervisor.run_key(before)
+        if key is None:
+            raise InvalidParams(f"field `before`: no run {before[:100]!r} in this workspace")
+        return key
