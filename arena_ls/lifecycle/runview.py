@@ -15,11 +15,13 @@ import time
 from collections import deque
 from typing import Any
 
+import attrs
+
 from arena_ls.lifecycle.backends.base import FollowerProcess, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
+from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader, Page
 from arena_ls.lifecycle.checkpoint_age import note_checkpoint
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
+from arena_ls.lifecycle.events import Checkpoint, Event, EventParser, Progress
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.rundir import (
     CorruptState,
@@ -50,9 +52,23 @@ more would only be dropped by the batcher, and under a flood it takes the
 CPU that the trainer and its agent need."""
 JUMP_KEEP_LINES = 200
 """Lines read before the end after a jump (the status tail shows 50)."""
+PARSE_EACH_BELOW = 20
+"""A page of fewer lines is parsed line by line at once (the pre-filter would cost as much)."""
 AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
+
+
+@attrs.frozen
+class LineBatch:
+    """What ``RunView.read_batch`` read: taken by ``apply_batch`` only while the view's cursor is
+    still ``start`` (compared by identity: every read makes a new cursor)."""
+
+    start: Cursor
+    page: Page
+    skipped: int
+    """Lines jumped over (a flood's backlog): they join the client's summary line."""
+    events: list[tuple[LogLine, Event | None]]
 
 
 class RunView:
@@ -190,27 +206,43 @@ class RunView:
 
     def read_new_lines(self, *, notify: bool = True) -> list[LogLine]:
         """New complete lines since the last call (bounded per call)."""
-        backlog = self._backlog_bytes()
-        if backlog > BACKLOG_JUMP_BYTES:
+        lines = self.apply_batch(self.read_batch(), notify=notify)
+        return lines if lines is not None else []
+
+    def read_batch(self) -> LineBatch:
+        """The lines written since the cursor, scanned for events, without changing the view.
+
+        Files only: the follower calls it on a worker thread during a round
+        (a flood's reading and scanning never holds the event loop), and
+        ``apply_batch`` takes the result on the loop. Past ``BACKLOG_JUMP_BYTES``
+        of unread output the read starts ``JUMP_KEEP_LINES`` before the end."""
+        start = cursor = self.cursor
+        if self._backlog_bytes(cursor) > BACKLOG_JUMP_BYTES:
             try:
                 jump = self.reader.tail_cursor(JUMP_KEEP_LINES)
             except (OSError, ValueError, struct.error):
-                jump = self.cursor  # damaged: read on from here, as far as it goes
-            if jump.seq > self.cursor.seq:
-                if notify:
-                    self.unsummarised += jump.seq - self.cursor.seq
-                self.cursor = jump
-        page = self.reader.read(self.cursor, MAX_LINES_PER_POLL)
+                jump = cursor  # damaged: read on from here, as far as it goes
+            if jump.seq > cursor.seq:
+                cursor = jump
+        page = self.reader.read(cursor, MAX_LINES_PER_POLL)
+        return LineBatch(start, page, cursor.seq - start.seq, self._events_of(page))
+
+    def apply_batch(self, batch: LineBatch, *, notify: bool = True) -> list[LogLine] | None:
+        """Take a ``read_batch`` result: its lines (empty unless ``notify``), or None when another
+        read moved the cursor since the batch was read (that read took these lines)."""
+        if batch.start is not self.cursor:
+            return None
+        page = batch.page
+        if notify:
+            self.unsummarised += batch.skipped
         if page.reset is not None:
             log.warning("run %s: %s", self.run_id, page.reset)
         if page.damage is not None:
             self.mark_damaged(page.damage)
         self.cursor = page.cursor
-        for line in page.lines:
-            self.ring.append(line)
-            self._scan(line)
-        for update in page.updates:
-            self._scan(update)
+        self.ring.extend(page.lines)
+        for line, event in batch.events:
+            self._apply_event(line, event)
         return page.lines if notify else []
 
     def take_unsummarised(self) -> int:
@@ -218,20 +250,41 @@ class RunView:
         skipped, self.unsummarised = self.unsummarised, 0
         return skipped
 
-    def _backlog_bytes(self) -> int:
+    def _backlog_bytes(self, cursor: Cursor) -> int:
         try:
-            return os.stat(self.run_dir.log_path).st_size - self.cursor.offset
+            return os.stat(self.run_dir.log_path).st_size - cursor.offset
         except OSError:
             return 0
 
-    def _scan(self, line: LogLine) -> None:
+    def _events_of(self, page: Page) -> list[tuple[LogLine, Event | None]]:
+        """The lines of a page that change what the view knows: the agent's own lines, and the
+        trainer's lines that announce progress or a checkpoint (in order, updates last)."""
+        found: list[tuple[LogLine, Event | None]] = []
+        parse = self._worth_parsing(page.lines)
+        for line in (*page.lines, *page.updates):
+            if line.stream == "arena":
+                found.append((line, None))
+            elif parse or line.seq < 0:
+                event = self.parser.parse_safely(line.text)
+                if isinstance(event, (Progress, Checkpoint)):
+                    found.append((line, event))
+        return found
+
+    def _worth_parsing(self, lines: list[LogLine]) -> bool:
+        """Whether any trainer line of a page can announce an event (``EventParser.might_match``
+        over the page at once: a flood of plain lines is then not parsed line by line)."""
+        if len(lines) < PARSE_EACH_BELOW:
+            return True
+        text = "\n".join(line.text for line in lines if line.stream != "arena")
+        return self.parser.might_match(text.encode("utf-8", "replace"))
+
+    def _apply_event(self, line: LogLine, event: Event | None) -> None:
         if line.stream == "arena":
             if line.text.startswith("starting "):
                 self.progress.reset_speed()
             elif resumed := RESTART_LINE.match(line.text):
                 self.progress.rewind(int(resumed.group(1)) if resumed.group(1) else 0)
             return
-        event = self.parser.parse_safely(line.text)
         if isinstance(event, Progress):
             self.progress.update(event.step, event.total, event.loss, event.lr, line.at)
         elif isinstance(event, Checkpoint):
