@@ -202,10 +202,16 @@ class RunFollower:
         a status request or a flush every few ms must not multiply the reading of a flood."""
         if time.monotonic() - self._last_poll < max_age:
             return self._last_busy
-        if self._lines_last_poll >= FLOOD_LINES and self._task is not None and not self._task.done():
+        if self.flooding:
             self._refresh_states()
             return self._last_busy
         return self.poll_once()
+
+    @property
+    def flooding(self) -> bool:
+        """The last round read a flood (``FLOOD_LINES`` or more), and the follower's task runs:
+        its rounds read the lines off the loop, so a request or a flush reads the states only."""
+        return self._lines_last_poll >= FLOOD_LINES and self._task is not None and not self._task.done()
 
     def _refresh_states(self) -> None:
         """During a flood: every run's state at once, and its lines with the follower's next round
