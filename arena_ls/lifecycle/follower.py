@@ -8,7 +8,8 @@ hands new lines and status changes to the ``Listener``, and judges runs
 whose follower process is gone (once a second). Whoever needs to wait for a
 run (a start for its trainer's pid, a stop for the final status) does not
 poll the files itself: it subscribes with ``until`` and the follower tells
-it, following that run in a hurry meanwhile.
+it, following that run in a hurry meanwhile. The task's rounds read the lines
+on a worker thread (``read_off_loop``): the event loop only takes ready batches.
 """
 
 from __future__ import annotations
