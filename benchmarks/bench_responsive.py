@@ -9,7 +9,13 @@ every 20 ms from the moment ``arena/start`` answers until the run's final
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import re
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from benchmarks import arena, bench_scale, harness
 from benchmarks.bench_capture import FULL_LINES, MODES, QUICK_LINES, flood_args
@@ -17,6 +23,10 @@ from benchmarks.client import BenchClient
 from benchmarks.harness import Section
 
 PERIOD = 0.020
+LOOP_LIMIT_MS = 5.0
+"""Issue 24: nothing on the event loop over 5 ms while a run streams. The server is run with
+``arena_ls/loopcheck.py``'s check at this limit, and each callback over it is counted."""
+HELD = re.compile(r"held the event loop for (\d+) ms of CPU")
 
 
 def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
@@ -26,12 +36,44 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Section]:
     section.facts.update({"lines": lines, "repeats": repeats})
     for _ in range(repeats):
         for mode, buffered in MODES:
-            rtts = asyncio.run(_round(lines, buffered))
+            with _loop_watched() as report:
+                rtts = asyncio.run(_round(lines, buffered))
+                text = report.read_text() if report.exists() else ""
+                held = [int(m.group(1)) for m in HELD.finditer(text)]
+            if held:  # which callback it was, for the figure's reader (one line per callback)
+                slowest = max(text.splitlines(), key=_held_ms)
+                section.facts.setdefault(f"{mode}.loop_slowest", []).append(slowest[:400])
+            section.figure(f"{mode}.loop_callbacks_over_5ms", "calls", "<= 0").add(len(held))
+            section.figure(f"{mode}.loop_longest_over_5ms", "ms").add(max(held, default=0))
             section.figure(f"{mode}.p50_ms", "ms").add(harness.percentile(rtts, 50))
             section.figure(f"{mode}.p99_ms", "ms", "<= 20").add(harness.percentile(rtts, 99))
             section.figure(f"{mode}.max_ms", "ms").add(max(rtts))
             section.figure(f"{mode}.requests", "calls").add(len(rtts))
     return [section]
+
+
+def _held_ms(report_line: str) -> int:
+    match = HELD.search(report_line)
+    return int(match.group(1)) if match else 0
+
+
+@contextlib.contextmanager
+def _loop_watched() -> Iterator[Path]:
+    """The servers started meanwhile report each event-loop callback over ``LOOP_LIMIT_MS`` of
+    CPU into the file yielded (``ARENA_SLOW_CALLBACK_MS`` / ``_LOG``; 0 there: none over it)."""
+    saved = {name: os.environ.get(name) for name in ("ARENA_SLOW_CALLBACK_MS", "ARENA_SLOW_CALLBACK_LOG")}
+    with tempfile.TemporaryDirectory(prefix="arena-loop-") as folder:
+        report = Path(folder) / "slow-callbacks.log"
+        os.environ["ARENA_SLOW_CALLBACK_MS"] = str(LOOP_LIMIT_MS)
+        os.environ["ARENA_SLOW_CALLBACK_LOG"] = str(report)
+        try:
+            yield report
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 async def _round(lines: int, buffered: bool) -> list[float]:

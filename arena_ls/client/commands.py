@@ -22,6 +22,7 @@ from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliEr
 from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
 from arena_ls.client.lspclient import JsonRpcError, LspSession
 from arena_ls.client.manifest_state import manifest_path, manifest_problem
+from arena_ls.client.metrics import read_all_metrics
 from arena_ls.client.render import (
     OK_STATUSES,
     make_follow_view,
@@ -382,7 +383,7 @@ async def cmd_demo(options: Options, args: argparse.Namespace) -> int:
         )
         if result.detached:
             return EXIT_INTERRUPTED
-        metrics = await session.request("arena/metrics", {"runId": info["runId"]})
+        metrics = await read_all_metrics(session.request, str(info["runId"]))
         cwd = await job_cwd(session, DEMO_JOB, options.root)
     print_checkpoints(options, result.info, metrics, cwd)
     return result.exit_code
@@ -458,7 +459,7 @@ async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
         job_id = str(pick_run(status, job=args.job).get("jobId"))
         runs = [r for r in status.get("runs") or [] if isinstance(r, dict) and r.get("jobId") == job_id]
         chain = resume_chain(sorted(runs, key=lambda r: str(r.get("startedAt") or "")))
-        pairs = [(run, await session.request("arena/metrics", {"runId": run["runId"]})) for run in chain]
+        pairs = [(run, await read_all_metrics(session.request, str(run["runId"]))) for run in chain]
     curve = stitch(pairs)
     count = len(chain)
     title = f"{job_id} · {count} run{'s' if count != 1 else ''} · {chain[-1]['runId']}"

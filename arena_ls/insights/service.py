@@ -24,7 +24,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
+import attrs
+
 from arena_ls.health import process_tree_pids
+from arena_ls.health.model import Health
 from arena_ls.health.service import HealthService
 from arena_ls.insights.model import Insight
 from arena_ls.insights.tracker import RunTracker
@@ -52,6 +55,34 @@ class InsightListener(Protocol):
 
     def live_trainers_changed(self) -> None:
         """A run of some trainer started or ended."""
+
+
+@attrs.frozen
+class Prepared:
+    """What ``tick_off_loop`` read on its worker thread for one tick."""
+
+    health: Health
+    pids: dict[str, set[int]]
+    """Each live run's trainer process tree (by run id)."""
+
+
+def trainer_pids(health: Health, pid: int) -> set[int]:
+    """The trainer's process tree, as far as the GPU sample needs it: a sample that lists no GPU
+    process marks nothing, and the tree walk (every process's /proc entry) is skipped."""
+    if not any(gpu.processes for gpu in health.gpus):
+        return {pid}
+    return process_tree_pids([pid])
+
+
+def _trainer_trees(work: list[RunView], health: Health) -> dict[str, set[int]]:
+    """On a worker thread: each live trainer's process tree (the walk reads every process's
+    /proc entry). The records are not read here: a run's one reader (``RunRecords``) is shared
+    with its view, which the event loop reads, so it is read on the loop, bounded per read."""
+    pids: dict[str, set[int]] = {}
+    for view in work:
+        state = view.state
+        pids[view.run_id] = trainer_pids(health, state.pid) if state is not None and state.pid else set()
+    return pids
 
 
 class InsightService:
@@ -90,20 +121,33 @@ class InsightService:
     async def _tick_forever(self) -> None:
         while True:
             try:
-                self.tick()
+                await self.tick_off_loop()
             except Exception:  # insights must never stop the server
                 log.exception("computing run insights failed")
             await asyncio.sleep(TICK_SECONDS)
 
+    async def tick_off_loop(self) -> None:
+        """``tick``, with its trainers' process trees walked on a worker thread first (issue 24:
+        nothing on the loop over 5 ms)."""
+        health = self.health.sampler.latest()
+        work = [view for view in list(self.supervisor.views.values()) if not view.is_final]
+        if not work:
+            self.tick()
+            return
+        pids = await asyncio.to_thread(_trainer_trees, work, health)
+        self.tick(prepared=Prepared(health, pids))
+
     # -- one tick ------------------------------------------------------------------------
 
-    def tick(self, now: float | None = None) -> None:
+    def tick(self, now: float | None = None, prepared: Prepared | None = None) -> None:
+        """Evaluate every run's insights; with ``prepared``, the live runs' trainers' processes are
+        in ``prepared.pids`` (``tick_off_loop``)."""
         now = time.time() if now is None else now
         settings = self.settings().insights
         views = list(self.supervisor.views.values())
         live = [v for v in views if not v.is_final]
         self.health.sampler.set_active(bool(live))
-        health = self.health.sampler.latest()
+        health = prepared.health if prepared is not None else self.health.sampler.latest()
         for view in views:
             tracker = self.trackers.get(view.run_id)
             if view.is_final:
@@ -115,7 +159,8 @@ class InsightService:
             tracker.read_new()
             state = view.state
             if state is not None and state.pid and tracker.is_new_sample(health):
-                tracker.add_health_sample(health, process_tree_pids([state.pid]))
+                known = prepared.pids.get(view.run_id) if prepared is not None else None
+                tracker.add_health_sample(health, known or trainer_pids(health, state.pid))
             tracker.note_trainer_file()
             tracker.obs.ram_floor_mb = self.settings().preflight.min_free_ram_mb
             tracker.evaluate(settings, now)

@@ -8,7 +8,8 @@ hands new lines and status changes to the ``Listener``, and judges runs
 whose follower process is gone (once a second). Whoever needs to wait for a
 run (a start for its trainer's pid, a stop for the final status) does not
 poll the files itself: it subscribes with ``until`` and the follower tells
-it, following that run in a hurry meanwhile.
+it, following that run in a hurry meanwhile. The task's rounds read the lines
+on a worker thread (``read_off_loop``): the event loop only takes ready batches.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import attrs
 
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.rundir import StateFolder
-from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.runview import LineBatch, RunView
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,29 @@ class FollowedRuns(Protocol):
 
 
 Condition = Callable[[RunView], bool]
+Batches = dict[str, LineBatch]
+"""Runs' new lines read off the event loop, by run id."""
+
+
+async def read_off_loop(views: list[RunView]) -> Batches:
+    """Each followed run's new lines, read and scanned on a worker thread (``RunView.read_batch``).
+
+    Under a flood a round reads and scans hundreds of lines per run: on the event loop that
+    held every request behind it (an ``arena/status`` waited 10-30 ms behind a round). The
+    loop only takes the ready batches. A run whose read fails here is read again on the loop,
+    where the failure is handled as before (the run is marked damaged, and the others go on)."""
+    wanted = [view for view in views if not view.drained and view.damage is None]
+    if not wanted:
+        return {}
+    return await asyncio.to_thread(_read_batches, wanted)
+
+
+def _read_batches(views: list[RunView]) -> Batches:
+    batches: Batches = {}
+    for view in views:
+        with contextlib.suppress(Exception):  # read again on the loop (see ``read_off_loop``)
+            batches[view.run_id] = view.read_batch()
+    return batches
 
 
 @attrs.define
@@ -144,10 +168,10 @@ class RunFollower:
     async def _follow_forever(self) -> None:
         while not self._closed:
             if time.monotonic() >= self._full_due:
-                busy = self._poll_safely()
+                busy = await self._round_safely()
                 self._full_due = time.monotonic() + self._interval(busy)
             elif self._waiters:
-                self._poll_waited()
+                await self._poll_waited()
             delay = self._full_due - time.monotonic()
             if self._waiters:
                 delay = min(delay, self._hurry)
@@ -156,9 +180,11 @@ class RunFollower:
                 await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
             self._wake.clear()
 
-    def _poll_safely(self) -> bool:
+    async def _round_safely(self) -> bool:
+        """A round over every run, its files read on a worker thread (``read_off_loop``)."""
         try:
-            return self.poll_once()
+            batches = await read_off_loop(list(self.runs.views.values()))
+            return self.poll_once(batches)
         except Exception:  # never let one bad run stop the following of others
             log.exception("following runs failed")
             return False
@@ -177,10 +203,42 @@ class RunFollower:
         a status request or a flush every few ms must not multiply the reading of a flood."""
         if time.monotonic() - self._last_poll < max_age:
             return self._last_busy
+        if self.flooding:
+            self._refresh_states()
+            return self._last_busy
         return self.poll_once()
 
-    def poll_once(self) -> bool:
-        """Follow every unfinished run once; True while any run is active."""
+    @property
+    def flooding(self) -> bool:
+        """The last round read a flood (``FLOOD_LINES`` or more), and the follower's task runs:
+        its rounds read the lines off the loop, so a request or a flush reads the states only."""
+        return self._lines_last_poll >= FLOOD_LINES and self._task is not None and not self._task.done()
+
+    def _refresh_states(self) -> None:
+        """During a flood: every run's state at once, and its lines with the follower's next round
+        (read off the loop), unless its status changed: then its lines are read here first, so
+        that every line before a status change is told before the change."""
+        for view in list(self.runs.views.values()):
+            if view.drained or view.damage is not None:
+                continue
+            try:
+                status = view.status
+                view.refresh_state()
+                if view.status != status:
+                    self.follow(view, check_liveness=False)
+                else:
+                    self.notify_if_changed(view)
+            except Exception as error:  # as in ``_poll_isolated``: the other runs go on
+                log.exception("following run %s failed", view.run_id)
+                view.mark_damaged(f"its files cannot be read: {error}")
+        self._settle()
+
+    def poll_once(self, batches: Batches | None = None) -> bool:
+        """Follow every unfinished run once; True while any run is active.
+
+        ``batches`` holds runs' new lines already read (off the loop, by ``read_off_loop``);
+        a run without one is read here."""
+        batches = batches or {}
         now = time.monotonic()
         self._lines_last_poll = 0
         check_liveness = now - self._last_liveness >= LIVENESS_INTERVAL
@@ -189,7 +247,7 @@ class RunFollower:
             self.runs.scan()
         active = False
         for view in list(self.runs.views.values()):
-            active = self._poll_isolated(view, check_liveness) or active
+            active = self._poll_isolated(view, check_liveness, batches.get(view.run_id)) or active
         self._settle()
         if not active:
             self.runs.idle()
@@ -198,15 +256,17 @@ class RunFollower:
         self._last_poll, self._last_busy = time.monotonic(), active
         return active
 
-    def _poll_waited(self) -> None:
+    async def _poll_waited(self) -> None:
         """Follow only the runs someone waits for (between rounds over every run)."""
-        for view in {id(w.view): w.view for w in self._waiters}.values():
-            self._poll_isolated(view, check_liveness=False)
+        views = list({id(w.view): w.view for w in self._waiters}.values())
+        batches = await read_off_loop(views)
+        for view in views:
+            self._poll_isolated(view, check_liveness=False, batch=batches.get(view.run_id))
         self._settle()
 
-    def _poll_isolated(self, view: RunView, check_liveness: bool) -> bool:
+    def _poll_isolated(self, view: RunView, check_liveness: bool, batch: LineBatch | None = None) -> bool:
         try:
-            active = self._poll_view(view, check_liveness)
+            active = self._poll_view(view, check_liveness, batch)
         except Exception as error:  # one run's files never stop the following of others
             log.exception("following run %s failed", view.run_id)
             view.mark_damaged(f"its files cannot be read: {error}")
@@ -214,7 +274,7 @@ class RunFollower:
         self.runs.report_damage(view)
         return active
 
-    def _poll_view(self, view: RunView, check_liveness: bool) -> bool:
+    def _poll_view(self, view: RunView, check_liveness: bool, batch: LineBatch | None) -> bool:
         view.reap_agent()
         if view.drained and not check_liveness:
             return False  # ended and read to its end: looked at again once a second only
@@ -229,13 +289,20 @@ class RunFollower:
         if view.is_final and view.read_to_end():
             view.drained = True
             return False
-        self.follow(view, check_liveness)
+        self.follow(view, check_liveness, batch)
         return True
 
-    def follow(self, view: RunView, check_liveness: bool) -> None:
-        """Read a run's state and new lines once; tell the listener what changed."""
+    def follow(self, view: RunView, check_liveness: bool, batch: LineBatch | None = None) -> None:
+        """Read a run's state and new lines once; tell the listener what changed.
+
+        With ``batch`` (the lines read off the loop) the files are read here only when the
+        run's status changed meanwhile: the lines up to the change are told before it."""
+        status = view.status
         view.refresh_state()
-        lines = view.read_new_lines()
+        applied = view.apply_batch(batch) if batch is not None else None
+        lines = applied if applied is not None else []
+        if batch is None or view.status != status:
+            lines = lines + view.read_new_lines()
         if lines:
             self._last_data = time.monotonic()
             self._lines_last_poll += len(lines)

@@ -16,9 +16,11 @@ import time
 from collections import deque
 from typing import Any
 
+import attrs
+
 from arena_ls.lifecycle.backends.base import FollowerProcess, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader
+from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader, Page
 from arena_ls.lifecycle.checkpoint_age import note_checkpoint
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.health_line import HealthPoint
@@ -58,6 +60,17 @@ ADOPT_RECORD_BYTES = 8 << 20
 AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
 """A filesystem with less free space than this counts as full: the run's writes fail."""
+
+
+@attrs.frozen
+class LineBatch:
+    """What ``RunView.read_batch`` read: taken by ``apply_batch`` only while the view's cursor is
+    still ``start`` (compared by identity: every read makes a new cursor)."""
+
+    start: Cursor
+    page: Page
+    skipped: int
+    """Lines jumped over (a flood's backlog): they join the client's summary line."""
 
 
 class RunView:
@@ -209,17 +222,36 @@ class RunView:
 
     def read_new_lines(self, *, notify: bool = True) -> list[LogLine]:
         """New complete lines since the last call (bounded per call)."""
-        backlog = self._backlog_bytes()
-        if backlog > BACKLOG_JUMP_BYTES:
+        lines = self.apply_batch(self.read_batch(), notify=notify)
+        return lines if lines is not None else []
+
+    def read_batch(self) -> LineBatch:
+        """The lines written since the cursor, without changing the view (their announcements are the
+        records reader's, read when the batch is applied: ``RunRecords.read_new`` is bounded).
+
+        Files only: the follower calls it on a worker thread during a round
+        (a flood's reading and scanning never holds the event loop), and
+        ``apply_batch`` takes the result on the loop. Past ``BACKLOG_JUMP_BYTES``
+        of unread output the read starts ``JUMP_KEEP_LINES`` before the end."""
+        start = cursor = self.cursor
+        if self._backlog_bytes(cursor) > BACKLOG_JUMP_BYTES:
             try:
                 jump = self.reader.tail_cursor(JUMP_KEEP_LINES)
             except (OSError, ValueError, struct.error):
-                jump = self.cursor  # damaged: read on from here, as far as it goes
-            if jump.seq > self.cursor.seq:
-                if notify:
-                    self.unsummarised += jump.seq - self.cursor.seq
-                self.cursor = jump
-        page = self.reader.read(self.cursor, MAX_LINES_PER_POLL)
+                jump = cursor  # damaged: read on from here, as far as it goes
+            if jump.seq > cursor.seq:
+                cursor = jump
+        page = self.reader.read(cursor, MAX_LINES_PER_POLL)
+        return LineBatch(start, page, cursor.seq - start.seq)
+
+    def apply_batch(self, batch: LineBatch, *, notify: bool = True) -> list[LogLine] | None:
+        """Take a ``read_batch`` result: its lines (empty unless ``notify``), or None when another
+        read moved the cursor since the batch was read (that read took these lines)."""
+        if batch.start is not self.cursor:
+            return None
+        page = batch.page
+        if notify:
+            self.unsummarised += batch.skipped
         if page.reset is not None:
             log.warning("run %s: %s", self.run_id, page.reset)
         if page.damage is not None:
@@ -250,9 +282,9 @@ class RunView:
         skipped, self.unsummarised = self.unsummarised, 0
         return skipped
 
-    def _backlog_bytes(self) -> int:
+    def _backlog_bytes(self, cursor: Cursor) -> int:
         try:
-            return os.stat(self.run_dir.log_path).st_size - self.cursor.offset
+            return os.stat(self.run_dir.log_path).st_size - cursor.offset
         except OSError:
             return 0
 

@@ -150,6 +150,18 @@ class Workspace(WorkspaceServices):
                 return last
         return self.jobs.get(manifest)
 
+    def job_infos_built(self) -> list[dict[str, Any]] | None:
+        """``job_infos`` without linting on the event loop: None while no list was built yet (the
+        lints then run in a worker thread, and the lenses are refreshed once they are done).
+
+        A run's first status change refreshes the lenses, and the first build lints every
+        trainer of the manifest: 16-18 ms of the loop with the realistic manifest (issue 24)."""
+        manifest = self.manifest()
+        if not self.jobs.ready(manifest) and self.jobs.last() is None:
+            self._warm_later(manifest)
+            return None
+        return self.job_infos(manifest)
+
     def _warm_later(self, manifest: ManifestResult) -> None:
         if self._warming is None or self._warming.done():
             self._warming = self.tasks.run_task(self._warm(manifest), "linting the changed trainers")

@@ -148,9 +148,12 @@ class CodeLenses(LanguageFeature):
         try:
             ws = self.server.ws
             active = ws.supervisor.active_view()
+            infos = ws.job_infos_built()
+            if infos is None:
+                return None  # the lints run in a worker thread; their end calls active_changed again
             return {
                 "active": (active.run_id, active.status.value) if active else None,
-                "jobs": [(i["id"], i["runnable"], len(i["blockedBy"])) for i in ws.job_infos()],
+                "jobs": [(i["id"], i["runnable"], len(i["blockedBy"])) for i in infos],
             }
         except Exception:
             log.debug("reading what the lenses show failed", exc_info=True)

@@ -1,0 +1,187 @@
+"""A flood's lines are read off the event loop (issue 24): the follower's rounds read and scan
+on a worker thread, and a status request or a flush during a flood reads no lines on the loop.
+
+Real run folders written as an agent writes them, a real ``RunFollower`` task; no process started.
+Behaviour only (which thread read, what was told in which order), never a time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena_ls import platform
+from arena_ls.lifecycle.capture import LogLine
+from arena_ls.lifecycle.follower import RunFollower
+from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
+from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.runview import LineBatch, RunView
+from arena_ls.lifecycle.states import RunStatus
+from tests.helpers.fake_backend import write_state
+from tests.helpers.lsp import wait_for
+
+
+class Told:
+    """A listener that keeps, in order, every line and status change it was told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def run_changed(self, view: RunView) -> None:
+        self.events.append(("status", view.status.value))
+
+    def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
+        self.events.extend(("line", line.text) for line in lines)
+
+    def lifecycle(self, view: RunView, text: str) -> None: ...
+
+    def warning(self, text: str) -> None: ...
+
+    def lines(self) -> list[str]:
+        return [text for kind, text in self.events if kind == "line"]
+
+
+class Runs:
+    """``FollowedRuns`` of one view (the supervisor's part, minimal)."""
+
+    def __init__(self, folder: StateFolder, view: RunView) -> None:
+        self.views = {view.run_id: view}
+        self._folder = folder
+
+    @property
+    def folder(self) -> StateFolder:
+        return self._folder
+
+    def scan(self) -> None: ...
+
+    def retry_damaged(self, view: RunView) -> None: ...
+
+    def report_damage(self, view: RunView) -> None: ...
+
+    def idle(self) -> None: ...
+
+    def busy(self) -> None: ...
+
+
+class Reads:
+    """Which threads ran ``read_batch`` of a view (the loop's thread is the test's)."""
+
+    def __init__(self, view: RunView, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.threads: list[int] = []
+        original = view.read_batch
+
+        def recorded() -> LineBatch:
+            self.threads.append(threading.get_ident())
+            return original()
+
+        monkeypatch.setattr(view, "read_batch", recorded)
+
+    def on_the_loop(self) -> int:
+        return self.threads.count(threading.main_thread().ident or 0)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunDir:
+    folder = StateFolder(tmp_path / ".aide" / "training")
+
+    def build(run_id: str) -> RunSpec:
+        return RunSpec(run_id=run_id, job_id="job", job_name="Job", kind="task", argv=["x"], cwd=".")
+
+    run = RunLock(folder).claim("job", build)
+    me = os.getpid()  # a live agent (this process): no liveness check finds the run lost
+    write_state(run, status=RunStatus.RUNNING, agent_pid=me, agent_create_time=platform.process_identity(me))
+    return run
+
+
+@pytest.fixture
+async def following(run: RunDir) -> Any:
+    told = Told()
+    view = RunView(run, run.read_spec())
+    follower = RunFollower(Runs(StateFolder(run.path.parents[1]), view), told)
+    yield follower, view, told
+    await follower.close()
+
+
+class Flood:
+    """A writer thread appending numbered lines as fast as it can, as a flooding trainer's agent."""
+
+    def __init__(self, writer: OutputWriter) -> None:
+        self.writer = writer
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._write, daemon=True)
+
+    def _write(self) -> None:
+        number = 0
+        while not self.stop.is_set():
+            block = "".join(f"flood {number + i}\n" for i in range(500))
+            self.writer.append(STDOUT, block.encode())
+            number += 500
+            self.stop.wait(0.002)
+
+    def end(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.fixture
+def flood(run: RunDir) -> Iterator[Flood]:
+    flood = Flood(OutputWriter(run.path))
+    flood.thread.start()
+    try:
+        yield flood
+    finally:
+        flood.end()
+        flood.writer.close()
+
+
+async def test_a_round_reads_the_lines_on_a_worker_thread(
+    following: Any, run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    follower, view, told = following
+    follower.poll_once()  # the run is known to be running (a status change is read on the loop)
+    reads = Reads(view, monkeypatch)
+    writer = OutputWriter(run.path)
+    writer.append(STDOUT, "".join(f"line {i}\n" for i in range(300)).encode())
+    writer.close()
+    follower.ensure_running()
+    await wait_for(lambda: len(told.lines()) >= 300, what="the 300 lines")
+    assert told.lines() == [f"line {i}" for i in range(300)], "each line once, in order"
+    assert reads.threads and reads.on_the_loop() == 0, "every read of a round on a worker thread"
+
+
+async def test_a_status_during_a_flood_reads_no_lines_on_the_loop_but_the_state(
+    following: Any, run: RunDir, flood: Flood, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    follower, view, told = following
+    follower.ensure_running()
+    await wait_for(lambda: follower.flooding, what="the follower to see the flood")
+    reads = Reads(view, monkeypatch)
+    write_state(run, step=7)  # the agent's progress write: the status request must see it
+    follower.poll_unless_recent(0.0)  # what arena/status and an arena/log flush call
+    assert reads.on_the_loop() == 0, "a flood's lines are left to the follower's rounds"
+    assert view.state is not None and view.state.step == 7
+    assert told.events[-1] == ("status", "running"), "the new state was told at once"
+    await wait_for(lambda: reads.threads, what="the next round")
+    assert reads.on_the_loop() == 0
+
+
+async def test_a_status_change_during_a_flood_is_told_after_the_lines_before_it(
+    following: Any, run: RunDir, flood: Flood
+) -> None:
+    follower, view, told = following
+    follower.ensure_running()
+    await wait_for(lambda: follower.flooding, what="the follower to see the flood")
+    flood.end()  # no await from here on: the follower's next round cannot run in between
+    flood.writer.append(STDOUT, b"the last line\n")
+    write_state(run, status=RunStatus.SUCCEEDED, exit_code=0)
+    follower.poll_unless_recent(0.0)
+    assert view.status is RunStatus.SUCCEEDED
+    assert ("status", "succeeded") in told.events, "the end is told at once"
+    ended = told.events.index(("status", "succeeded"))
+    assert ("line", "the last line") in told.events[:ended], "the lines before the end come first"
