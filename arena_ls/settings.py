@@ -135,6 +135,8 @@ class Settings:
     """At most this many ``arena/log`` notifications a second."""
     logs_keep_runs_mb: float = 10240.0
     """All finished runs' logs of the workspace take at most this many MB (fractions allowed)."""
+    logs_max_run_mb: float = 2048.0
+    """One run's log takes at most about this many MB: its first and last halves (0: no cap)."""
     watchdog_stall_seconds: float = 600.0
     """A running trainer silent for this long is reported stalled."""
     insights: InsightSettings = attrs.field(factory=InsightSettings)
@@ -205,6 +207,7 @@ _FIELDS: dict[str, tuple[str, Check[Any]]] = {
     "device.fp32Only": ("device_fp32_only", BOOLEAN.or_none()),
     "logs.notifyHz": ("logs_notify_hz", _POSITIVE),
     "logs.keepRunsMb": ("logs_keep_runs_mb", number(0, 2**40)),
+    "logs.maxRunMb": ("logs_max_run_mb", number(0, 2**40)),
     "watchdog.stallSeconds": ("watchdog_stall_seconds", _POSITIVE),
     "insights.enabled": ("insights.enabled", BOOLEAN),
     "insights.lossSpikeWindow": ("insights.loss_spike_window", _WINDOW),

@@ -219,10 +219,7 @@ class RunView:
         return skipped
 
     def _backlog_bytes(self) -> int:
-        try:
-            return os.stat(self.run_dir.log_path).st_size - self.cursor.offset
-        except OSError:
-            return 0
+        return self.reader.backlog_bytes(self.cursor)
 
     def _scan(self, line: LogLine) -> None:
         if line.stream == "arena":

@@ -650,6 +650,7 @@ class Supervisor:
                 exec_check=self._exec_check(job, allowed_roots),
                 allowed_roots=allowed_roots,
                 power=power_spec(settings) if job.run_on is None and job.kind == "train" else None,
+                log_max_run_mb=settings.logs_max_run_mb,
             )
             specs.append(spec)
             return spec

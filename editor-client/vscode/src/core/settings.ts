@@ -28,6 +28,7 @@ export const SERVER_SETTING_KEYS = [
   "device.fp32Only",
   "logs.notifyHz",
   "logs.keepRunsMb",
+  "logs.maxRunMb",
   "watchdog.stallSeconds",
   "insights.enabled",
   "insights.lossSpikeWindow",
