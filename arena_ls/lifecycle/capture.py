@@ -238,8 +238,9 @@ def file_ident(run_dir: Path) -> str:
             head = handle.read(RECORD.size)
     except OSError:
         return ""
-    first = RECORD.unpack(head)[5] if len(head) == RECORD.size else 0.0
-    return f"{stat.st_ino}:{first:.6f}"
+    if len(head) < RECORD.size:
+        return ""  # no record yet: named by the first one (a cursor made now is checked from then on)
+    return f"{stat.st_ino}:{RECORD.unpack(head)[5]:.6f}"
 
 
 @attrs.frozen
