@@ -214,12 +214,14 @@ class OutputWriter:
             cut = data.rfind(b"\n", 0, room) if flags == FLAG_LINES and room > 0 else -1
             if cut < 0:
                 if self._used() and self._rotate():
+                    self._trim()
                     continue
                 break
             piece, data = data[: cut + 1], data[cut + 1 :]
             self._write_piece(stream, flags, piece, piece.count(b"\n"))
             if not data or not self._rotate():
                 break
+            self._trim()  # at each segment: a megabyte read at once never holds more than one extra
         if data:
             lines = data.count(b"\n") if flags == FLAG_LINES else lines
             self._write_piece(stream, flags, data, lines)
