@@ -111,7 +111,7 @@ class ClusterAgent:
         self.output = OutputWriter(run_dir.path)
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
         self.lock = threading.RLock()
-        self.writer = StateWriter(run_dir, self.folder, self.state, self.lock, self.say)
+        self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.say)
         self.client: JobsClient | None = None
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.copied = 0
@@ -181,8 +181,8 @@ class ClusterAgent:
             status = self._run_attempts()
             self._finish(status)
         finally:
-            if not self.writer.close(FINAL_WRITE_TIMEOUT):
-                log.error("the final state could not be written")
+            if not self.writer.close_final(FINAL_WRITE_TIMEOUT):  # retried while the run folder is there
+                log.error("the final state could not be written: the run folder is gone")
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
         return 0
