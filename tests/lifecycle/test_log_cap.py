@@ -359,3 +359,81 @@ def check_lines_from(trainer: Trainer, lines: list[LogLine], start: int) -> None
 def test_segment_paths_name_the_head_and_the_tails(tmp_path: Path) -> None:
     assert segment_paths(tmp_path, 0) == (tmp_path / "output.log", tmp_path / "output.idx")
     assert segment_paths(tmp_path, 3) == (tmp_path / "output.t3.log", tmp_path / "output.t3.idx")
+
+
+def test_a_cursor_into_a_segment_the_log_never_had_is_refused(tmp_path: Path) -> None:
+    from arena_ls.lifecycle.capture import InvalidCursor
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    uncapped = Trainer(plain, cap=None)
+    uncapped.chunk(10, event_every=0)
+    with pytest.raises(InvalidCursor, match="segment"):
+        OutputReader(plain).check_cursor(Cursor(record=1, offset=0, seq=3, segment=2))
+    capped = tmp_path / "capped"
+    capped.mkdir()
+    trainer = Trainer(capped)
+    for _ in range(100):
+        trainer.chunk(40, event_every=9)
+    reader = OutputReader(capped)
+    table = load_table(capped)
+    assert table is not None
+    with pytest.raises(InvalidCursor, match="segment"):
+        reader.check_cursor(Cursor(record=1, offset=0, seq=3, segment=table.current.k + 5))
+    with pytest.raises(InvalidCursor, match="dropped middle"):
+        reader.check_cursor(Cursor(record=1, offset=0, seq=10**9, segment=1))
+    reader.check_cursor(Cursor(record=1, offset=0, seq=table.head_end_seq + 1, segment=1))  # dropped: valid
+    with pytest.raises(InvalidCursor):
+        reader.check_cursor(
+            Cursor(record=table.current.base, offset=7, seq=table.current.first_seq, segment=table.current.k)
+        )
+
+
+async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Path) -> None:
+    """``arena/metrics`` paged while the run floods past its cap: every point once, in order."""
+    from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState, StateFolder
+    from arena_ls.lifecycle.runlock import RunLock
+    from arena_ls.lifecycle.runview import RunView
+    from arena_ls.lifecycle.states import RunStatus
+    from arena_ls.protocol.metrics import MetricsCursor, metrics_page
+
+    def build(run_id: str) -> RunSpec:
+        return RunSpec(run_id=run_id, job_id="lm", job_name="lm", kind="train", argv=["x"], cwd=".")
+
+    folder = StateFolder(tmp_path / "state")
+    run: RunDir = RunLock(folder).claim("lm", build)
+    writer = OutputWriter(run.path, max_bytes=CAP)
+    step = 0
+
+    def flood(records: int) -> None:
+        """Records of two steps each, noise around each event: a page can stop inside one."""
+        nonlocal step
+        for _ in range(records):
+            data = ""
+            for _ in range(2):
+                step += 1
+                data += "".join(f"noise {step} {i} {'q' * 60}\n" for i in range(10))
+                data += f'@arena {{"event": "progress", "step": {step}, "loss": 0.5}}\n'
+            writer.append(STDOUT, data.encode())
+
+    view = RunView(run, run.read_spec())
+    flood(100)  # 200 steps, past the cap: the tail holds the last 80-odd
+    points: list[int] = []
+    cursor = None
+    while not points or points[-1] < 185:  # a cursor in the tail, inside a record (15 points a page)
+        page = await metrics_page(view, cursor, 15)
+        points += [point["step"] for point in page["points"]]
+        cursor = MetricsCursor.decode(page["next"])
+    assert cursor.line > 0, "inside a record"
+    table = load_table(run.path)
+    assert table is not None and cursor.record >= table.oldest.base, "the cursor points into a tail"
+    flood(200)  # the records that cursor points into are dropped meanwhile
+    table = load_table(run.path)
+    assert table is not None and cursor.record < table.oldest.base, "its record is in the dropped middle"
+    writer.close()
+    run.write_state(RunState(run_id=run.run_id, job_id="lm", status=RunStatus.SUCCEEDED))
+    while cursor is not None:
+        page = await metrics_page(view, cursor, 15)
+        points += [point["step"] for point in page["points"]]
+        cursor = MetricsCursor.decode(page["next"]) if page["next"] else None
+    assert points == list(range(1, step + 1))
