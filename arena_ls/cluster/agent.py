@@ -54,7 +54,7 @@ from arena_ls.cluster.submission import (
     submission_id,
     submit_payload,
 )
-from arena_ls.lifecycle.capture import iter_all_lines
+from arena_ls.lifecycle.capture import trainer_lines_after
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.failure import classify, last_line
 from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
@@ -495,15 +495,7 @@ class ClusterAgent:
 
         Counted from the run's own log (the truth, whatever ``state.json`` says):
         the trainer's lines after the ``submitting ... as sid`` line."""
-        marker = SUBMITTING.format(name=self.cluster.name, sid=sid)
-        count = 0
-        for line in iter_all_lines(self.run_dir.path):
-            if line.stream == "arena":
-                if line.text == marker:
-                    count = 0
-                continue
-            count += 1
-        return count
+        return trainer_lines_after(self.run_dir.path, SUBMITTING.format(name=self.cluster.name, sid=sid))
 
     def _copy_logs(self, sid: str, final: bool) -> None:
         """Append the submission's new complete lines (and, once it has ended, an unfinished last one)."""

@@ -32,6 +32,7 @@ from typing import BinaryIO
 import attrs
 
 from arena_ls.lifecycle.logsegments import (
+    GAP_LINE,
     HEAD,
     MID,
     MID_IDX,
@@ -868,6 +869,23 @@ def iter_all_lines(run_dir: Path, batch: int = 5000) -> Iterator[LogLine]:
         if page.damage is not None:
             return
         cursor = page.cursor
+
+
+def trainer_lines_after(run_dir: Path, marker: str) -> int:
+    """How many trainer lines (not ``arena``) the log holds after its last ``arena`` line ``marker``
+    (all of them without one), counting those a capped log dropped (by their seqs)."""
+    marker_seq = -1
+    own_after = 0
+    end = 0
+    for line in iter_all_lines(run_dir):
+        end = line.seq + 1
+        if line.stream != "arena" or GAP_LINE.match(line.text):
+            continue  # the gap line stands for trainer lines that were dropped
+        if line.text == marker:
+            marker_seq, own_after = line.seq, 0
+        else:
+            own_after += 1
+    return max(0, end - marker_seq - 1 - own_after)
 
 
 Record = tuple[int, int, int, bytes, float]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,10 @@ def save_table(run_dir: Path, table: Table) -> None:
         with contextlib.suppress(OSError):
             os.remove(temporary)
         raise
+
+
+GAP_LINE = re.compile(r"… \d+ lines \(.*\) of output were dropped here to keep the log under logs\.maxRunMb")
+"""What ``gap_text`` writes (only the agent writes ``arena`` lines: a trainer cannot forge one)."""
 
 
 def gap_text(table: Table) -> str:

@@ -86,7 +86,9 @@ def test_without_its_reserve_the_final_state_is_retried_until_space_returns(
     done = threading.Thread(target=agent.run, daemon=True)
     done.start()
     wait_until(lambda: disk.refused >= 20, "the final write retried 20 times")
-    assert json.loads(run.state_path.read_text())["status"] == "running", "never lost, never half"
+    # The last state written before the end: running, or starting when the follower's writer folded
+    # its "running" into the final write; never lost, never half.
+    assert json.loads(run.state_path.read_text())["status"] in {"starting", "running"}
     assert done.is_alive(), "the follower waits for space"
     disk.failing.clear()  # space returns
     follow_to_the_end(done.join)

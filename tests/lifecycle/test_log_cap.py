@@ -437,3 +437,24 @@ async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Pat
         points += [point["step"] for point in page["points"]]
         cursor = MetricsCursor.decode(page["next"]) if page["next"] else None
     assert points == list(range(1, step + 1))
+
+
+def test_a_revived_cluster_follower_counts_the_dropped_lines_it_copied(tmp_path: Path) -> None:
+    """``trainer_lines_after``: the lines of a submission already in the log, those dropped included
+    (else a new follower copies Ray's log again from where the count fell short)."""
+    from arena_ls.lifecycle.capture import trainer_lines_after
+
+    trainer = Trainer(tmp_path)
+    trainer.chunk(30, event_every=0)
+    trainer.arena("submitting to cluster lab as sid-1")
+    marker = len(trainer.lines) - 1
+    for _ in range(100):
+        trainer.chunk(40, event_every=7)
+        trainer.arena("a note of arena's own")
+    trainer.close()
+    assert load_table(tmp_path) is not None
+    copied = sum(1 for stream, _, _ in trainer.lines[marker + 1 :] if stream != "arena")
+    assert trainer_lines_after(tmp_path, "submitting to cluster lab as sid-1") == copied
+    assert trainer_lines_after(tmp_path, "no such marker") == sum(
+        1 for s, _, _ in trainer.lines if s != "arena"
+    )
