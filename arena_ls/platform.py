@@ -350,6 +350,33 @@ def _replace_once(source: str, target: str) -> None:
     os.replace(source, target)
 
 
+REMOVE_RETRY_SECONDS = 0.2
+"""How long a delete waits for a reader (antivirus, an editor) to let go; then the caller retries later."""
+
+
+def remove_file(path: str | Path) -> bool:
+    """Delete a file; False when another process holds it open (Windows) and it is still there.
+
+    POSIX: ``os.remove`` (a reader keeps reading what it opened). Windows: a
+    file open without delete sharing cannot be deleted; the sharing
+    violation is retried briefly, then the caller is told to try again later
+    (nothing waits long for a reader it does not control). A file that is
+    already gone counts as deleted.
+    """
+    try:
+        if sys.platform == "win32":
+            retry_sharing(lambda: os.remove(path), REMOVE_RETRY_SECONDS)
+        else:
+            os.remove(path)
+    except FileNotFoundError:
+        return True
+    except OSError as error:
+        if is_sharing_violation(error):
+            return False
+        raise
+    return True
+
+
 def read_bytes_shared(path: Path) -> bytes:
     """A file's bytes, opened so that a writer can replace it meanwhile; sharing violations retried.
 

@@ -317,6 +317,14 @@ class Settings:
         "All finished runs' logs of the workspace take at most this many MB:"
         " the oldest runs are deleted first; the last run of each job is always kept.",
     )
+    logs_max_run_mb: float = setting(
+        "logs.maxRunMb",
+        2048.0,
+        kind(number(0, 2**40), type="number", minimum=0, maximum=2**40),
+        "One run's log takes at most about this many MB: past it the first and last halves are kept"
+        " and the middle is dropped with one line saying how many lines; every progress, checkpoint,"
+        " eval and health line is kept. 0: no cap.",
+    )
     watchdog_stall_seconds: float = setting(
         "watchdog.stallSeconds",
         600.0,

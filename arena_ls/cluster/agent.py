@@ -54,7 +54,7 @@ from arena_ls.cluster.submission import (
     submission_id,
     submit_payload,
 )
-from arena_ls.lifecycle.capture import iter_all_lines
+from arena_ls.lifecycle.capture import trainer_lines_after
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.failure import classify, last_line
 from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
@@ -111,7 +111,7 @@ class ClusterAgent:
         self.output = OutputWriter(run_dir.path)
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
         self.lock = threading.RLock()
-        self.writer = StateWriter(run_dir, self.folder, self.state, self.lock, self.say)
+        self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.say)
         self.client: JobsClient | None = None
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.copied = 0
@@ -181,8 +181,8 @@ class ClusterAgent:
             status = self._run_attempts()
             self._finish(status)
         finally:
-            if not self.writer.close(FINAL_WRITE_TIMEOUT):
-                log.error("the final state could not be written")
+            if not self.writer.close_final(FINAL_WRITE_TIMEOUT):  # retried while the run folder is there
+                log.error("the final state could not be written: the run folder is gone")
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
         return 0
@@ -495,15 +495,7 @@ class ClusterAgent:
 
         Counted from the run's own log (the truth, whatever ``state.json`` says):
         the trainer's lines after the ``submitting ... as sid`` line."""
-        marker = SUBMITTING.format(name=self.cluster.name, sid=sid)
-        count = 0
-        for line in iter_all_lines(self.run_dir.path):
-            if line.stream == "arena":
-                if line.text == marker:
-                    count = 0
-                continue
-            count += 1
-        return count
+        return trainer_lines_after(self.run_dir.path, SUBMITTING.format(name=self.cluster.name, sid=sid))
 
     def _copy_logs(self, sid: str, final: bool) -> None:
         """Append the submission's new complete lines (and, once it has ended, an unfinished last one)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import struct
@@ -24,7 +25,23 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from arena_ls.lifecycle.logsegments import (
+    DEFAULT_MAX_RUN_MB,
+    HEAD,
+    MID_IDX,
+    MID_LOG,
+    MID_RECORD,
+    SegmentsDamaged,
+    Table,
+    Tail,
+    cap_bytes,
+    load_table,
+    save_table,
+    segment_bytes,
+    segment_paths,
+)
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -68,21 +85,64 @@ class OutputWriter:
     Thread-safe: one reader thread per stream calls ``append``.
     """
 
-    def __init__(self, run_dir: Path) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
-        self._log_fd = os.open(run_dir / "output.log", flags, 0o644)
-        self._idx_fd = os.open(run_dir / "output.idx", flags, 0o644)
+    def __init__(self, run_dir: Path, max_bytes: int | str | None = "from spec") -> None:
+        """``max_bytes``: the log's cap (``logs.maxRunMb``); by default the run's ``spec.json`` says."""
+        self._run_dir = run_dir
+        spec = _read_spec(run_dir)
+        self._spec = spec
+        self._cap = (
+            cap_bytes(spec.get("logMaxRunMb", DEFAULT_MAX_RUN_MB))
+            if isinstance(max_bytes, str)
+            else max_bytes
+        )
         self._lock = threading.Lock()
         self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
-        self._next_seq = count_recorded_lines(run_dir / "output.idx")
-        self._offset = os.fstat(self._log_fd).st_size
-        self._idx_size = os.fstat(self._idx_fd).st_size
+        self._table = self._resumed_table()
+        self._tail_bytes: dict[int, int] = {}
+        """The size (log and index) of each kept tail segment but the one being written."""
+        if self._table is not None:
+            for tail in self._table.tails[:-1]:
+                self._tail_bytes[tail.k] = _files_size(*segment_paths(run_dir, tail.k))
+        self._keep: tuple[Callable[[bytes], bool], Callable[[bytes], bool]] | None = None
+        self._segment = HEAD
+        self._log_fd = self._idx_fd = -1
+        self._open_segment(self._table.current.k if self._table is not None else HEAD)
         self.unwritten_lines = 0
         """Lines that could not be written since the last successful write (a full disk)."""
         self.unwritten_bytes = 0
         self.write_failures = 0
         """Every failed write so far (the agent turns a new one into ``disk-full`` evidence)."""
         self.last_error: OSError | None = None
+        self.rotation_error: OSError | None = None
+        """Why the log could not move on to its next segment (it then grows past its cap)."""
+
+    def _resumed_table(self) -> Table | None:
+        """The segment table of a log this writer continues (an agent started again)."""
+        try:
+            return load_table(self._run_dir)
+        except SegmentsDamaged as error:
+            log.warning("%s; the log is written on uncapped", error)
+            self._cap = None
+            return None
+
+    def _open_segment(self, k: int) -> None:
+        """Append to segment ``k`` (the head, or a tail listed in the table)."""
+        log_path, idx_path = segment_paths(self._run_dir, k)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+        log_fd = os.open(log_path, flags, 0o644)
+        try:
+            idx_fd = os.open(idx_path, flags, 0o644)
+        except OSError:
+            os.close(log_fd)
+            raise
+        self._log_fd, self._idx_fd, self._segment = log_fd, idx_fd, k
+        self._offset = os.fstat(log_fd).st_size
+        self._idx_size = os.fstat(idx_fd).st_size
+        tail = self._table.tail(k) if self._table is not None else None
+        self._base = tail.base if tail is not None else 0
+        self._records = self._idx_size // RECORD.size
+        first_seq = tail.first_seq if tail is not None else 0
+        self._next_seq = count_recorded_lines(idx_path) if self._records else first_seq
 
     @property
     def lines_written(self) -> int:
@@ -139,6 +199,36 @@ class OutputWriter:
             return data
 
     def _write(self, stream: int, flags: int, data: bytes, lines: int) -> None:
+        """Write a chunk, cut at line ends where it crosses into the log's next segment.
+
+        Uncapped, the chunk is one record. Capped (``logs.maxRunMb``), the
+        head takes what fits of its half, the rest goes to tail segments of
+        ``segment_bytes`` each; past the cap the oldest tail is dropped
+        (``_trim``). A piece that has no line end to cut at (part of an
+        overlong line, or a line longer than a segment) goes whole.
+        """
+        while self._cap is not None:
+            room = self._room() - RECORD.size
+            if len(data) <= room:
+                break
+            cut = data.rfind(b"\n", 0, room) if flags == FLAG_LINES and room > 0 else -1
+            if cut < 0:
+                if self._used() and self._rotate():
+                    self._trim()
+                    continue
+                break
+            piece, data = data[: cut + 1], data[cut + 1 :]
+            self._write_piece(stream, flags, piece, piece.count(b"\n"))
+            if not data or not self._rotate():
+                break
+            self._trim()  # at each segment: a megabyte read at once never holds more than one extra
+        if data:
+            lines = data.count(b"\n") if flags == FLAG_LINES else lines
+            self._write_piece(stream, flags, data, lines)
+        if self._table is not None:
+            self._trim()
+
+    def _write_piece(self, stream: int, flags: int, data: bytes, lines: int) -> None:
         """Write a chunk and its record, or neither: a failed write (a full disk) is counted.
 
         The trainer never waits for the disk: what cannot be written is
@@ -157,6 +247,122 @@ class OutputWriter:
         if not self._try_write(stream, flags, data, lines):
             self._count_unwritten(data, lines, flags)
 
+    # -- the cap ---------------------------------------------------------------------------
+
+    def _used(self) -> int:
+        return self._offset + self._idx_size
+
+    def _room(self) -> int:
+        """Bytes the segment being written still takes (log and index together)."""
+        assert self._cap is not None
+        half = self._cap // 2
+        limit = half if self._segment == HEAD else segment_bytes(half)
+        return limit - self._used()
+
+    def _rotate(self) -> bool:
+        """Move on to a new tail segment; False (the current one grows on) when it cannot be made."""
+        assert self._cap is not None
+        k = self._segment + 1
+        table = self._table if self._table is not None else Table(self._cap, self._records, self._next_seq)
+        log_path, idx_path = segment_paths(self._run_dir, k)
+        try:
+            for path in (log_path, idx_path):  # a leftover of a rotation cut short: never listed, never read
+                with open(path, "wb"):
+                    pass
+            table.tails.append(Tail(k, self._base + self._records, self._next_seq))
+            try:
+                save_table(self._run_dir, table)
+            except OSError:
+                table.tails.pop()
+                raise
+        except OSError as error:
+            if self.rotation_error is None:
+                log.warning("the log cannot move on to its next segment (%s); it grows past its cap", error)
+            self.rotation_error = error
+            return False
+        self.rotation_error = None
+        previous = self._segment
+        self._close_fds()
+        if previous != HEAD:
+            self._tail_bytes[previous] = self._used()
+        self._table = table
+        self._open_segment(k)
+        return True
+
+    def _trim(self) -> None:
+        """Drop the oldest tails while the others still hold half the cap."""
+        table = self._table
+        assert table is not None and self._cap is not None
+        half = self._cap // 2
+        while len(table.tails) > 1:
+            oldest = table.oldest.k
+            kept = sum(self._tail_bytes.values()) + self._used() - self._tail_bytes[oldest]
+            if kept < half or not self._drop(table.oldest):
+                break
+        if table.doomed:
+            self._delete_doomed(table)
+
+    def _drop(self, tail: Tail) -> bool:
+        """Move the kept lines of ``tail`` into the middle, then forget it (its files are deleted).
+
+        The middle is appended to, synced, then committed by the table; a
+        drop cut short (a full disk, a crash) leaves the tail listed and the
+        uncommitted middle ignored (and overwritten by the next drop).
+        """
+        table = self._table
+        assert table is not None
+        try:
+            drop = _extract(self._run_dir, tail, self._keepers())
+            _append_mid(self._run_dir, table, drop)
+            saved = (table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes)
+            saved_gap, saved_records = table.gap_seq, table.dropped_records
+            table.mid_records += drop.records
+            table.mid_bytes += len(drop.text)
+            table.dropped_lines += drop.lines
+            table.dropped_bytes += drop.bytes
+            table.dropped_records += drop.source_records
+            table.gap_seq = drop.gap_seq if drop.gap_seq is not None else table.gap_seq
+            table.tails.pop(0)
+            table.doomed.append(tail.k)
+            try:
+                save_table(self._run_dir, table)
+            except OSError:
+                table.tails.insert(0, tail)
+                table.doomed.pop()
+                table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes = saved
+                table.gap_seq, table.dropped_records = saved_gap, saved_records
+                raise
+        except (OSError, DamagedLog) as error:
+            log.warning("the log's oldest tail segment could not be dropped: %s", error)
+            return False
+        self._tail_bytes.pop(tail.k, None)
+        return True
+
+    def _delete_doomed(self, table: Table) -> None:
+        """Delete dropped segments' files; one held open (Windows) is tried again at the next drop."""
+        from arena_ls import platform
+
+        remaining = []
+        for k in table.doomed:
+            try:
+                gone = all([platform.remove_file(path) for path in segment_paths(self._run_dir, k)])
+            except OSError:
+                gone = False
+            if not gone:
+                remaining.append(k)
+        if remaining != table.doomed:
+            table.doomed = remaining
+            with contextlib.suppress(OSError):
+                save_table(self._run_dir, table)
+
+    def _keepers(self) -> tuple[Callable[[bytes], bool], Callable[[bytes], bool]]:
+        """(can this chunk hold an event, is this line one): loaded at the first drop only."""
+        if self._keep is None:
+            from arena_ls.lifecycle.logkeep import event_filters
+
+            self._keep = event_filters(self._spec.get("progressPattern"), self._spec.get("checkpointPattern"))
+        return self._keep
+
     def _try_write(self, stream: int, flags: int, data: bytes, lines: int) -> bool:
         try:
             _write_all(self._log_fd, data)
@@ -172,6 +378,7 @@ class OutputWriter:
         self._next_seq += lines
         self._offset += len(data)
         self._idx_size += RECORD.size
+        self._records += 1
         return True
 
     def _count_unwritten(self, data: bytes, lines: int, flags: int) -> None:
@@ -180,10 +387,20 @@ class OutputWriter:
 
     def close(self) -> None:
         with self._lock:
-            for fd in (self._log_fd, self._idx_fd):
+            self._close_fds(sync=True)
+            if self._table is not None and self._table.doomed:
+                self._delete_doomed(self._table)
+
+    def _close_fds(self, *, sync: bool = False) -> None:
+        for fd in (self._log_fd, self._idx_fd):
+            if fd < 0:
+                continue
+            if sync:
                 with contextlib.suppress(OSError):
                     os.fsync(fd)
+            with contextlib.suppress(OSError):
                 os.close(fd)
+        self._log_fd = self._idx_fd = -1
 
 
 def _reason(error: OSError | None) -> str:
@@ -220,7 +437,7 @@ def count_recorded_lines(idx_path: Path, records: int | None = None) -> int:
         whole = min(whole, records * RECORD.size)
     if whole == 0:
         return 0
-    with open(idx_path, "rb") as idx, open(idx_path.with_name("output.log"), "rb") as log:
+    with open(idx_path, "rb") as idx, open(idx_path.with_suffix(".log"), "rb") as log:
         idx.seek(whole - RECORD.size)
         stream, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
         check_record(whole // RECORD.size - 1, stream, flags, length)
@@ -231,6 +448,103 @@ def count_recorded_lines(idx_path: Path, records: int | None = None) -> int:
     if flags == FLAG_FINAL_PARTIAL:
         return int(seq) + 1
     return int(seq) + data.count(b"\n")
+
+
+# --------------------------------------------------------------------------- the cap's helpers
+
+
+def _read_spec(run_dir: Path) -> dict[str, Any]:
+    """The run's ``spec.json`` as plain JSON ({} when it cannot be read: no cap from it then)."""
+    try:
+        spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _files_size(*paths: Path) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return total
+
+
+class _Drop:
+    """What dropping one tail segment keeps (the middle's new lines) and loses (counted)."""
+
+    def __init__(self) -> None:
+        self.text = bytearray()
+        self.index = bytearray()
+        self.records = 0
+        self.lines = 0
+        self.bytes = 0
+        self.source_records = 0
+        self.gap_seq: int | None = None
+
+
+def _extract(
+    run_dir: Path, tail: Tail, keepers: tuple[Callable[[bytes], bool], Callable[[bytes], bool]]
+) -> _Drop:
+    """Read tail segment ``tail`` whole: its kept lines as middle records, and what it drops."""
+    may_hold, is_event = keepers
+    drop = _Drop()
+    log_path, idx_path = segment_paths(run_dir, tail.k)
+    with open(idx_path, "rb") as idx, open(log_path, "rb") as text:
+        while header := idx.read(RECORD.size):
+            if len(header) < RECORD.size:
+                break
+            stream, flags, length, first_seq, offset, at = RECORD.unpack(header)
+            check_record(tail.base + drop.source_records, stream, flags, length)
+            text.seek(offset)
+            data = text.read(length)
+            index = tail.base + drop.source_records
+            drop.source_records += 1
+            if flags == FLAG_CONTINUED:  # part of an overlong line: never an event
+                drop.bytes += len(data)
+                continue
+            raws = data.split(b"\n")
+            if flags == FLAG_LINES:
+                raws.pop()
+            candidate = stream == ARENA or may_hold(data)
+            for number, raw in enumerate(raws):
+                if candidate and (stream == ARENA or is_event(raw)):
+                    line = raw + b"\n"
+                    relative = len(drop.text)  # made absolute by _append_mid
+                    drop.index += MID_RECORD.pack(
+                        stream, len(line), first_seq + number, index, first_seq, relative, at
+                    )
+                    drop.text += line
+                    drop.records += 1
+                else:
+                    drop.lines += 1
+                    drop.bytes += len(raw) + 1
+                    drop.gap_seq = first_seq + number
+    return drop
+
+
+def _append_mid(run_dir: Path, table: Table, drop: _Drop) -> None:
+    """Write ``drop``'s lines after the committed middle, synced (the table commits them)."""
+    if not drop.records:
+        return
+    start = table.mid_bytes
+    index = bytearray()
+    for number in range(drop.records):
+        fields = list(MID_RECORD.unpack_from(drop.index, number * MID_RECORD.size))
+        fields[5] += start
+        index += MID_RECORD.pack(*fields)
+    for name, data, committed in (
+        (MID_LOG, bytes(drop.text), table.mid_bytes),
+        (MID_IDX, bytes(index), table.mid_records * MID_RECORD.size),
+    ):
+        fd = os.open(run_dir / name, os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        try:
+            os.ftruncate(fd, committed)  # what a drop cut short left beyond the commit
+            os.lseek(fd, committed, os.SEEK_SET)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 # --------------------------------------------------------------------------- pumps

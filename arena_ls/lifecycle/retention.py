@@ -8,12 +8,20 @@ over the budget. A pure policy: the caller measures the runs and deletes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import attrs
 
 LOG_FILES = ("output.log", "output.idx")
-"""The files of a run's captured output (what the budget counts)."""
+"""The files of a run's captured output while it is under ``logs.maxRunMb`` (its head)."""
+_CAPPED_LOG = re.compile(r"output\.(?:t\d+\.(?:log|idx)|mid\.(?:log|idx)|segments\.json)")
+
+
+def is_log_file(name: str) -> bool:
+    """Whether a run folder's file ``name`` is part of its captured output (what the budget counts):
+    the head, and a capped log's tail segments, middle and segment table (``logsegments``)."""
+    return name in LOG_FILES or _CAPPED_LOG.fullmatch(name) is not None
 
 
 @attrs.frozen

@@ -165,6 +165,8 @@ class RunSpec:
     start: the folders the run's script, cwd and path arguments may lie in (contract 7.3)."""
     power: PowerSpec | None = None
     """None: no power rule, no relaunch gate (a spec written before them, a cluster run)."""
+    log_max_run_mb: float = 2048.0
+    """``logs.maxRunMb`` at the start: the agent's writer caps the run's log to it (0: no cap)."""
 
 
 @attrs.define

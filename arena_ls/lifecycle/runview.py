@@ -283,10 +283,8 @@ class RunView:
         return skipped
 
     def _backlog_bytes(self, cursor: Cursor) -> int:
-        try:
-            return os.stat(self.run_dir.log_path).st_size - cursor.offset
-        except OSError:
-            return 0
+        """Bytes of output written past ``cursor`` (across the log's segments)."""
+        return self.reader.backlog_bytes(cursor)
 
     def take(self, item: Item) -> None:
         """One item of the run's records (``RunRecords``): progress, checkpoints, relaunches."""

@@ -68,6 +68,29 @@ class StateWriter:
         self._thread = threading.Thread(target=self._run, name="state-writer", daemon=True)
         self._thread.start()
 
+    @classmethod
+    def reserving(
+        cls,
+        run_dir: RunDir,
+        folder: StateFolder,
+        state: RunState,
+        lock: threading.RLock,
+        say: Callable[[str], None],
+    ) -> StateWriter:
+        """A writer whose final state has its space reserved now, at the run's start (contract 7.1).
+
+        For a follower that has no trainer of its own to start first (the
+        cluster agent): the reserve is made here; where it cannot be (a full
+        disk already), ``say`` tells the run's log, and ``close_final`` waits
+        for space instead, however long."""
+        reserve = StateReserve(run_dir.path)
+        try:
+            reserve.make()
+        except OSError as error:
+            say(f"warning: could not reserve space for the run's final state ({error}); "
+                "should the disk fill, the outcome is written once space returns")  # fmt: skip
+        return cls(run_dir, folder, state, lock, say, reserve=reserve)
+
     @property
     def failing(self) -> bool:
         """True from a failed write until a write succeeds again."""

@@ -49,7 +49,7 @@ from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
 from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.probe import probe_job
-from arena_ls.lifecycle.retention import LOG_FILES, FinishedRun, runs_over_budget
+from arena_ls.lifecycle.retention import FinishedRun, is_log_file, runs_over_budget
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     CorruptState,
@@ -669,6 +669,7 @@ class Supervisor:
                 exec_check=exec_checked,
                 allowed_roots=allowed_roots,
                 power=power_spec(settings) if plan.runs_here and job.kind == "train" else None,
+                log_max_run_mb=settings.logs_max_run_mb,
             )
             specs.append(spec)
             return spec
@@ -985,9 +986,11 @@ class Supervisor:
 def _finished_run(view: RunView) -> FinishedRun:
     """A finished run as the log budget sees it (its log files' sizes on disk)."""
     sizes = []
-    for name in LOG_FILES:
-        with contextlib.suppress(OSError):
-            sizes.append((view.run_dir.path / name).stat().st_size)
+    with contextlib.suppress(OSError), os.scandir(view.run_dir.path) as entries:
+        for entry in entries:
+            if is_log_file(entry.name):
+                with contextlib.suppress(OSError):
+                    sizes.append(entry.stat().st_size)
     return FinishedRun(view.run_id, view.spec.job_id, view.spec.created_at, sum(sizes))
 
 

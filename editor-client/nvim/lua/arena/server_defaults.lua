@@ -10,6 +10,7 @@ return {
   ["preflight.minFreeDiskMb"] = 1024,
   ["logs.notifyHz"] = 50,
   ["logs.keepRunsMb"] = 10240,
+  ["logs.maxRunMb"] = 2048,
   ["watchdog.stallSeconds"] = 600,
   ["insights.enabled"] = true,
   ["insights.lossSpikeWindow"] = 20,
