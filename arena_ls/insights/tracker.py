@@ -18,6 +18,7 @@ from arena_ls.insights.model import GpuSample, Insight, Observations
 from arena_ls.insights.parse import health_in_chunk
 from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
+from arena_ls.lifecycle.supervisor_events import parse_bytes
 from arena_ls.settings import InsightSettings
 
 ARENA_STREAM = 2
@@ -58,7 +59,7 @@ class RunTracker:
             self.next_record = index + 1
             read += len(data)
             if stream == ARENA_STREAM:
-                if data.startswith(b"starting "):
+                if any(parse_bytes(raw).is_launch for raw in data.splitlines()):
                     self.obs.relaunched(at)
             else:
                 self._scan(data, at)

@@ -29,6 +29,7 @@ from typing import BinaryIO
 
 import attrs
 
+from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.outputlog import (
     ARENA,
     FLAG_CONTINUED,
@@ -44,6 +45,7 @@ from arena_ls.lifecycle.outputlog import (
     check_record,
     count_recorded_lines,
 )
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.timeutil import iso_utc
 
 __all__ = [
@@ -86,6 +88,8 @@ class LogLine:
     stream: str
     text: str
     at: float
+    event: SupervisorEvent | None = attrs.field(default=None, eq=False)
+    """On the ``arena`` stream, the supervisor's record (``text`` is its words); else None."""
 
     def to_wire(self) -> dict[str, object]:
         return {"seq": self.seq, "stream": self.stream, "text": self.text, "at": iso_utc(self.at)}
@@ -456,9 +460,20 @@ class OutputReader:
             texts = [clean_text(wanted[0], head_length), *clean_texts(wanted[1:])]
         else:
             texts = clean_texts(wanted)
+        if stream == ARENA:
+            return len(raws), [
+                _supervisor_line(first_seq + skip + i, text, at) for i, text in enumerate(texts)
+            ]
         return len(raws), [
             LogLine(seq=first_seq + skip + i, stream=name, text=text, at=at) for i, text in enumerate(texts)
         ]
+
+
+def _supervisor_line(seq: int, stored: str, at: float) -> LogLine:
+    """An ``arena`` line: its record read (``supervisor_events``), its words rendered from it."""
+    event = supervisor_events.parse(stored)
+    text = _CONTROL.sub("", event.render()) if event.legacy is None else stored
+    return LogLine(seq=seq, stream="arena", text=text, at=at, event=event)
 
 
 @attrs.define

@@ -33,7 +33,6 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.watchdog import RESTART_LINE
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +225,10 @@ class RunView:
 
     def _scan(self, line: LogLine) -> None:
         if line.stream == "arena":
-            if line.text.startswith("starting "):
+            if line.event is not None and line.event.is_launch:
                 self.progress.reset_speed()
-            elif resumed := RESTART_LINE.match(line.text):
-                self.progress.rewind(int(resumed.group(1)) if resumed.group(1) else 0)
+            elif line.event is not None and line.event.is_relaunch:
+                self.progress.rewind(line.event.step or 0)
             return
         event = self.parser.parse_safely(line.text)
         if isinstance(event, Progress):

@@ -40,6 +40,7 @@ from arena_ls.errors import (
     ArenaError,
     InvalidParams,
 )
+from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.backends.base import Backends, FollowerProcess
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.backends.ray import RayBackend
@@ -480,7 +481,7 @@ class Supervisor:
         fresh = job.kind == "train" and request.resume is False
         view = await self._launch(job, resume_step, knowledge, fresh=fresh)
         for warning in warnings:
-            self.listener.lifecycle(view, f"warning: {warning}")
+            self.listener.lifecycle(view, supervisor_events.warning(warning))
         return await self._await_started(view)
 
     async def gate_errors(self, job: Job) -> list[Diag]:

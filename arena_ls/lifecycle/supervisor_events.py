@@ -195,7 +195,11 @@ def note(text: str) -> SupervisorEvent:
 
 
 def _code_words(event: SupervisorEvent) -> str:
-    code, signal = event.int_field("code"), event.text_field("signal")
+    return code_words(event.int_field("code"), event.text_field("signal"))
+
+
+def code_words(code: int | None, signal: str | None) -> str:
+    """How a crash's exit status is worded: ``code -9``, ``signal SIGX``, ``with no exit status``."""
     if code is not None:
         return f"code {code}"
     return f"signal {signal}" if signal is not None else "with no exit status"
@@ -268,6 +272,11 @@ def parse(text: str) -> SupervisorEvent:
 
 def parse_bytes(raw: bytes) -> SupervisorEvent:
     return parse(raw.rstrip(b"\r").decode("utf-8", "replace"))
+
+
+def might_be_relaunch(data: bytes) -> bool:
+    """A cheap look at a raw record: False when none of its lines can be a ``restarting`` one."""
+    return b"restarting" in data
 
 
 def _from_record(text: str) -> SupervisorEvent | None:

@@ -20,7 +20,8 @@ last point of the page when it names none).
 A step announced twice (the reference trainer prints ``step N/600 loss ...``
 and then ``@arena {"event": "progress", ...}`` for the same step) is one point,
 the later announcement filling in what the earlier one lacked. The agent's own
-``restarting from step N`` lines give ``relaunches``: where the watchdog
+``restarting`` records (``supervisor_events``; ``restarting from step N`` lines of runs written
+before them) give ``relaunches``: where the watchdog
 relaunched the trainer inside the run (``arena plot`` marks exactly those).
 """
 
@@ -37,7 +38,7 @@ from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.events import Checkpoint, Eval, EventParser, Progress
 from arena_ls.lifecycle.outputlog import ARENA
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.watchdog import RESTART_LINE
+from arena_ls.lifecycle.supervisor_events import might_be_relaunch, parse_bytes
 from arena_ls.protocol.preencoded import PreEncoded
 from arena_ls.timeutil import iso_utc
 from arena_ls.validation import finite
@@ -138,14 +139,14 @@ def read_page(view: RunView, cursor: MetricsCursor, limit: int, final_before: bo
 def _worth_reading(parser: EventParser, data: bytes, agent: bool) -> bool:
     """Whether a record can hold an event: the agent's own lines only a relaunch."""
     if agent:
-        return b"restarting " in data
+        return might_be_relaunch(data)
     return parser.might_match(data) or MARK in data
 
 
 def _read_relaunch(page: _Page, raw: bytes, at: float) -> None:
-    found = RESTART_LINE.match(raw.decode("utf-8", "replace"))
-    if found:
-        page.relaunches.append((int(found.group(1)) if found.group(1) else 0, at))
+    event = parse_bytes(raw)
+    if event.is_relaunch:
+        page.relaunches.append((event.step or 0, at))
 
 
 def _read_line(parser: EventParser, page: _Page, raw: bytes, at: float) -> None:

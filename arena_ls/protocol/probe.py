@@ -40,10 +40,12 @@ from arena_ls.errors import (
     ArenaError,
 )
 from arena_ls.health import Hardware, process_tree_pids
+from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.rundir import write_json_atomic
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.manifest import Job
 from arena_ls.protocol.insights import PROBE_SUFFIX
 from arena_ls.protocol.tasks import TaskRunner
@@ -100,7 +102,7 @@ def verdict(
 class ProbeListener(Protocol):
     """What the probe service tells the server."""
 
-    def lifecycle(self, view: RunView, text: str) -> None: ...
+    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None: ...
     def active_changed(self) -> None: ...
 
 
@@ -225,7 +227,7 @@ class ProbeService:
         digest = self.trainer_hash(job)
         view = await supervisor._launch(probe_job, None)
         for warning in warnings:
-            supervisor.listener.lifecycle(view, f"warning: {warning}")
+            supervisor.listener.lifecycle(view, supervisor_events.warning(warning))
         started = await supervisor._await_started(view)
         task = self.tasks.run_task(self._watch(view, job, digest), f"watching the probe of {job.id}")
         self.watching.add(task)
@@ -266,7 +268,9 @@ class ProbeService:
             result = {"ok": ok, "peakVramMb": peak.peak_mb, "at": iso_utc(time.time()), "message": message}
             self._record(job, digest, result)
             log.info("probe of %s: %s", job.id, message)
-            self.listener.lifecycle(view, f"probe {'passed' if ok else 'failed'}: {message}")
+            self.listener.lifecycle(
+                view, supervisor_events.note(f"probe {'passed' if ok else 'failed'}: {message}")
+            )
             self.listener.active_changed()
         except Exception:
             log.exception("watching the probe of %s failed", job.id)
