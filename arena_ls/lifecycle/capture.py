@@ -470,9 +470,12 @@ class OutputReader:
 
 
 def _supervisor_line(seq: int, stored: str, at: float) -> LogLine:
-    """An ``arena`` line: its record read (``supervisor_events``), its words rendered from it."""
+    """An ``arena`` line: its record read (``supervisor_events``), its words rendered from it.
+
+    The words get the hygiene of any line (a failure's evidence quotes the trainer's output:
+    its escapes and carriage returns); a text with newlines inside stays one line."""
     event = supervisor_events.parse(stored)
-    text = _CONTROL.sub("", event.render()) if event.legacy is None else stored
+    text = stored if event.legacy is not None else clean_text(event.render().encode("utf-8", "replace"))
     return LogLine(seq=seq, stream="arena", text=text, at=at, event=event)
 
 

@@ -7,10 +7,13 @@ what main's agents wrote as plain text, so a change of wording fails here.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from arena_ls.lifecycle import supervisor_events as ev
+from arena_ls.lifecycle.capture import iter_all_lines
+from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
 from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent, parse, render
 
 WORDS = [
@@ -87,3 +90,15 @@ def test_record_fields_of_the_wrong_type_render_without_failing() -> None:
     line = json.dumps({"supervisor": 1, "kind": "restarting", "step": "x", "delay": "soon", "attempt": True})
     assert parse(line).step is None
     assert render(line).startswith("restarting from scratch")
+
+
+def test_a_records_words_get_the_hygiene_of_any_line(tmp_path: Path) -> None:
+    """A failure's evidence quotes the trainer (escapes, carriage returns): cleaned as a plain line was."""
+    writer = OutputWriter(tmp_path)
+    evidence = "50%\r\x1b[31mRuntimeError\x1b[0m: boom"
+    writer.append_line(ARENA, ev.failure("error", evidence).encode())
+    writer.append_line(ARENA, f"failure: error: {evidence}")  # main's agent wrote it so
+    writer.close()
+    typed, plain = list(iter_all_lines(tmp_path))
+    assert typed.text == plain.text == "RuntimeError: boom"
+    assert typed.event is not None and typed.event.kind is Kind.FAILURE
