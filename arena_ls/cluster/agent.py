@@ -155,7 +155,7 @@ class ClusterAgent:
 
     def tell(self, event: SupervisorEvent) -> None:
         """A record of the supervisor's own in the run's log (stream ``arena``, ``supervisor_events``)."""
-        self.output.append_line(ARENA, event.encode())
+        self.output.append_line(ARENA, event.encode_lines())
 
     def say(self, text: str) -> None:
         """A note of the supervisor's own (no reader acts on it)."""

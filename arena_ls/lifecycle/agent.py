@@ -212,7 +212,7 @@ class Agent:
 
         Not part of ``tail``: failure evidence comes from the trainer's own lines.
         """
-        self.output.append_line(ARENA, event.encode())
+        self.output.append_line(ARENA, event.encode_lines())
 
     def say(self, text: str) -> None:
         """A note of the supervisor's own (no reader acts on it)."""

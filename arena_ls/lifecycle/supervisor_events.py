@@ -136,6 +136,17 @@ class SupervisorEvent:
         body = {"supervisor": VERSION, "kind": self.kind.value, **self.fields}
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
+    def encode_lines(self) -> str:
+        """What an agent writes: ``encode``, except that a note or warning whose text has lines
+        inside (an error page a cluster answered with) is a record a line, as a plain line with
+        newlines always was that many lines (the first keeps the kind, the rest are notes)."""
+        text = self.text_field("text")
+        if self.kind not in (Kind.NOTE, Kind.WARNING) or text is None or "\n" not in text.rstrip("\n"):
+            return self.encode()
+        first, *rest = text.rstrip("\n").split("\n")
+        records = [SupervisorEvent(self.kind, {"text": first}), *(note(line) for line in rest)]
+        return "\n".join(record.encode() for record in records)
+
 
 # -- constructors (what the agents say) ---------------------------------------------------------
 

@@ -102,3 +102,18 @@ def test_a_records_words_get_the_hygiene_of_any_line(tmp_path: Path) -> None:
     typed, plain = list(iter_all_lines(tmp_path))
     assert typed.text == plain.text == "RuntimeError: boom"
     assert typed.event is not None and typed.event.kind is Kind.FAILURE
+
+
+def test_a_note_with_lines_inside_is_that_many_lines_as_a_plain_one_was(tmp_path: Path) -> None:
+    """The cluster follower says a head's multi-line error page in one note: the same lines as before."""
+    writer = OutputWriter(tmp_path)
+    page = "the cluster did not accept the job: 500\nGET /x\nHost: <address>\n"
+    writer.append_line(ARENA, ev.note(page).encode_lines())
+    writer.append_line(ARENA, ev.warning("no answer\nretrying").encode_lines())
+    writer.append_line(ARENA, page)  # main's agent wrote it so
+    writer.close()
+    lines = list(iter_all_lines(tmp_path))
+    words = ["the cluster did not accept the job: 500", "GET /x", "Host: <address>"]
+    assert [line.text for line in lines] == [*words, "warning: no answer", "retrying", *words]
+    assert [line.seq for line in lines] == list(range(8))
+    assert lines[3].event is not None and lines[3].event.is_warning
