@@ -288,8 +288,7 @@ class ClusterAgent:
             time.sleep(min(POLL_SECONDS, max(0.0, due - time.time())))
 
     def _checkpoint_step(self) -> int | None:
-        with self.lock:
-            return self.state.last_checkpoint.step if self.state.last_checkpoint else None
+        return self.run_record.checkpoint_step()
 
     def _saved_file(self) -> str | None:
         """A file the job's runs announced: here if it is visible here, else on the cluster, unseen.
