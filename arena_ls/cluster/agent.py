@@ -38,10 +38,9 @@ from arena_ls.cluster.status import (
     STOPPED,
     SUCCEEDED,
     TERMINAL,
-    code_text,
     ended_at,
-    ended_text,
     exit_of,
+    exit_status,
     final_status,
     first_line,
     live_status,
@@ -54,11 +53,12 @@ from arena_ls.cluster.submission import (
     submission_id,
     submit_payload,
 )
-from arena_ls.lifecycle.capture import trainer_lines_after
+from arena_ls.lifecycle import supervisor_events as events
+from arena_ls.lifecycle.attempts import AttemptLoop, Outcome, RunRecord
+from arena_ls.lifecycle.capture import LogLine, trainer_lines_after
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
-from arena_ls.lifecycle.failure import classify, last_line
+from arena_ls.lifecycle.failure import classify
 from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     ClusterRecord,
@@ -70,10 +70,11 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.savedfiles import find_saved_file
-from arena_ls.lifecycle.states import RunStatus, transition
+from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.trainer_start import starting_line, trainer_argv
-from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Watchdog, WatchdogRules
+from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent
+from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
 
 log = logging.getLogger("arena_ls.cluster.agent")
 
@@ -87,11 +88,6 @@ head (no answer, or a 5xx) is waited out without bound: the job keeps running th
 PROGRESS_WRITE_INTERVAL = 1.0
 TAIL_LINES = 200
 FINAL_WRITE_TIMEOUT = 30.0
-SUBMITTING = "submitting to cluster {name} as {sid}"
-"""The run's log line written before each submission: where that submission's own lines begin.
-
-Its name stays unquoted (the other lines say ``cluster 'lab'``, as the Jobs API's errors do):
-a new follower finds this line in logs that earlier versions wrote."""
 
 
 class ClusterAgent:
@@ -111,9 +107,11 @@ class ClusterAgent:
         self.output = OutputWriter(run_dir.path)
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
         self.lock = threading.RLock()
-        self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.say)
+        self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.tell)
+        self.run_record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
+        """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
         self.client: JobsClient | None = None
-        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.tail_buffer: deque[str] = deque(maxlen=TAIL_LINES)
         self.copied = 0
         """Lines of the current submission's log already in ``output.log``."""
         self.stop_sent_at: float | None = None
@@ -155,15 +153,19 @@ class ClusterAgent:
 
     # -- state ------------------------------------------------------------------------------
 
+    def tell(self, event: SupervisorEvent) -> None:
+        """A record of the supervisor's own in the run's log (stream ``arena``, ``supervisor_events``)."""
+        self.output.append_line(ARENA, event.encode_lines())
+
     def say(self, text: str) -> None:
-        """A line of the supervisor's own in the run's log (stream ``arena``)."""
-        self.output.append_line(ARENA, text)
+        """A note of the supervisor's own (no reader acts on it)."""
+        self.tell(events.note(text))
+
+    def warn(self, text: str) -> None:
+        self.tell(events.warning(text))
 
     def _move(self, target: RunStatus) -> None:
-        with self.lock:
-            if self.state.status is not target:
-                self.state.status = transition(self.spec.run_id, self.state.status, target)
-        self.writer.request()
+        self.run_record.move(target)
 
     # -- main loop --------------------------------------------------------------------------
 
@@ -178,8 +180,7 @@ class ClusterAgent:
             name, pid = self.cluster.name, os.getpid()
             self.say(f"following the run on cluster {name!r} again (a new follower, pid {pid})")
         try:
-            status = self._run_attempts()
-            self._finish(status)
+            self._run_attempts()
         finally:
             if not self.writer.close_final(FINAL_WRITE_TIMEOUT):  # retried while the run folder is there
                 log.error("the final state could not be written: the run folder is gone")
@@ -194,57 +195,68 @@ class ClusterAgent:
             return Failure("error", str(error))
         return JobsClient(self.cluster.name, self.cluster.address, token)
 
-    def _run_attempts(self) -> RunStatus:
-        """Submit (or keep following) the job, and resubmit it under the watchdog's rules."""
+    def _run_attempts(self) -> None:
+        """Submit (or keep following) the job, and resubmit it under the watchdog's rules (``attempts``)."""
         client = self._connect()
         if isinstance(client, Failure):
             with self.lock:
                 self.state.failure = client
             self.say(f"cannot use cluster {self.cluster.name!r}: {client.evidence}")
-            return RunStatus.CRASHED
+            self.run_record.finish(RunStatus.CRASHED)
+            return
         self.client = client
+        AttemptLoop(self.run_record, self).run(first=self._first_attempt)
+
+    def _first_attempt(self) -> Outcome:
+        """A new run's first submission; or, adopting, the submission an earlier follower left."""
         sid = self.record.submission_id
         if self.adopting and self.state.status is RunStatus.RESTARTING:
             self.adopting = False  # the follower died during the backoff: finish waiting it out
             if not self._wait_backoff():
                 return RunStatus.STOPPED
-            outcome = self._attempt(self._checkpoint_step())
-        elif self.adopting and sid is not None:
-            outcome = self._follow(sid, resubmit_missing=True)
-        else:
-            outcome = self._attempt(self.spec.resumed_from_step)
-        while outcome is None:
-            outcome = self._relaunch_decision()
-            if outcome is None:
-                outcome = self._attempt(self._checkpoint_step())
-        return outcome
+            record = self.record
+            return self.launch(record.relaunch_step if record.relaunched else self._checkpoint_step())
+        if self.adopting and sid is not None:
+            return self._follow(sid, resubmit_missing=True)
+        return self.launch(self.spec.resumed_from_step)
 
-    def _relaunch_decision(self) -> RunStatus | None:
-        """After a failed submission: None to resubmit (after the backoff), else the final status.
+    # -- the Trainer of the attempt loop (``attempts.Trainer``): a Ray submission -------------
 
-        The decision is the local watchdog's (``Watchdog.after_crash``); its position is
-        kept in ``state.json`` so that a new follower goes on with the same budget."""
-        watchdog = self._watchdog()
-        decision = decide(self._crash_facts(), watchdog)
-        record = self.record
-        record.restarts_left = watchdog.budget_left
-        if isinstance(decision, Stop):
-            with self.lock:
-                self.state.failure = decision.failure
-            self.say(f"failure: {decision.failure.kind}: {decision.failure.evidence}; not relaunching")
-            return RunStatus.CRASHED
-        if isinstance(decision, GiveUp):
-            if decision.reason is GiveUpReason.CRASH_LOOP:
-                self._crash_loop(decision)
-            return RunStatus.CRASHED
-        record.relaunch_step = decision.start_step
-        record.relaunched = True
-        with self.lock:
-            self.state.restarts = decision.restart
-            self.state.next_launch_at = time.time() + decision.delay
-            self._move(RunStatus.RESTARTING)
-        self.say(decision.describe())
-        return None if self._wait_backoff() else RunStatus.STOPPED
+    @property
+    def launched_from(self) -> int | None:
+        return self.attempt_step
+
+    @property
+    def announced(self) -> bool:
+        return self.attempt_announced
+
+    def launch(self, step: int | None) -> Outcome:
+        return self._attempt(step)
+
+    def tail(self) -> list[str]:
+        return list(self.tail_buffer)
+
+    def saved_file(self) -> str | None:
+        return self._saved_file()
+
+    def watchdog(self) -> Watchdog:
+        return self._watchdog()
+
+    def decided(self, watchdog: Watchdog) -> None:
+        """The watchdog's position is kept in ``state.json``: a new follower goes on with the same budget."""
+        self.record.restarts_left = watchdog.budget_left
+
+    def relaunching(self, relaunch: Relaunch) -> None:
+        """Recorded with ``restarting``: a follower that dies in the backoff resumes from this step."""
+        self.record.relaunch_step = relaunch.start_step
+        self.record.relaunched = True
+
+    def sit_out(self, relaunch: Relaunch) -> bool:
+        return self._wait_backoff()
+
+    def resume_paused(self) -> tuple[bool, int | None]:
+        """A cluster run has no power rule: it is never paused for battery."""
+        return False, None
 
     def _watchdog(self) -> Watchdog:
         """The run's watchdog, where the recorded state left it (a new follower continues it)."""
@@ -276,26 +288,7 @@ class ClusterAgent:
             time.sleep(min(POLL_SECONDS, max(0.0, due - time.time())))
 
     def _checkpoint_step(self) -> int | None:
-        with self.lock:
-            return self.state.last_checkpoint.step if self.state.last_checkpoint else None
-
-    def _crash_facts(self) -> CrashFacts:
-        """The facts of the failed submission the relaunch policy decides on (``relaunch.decide``)."""
-        job = self.spec.job_checkpoint
-        with self.lock:
-            signal_name = self.state.signal
-        facts = CrashFacts(
-            job_checkpoint=job.step if job is not None else None,
-            run_checkpoint=self._checkpoint_step(),
-            run_start=self.spec.resumed_from_step,
-            launched_with_resume=self.attempt_step is not None and bool(self.spec.resume_args),
-            announced=self.attempt_announced,
-            by_signal=signal_name is not None,
-            last_line=last_line(list(self.tail)),
-        )
-        if not needs_saved_file(facts):
-            return facts
-        return attrs.evolve(facts, saved_file=self._saved_file())
+        return self.run_record.checkpoint_step()
 
     def _saved_file(self) -> str | None:
         """A file the job's runs announced: here if it is visible here, else on the cluster, unseen.
@@ -326,8 +319,8 @@ class ClusterAgent:
             return self._submit_failed(
                 f"its submission id could not be recorded in {self.run_dir.state_path}"
             )
-        self.say(starting_line(self.spec.job_id, argv))
-        self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))
+        self.tell(events.starting(self.spec.job_id, argv))
+        self.tell(events.submitting(self.cluster.name, sid))
         failure = self._submit(sid, argv)
         if failure is None:
             self._accepted(sid)
@@ -357,7 +350,7 @@ class ClusterAgent:
             self.client.submit(submit_payload(self.spec, argv, sid, package))
         except ClusterError as error:
             if posting and _transient(error):
-                self.say(f"warning: no answer to the submission of {sid} ({error}); asking for it")
+                self.warn(f"no answer to the submission of {sid} ({error}); asking for it")
                 return NotSent(str(error), definite=False)
             return NotSent(str(error), definite=True)
         except (PackageTooLarge, OSError) as error:
@@ -406,7 +399,7 @@ class ClusterAgent:
                     resubmit_missing = False  # recorded but never sent: send it now, once
                     self.say(f"cluster {self.cluster.name!r} never received {sid}: submitting it now")
                     self.copied = 0  # Ray has no line of it, whatever output.log holds before it
-                    self.say(SUBMITTING.format(name=self.cluster.name, sid=sid))  # its lines begin here
+                    self.tell(events.submitting(self.cluster.name, sid))  # its lines begin here
                     failure = self._submit(sid, self.state.argv)
                     if failure is None:
                         self._accepted(sid)
@@ -475,7 +468,7 @@ class ClusterAgent:
     def _unreachable(self, error: ClusterError) -> None:
         if not self.unreachable_said:
             self.unreachable_said = True
-            self.say(f"warning: {error}; the job keeps running there, retrying")
+            self.warn(f"{error}; the job keeps running there, retrying")
 
     def _running(self) -> None:
         with self.lock:
@@ -495,7 +488,13 @@ class ClusterAgent:
 
         Counted from the run's own log (the truth, whatever ``state.json`` says):
         the trainer's lines after the ``submitting ... as sid`` line."""
-        return trainer_lines_after(self.run_dir.path, SUBMITTING.format(name=self.cluster.name, sid=sid))
+        marker = events.submitting(self.cluster.name, sid)
+
+        def is_marker(line: LogLine) -> bool:
+            event = line.event
+            return event is not None and event.kind is Kind.SUBMITTING and event.fields == marker.fields
+
+        return trainer_lines_after(self.run_dir.path, is_marker)
 
     def _copy_logs(self, sid: str, final: bool) -> None:
         """Append the submission's new complete lines (and, once it has ended, an unfinished last one)."""
@@ -517,7 +516,7 @@ class ClusterAgent:
 
     def _scan(self, line: str) -> None:
         line = line.rstrip("\r").rsplit("\r", 1)[-1]
-        self.tail.append(line)
+        self.tail_buffer.append(line)
         event = self.parser.parse_safely(line)
         if isinstance(event, Checkpoint):
             record = CheckpointRecord(
@@ -536,7 +535,7 @@ class ClusterAgent:
                 self.state.loss = event.loss
                 if is_bad_loss(event.loss) and self.nan_evidence is None:
                     self.nan_evidence = f"loss is {event.loss} at step {event.step}"
-                    self.say(f"warning: {self.nan_evidence}")
+                    self.warn(self.nan_evidence)
             now = time.monotonic()
             if now - self.last_progress_write >= PROGRESS_WRITE_INTERVAL:
                 self.last_progress_write = now
@@ -608,10 +607,10 @@ class ClusterAgent:
             by = stopped_by(ended - sent_at, stop_wait_seconds(self.spec.grace_seconds))
             with self.lock:
                 self.state.stopped_by = by
-            self.say(f"stopped (by {by})")
+            self.tell(events.stopped(by))
             return RunStatus.STOPPED
         if ray_status == SUCCEEDED:
-            self.say("job exited with code 0")
+            self.tell(events.exited(0, None))
             return RunStatus.SUCCEEDED
         if ray_status == STOPPED:  # stopped on the cluster itself (``ray job stop``)
             with self.lock:
@@ -626,46 +625,20 @@ class ClusterAgent:
         failure = classify(
             exit_code=exit_code,
             signal_name=signal_name,
-            tail=list(self.tail),
+            tail=self.tail(),
             nan_evidence=self.nan_evidence,
             kind=self.spec.kind,
         )
         if exit_code is None and signal_name is None:
             failure = Failure("error", first_line(message) or "the cluster reported the job failed")
-        with self.lock:
-            self.state.failure = failure
         if exit_code is not None or signal_name is not None:
-            self.say(ended_text(exit_code, signal_name))
-        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code_text(exit_code, signal_name)}")
-        if failure is not None:
-            self.say(f"failure: {failure.kind}: {failure.evidence}")
+            self.tell(events.exited(exit_code, signal_name))
+        self.run_record.crashed(failure, exit_status(exit_code, signal_name), signal_name)
         if message:
             self.say(f"cluster {self.cluster.name!r} says: {first_line(message)}")
         # A submission that never ran (its environment could not be set up) is not offered to the
         # watchdog; one that ran is (the watchdog may still give up: not relaunchable, budget, loop).
         return None if final_status(FAILED, can_relaunch=ran) is RunStatus.RESTARTING else RunStatus.CRASHED
-
-    def _crash_loop(self, decision: GiveUp) -> None:
-        with self.lock:
-            self.state.failure = failure = decision.crash_loop_failure(self.state.failure)
-        self.say(f"crash loop: {failure.evidence}; not relaunching")
-
-    def _finish(self, status: RunStatus) -> None:
-        with self.lock:
-            self.state.ended_at = self.state.ended_at or time.time()
-            self.state.next_launch_at = None
-            self.state.stalled = False
-            if status is RunStatus.STOPPED and self.state.status is RunStatus.RUNNING:
-                self._move(RunStatus.STOPPING)
-            if status is RunStatus.SUCCEEDED and self.state.status in (
-                RunStatus.STARTING,
-                RunStatus.RESTARTING,
-            ):
-                self._move(RunStatus.RUNNING)  # it ran between two polls
-            self._move(status)
-        if status is RunStatus.SUCCEEDED:
-            self.say(f"{self.spec.job_id} finished")
-        self.say(f"run ended: {status.value}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.states import RunStatus
 
 PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED = "PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"
@@ -51,21 +52,26 @@ def exit_of(message: str | None) -> tuple[int | None, str | None]:
     return code, None
 
 
-def code_text(exit_code: int | None, signal_name: str | None) -> str:
-    """``code N`` of a ``TRAINING_CRASHED`` line, as a local run writes it: a signal's is its
-    negative number (``code -9``), the way the trainer's exit status reports it; ``with no exit
-    status`` when Ray's message has none (its runtime environment failed, the node died)."""
+def exit_status(exit_code: int | None, signal_name: str | None) -> int | None:
+    """The exit status a local run's ``crashed`` record carries: a signal's is its negative
+    number (``-9``), the way the trainer's exit status reports it; None when Ray's message has
+    none (its runtime environment failed, the node died) or the signal has no number."""
     if signal_name is None:
-        return f"code {exit_code}" if exit_code is not None else "with no exit status"
+        return exit_code
     number = _NUMBERS.get(signal_name)
     if number is None and signal_name.startswith("SIG") and signal_name[3:].isdigit():
         number = int(signal_name[3:])
-    return f"code -{number}" if number is not None else f"signal {signal_name}"
+    return -number if number is not None else None
+
+
+def code_text(exit_code: int | None, signal_name: str | None) -> str:
+    """``code N`` of the ``crashed`` record's words (``TRAINING_CRASHED: tiny-lm code -9``)."""
+    return events.code_words(exit_status(exit_code, signal_name), signal_name)
 
 
 def ended_text(exit_code: int | None, signal_name: str | None) -> str:
-    """The line a local run writes when its trainer ended (``job was killed by SIGKILL``)."""
-    return f"job exited with code {exit_code}" if signal_name is None else f"job was killed by {signal_name}"
+    """The words of the ``exited`` record (``job was killed by SIGKILL``)."""
+    return events.exited(exit_code, signal_name).render()
 
 
 def first_line(message: str | None, limit: int = 300) -> str:

@@ -51,7 +51,7 @@ class RunTracker:
 
     def take(self, item: Item) -> None:
         if isinstance(item, AgentLine):
-            if item.text.startswith("starting "):
+            if item.event.is_launch:
                 self.obs.relaunched(item.at)
         elif isinstance(item, HealthPoint):
             self.obs.health.append(item)

@@ -26,14 +26,15 @@ from pathlib import Path
 import attrs
 
 from arena_ls import platform
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_power import GATE_POLL_SECONDS, PowerGuard
+from arena_ls.lifecycle.attempts import AttemptLoop, Outcome, RunRecord
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.exec_check import verify_exec
-from arena_ls.lifecycle.failure import classify, last_line
+from arena_ls.lifecycle.failure import classify
 from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump
 from arena_ls.lifecycle.power import PowerAction
-from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
 from arena_ls.lifecycle.relaunch_gate import GateRules, describe_wait, relaunch_gate
 from arena_ls.lifecycle.reserve import StateReserve
 from arena_ls.lifecycle.rundir import (
@@ -46,16 +47,16 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.savedfiles import find_saved_file
-from arena_ls.lifecycle.states import RunStatus, transition
+from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.lifecycle.trainer_start import (
     EarlyLaunch,
     start_captured,
-    starting_line,
     trainer_argv,
     trainer_env,
 )
-from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog, WatchdogRules
+from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -146,17 +147,26 @@ class Agent:
         self.seen_write_failures = 0
         self.reserve = StateReserve(run_dir.path)
         self.writer = StateWriter(
-            run_dir, self.folder, self.state, self.lock, self.say, self._write_failed, self.reserve
+            run_dir, self.folder, self.state, self.lock, self.tell, self._write_failed, self.reserve
         )
-        self.power = PowerGuard(self.spec.power, self.say)
+        self.record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
+        """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
+        self.power = PowerGuard(self.spec.power, self.tell)
+        self._watchdog = Watchdog(
+            WatchdogRules.for_job(
+                kind=self.spec.kind,
+                resume_args=self.spec.resume_args,
+                max_restarts=self.spec.max_restarts,
+                backoff_seconds=self.spec.backoff_seconds,
+            )
+        )
+        self._launched_from = self.spec.resumed_from_step
 
     # -- state ---------------------------------------------------------------------------
 
     def _move(self, target: RunStatus) -> None:
         """Change the status; the writer records it (a failing write never aborts the run)."""
-        with self.lock:
-            self.state.status = transition(self.spec.run_id, self.state.status, target)
-        self.writer.request()
+        self.record.move(target)
 
     def _save(self) -> None:
         """Ask the writer to record the state; never writes on the calling thread (a pump's, say)."""
@@ -174,7 +184,7 @@ class Agent:
             return
         if self.disk_evidence is None:
             self.disk_evidence = evidence
-            self.say(f"warning: {evidence}; the trainer keeps running")
+            self.warn(f"{evidence}; the trainer keeps running")
         if self.state.failure is None:
             self.state.failure = Failure("disk-full", self.disk_evidence)
 
@@ -197,12 +207,20 @@ class Agent:
         self.say("writes succeed again: the disk has space")
         self.writer.request()
 
-    def say(self, text: str) -> None:
-        """A line of the supervisor's own, in the run's log (stream ``arena``).
+    def tell(self, event: SupervisorEvent) -> None:
+        """A record of the supervisor's own, in the run's log (stream ``arena``, ``supervisor_events``).
 
         Not part of ``tail``: failure evidence comes from the trainer's own lines.
         """
-        self.output.append_line(ARENA, text)
+        self.output.append_line(ARENA, event.encode_lines())
+
+    def say(self, text: str) -> None:
+        """A note of the supervisor's own (no reader acts on it)."""
+        self.tell(events.note(text))
+
+    def warn(self, text: str) -> None:
+        """A warning of the supervisor's own (``warning: ...``)."""
+        self.tell(events.warning(text))
 
     # -- main loop -----------------------------------------------------------------------
 
@@ -218,38 +236,9 @@ class Agent:
         except OSError as error:
             return self._abandon(error)
         self._reserve_final_state()
-        watchdog = Watchdog(
-            WatchdogRules.for_job(
-                kind=self.spec.kind,
-                resume_args=self.spec.resume_args,
-                max_restarts=self.spec.max_restarts,
-                backoff_seconds=self.spec.backoff_seconds,
-            )
-        )
-        step = self.spec.resumed_from_step
         try:
-            while True:
-                outcome = self._attempt(step)
-                if outcome is RunStatus.RESTARTING:  # stopped for battery: resume once power returns
-                    resumed, step = self._resume_on_ac()
-                    if not resumed:
-                        self._finish(RunStatus.STOPPED)
-                        return 0
-                    continue
-                if outcome is not None:
-                    self._finish(outcome)
-                    return 0
-                decision = decide(self._crash_facts(step), watchdog)
-                if isinstance(decision, Stop):
-                    self._stop_relaunching(decision)
-                    return 0
-                if isinstance(decision, GiveUp):
-                    self._give_up(decision)
-                    return 0
-                if not self._backoff(decision) or not self._await_relaunch_gate():
-                    self._finish(RunStatus.STOPPED)
-                    return 0
-                step = decision.start_step
+            AttemptLoop(self.record, self).run()
+            return 0
         finally:
             if not self.writer.close_final(1.0 if self.folder_watch.gone else FINAL_WRITE_TIMEOUT):
                 log.error("the final state could not be written: the run folder is gone")
@@ -271,7 +260,7 @@ class Agent:
         except OSError as error:
             if not platform.is_sharing_violation(error):
                 raise
-            self.say(f"warning: could not record the run's state ({error}); retrying")
+            self.warn(f"could not record the run's state ({error}); retrying")
             platform.retry_sharing(lambda: self.run_dir.write_state(self.state), FIRST_WRITE_PATIENCE)
             self.say("the run's state is recorded again")
 
@@ -280,8 +269,8 @@ class Agent:
         try:
             self.reserve.make()
         except OSError as error:
-            self.say(f"warning: could not reserve space for the run's final state ({error}); "
-                     "should the disk fill, the outcome is written once space returns")  # fmt: skip
+            self.warn(f"could not reserve space for the run's final state ({error}); "
+                      "should the disk fill, the outcome is written once space returns")  # fmt: skip
 
     def _abandon(self, error: OSError) -> int:
         """The run cannot be recorded: stop the early trainer, say why on stderr, free the lock."""
@@ -296,34 +285,49 @@ class Agent:
         return LAUNCH_FAILED_EXIT
 
     def _checkpoint_step(self) -> int | None:
-        with self.lock:
-            return self.state.last_checkpoint.step if self.state.last_checkpoint else None
+        return self.record.checkpoint_step()
 
-    def _crash_facts(self, launched_from: int | None) -> CrashFacts:
-        """The facts of the crash the relaunch policy decides on (``relaunch.decide``)."""
-        job = self.spec.job_checkpoint
-        with self.lock:
-            signal_name = self.state.signal
-        facts = CrashFacts(
-            job_checkpoint=job.step if job is not None else None,
-            run_checkpoint=self._checkpoint_step(),
-            run_start=self.spec.resumed_from_step,
-            launched_with_resume=launched_from is not None and bool(self.spec.resume_args),
-            announced=self.attempt_announced,
-            by_signal=signal_name is not None,
-            last_line=last_line(self.tail_lines()),
-        )
-        if not needs_saved_file(facts):
-            return facts
-        saved = find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
-        return attrs.evolve(facts, saved_file=saved)
+    # -- the Trainer of the attempt loop (``attempts.Trainer``): a process tree here ------------
 
-    def _stop_relaunching(self, decision: Stop) -> None:
-        """The relaunch policy stops the run (``resume-refused``, ``resume-unknown``): ``crashed``."""
-        with self.lock:
-            self.state.failure = decision.failure
-        self.say(f"failure: {decision.failure.kind}: {decision.failure.evidence}; not relaunching")
-        self._finish(RunStatus.CRASHED)
+    @property
+    def launched_from(self) -> int | None:
+        return self._launched_from
+
+    @property
+    def announced(self) -> bool:
+        return self.attempt_announced
+
+    def launch(self, step: int | None) -> Outcome:
+        self._launched_from = step
+        return self._attempt(step)
+
+    def tail(self) -> list[str]:
+        return self.tail_lines()
+
+    def saved_file(self) -> str | None:
+        return find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
+
+    def watchdog(self) -> Watchdog:
+        return self._watchdog
+
+    def decided(self, watchdog: Watchdog) -> None:
+        """The watchdog lives as long as the agent: nothing to record."""
+
+    def relaunching(self, relaunch: Relaunch) -> None:
+        """Nothing to record before ``restarting``: the relaunch's step is in the loop's record."""
+
+    def sit_out(self, relaunch: Relaunch) -> bool:
+        """The backoff, then the relaunch gate (contract 7.3); False when a stop cancels the relaunch."""
+        self._confirm_gpu_released()
+        if not Watchdog.sit_out(relaunch, self):
+            self.say("stop requested during the backoff: relaunch cancelled")
+            with self.lock:
+                self.state.stopped_by = None
+            return False
+        return self._await_relaunch_gate()
+
+    def resume_paused(self) -> tuple[bool, int | None]:
+        return self._resume_on_ac()
 
     def _attempt(self, step: int | None) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
@@ -341,7 +345,7 @@ class Agent:
                 argv = early.argv
                 self.pumps = early.pumps
             else:
-                self.say(starting_line(self.spec.job_id, argv))
+                self.tell(events.starting(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
                 self._told_stop_file = str(self.run_dir.stop_file)
                 verify_exec(self.spec.exec_check)  # right before the exec: the gated paths again
@@ -516,7 +520,7 @@ class Agent:
             self.state.loss = event.loss
             if is_bad_loss(event.loss) and self.nan_evidence is None:
                 self.nan_evidence = f"loss is {event.loss} at step {event.step}"
-                self.say(f"warning: {self.nan_evidence}")
+                self.warn(self.nan_evidence)
             if self.state.stalled:
                 self.state.stalled = False
                 self.say("progress resumed")
@@ -537,7 +541,7 @@ class Agent:
             if silent < self.spec.stall_seconds:
                 return
             self.state.stalled = True
-            self.say(f"warning: no progress announced for {silent:.0f}s; the trainer may be stalled")
+            self.warn(f"no progress announced for {silent:.0f}s; the trainer may be stalled")
             self._save()
 
     # -- power and the relaunch gate (contract 7.3) ----------------------------------------
@@ -671,7 +675,7 @@ class Agent:
         try:
             self.run_dir.stop_file.write_text("stop requested\n")
         except OSError as error:
-            self.say(f"warning: could not create the stop file: {error}")
+            self.warn(f"could not create the stop file: {error}")
             return False
         self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
         return True
@@ -696,15 +700,13 @@ class Agent:
             self.state.exit_code = exit_code
             self.state.signal = signal_name
             self.state.ended_at = time.time()
-        code_text = f"code {exit_code}" if signal_name is None else f"code {returncode}"
-        self.say(
-            f"job exited with code {exit_code}" if signal_name is None else f"job was killed by {signal_name}"
-        )
+        self.tell(events.exited(exit_code, signal_name))
         if self.stop_plan is not None:
             battery = self.stop_plan.by_battery
+            by = "battery" if battery else (self.stop_plan.stage or "file")
             with self.lock:
-                self.state.stopped_by = "battery" if battery else (self.stop_plan.stage or "file")
-            self.say(f"stopped (by {self.state.stopped_by})")
+                self.state.stopped_by = by
+            self.tell(events.stopped(by))
             return RunStatus.RESTARTING if battery and self.power.resume_after_stop() else RunStatus.STOPPED
         if returncode == 0:
             return RunStatus.SUCCEEDED
@@ -715,40 +717,8 @@ class Agent:
             nan_evidence=self.nan_evidence,
             kind=self.spec.kind,
         )
-        with self.lock:
-            self.state.failure = failure
-        self.say(f"TRAINING_CRASHED: {self.spec.job_id} {code_text}")
-        if failure is not None:
-            self.say(f"failure: {failure.kind}: {failure.evidence}")
+        self.record.crashed(failure, exit_code if signal_name is None else returncode, signal_name)
         return None
-
-    def _give_up(self, decision: GiveUp) -> None:
-        """The watchdog relaunches no more: the run ends ``crashed`` (a crash loop says so)."""
-        if decision.reason is GiveUpReason.CRASH_LOOP:
-            self._crash_loop(decision)
-        else:
-            self._finish(RunStatus.CRASHED)
-
-    def _crash_loop(self, decision: GiveUp) -> None:
-        with self.lock:
-            self.state.failure = failure = decision.crash_loop_failure(self.state.failure)
-        self.say(f"crash loop: {failure.evidence}; not relaunching")
-        self._finish(RunStatus.CRASHED)
-
-    def _backoff(self, relaunch: Relaunch) -> bool:
-        """Wait before a relaunch; False when a stop request cancelled it."""
-        with self.lock:
-            self.state.restarts = relaunch.restart
-            self.state.next_launch_at = time.time() + relaunch.delay
-            self._move(RunStatus.RESTARTING)
-        self.say(relaunch.describe())
-        self._confirm_gpu_released()
-        if Watchdog.sit_out(relaunch, self):
-            return True
-        self.say("stop requested during the backoff: relaunch cancelled")
-        with self.lock:
-            self.state.stopped_by = None
-        return False
 
     # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
 
@@ -779,19 +749,7 @@ class Agent:
         finally:
             hardware.close()
         for held_pid, megabytes in held:
-            self.say(
-                f"warning: process {held_pid} of the old trainer still holds {megabytes} MB of GPU memory"
-            )
-
-    def _finish(self, status: RunStatus) -> None:
-        with self.lock:
-            self.state.ended_at = self.state.ended_at or time.time()
-            self.state.next_launch_at = None
-            self.state.stalled = False
-            self._move(status)
-        if status is RunStatus.SUCCEEDED:
-            self.say(f"{self.spec.job_id} finished")
-        self.say(f"run ended: {status.value}")
+            self.warn(f"process {held_pid} of the old trainer still holds {megabytes} MB of GPU memory")
 
 
 def main(argv: list[str] | None = None, early: EarlyLaunch | None = None) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from arena_ls.lifecycle.power import PowerAction, PowerWatch
 from arena_ls.lifecycle.relaunch_gate import GateRules, MachineReading
 from arena_ls.lifecycle.rundir import PowerSpec
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -27,7 +28,7 @@ GATE_POLL_SECONDS = 1.0
 class PowerGuard:
     """The power rule of one run, and the readings of its relaunch gate."""
 
-    def __init__(self, spec: PowerSpec | None, say: Callable[[str], None]) -> None:
+    def __init__(self, spec: PowerSpec | None, say: Callable[[SupervisorEvent], None]) -> None:
         self.spec = spec
         self.watch = PowerWatch.for_spec(spec) if spec is not None else None
         self.say = say
@@ -64,7 +65,7 @@ class PowerGuard:
         self._next_check = now + CHECK_SECONDS
         action = self.watch.observe(now, self.reading().plugged_in)
         if action is not None:
-            self.say(self.watch.message(action))
+            self.say(self.watch.event(action))
         return action
 
     def resume_after_stop(self) -> bool:

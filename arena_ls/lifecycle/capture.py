@@ -25,12 +25,13 @@ import json
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import attrs
 
+from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.logsegments import (
     GAP_LINE,
     HEAD,
@@ -61,6 +62,7 @@ from arena_ls.lifecycle.outputlog import (
     check_record,
     count_recorded_lines,
 )
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.timeutil import iso_utc
 
 __all__ = [
@@ -103,6 +105,8 @@ class LogLine:
     stream: str
     text: str
     at: float
+    event: SupervisorEvent | None = attrs.field(default=None, eq=False)
+    """On the ``arena`` stream, the supervisor's record (``text`` is its words); else None."""
 
     def to_wire(self) -> dict[str, object]:
         return {"seq": self.seq, "stream": self.stream, "text": self.text, "at": iso_utc(self.at)}
@@ -740,9 +744,23 @@ class OutputReader:
             texts = [clean_text(wanted[0], head_length), *clean_texts(wanted[1:])]
         else:
             texts = clean_texts(wanted)
+        if stream == ARENA:
+            return len(raws), [
+                _supervisor_line(first_seq + skip + i, text, at) for i, text in enumerate(texts)
+            ]
         return len(raws), [
             LogLine(seq=first_seq + skip + i, stream=name, text=text, at=at) for i, text in enumerate(texts)
         ]
+
+
+def _supervisor_line(seq: int, stored: str, at: float) -> LogLine:
+    """An ``arena`` line: its record read (``supervisor_events``), its words rendered from it.
+
+    The words get the hygiene of any line (a failure's evidence quotes the trainer's output:
+    its escapes and carriage returns); a text with newlines inside stays one line."""
+    event = supervisor_events.parse(stored)
+    text = stored if event.legacy is not None else clean_text(event.render().encode("utf-8", "replace"))
+    return LogLine(seq=seq, stream="arena", text=text, at=at, event=event)
 
 
 @attrs.define
@@ -871,9 +889,9 @@ def iter_all_lines(run_dir: Path, batch: int = 5000) -> Iterator[LogLine]:
         cursor = page.cursor
 
 
-def trainer_lines_after(run_dir: Path, marker: str) -> int:
-    """How many trainer lines (not ``arena``) the log holds after its last ``arena`` line ``marker``
-    (all of them without one), counting those a capped log dropped (by their seqs)."""
+def trainer_lines_after(run_dir: Path, is_marker: Callable[[LogLine], bool]) -> int:
+    """How many trainer lines (not ``arena``) the log holds after its last ``arena`` line that
+    ``is_marker`` (all of them without one), counting those a capped log dropped (by their seqs)."""
     marker_seq = -1
     own_after = 0
     end = 0
@@ -881,7 +899,7 @@ def trainer_lines_after(run_dir: Path, marker: str) -> int:
         end = line.seq + 1
         if line.stream != "arena" or GAP_LINE.match(line.text):
             continue  # the gap line stands for trainer lines that were dropped
-        if line.text == marker:
+        if is_marker(line):
             marker_seq, own_after = line.seq, 0
         else:
             own_after += 1

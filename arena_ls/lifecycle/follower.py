@@ -26,6 +26,7 @@ import attrs
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.rundir import StateFolder
 from arena_ls.lifecycle.runview import LineBatch, RunView
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,9 @@ class Listener(Protocol):
 
     def run_changed(self, view: RunView) -> None: ...
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None: ...
-    def lifecycle(self, view: RunView, text: str) -> None: ...
+    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None:
+        """A record of the run's supervisor (its words: ``event.render()``)."""
+
     def warning(self, text: str) -> None:
         """Damage found in the state folder (shown to the user once; already logged on stderr)."""
 
@@ -308,8 +311,8 @@ class RunFollower:
             self._lines_last_poll += len(lines)
             self.listener.run_lines(view, lines)
             for line in lines:
-                if line.stream == "arena":
-                    self.listener.lifecycle(view, line.text)
+                if line.event is not None:
+                    self.listener.lifecycle(view, line.event)
         if check_liveness:
             view.check_lost(self.runs.folder)
             view.check_disk()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.exec_check import ExecRefused
 from arena_ls.lifecycle.outputlog import ARENA
 from arena_ls.lifecycle.trainer_start import (
@@ -71,7 +72,7 @@ def _refused(early: EarlyLaunch) -> int:
     """A gated path changed since the gates passed: nothing starts, and the server answers
     1009 with the evidence (the agent log's last line, ``launch_evidence``)."""
     evidence = str(early.error)
-    early.writer.append_line(ARENA, f"refused to start: {evidence}")
+    early.writer.append_line(ARENA, events.note(f"refused to start: {evidence}").encode())
     early.writer.close()
     print(f"arena-ls: refused to start the trainer: {evidence}", file=sys.stderr, flush=True)
     return CLAIM_REFUSED_EXIT

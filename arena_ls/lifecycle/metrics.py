@@ -20,7 +20,8 @@ last point of the page when it names none).
 A step announced twice (the reference trainer prints ``step N/600 loss ...``
 and then ``@arena {"event": "progress", ...}`` for the same step) is one point,
 the later announcement filling in what the earlier one lacked. The agent's own
-``restarting from step N`` lines give ``relaunches``: where the watchdog
+``restarting`` records (``supervisor_events``; ``restarting from step N`` lines of runs written
+before them) give ``relaunches``: where the watchdog
 relaunched the trainer inside the run (``arena plot`` marks exactly those).
 
 Each line is decoded by the one record grammar (``records.decode_line``);
@@ -40,7 +41,7 @@ from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.outputlog import ARENA
 from arena_ls.lifecycle.records import AgentLine, Item, TrainerEvent, decode_line, might_hold_items
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.watchdog import RESTART_LINE
+from arena_ls.lifecycle.supervisor_events import might_be_relaunch
 
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 10_000
@@ -117,15 +118,14 @@ def read_metrics(view: RunView, cursor: MetricsCursor, limit: int, final_before:
 def _worth_reading(parser: EventParser, stream: int, data: bytes) -> bool:
     """Whether a record can hold a metric: the agent's own lines only a relaunch."""
     if stream == ARENA:
-        return b"restarting " in data
+        return might_be_relaunch(data)
     return might_hold_items(parser, stream, data)
 
 
 def _add(page: MetricsPage, item: Item) -> None:
     if isinstance(item, AgentLine):
-        found = RESTART_LINE.match(item.text)
-        if found:
-            page.relaunches.append((int(found.group(1)) if found.group(1) else 0, item.at))
+        if item.event.is_relaunch:
+            page.relaunches.append((item.event.step or 0, item.at))
     elif isinstance(item, HealthPoint):
         _attach_health(page, item.step, item.grad_norm, item.clip_fraction)
     else:

@@ -20,7 +20,9 @@ import enum
 
 import attrs
 
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.rundir import PowerSpec
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 
@@ -97,20 +99,26 @@ class PowerWatch:
         return True
 
     def message(self, action: PowerAction) -> str:
-        """The run's ``arena`` line for ``action``."""
+        """The run's ``arena`` line for ``action`` (the words of ``event``)."""
+        return self.event(action).render()
+
+    def event(self, action: PowerAction) -> SupervisorEvent:
+        """The run's ``arena`` record for ``action``."""
         if action is PowerAction.UNPLUGGED:
             if self.rules.on_battery == "stop":
-                return (
-                    "warning: the machine is on battery (the GPU runs at about half speed): the run "
+                return events.warning(
+                    "the machine is on battery (the GPU runs at about half speed): the run "
                     f"stops in {self.rules.grace_seconds:g}s unless power returns"
                 )
-            return "warning: the machine is on battery (the GPU runs at about half speed); the run goes on"
+            return events.warning(
+                "the machine is on battery (the GPU runs at about half speed); the run goes on"
+            )
         if action is PowerAction.PLUGGED_BACK:
-            return "power is back: the run goes on"
+            return events.note("power is back: the run goes on")
         then = (
             "it starts again, resuming, when power returns" if self.rules.resume_on_ac else "it stays stopped"
         )
-        return (
+        return events.note(
             f"on battery for {self.rules.grace_seconds:g}s: stopping the run cooperatively "
             f"(power.onBattery stop); {then}"
         )

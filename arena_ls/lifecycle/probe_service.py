@@ -31,10 +31,12 @@ import attrs
 
 from arena_ls.errors import PROBE_REQUIRED, ArenaError
 from arena_ls.health import Hardware, process_tree_pids
+from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.probe import Peak, verdict
 from arena_ls.lifecycle.rundir import write_json_atomic
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.manifest import Job
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc
@@ -62,7 +64,7 @@ class _Launched:
 class ProbeListener(Protocol):
     """What the probe service tells the server."""
 
-    def lifecycle(self, view: RunView, text: str) -> None: ...
+    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None: ...
     def active_changed(self) -> None: ...
 
 
@@ -206,7 +208,9 @@ class ProbeService:
             result = {"ok": ok, "peakVramMb": peak.peak_mb, "at": iso_utc(time.time()), "message": message}
             self._record(job, digest, result)
             log.info("probe of %s: %s", job.id, message)
-            self.listener.lifecycle(view, f"probe {'passed' if ok else 'failed'}: {message}")
+            self.listener.lifecycle(
+                view, supervisor_events.note(f"probe {'passed' if ok else 'failed'}: {message}")
+            )
             self.listener.active_changed()
         except Exception:
             log.exception("watching the probe of %s failed", job.id)

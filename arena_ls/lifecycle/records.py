@@ -33,6 +33,7 @@ from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.events import Event, EventParser
 from arena_ls.lifecycle.health_line import MARK, PREFIX, HealthPoint, health_in_chunk, parse_health
 from arena_ls.lifecycle.outputlog import ARENA, RECORD
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent, parse_bytes
 
 MAX_RECORDS_PER_READ = 20_000
 MAX_BYTES_PER_READ = 16 << 20
@@ -50,10 +51,12 @@ reads a flood; its announcements are all read."""
 
 @attrs.frozen(slots=True)
 class AgentLine:
-    """A line the run's agent wrote (the ``arena`` stream): ``starting ...``, ``restarting ...``."""
+    """A line the run's agent wrote (the ``arena`` stream): its typed record (``event``: starting,
+    restarting, ...) and the words it renders to."""
 
     text: str
     at: float
+    event: SupervisorEvent
 
 
 @attrs.frozen(slots=True)
@@ -75,8 +78,14 @@ class Subscriber(Protocol):
 
 
 def decode_agent_record(data: bytes, at: float) -> list[Item]:
-    """The agent's lines of one record (the hook where typed supervisor events plug in)."""
-    return [AgentLine(raw.decode("utf-8", "replace"), at) for raw in data.splitlines()]
+    """The agent's lines of one record, each a typed supervisor event (or an earlier agent's plain
+    line, read as the event it stood for)."""
+    return [_agent_line(raw, at) for raw in data.splitlines()]
+
+
+def _agent_line(raw: bytes, at: float) -> AgentLine:
+    event = parse_bytes(raw)
+    return AgentLine(event.render(), at, event)
 
 
 def decode_record(
@@ -103,7 +112,7 @@ def might_hold_items(parser: EventParser, stream: int, data: bytes) -> bool:
 def decode_line(parser: EventParser, stream: int, raw: bytes, at: float) -> Item | None:
     """The item one line gives (a page reader's unit: it may stop between two lines)."""
     if stream == ARENA:
-        return AgentLine(raw.decode("utf-8", "replace"), at)
+        return _agent_line(raw, at)
     if raw.startswith(PREFIX) and MARK in raw:
         health = parse_health(raw.decode("utf-8", "replace"), at)
         if health is not None:

@@ -38,7 +38,6 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.watchdog import RESTART_LINE
 
 log = logging.getLogger(__name__)
 
@@ -289,10 +288,10 @@ class RunView:
     def take(self, item: Item) -> None:
         """One item of the run's records (``RunRecords``): progress, checkpoints, relaunches."""
         if isinstance(item, AgentLine):
-            if item.text.startswith("starting "):
+            if item.event.is_launch:
                 self.progress.reset_speed()
-            elif resumed := RESTART_LINE.match(item.text):
-                self.progress.rewind(int(resumed.group(1)) if resumed.group(1) else 0)
+            elif item.event.is_relaunch:
+                self.progress.rewind(item.event.step or 0)
             return
         if isinstance(item, HealthPoint):
             return

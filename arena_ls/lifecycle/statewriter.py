@@ -24,9 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.atomicfile import json_bytes
 from arena_ls.lifecycle.reserve import StateReserve
 from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunState, StateFolder, write_json_atomic
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -43,7 +45,7 @@ class StateWriter:
         folder: StateFolder,
         state: RunState,
         lock: threading.RLock,
-        report: Callable[[str], None],
+        report: Callable[[SupervisorEvent], None],
         on_failure: Callable[[Exception], None] | None = None,
         reserve: StateReserve | None = None,
     ) -> None:
@@ -75,7 +77,7 @@ class StateWriter:
         folder: StateFolder,
         state: RunState,
         lock: threading.RLock,
-        say: Callable[[str], None],
+        say: Callable[[SupervisorEvent], None],
     ) -> StateWriter:
         """A writer whose final state has its space reserved now, at the run's start (contract 7.1).
 
@@ -87,8 +89,12 @@ class StateWriter:
         try:
             reserve.make()
         except OSError as error:
-            say(f"warning: could not reserve space for the run's final state ({error}); "
-                "should the disk fill, the outcome is written once space returns")  # fmt: skip
+            say(
+                events.warning(
+                    f"could not reserve space for the run's final state ({error}); "
+                    "should the disk fill, the outcome is written once space returns"
+                )
+            )
         return cls(run_dir, folder, state, lock, say, reserve=reserve)
 
     @property
@@ -168,7 +174,7 @@ class StateWriter:
             delay = RETRY_FIRST_SECONDS
             if self._failing:
                 self._failing = False
-                self._report("the run's state is recorded again")
+                self._report(events.note("the run's state is recorded again"))
             with self._cond:
                 self._written = max(self._written, target)
                 self._cond.notify_all()
@@ -197,7 +203,7 @@ class StateWriter:
             self._on_failure(error)
         if not self._failing:
             self._failing = True
-            self._report(f"warning: could not record the run's state ({error}); retrying")
+            self._report(events.warning(f"could not record the run's state ({error}); retrying"))
 
 
 def _fitting(payload: Any, size: int) -> bytes:

@@ -40,6 +40,7 @@ from arena_ls.errors import (
     ArenaError,
     InvalidParams,
 )
+from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.backends.base import Backends, Check, FollowerProcess, RunBackend, RunPlan
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
@@ -512,7 +513,7 @@ class Supervisor:
         planned = Planned(backend, plan, command, manifest)
         view = await self._launch(launched, planned, resume_step, knowledge, fresh=fresh)
         for warning in warnings:
-            self.listener.lifecycle(view, f"warning: {warning}")
+            self.listener.lifecycle(view, supervisor_events.warning(warning))
         return await self._await_started(view)
 
     async def gate_errors(self, job: Job) -> list[Diag]:

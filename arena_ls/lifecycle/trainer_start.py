@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.atomicfile import write_json_atomic
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.interpreter import with_stream_flags
@@ -95,11 +96,6 @@ def start_captured(
     assert process.stdout is not None and process.stderr is not None
     coalesce = platform.pipe_size(process.stdout.fileno()) >= READ_CHUNK
     return process, start_pumps(process.stdout, process.stderr, writer, coalesce)
-
-
-def starting_line(job_id: str, argv: list[str]) -> str:
-    """The run's log line that announces each launch."""
-    return f"starting {job_id}: {' '.join(argv)}"
 
 
 class EarlyLaunch:
@@ -197,7 +193,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     writer = OutputWriter(run_dir)
-    writer.append_line(ARENA, starting_line(job_id, argv))
+    writer.append_line(ARENA, events.starting(job_id, argv).encode())
     ids: dict[str, Any] = {
         "run_id": run_id, "job_id": job_id, "resumed_from_step": step, "stop_method": stop_method
     }  # fmt: skip

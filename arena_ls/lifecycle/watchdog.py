@@ -23,12 +23,13 @@ a fake one.
 from __future__ import annotations
 
 import enum
-import re
 from typing import Protocol
 
 import attrs
 
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.rundir import Failure
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 
 BACKOFF_CAP_SECONDS = 300.0
 """The longest wait before a relaunch, however many came before."""
@@ -60,18 +61,13 @@ class Relaunch:
     budget: int
     """``maxRestarts``."""
 
+    def event(self) -> SupervisorEvent:
+        """The run's ``arena`` record that announces the relaunch (``restarting``)."""
+        return events.restarting(self.start_step, self.used, self.budget, self.delay)
+
     def describe(self) -> str:
-        """The run's log line that announces the relaunch."""
-        where = (
-            f"from step {self.start_step}"
-            if self.start_step is not None
-            else "from scratch (no checkpoint yet)"
-        )
-        return f"restarting {where} (attempt {self.used}/{self.budget}) in {self.delay:g}s"
-
-
-RESTART_LINE = re.compile(r"restarting (?:from step (\d+)|from scratch)")
-"""Reads :meth:`Relaunch.describe` back: from that line on, a run is back at its start step."""
+        """The words of that record (``restarting from step 500 (attempt 1/3) in 5s``)."""
+        return self.event().render()
 
 
 @attrs.frozen

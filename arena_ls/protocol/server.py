@@ -27,6 +27,7 @@ from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus, passed_through
 from arena_ls.lifecycle.supervisor import StopRequest
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
@@ -173,13 +174,9 @@ class ArenaServer(LanguageServer):
         self.logs.add(view.run_id, lines, skipped=view.take_unsummarised())
         self.run_progress.update(view)
 
-    def lifecycle(self, view: RunView, text: str) -> None:
-        kind = (
-            types.MessageType.Warning
-            if text.startswith(("warning", "TRAINING_CRASHED"))
-            else types.MessageType.Info
-        )
-        self.window_log_message(types.LogMessageParams(kind, f"[{view.spec.job_id}] {text}"))
+    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None:
+        kind = types.MessageType.Warning if event.is_warning else types.MessageType.Info
+        self.window_log_message(types.LogMessageParams(kind, f"[{view.spec.job_id}] {event.render()}"))
 
     def warning(self, text: str) -> None:
         """Damage found and repaired or ignored in the state folder: tell the user (once; stderr has it)."""

@@ -13,6 +13,7 @@ from arena_ls.lifecycle.backends.base import FollowerProcess, RunPlan
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.rundir import RunDir, RunState
 from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.settings import Settings
 
@@ -129,8 +130,8 @@ class Recorder:
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
         self.lines.extend(line.text for line in lines)
 
-    def lifecycle(self, view: RunView, text: str) -> None:
-        self.lifecycle_lines.append(text)
+    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None:
+        self.lifecycle_lines.append(event.render())
 
     def warning(self, text: str) -> None:
         self.warnings.append(text)

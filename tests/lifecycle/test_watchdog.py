@@ -197,17 +197,17 @@ def test_a_zero_backoff_relaunches_at_once() -> None:
     assert host.pauses == []
 
 
-def test_the_relaunch_line_reads_back_to_its_start_step() -> None:
-    """The server rewinds a run's step from the agent's relaunch line (RESTART_LINE)."""
-    from arena_ls.lifecycle.watchdog import RESTART_LINE
+def test_the_relaunch_record_reads_back_to_its_start_step() -> None:
+    """The server rewinds a run's step from the agent's relaunch record (``restarting``, typed)."""
+    from arena_ls.lifecycle.supervisor_events import parse
 
     def line(step: int | None) -> str:
-        return Relaunch(start_step=step, delay=2.0, restart=1, used=1, budget=3).describe()
+        return Relaunch(start_step=step, delay=2.0, restart=1, used=1, budget=3).event().encode()
 
-    found = RESTART_LINE.match(line(500))
-    assert found is not None and found.group(1) == "500"
-    scratch = RESTART_LINE.match(line(None))
-    assert scratch is not None and scratch.group(1) is None
+    found = parse(line(500))
+    assert found.is_relaunch and found.step == 500
+    scratch = parse(line(None))
+    assert scratch.is_relaunch and scratch.step is None
 
 
 def test_a_resumed_watchdog_continues_the_recorded_position() -> None:

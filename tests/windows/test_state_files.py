@@ -30,6 +30,7 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.supervisor import Supervisor
+from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 
@@ -116,7 +117,7 @@ def held_open_run(tmp_path: Path) -> tuple[StateFolder, RunDir]:
 class Quiet:
     def run_changed(self, view: RunView) -> None: ...
     def run_lines(self, view: RunView, lines: list[Any]) -> None: ...
-    def lifecycle(self, view: RunView, text: str) -> None: ...
+    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None: ...
     def warning(self, text: str) -> None: ...
 
 
@@ -186,7 +187,7 @@ def test_the_state_writer_survives_failures_and_writes_the_latest_state(
 ) -> None:
     folder, run = held_open_run(tmp_path)
     state = run.read_state()
-    reports: list[str] = []
+    reports: list[SupervisorEvent] = []
     flaky = Flaky(os.replace, 3, OSError(errno.ENOSPC, "No space left on device"))
     monkeypatch.setattr(os, "replace", flaky)
     lock = threading.RLock()
@@ -199,8 +200,8 @@ def test_the_state_writer_survives_failures_and_writes_the_latest_state(
     assert writer.close(timeout=30)
     assert run.read_state().step == 42
     assert writer.failures == 3
-    assert reports[0].startswith("warning: could not record the run's state")
-    assert reports[-1] == "the run's state is recorded again"
+    assert reports[0].render().startswith("warning: could not record the run's state")
+    assert reports[-1].render() == "the run's state is recorded again"
 
 
 def test_a_flush_that_cannot_write_times_out_without_raising(
