@@ -1,55 +1,157 @@
 #!/usr/bin/env bash
 # Install everything the tests need and run them all: lint, types, the Python
 # suite (real arena-ls over stdio, real processes), the editor clients' checks
-# (Node tests, tsc, eslint, vsce package; a real headless Neovim), and the
-# benchmarks in quick mode (run once, by tests/benchmarks/test_quick_bench.py; figures
-# printed after pytest, nothing asserted on time).
+# (Node tests, tsc, eslint, vsce package; a real headless Neovim; VS Code and the
+# AIDE panel in Chromium), and the benchmarks in quick mode (run once, by
+# tests/benchmarks/test_quick_bench.py; figures printed after pytest, nothing
+# asserted on time).
+#
+# Each stage prints `== stage` when it starts and `== stage (N s)` when it ends, and
+# the times are listed again at the end. To fit two cores, the work runs in three
+# lanes at once (docs/performance.md, "CI's stages and times"):
+#   - pytest, in the foreground, on ARENA_TEST_WORKERS workers (pytest-xdist, default 3:
+#     most tests wait on real trainers and agents rather than burn CPU);
+#   - "types" in the background: mypy (linux and win32) and the rules doc check;
+#   - "editors" in the background: the VS Code extension's checks, the AIDE client's
+#     checks, then the extension in a real VS Code (after the extension's checks, which
+#     reinstall its node_modules).
+# A background lane's output goes to a log printed whole at the end; CI fails if any
+# lane or pytest failed (every lane is waited for, so every failure is shown).
+# ARENA_TEST_WORKERS=0 runs pytest in one process and every stage one after the other.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
-. scripts/venv-bin.sh
+CI_STARTED=$SECONDS
+WORKERS="${ARENA_TEST_WORKERS:-3}"
+LANE_LOGS="$(mktemp -d "${TMPDIR:-/tmp}/arena-ci.XXXXXX")"
+STAGE_TIMES="$LANE_LOGS/stage-times"
+: >"$STAGE_TIMES"
 
-if ! command -v nvim >/dev/null 2>&1; then
+timed() { # timed NAME COMMAND...: run COMMAND as the stage NAME, saying how long it took; its status
+    local name=$1 started=$SECONDS status=0
+    shift
+    echo "== $name"
+    "$@" || status=$?
+    local took=$((SECONDS - started))
+    echo "== $name ($took s$([ "$status" = 0 ] || echo ", FAILED: exit status $status"))"
+    printf '%s\t%s\n' "$name" "$took" >>"$STAGE_TIMES"
+    return "$status"
+}
+
+install_neovim() {
+    if command -v nvim >/dev/null 2>&1; then
+        return
+    fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "== installing neovim (Debian package) for the Neovim end-to-end test"
+        echo "installing neovim (Debian package) for the Neovim end-to-end test"
         apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim >/dev/null
     else
-        echo "== neovim is not installed and cannot be installed here: its test will be skipped"
+        echo "neovim is not installed and cannot be installed here: its test will be skipped"
     fi
-fi
+}
 
-echo "== ruff (lint, and formatting: pyproject's [tool.ruff.format] leaves the position-sensitive fixtures alone)"
-"$VENV_BIN/ruff" check arena_ls tests benchmarks
-"$VENV_BIN/ruff" format --check arena_ls tests benchmarks
-echo "== mypy (strict; both platform branches: linux and win32)"
-"$VENV_BIN/mypy" arena_ls
-"$VENV_BIN/mypy" --platform linux arena_ls
-"$VENV_BIN/mypy" --platform win32 arena_ls
-echo "== rules doc up to date"
-"$VENV_BIN/python" -m arena_ls.gates.docs --check
-echo "== editors' settings declarations up to date (package.json, settingsTable.ts, server_defaults.lua)"
-"$VENV_BIN/python" -m arena_ls.settings_schema --check
+lint() { # (&&: a function run by `timed` does not stop at a failure by itself)
+    # pyproject's [tool.ruff.format] leaves the position-sensitive fixtures alone
+    "$VENV_BIN/ruff" check arena_ls tests benchmarks &&
+        "$VENV_BIN/ruff" format --check arena_ls tests benchmarks
+}
 
-if [ -f editor-client/vscode/ci.sh ] && command -v npm >/dev/null 2>&1; then
-    echo "== VS Code extension: npm ci, tsc, eslint, node tests, vsce package"
-    bash editor-client/vscode/ci.sh
-fi
+types_lane() {
+    # `mypy arena_ls` on this Linux machine is `--platform linux`: each platform branch once
+    timed "mypy --strict, linux" "$VENV_BIN/mypy" --platform linux arena_ls
+    timed "mypy --strict, win32" "$VENV_BIN/mypy" --platform win32 arena_ls
+    timed "rules doc up to date" "$VENV_BIN/python" -m arena_ls.gates.docs --check
+    timed "editors' settings declarations up to date (package.json, settingsTable.ts, server_defaults.lua)" \
+        "$VENV_BIN/python" -m arena_ls.settings_schema --check
+}
 
-if [ -f editor-client/aide/ci.sh ] && command -v npm >/dev/null 2>&1; then
-    echo "== AIDE client: npm ci, core bundle check, node tests on a real arena-ls, verify-gates.sh, the panel in Chromium"
-    bash editor-client/aide/ci.sh
-fi
+editors_lane() {
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "npm is not installed: the editor clients' checks (VS Code, AIDE, VS Code e2e) are skipped" >&2
+        return 0
+    fi
+    if [ -f editor-client/vscode/ci.sh ]; then
+        timed "VS Code extension: npm ci, tsc, eslint, node tests, vsce package" bash editor-client/vscode/ci.sh
+    fi
+    if [ -f editor-client/aide/ci.sh ]; then
+        timed "AIDE client: npm ci, core bundle, node tests on a real arena-ls, verify-gates.sh, the panel in Chromium" \
+            bash editor-client/aide/ci.sh
+    fi
+    if [ -f editor-client/vscode/e2e/run.sh ]; then
+        timed "VS Code extension in a real VS Code (code-server + headless Chromium; cached in ~/.cache/arena-ls-e2e)" \
+            bash editor-client/vscode/e2e/run.sh
+    fi
+}
 
-echo "== pytest (its tests/benchmarks/test_quick_bench.py is CI's one run of the quick benchmarks)"
+run_pytest() {
+    local parallel=()
+    if [ "$WORKERS" != 0 ]; then
+        parallel=(-n "$WORKERS") # --dist loadgroup: tests/helpers/xdist_groups.py
+    fi
+    ARENA_QUICK_BENCH_RESULTS="$QUICK_BENCH_RESULTS" \
+        "$VENV_BIN/python" -m pytest -p no:cacheprovider --durations=25 "${parallel[@]}" "$@"
+}
+
+LANES=()
+LANE_PIDS=()
+start_lane() { # start_lane NAME FUNCTION: in the background (or now, with ARENA_TEST_WORKERS=0)
+    if [ "$WORKERS" = 0 ]; then
+        "$2"
+        return
+    fi
+    set -m # job control: the lane gets a process group of its own, which stop_lanes can end whole
+    ("$2") >"$LANE_LOGS/$1.log" 2>&1 &
+    set +m
+    LANES+=("$1")
+    LANE_PIDS+=("$!")
+    echo "== lane $1 started in the background (its log is printed at the end)"
+}
+
+stop_lanes() { # on an early exit: end the lanes still running (their process groups), so nothing outlives CI
+    local pid
+    for pid in "${LANE_PIDS[@]}"; do
+        kill -TERM -- "-$pid" 2>/dev/null || true
+    done
+}
+trap stop_lanes EXIT
+
+timed "bootstrap (.venv, PyTorch CPU, arena-ls with its test, plot, bench and ray extras)" bash scripts/bootstrap.sh
+. scripts/venv-bin.sh
+timed "neovim (for the Neovim end-to-end test)" install_neovim
+timed "ruff (lint and formatting)" lint
+
+start_lane types types_lane
+start_lane editors editors_lane
+
 QUICK_BENCH_RESULTS="$PWD/benchmarks/results-quick.json"
 rm -f "$QUICK_BENCH_RESULTS"
-ARENA_QUICK_BENCH_RESULTS="$QUICK_BENCH_RESULTS" "$VENV_BIN/python" -m pytest -p no:cacheprovider "$@"
+failed=()
+timed "pytest on $WORKERS workers (its tests/benchmarks/test_quick_bench.py is CI's one run of the quick benchmarks)" \
+    run_pytest "$@" || failed+=("pytest")
 if [ -f "$QUICK_BENCH_RESULTS" ]; then
     echo "== benchmarks (quick mode, run by the test above: figures printed, nothing asserted on time)"
     "$VENV_BIN/python" -m benchmarks --show "$QUICK_BENCH_RESULTS"
 fi
 
-if [ -f editor-client/vscode/e2e/run.sh ] && command -v npm >/dev/null 2>&1; then
-    echo "== VS Code extension in a real VS Code (code-server + headless Chromium; install cached in ~/.cache/arena-ls-e2e)"
-    bash editor-client/vscode/e2e/run.sh
+for i in "${!LANES[@]}"; do
+    status=0
+    wait "${LANE_PIDS[$i]}" || status=$?
+    echo "== lane ${LANES[$i]}: its log (exit status $status)"
+    cat "$LANE_LOGS/${LANES[$i]}.log"
+    echo "== lane ${LANES[$i]}: end of its log"
+    if [ "$status" != 0 ]; then
+        failed+=("lane ${LANES[$i]}")
+    fi
+done
+LANE_PIDS=()
+
+echo "== stage times (s; the lanes ran at the same time as pytest)"
+while IFS=$'\t' read -r name took; do
+    printf '%6s  %s\n' "$took" "$name"
+done <"$STAGE_TIMES"
+echo "== CI total ($((SECONDS - CI_STARTED)) s)"
+rm -rf "$LANE_LOGS"
+if [ "${#failed[@]}" != 0 ]; then
+    echo "== CI failed: ${failed[*]}" >&2
+    exit 1
 fi

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import process_marker, rayhead
+from tests.helpers import process_marker, rayhead, xdist_groups
 
 pytest_plugins = ("pytester",)  # tests/unit/test_process_marker.py runs small suites in-process
 
@@ -43,8 +43,10 @@ POSIX_ONLY: dict[str, str] = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The ``process`` marker, set on every test that starts a process (tests/helpers/process_marker.py)."""
+    """The ``process`` marker, set on every test that starts a process (tests/helpers/process_marker.py),
+    and the groups of tests that share a worker under ``pytest -n`` (tests/helpers/xdist_groups.py)."""
     process_marker.register(config)
+    xdist_groups.register(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

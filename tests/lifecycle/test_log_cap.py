@@ -454,7 +454,10 @@ def test_a_revived_cluster_follower_counts_the_dropped_lines_it_copied(tmp_path:
     trainer.close()
     assert load_table(tmp_path) is not None
     copied = sum(1 for stream, _, _ in trainer.lines[marker + 1 :] if stream != "arena")
-    assert trainer_lines_after(tmp_path, "submitting to cluster lab as sid-1") == copied
-    assert trainer_lines_after(tmp_path, "no such marker") == sum(
+    assert (
+        trainer_lines_after(tmp_path, lambda line: line.text == "submitting to cluster lab as sid-1")
+        == copied
+    )
+    assert trainer_lines_after(tmp_path, lambda line: line.text == "no such marker") == sum(
         1 for s, _, _ in trainer.lines if s != "arena"
     )
