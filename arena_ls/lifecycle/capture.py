@@ -528,7 +528,9 @@ class OutputReader:
                     if len(data) < length:
                         raise DamagedLog(f"{MID_IDX} record {index} points past the end of {MID_LOG}")
                     name = STREAMS[stream] if stream < len(STREAMS) else "arena"
-                    lines.append(LogLine(line_seq, name, clean_text(data.rstrip(b"\n")), at))
+                    text = clean_text(data.rstrip(b"\n"))
+                    kept = _supervisor_line(line_seq, text, at) if name == "arena" else None
+                    lines.append(kept or LogLine(line_seq, name, text, at))
                     at_gap = at
                     seq = line_seq + 1
                     index += 1

@@ -182,6 +182,8 @@ class StateWriter:
     def _write(self, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
         with self._state_lock:
             payload: Any = self._run_dir.state_payload(self._state)
+        if checkpoint is not None:
+            self._record_job_checkpoint(checkpoint)
         try:
             write_json_atomic(self._run_dir.state_path, payload)
         except OSError as error:
@@ -190,8 +192,19 @@ class StateWriter:
             self._reserve.write_over(self._run_dir.state_path, _fitting(payload, self._reserve.size))
             self.reserve_used = True
             log.warning("the final state was written into its reserved space (%s)", error)
-        if checkpoint is not None:
+
+    def _record_job_checkpoint(self, checkpoint: tuple[str, CheckpointRecord]) -> None:
+        """The job's record before the run's state: a server that sees the new state (a stop's
+        ``stopped``) may start the next run at once, and that run resumes from the job's record,
+        which must know the stop's checkpoint by then. A final write on a full disk goes on
+        without it (the state has its reserve, the record has none): the record then lags, and a
+        start from it is refused by the trainer (a step mismatch), never an overwrite."""
+        try:
             self._folder.record_job_checkpoint(*checkpoint)
+        except OSError as error:
+            if not self._final or self._reserve is None or not self._reserve.ready:
+                raise
+            log.warning("the job's checkpoint record could not be written (%s); the state goes first", error)
 
     def _failed(self, error: Exception, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
         self.failures += 1
