@@ -20,13 +20,14 @@ from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
 from arena_ls.lifecycle.rundir import CheckpointRecord, ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent
+from arena_ls.lifecycle.supervisor_events import Kind
+from arena_ls.lifecycle.trainer_voice import TrainerVoice
 
 PROGRESS_WRITE_INTERVAL = 1.0
 TAIL_LINES = 200
 
 
-class RayLogCopy:
+class RayLogCopy(TrainerVoice):
     """What a submission printed on the cluster, as the run's state sees it (the base of ``RayTrainer``)."""
 
     run_dir: RunDir
@@ -46,16 +47,6 @@ class RayLogCopy:
     nan_evidence: str | None
     last_progress_write: float
     unreachable_said: bool
-
-    def tell(self, event: SupervisorEvent) -> None:
-        """A record of the supervisor's own in the run's log (stream ``arena``)."""
-        self.run_record.tell(event)
-
-    def say(self, text: str) -> None:
-        self.run_record.say(text)
-
-    def warn(self, text: str) -> None:
-        self.run_record.warn(text)
 
     def _move(self, target: RunStatus) -> None:
         self.run_record.move(target)

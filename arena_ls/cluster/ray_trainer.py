@@ -86,6 +86,7 @@ class RayTrainer(RayStopAndEnd):
         self.cluster = cluster
         self.state = run_record.state
         self.lock = run_record.lock
+        self.speak_through(run_record)
         self.writer = writer
         self.output = output
         self.adopting = adopt

@@ -17,7 +17,7 @@ from arena_ls.lifecycle.outputlog import OutputWriter
 from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.lifecycle.trainer_voice import TrainerVoice
 
 FULL_SCAN_BYTES = 1 << 16
 FULL_SCAN_SECONDS = 0.25
@@ -32,7 +32,7 @@ TAIL_BYTES = 16384
 """Of each chunk, the end kept raw for ``tail_lines`` (decoded only when a failure is judged)."""
 
 
-class TrainerOutput:
+class TrainerOutput(TrainerVoice):
     """What the trainer printed, as the run's state sees it (the base of ``LocalTrainer``)."""
 
     record: RunRecord
@@ -52,16 +52,6 @@ class TrainerOutput:
     output: OutputWriter
     disk_evidence: str | None
     seen_write_failures: int
-
-    def tell(self, event: SupervisorEvent) -> None:
-        """A record of the supervisor's own, in the run's log (stream ``arena``)."""
-        self.record.tell(event)
-
-    def say(self, text: str) -> None:
-        self.record.say(text)
-
-    def warn(self, text: str) -> None:
-        self.record.warn(text)
 
     def _move(self, target: RunStatus) -> None:
         """Change the status; the writer records it (a failing write never aborts the run)."""

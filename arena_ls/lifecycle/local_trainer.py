@@ -59,6 +59,7 @@ class LocalTrainer(StopProtocol):
         self.spec = record.spec
         self.state = record.state
         self.lock = record.lock
+        self.speak_through(record)
         self.writer = writer
         self.output = output
         self.early = early
