@@ -1,0 +1,124 @@
+"""A Ray submission's log, copied into the run's ``output.log`` and scanned for progress and checkpoints.
+
+Part of ``RayTrainer`` (``ray_trainer``), moved out of the cluster agent: the
+lines Ray holds of a submission are appended with the same writer a local run
+uses, so every reader of the run folder sees a cluster run as a local one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from arena_ls.cluster.jobsapi import ClusterError, JobsClient
+from arena_ls.lifecycle import supervisor_events as events
+from arena_ls.lifecycle.attempts import RunRecord
+from arena_ls.lifecycle.capture import LogLine, trainer_lines_after
+from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
+from arena_ls.lifecycle.rundir import CheckpointRecord, ClusterSpec, RunDir, RunSpec, RunState
+from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.statewriter import StateWriter
+from arena_ls.lifecycle.supervisor_events import Kind
+from arena_ls.lifecycle.trainer_voice import TrainerVoice
+
+PROGRESS_WRITE_INTERVAL = 1.0
+TAIL_LINES = 200
+
+
+class RayLogCopy(TrainerVoice):
+    """What a submission printed on the cluster, as the run's state sees it (the base of ``RayTrainer``)."""
+
+    run_dir: RunDir
+    run_record: RunRecord
+    spec: RunSpec
+    cluster: ClusterSpec
+    state: RunState
+    lock: threading.RLock
+    writer: StateWriter
+    output: OutputWriter
+    parser: EventParser
+    client: JobsClient | None
+    tail_buffer: deque[str]
+    copied: int
+    """Lines of the current submission's log already in ``output.log``."""
+    attempt_announced: bool
+    nan_evidence: str | None
+    last_progress_write: float
+    unreachable_said: bool
+
+    def _move(self, target: RunStatus) -> None:
+        self.run_record.move(target)
+
+    def tail(self) -> list[str]:
+        """The submission's last lines (the failure's evidence; ``attempts.Trainer``)."""
+        return list(self.tail_buffer)
+
+    def _answering(self) -> None:
+        if self.unreachable_said:
+            self.unreachable_said = False
+            self.say(f"cluster {self.cluster.name!r} answers again")
+
+    def _unreachable(self, error: ClusterError) -> None:
+        if not self.unreachable_said:
+            self.unreachable_said = True
+            self.warn(f"{error}; the job keeps running there, retrying")
+
+    def _lines_recorded(self, sid: str) -> int:
+        """How many of submission ``sid``'s log lines ``output.log`` already holds.
+
+        Counted from the run's own log (the truth, whatever ``state.json`` says):
+        the trainer's lines after the ``submitting ... as sid`` line."""
+        marker = events.submitting(self.cluster.name, sid)
+
+        def is_marker(line: LogLine) -> bool:
+            event = line.event
+            return event is not None and event.kind is Kind.SUBMITTING and event.fields == marker.fields
+
+        return trainer_lines_after(self.run_dir.path, is_marker)
+
+    def _copy_logs(self, sid: str, final: bool) -> None:
+        """Append the submission's new complete lines (and, once it has ended, an unfinished last one)."""
+        assert self.client is not None
+        text = self.client.logs(sid)
+        pieces = text.split("\n")
+        complete, rest = pieces[:-1], pieces[-1]
+        new = complete[self.copied :]
+        if new:
+            self.output.append(STDOUT, ("\n".join(new) + "\n").encode("utf-8", "replace"))
+            self.copied += len(new)
+            for line in new:
+                self._scan(line)
+        if final and rest and self.copied <= len(complete):
+            self.output.append(STDOUT, rest.encode("utf-8", "replace"))
+            self.output.finish_stream(STDOUT)
+            self.copied += 1
+            self._scan(rest)
+
+    def _scan(self, line: str) -> None:
+        line = line.rstrip("\r").rsplit("\r", 1)[-1]
+        self.tail_buffer.append(line)
+        event = self.parser.parse_safely(line)
+        if isinstance(event, Checkpoint):
+            record = CheckpointRecord(
+                step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id
+            )
+            with self.lock:
+                self.attempt_announced = True
+                self.state.last_checkpoint = record
+                self.state.step = max(self.state.step or 0, event.step)
+            self.writer.request(job_checkpoint=(self.spec.job_id, record))
+        elif isinstance(event, Progress):
+            with self.lock:
+                self.attempt_announced = True
+                self.state.step = event.step
+                self.state.total_steps = event.total or self.state.total_steps
+                self.state.loss = event.loss
+                if is_bad_loss(event.loss) and self.nan_evidence is None:
+                    self.nan_evidence = f"loss is {event.loss} at step {event.step}"
+                    self.warn(self.nan_evidence)
+            now = time.monotonic()
+            if now - self.last_progress_write >= PROGRESS_WRITE_INTERVAL:
+                self.last_progress_write = now
+                self.writer.request()

@@ -1,0 +1,238 @@
+"""The local trainer's stop protocol (stop file, signal, grace, kill the tree) and the power rule's stop.
+
+Part of ``LocalTrainer`` (``local_trainer``), moved out of the job agent; the
+words it logs are the agent's, unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+import time
+
+import attrs
+
+from arena_ls import platform
+from arena_ls.lifecycle.agent_power import GATE_POLL_SECONDS, PowerGuard
+from arena_ls.lifecycle.local_output import TrainerOutput
+from arena_ls.lifecycle.power import PowerAction
+from arena_ls.lifecycle.relaunch_gate import GateRules, describe_wait, relaunch_gate
+from arena_ls.lifecycle.rundir import RunDir
+from arena_ls.lifecycle.states import RunStatus
+
+BOTH_SIGNAL_DELAY = 5.0
+NO_STOP_SIGNAL = (
+    "no stop signal on this system (a console event would reach every process of "
+    "the trainer's group): the stop file is the request"
+)
+
+
+@attrs.define
+class StopPlan:
+    """The stop protocol in progress."""
+
+    kill: bool
+    grace_seconds: float
+    requested_at: float
+    stage: str | None = None
+    signal_due_at: float | None = None
+    by_battery: bool = False
+    """The power rule's stop (``stoppedBy`` ``battery``), not a client's."""
+
+
+class StopProtocol(TrainerOutput):
+    """Stopping the trainer's process tree, asked by a client, the power rule or a deleted folder."""
+
+    run_dir: RunDir
+    power: PowerGuard
+    stop_plan: StopPlan | None
+    process: subprocess.Popen[bytes] | None
+    _told_stop_file: str
+    """``ARENA_STOP_FILE`` as the trainer got it (a moved folder leaves it at the old path)."""
+
+    wake: threading.Event
+    """Set when the trainer exited: a pause ends at once."""
+
+    # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
+
+    # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def pause(self, seconds: float) -> None:
+        self.wake.wait(seconds)
+        self.wake.clear()  # set when the trainer exited: left set, every wait would return at once
+        self._check_writes()
+
+    def stop_requested(self) -> bool:
+        return self.run_dir.read_stop_request() is not None
+
+    def _continue_early_stop(self, stage: str | None) -> None:
+        """Go on with a stop that ``launch`` began while the agent was loading (its first ``stage`` taken)."""
+        if stage is None:
+            return
+        self._check_stop_request()  # the plan, ``stopping``, and who asked
+        plan = self.stop_plan
+        if plan is None:
+            return
+        plan.stage = stage
+        if stage == "kill":
+            self.say("killing the process tree")
+            return
+        if stage == "file" and platform.cooperative_signal_name() is None:
+            if self.spec.stop_method != "file":
+                self.say(NO_STOP_SIGNAL)
+        elif stage == "file" and self.spec.stop_method == "both":
+            plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
+        what = "created the stop file" if stage == "file" else "sent the stop signal"
+        self.say(f"{what}; waiting up to {plan.grace_seconds:g}s")
+
+    # -- power and the relaunch gate (contract 7.3) ----------------------------------------
+
+    def _check_power(self) -> None:
+        """The power rule: on battery past its grace, a cooperative stop (``stoppedBy`` ``battery``)."""
+        if self.power.poll(time.monotonic()) is not PowerAction.STOP or self.stop_plan is not None:
+            return
+        self.stop_plan = StopPlan(
+            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic(), by_battery=True
+        )
+        with self.lock:
+            if self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
+
+    def _resume_on_ac(self) -> tuple[bool, int | None]:
+        """After a battery stop: wait (``restarting``, ``waitingFor`` power) and resume; False: stay stopped.
+
+        Only a ``train`` run with a known checkpoint resumes: anything else
+        would start from scratch, which the power rule never does.
+        """
+        step = self._checkpoint_step()
+        if self.spec.kind != "train" or step is None or not self.spec.resume_args:
+            self.say("stopped for battery; not started again: no checkpoint to resume from")
+            return False, None
+        with self.lock:
+            self._move(RunStatus.RESTARTING)
+        self.stop_plan = None
+        with contextlib.suppress(OSError):
+            self.run_dir.stop_file.unlink(missing_ok=True)
+        rules = self.power.gate_rules(need_power=True)
+        if rules is not None and not self._await_relaunch_gate(rules):
+            return False, None
+        with self.lock:
+            self.state.stopped_by = None
+        self.say(
+            f"power is back: starting {self.spec.job_id} again, resuming from step {step} (power.resumeOnAc)"
+        )
+        return True, step
+
+    def _await_relaunch_gate(self, rules: GateRules | None = None) -> bool:
+        """Hold a relaunch while a pre-flight check fails (``waitingFor``); False when a stop arrives."""
+        rules = rules or self.power.gate_rules()
+        if rules is None:
+            return True
+        said = None
+        while True:
+            failing = relaunch_gate(rules, self.power.reading())
+            with self.lock:
+                changed = self.state.waiting_for != (failing or None)
+                self.state.waiting_for = failing or None
+            if changed:
+                self._save()
+            if not failing:
+                if said is not None:
+                    self.say("pre-flight passes again: relaunching")
+                return True
+            if describe_wait(failing) != said:
+                said = describe_wait(failing)
+                self.say(said)
+            if self.stop_requested():
+                self.say("stop requested while the relaunch waited: relaunch cancelled")
+                return False
+            self.pause(GATE_POLL_SECONDS)
+
+    # -- stop protocol -------------------------------------------------------------------
+
+    def _check_stop_request(self) -> None:
+        if self.stop_plan is not None:
+            request = self.run_dir.read_stop_request()
+            if request and request.get("kill") and not self.stop_plan.kill:
+                self.stop_plan.kill = True  # an escalation: kill now
+            return
+        request = self.run_dir.read_stop_request()
+        if request is None:
+            return
+        grace = request.get("graceSeconds")
+        if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
+            grace = self.spec.grace_seconds
+        self.stop_plan = StopPlan(
+            kill=bool(request.get("kill")), grace_seconds=float(grace), requested_at=time.monotonic()
+        )
+        by = request.get("by") or "a client"
+        self.say(f"stop requested by {by}" + (" (kill)" if self.stop_plan.kill else ""))
+        with self.lock:
+            if self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
+
+    def _advance_stop(self) -> None:
+        plan = self.stop_plan
+        process = self.process
+        if plan is None or process is None or process.poll() is not None:
+            return
+        if plan.kill or time.monotonic() - plan.requested_at >= plan.grace_seconds:
+            self._kill_now(plan, process)
+            return
+        if plan.stage is None:
+            self._begin_cooperative(plan, process)
+        elif plan.signal_due_at is not None and time.monotonic() >= plan.signal_due_at:
+            plan.signal_due_at = None
+            if platform.send_cooperative_signal(process.pid):
+                plan.stage = "signal"
+                self.say("stop file not honoured yet: sent the stop signal")
+
+    def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
+        method = self.spec.stop_method
+        if method == "file" and self._moved():
+            method = "both"  # the trainer polls the stop file's old path: the signal reaches it too
+        if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
+            self._create_stop_file(plan)
+            if method != "file":
+                self.say(NO_STOP_SIGNAL)
+            return
+        if method in ("file", "both") and not self._create_stop_file(plan):
+            self.say("sending the stop signal instead")  # a full disk: go on to the signal at once
+            method = "signal"
+        if method == "both":
+            plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
+        if method == "signal":
+            platform.send_cooperative_signal(process.pid)
+            plan.stage = "signal"
+            self.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
+
+    def _moved(self) -> bool:
+        """The run folder is no longer where the trainer was told its stop file is."""
+        return str(self.run_dir.stop_file) != self._told_stop_file
+
+    def _create_stop_file(self, plan: StopPlan) -> bool:
+        """Create ``ARENA_STOP_FILE``; False when it could not be (the grace window still ends in a kill)."""
+        plan.stage = "file"
+        try:
+            self.run_dir.stop_file.write_text("stop requested\n")
+        except OSError as error:
+            self.warn(f"could not create the stop file: {error}")
+            return False
+        self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
+        return True
+
+    def _kill_now(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
+        if plan.stage == "kill":
+            return
+        if not plan.kill:
+            self.say(f"grace window of {plan.grace_seconds:g}s elapsed: killing the process tree")
+        else:
+            self.say("killing the process tree")
+        plan.stage = "kill"
+        survivors = platform.kill_tree(process.pid, timeout=5.0, own_child=True)
+        if survivors:
+            self.say(f"could not kill processes {survivors}")

@@ -1,0 +1,290 @@
+"""The local trainer: the process tree one attempt of a local run launches (``attempts.Trainer``).
+
+Moved out of the job agent (``agent``), which builds one and hands it to the
+attempt loop: launching the trainer (or adopting the one ``launch`` started),
+reading its output through the pumps (``local_output``), the stop protocol and
+the battery pause (``local_stop``), the saved-file check, and the end of an
+attempt judged from its exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from arena_ls import platform
+from arena_ls.lifecycle import supervisor_events as events
+from arena_ls.lifecycle.agent_power import PowerGuard
+from arena_ls.lifecycle.attempts import Outcome, RunRecord
+from arena_ls.lifecycle.events import EventParser
+from arena_ls.lifecycle.exec_check import verify_exec
+from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
+from arena_ls.lifecycle.local_output import TAIL_LINES
+from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
+from arena_ls.lifecycle.outputlog import OutputWriter, Pump
+from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
+from arena_ls.lifecycle.savedfiles import find_saved_file
+from arena_ls.lifecycle.states import RunStatus
+from arena_ls.lifecycle.statewriter import StateWriter
+from arena_ls.lifecycle.trainer_start import EarlyLaunch, start_captured, trainer_argv, trainer_env
+from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
+
+log = logging.getLogger("arena_ls.agent")
+
+POLL_SECONDS = 0.05
+GPU_RELEASE_TIMEOUT = 10.0
+
+
+class LocalTrainer(StopProtocol):
+    """The trainer's process tree on this machine, attempt after attempt (``attempts.Trainer``)."""
+
+    def __init__(
+        self,
+        run_dir: RunDir,
+        folder: StateFolder,
+        record: RunRecord,
+        writer: StateWriter,
+        output: OutputWriter,
+        early: EarlyLaunch | None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.folder = folder
+        self.record = record
+        self.spec = record.spec
+        self.state = record.state
+        self.lock = record.lock
+        self.speak_through(record)
+        self.writer = writer
+        self.output = output
+        self.early = early
+        """The first attempt's trainer, when ``launch`` started it before loading the agent."""
+        self.attempt_announced = False
+        self.folder_watch = FolderWatch(run_dir.path)
+        """The run folder's place: moved, the agent follows it; deleted, it stops the trainer."""
+        self._told_stop_file = str(run_dir.stop_file)
+        self.pumps: list[Pump] = []
+        self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
+        self.wake = threading.Event()
+        self.tail_chunks = deque(maxlen=TAIL_LINES)
+        self.stop_plan = None
+        self.process = None
+        self.last_progress_at = time.monotonic()
+        self.last_progress_write = 0.0
+        self.last_full_scan = 0.0
+        self.nan_evidence = None
+        self.disk_evidence: str | None = None
+        self.seen_write_failures = 0
+        self.power = PowerGuard(self.spec.power, self.tell)
+        self._watchdog = Watchdog(
+            WatchdogRules.for_job(
+                kind=self.spec.kind,
+                resume_args=self.spec.resume_args,
+                max_restarts=self.spec.max_restarts,
+                backoff_seconds=self.spec.backoff_seconds,
+            )
+        )
+        self._launched_from = self.spec.resumed_from_step
+
+    # -- the Trainer of the attempt loop (``attempts.Trainer``): a process tree here ------------
+
+    @property
+    def launched_from(self) -> int | None:
+        return self._launched_from
+
+    @property
+    def announced(self) -> bool:
+        return self.attempt_announced
+
+    def launch(self, step: int | None) -> Outcome:
+        self._launched_from = step
+        return self._attempt(step)
+
+    def tail(self) -> list[str]:
+        return self.tail_lines()
+
+    def saved_file(self) -> str | None:
+        return find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
+
+    def watchdog(self) -> Watchdog:
+        return self._watchdog
+
+    def decided(self, watchdog: Watchdog) -> None:
+        """The watchdog lives as long as the agent: nothing to record."""
+
+    def relaunching(self, relaunch: Relaunch) -> None:
+        """Nothing to record before ``restarting``: the relaunch's step is in the loop's record."""
+
+    def sit_out(self, relaunch: Relaunch) -> bool:
+        """The backoff, then the relaunch gate (contract 7.3); False when a stop cancels the relaunch."""
+        self._confirm_gpu_released()
+        if not Watchdog.sit_out(relaunch, self):
+            self.say("stop requested during the backoff: relaunch cancelled")
+            with self.lock:
+                self.state.stopped_by = None
+            return False
+        return self._await_relaunch_gate()
+
+    def resume_paused(self) -> tuple[bool, int | None]:
+        return self._resume_on_ac()
+
+    def _attempt(self, step: int | None) -> RunStatus | None:
+        """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
+        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
+        if not self._launch(argv):
+            return RunStatus.CRASHED
+        returncode = self._supervise()
+        return self._judge(returncode)
+
+    def _launch(self, argv: list[str]) -> bool:
+        early, self.early = self.early, None
+        try:
+            if early is not None:  # launch said "starting" and started its pumps
+                process = self._adopt_early(early)
+                argv = early.argv
+                self.pumps = early.pumps
+            else:
+                self.tell(events.starting(self.spec.job_id, argv))
+                env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
+                self._told_stop_file = str(self.run_dir.stop_file)
+                verify_exec(self.spec.exec_check)  # right before the exec: the gated paths again
+                process, self.pumps = start_captured(argv, Path(self.spec.cwd), env, self.output)
+        except OSError as error:
+            self.say(f"could not start {argv[0]!r}: {error}")
+            with self.lock:
+                self.state.failure = Failure("error", f"could not start {argv[0]!r}: {error}")
+                self.state.exit_code = None
+                self.state.ended_at = time.time()
+            return False
+        with self.lock:  # held until any early stop is taken over: the writer's first snapshot has it
+            stage = early.hand_over() if early is not None else None
+            if early is not None:  # the launcher may have recorded a stop since the agent was made
+                self.state.generation = max(self.state.generation, early.generation)
+            self.process = process
+            self.state.pid = process.pid
+            self.state.pid_create_time = platform.process_identity(process.pid)
+            self.state.argv = argv
+            self.state.started_at = self.state.started_at or (early.started_at if early else time.time())
+            self.state.exit_code = None
+            self.state.signal = None
+            self.state.failure = None
+            self.state.next_launch_at = None
+            self.last_progress_at = time.monotonic()
+            self.attempt_announced = False
+            self._move(RunStatus.RUNNING)
+            self._continue_early_stop(stage)
+        return True
+
+    def _adopt_early(self, early: EarlyLaunch) -> subprocess.Popen[bytes]:
+        """The trainer ``launch`` started (its argv is the spec's, as the first attempt's is)."""
+        if early.argv != trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step):
+            log.warning("the early launch ran %s, not what the spec says", early.argv)
+        if early.error is not None:
+            raise early.error
+        assert early.process is not None
+        return early.process
+
+    def _supervise(self) -> int:
+        """Capture output and watch for stop requests until the trainer exits."""
+        process = self.process
+        assert process is not None and process.stdout is not None and process.stderr is not None
+        for pump in self.pumps:
+            pump.attach(self._on_output)
+        waiter = threading.Thread(target=self._wait_exit, args=(process,), daemon=True)
+        waiter.start()
+        while process.poll() is None:
+            self.wake.wait(POLL_SECONDS)
+            self.wake.clear()
+            self._check_stop_request()
+            self._check_power()
+            self._advance_stop()
+            self._check_stall()
+            self._check_writes()
+            self._check_folder(process)
+            platform.reap_adopted(keep=process.pid)
+        returncode = process.wait()
+        survivors = platform.kill_group_remnants(process.pid)
+        if survivors:
+            self.say(f"processes {survivors} of the trainer's tree could not be killed")
+        for pump in self.pumps:
+            pump.join(timeout=10.0)
+        return returncode
+
+    def _check_folder(self, process: subprocess.Popen[bytes]) -> None:
+        """Follow a moved run folder; stop the trainer when the folder was deleted (``folderwatch``)."""
+        change = self.folder_watch.check(time.monotonic())
+        if isinstance(change, Moved):
+            with self.lock:
+                self.run_dir.path = change.path
+                self.folder.root = change.path.parent.parent
+            self.say(f"the run folder moved to {change.path}: following it there")
+            self.writer.request()
+        elif isinstance(change, Gone) and self.stop_plan is None:
+            print(
+                f"arena agent: the run folder {change.path} is gone; nobody can follow run "
+                f"{self.spec.run_id} any more: stopping its trainer (pid {process.pid}) cooperatively",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.stop_plan = plan = StopPlan(
+                kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+            )
+            plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
+            with self.lock:
+                if self.state.status is RunStatus.RUNNING:
+                    self._move(RunStatus.STOPPING)
+
+    def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
+        process.wait()
+        self.wake.set()
+
+    # -- the end of an attempt -----------------------------------------------------------
+
+    def _judge(self, returncode: int) -> RunStatus | None:
+        exit_code, signal_name = platform.describe_signal(returncode)
+        with self.lock:
+            self.state.exit_code = exit_code
+            self.state.signal = signal_name
+            self.state.ended_at = time.time()
+        self.tell(events.exited(exit_code, signal_name))
+        if self.stop_plan is not None:
+            battery = self.stop_plan.by_battery
+            by = "battery" if battery else (self.stop_plan.stage or "file")
+            with self.lock:
+                self.state.stopped_by = by
+            self.tell(events.stopped(by))
+            return RunStatus.RESTARTING if battery and self.power.resume_after_stop() else RunStatus.STOPPED
+        if returncode == 0:
+            return RunStatus.SUCCEEDED
+        failure = classify(
+            exit_code=exit_code,
+            signal_name=signal_name,
+            tail=self.tail_lines(),
+            nan_evidence=self.nan_evidence,
+            kind=self.spec.kind,
+        )
+        self.record.crashed(failure, exit_code if signal_name is None else returncode, signal_name)
+        return None
+
+    def _confirm_gpu_released(self) -> None:
+        """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""
+        pid = self.state.pid
+        if not pid:
+            return
+        from arena_ls.health import SystemHardware, wait_gpu_released
+
+        hardware = SystemHardware()
+        try:
+            held = wait_gpu_released(hardware, {pid}, GPU_RELEASE_TIMEOUT)
+        except Exception as error:  # a GPU probe must never stop a relaunch
+            log.warning("GPU release check failed: %s", error)
+            return
+        finally:
+            hardware.close()
+        for held_pid, megabytes in held:
+            self.warn(f"process {held_pid} of the old trainer still holds {megabytes} MB of GPU memory")
