@@ -8,7 +8,6 @@ status changes) and decides when a run whose agent died is ``lost``.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import struct
@@ -55,6 +54,10 @@ CPU that the trainer and its agent need."""
 JUMP_KEEP_LINES = 200
 """Lines read before the end after a jump (the status tail shows 50)."""
 ADOPT_RECORD_BYTES = 8 << 20
+ADOPT_READ_SECONDS = 0.02
+"""CPU the adopting read of the tail's records spends at most, on the event loop: a run adopted
+while its log is still being written (or whose tail cursor fell back to the log's start) can hold
+megabytes of announcements there; the rest is read by the next polls, 4 ms each."""
 """What adopting reads of the tail's records at once, unhurried (as much as its lines' read)."""
 AGENT_START_GRACE = 30.0
 DISK_FULL_BYTES = 64 << 10
@@ -217,7 +220,7 @@ class RunView:
             self.cursor = self.reader.start()
         self.records.start_at(self.cursor.record)
         self.read_new_lines(notify=False)
-        self.records.read_new(max_bytes=ADOPT_RECORD_BYTES, budget=math.inf)  # the tail's progress, at once
+        self.records.read_new(max_bytes=ADOPT_RECORD_BYTES, budget=ADOPT_READ_SECONDS)  # the tail's progress
 
     def read_new_lines(self, *, notify: bool = True) -> list[LogLine]:
         """New complete lines since the last call (bounded per call)."""
