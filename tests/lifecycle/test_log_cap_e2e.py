@@ -12,6 +12,7 @@ On main the log grew to 3.6 MB and had no gap line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -56,10 +57,14 @@ def flood_job() -> dict[str, Any]:
 
 
 def capped_bytes(folder: Path) -> int:
-    """The head and tail segments of a run's log on disk (logs and indexes)."""
-    return sum(
-        p.stat().st_size for p in folder.iterdir() if re.fullmatch(r"output(\.t\d+)?\.(log|idx)", p.name)
-    )
+    """The head and tail segments of a run's log on disk (logs and indexes). A segment the agent
+    drops between the listing and its ``stat`` counts nothing (it is gone)."""
+    total = 0
+    for path in folder.iterdir():
+        if re.fullmatch(r"output(\.t\d+)?\.(log|idx)", path.name):
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+    return total
 
 
 async def page_on(
