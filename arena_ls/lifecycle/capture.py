@@ -855,22 +855,20 @@ def _mid_record(idx: BinaryIO, index: int) -> tuple[int, int, int, int, int, int
 
 def _first_mid_at(idx: BinaryIO, count: int, seq: int) -> int:
     """The first middle record whose line's seq is ``seq`` or later (``count`` when none)."""
-    low, high = 0, count
-    while low < high:
-        middle = (low + high) // 2
-        if _mid_record(idx, middle)[2] < seq:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+    return _first_mid_where(idx, count, field=2, at_least=seq)
 
 
 def _first_mid_from(idx: BinaryIO, count: int, record: int) -> int:
     """The first middle record that came from global record ``record`` or later."""
+    return _first_mid_where(idx, count, field=3, at_least=record)
+
+
+def _first_mid_where(idx: BinaryIO, count: int, *, field: int, at_least: int) -> int:
+    """Binary search of the middle's index (sorted by seq and by record alike) on one field."""
     low, high = 0, count
     while low < high:
         middle = (low + high) // 2
-        if _mid_record(idx, middle)[3] < record:
+        if _mid_record(idx, middle)[field] < at_least:
             low = middle + 1
         else:
             high = middle
