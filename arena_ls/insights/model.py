@@ -89,6 +89,12 @@ class Observations:
             self.losses.append(LossPoint(step, loss, at))
 
     def add_checkpoint(self, step: int, at: float) -> None:
+        """One mark per save: a save announced twice (its plain ``saved checkpoint`` line, then
+        ``@arena``, before the parser knows the trainer speaks ``@arena``) is one checkpoint. Two
+        marks at one step made the cadence 0 steps and a few milliseconds, so the run looked
+        overdue a moment after every such save."""
+        if self.checkpoints and self.checkpoints[-1].step == step:
+            self.checkpoints.pop()
         self.checkpoints.append(CheckpointMark(step, at))
 
     def relaunched(self, at: float) -> None:

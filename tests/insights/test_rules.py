@@ -268,6 +268,22 @@ def test_without_steps_the_cadence_is_in_seconds() -> None:
     assert message is not None and "every 60 s" in message
 
 
+def test_a_save_announced_twice_is_one_checkpoint_and_not_overdue() -> None:
+    """The reference trainer's first save: ``saved checkpoint step=20`` (read by the built-in
+    pattern), then its ``@arena`` line 4 ms later. Seen in CI as checkpoint-overdue "0 s after the
+    last one (they came every 0 s)" for the two seconds until the next save."""
+    obs = Observations(launched_at=0.0)
+    for step in range(5, 21, 5):
+        obs.add_progress(step, 1.0, float(step))
+    obs.add_checkpoint(20, 20.000)
+    obs.add_checkpoint(20, 20.004)
+    assert [m.step for m in obs.checkpoints] == [20]
+    for now in (20.1, 21.0, 25.0, 30.0):
+        assert checkpoint_overdue.check(obs, DEFAULTS, now=now) is None
+    obs.add_progress(25, 1.0, 25.0)
+    assert checkpoint_overdue.check(obs, DEFAULTS, now=25.0) is None
+
+
 def test_no_checkpoint_yet_is_not_overdue() -> None:
     obs = with_losses(noisy_losses(100))
     assert checkpoint_overdue.check(obs, DEFAULTS, now=2000.0) is None
