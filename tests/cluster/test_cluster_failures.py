@@ -84,10 +84,12 @@ async def test_the_head_going_away_while_a_job_runs_is_retried_and_every_line_ar
             target = min(copied + 5, 60)
 
             async def went_on() -> bool:
-                await asyncio.sleep(0.25)  # a poll of the head's log, not a wait for the event
                 return ray_numbered(ray_head, sid) >= target
 
-            await poll_until(went_on, f"the job going on past line {copied} without its follower", LONG)
+            # Ray's log of the job, read every 0.25 s (each read is a request to the head).
+            await poll_until(
+                went_on, f"the job going on past line {copied} without its follower", LONG, pause=0.25
+            )
             await wait_for(lambda: proxy.refused >= refused + 2, LONG, "two more tries of the follower")
             warned = sum(t.startswith(WARNING) for t in texts(client, run_id))
             assert warned == 1, "one warning, not one a try"

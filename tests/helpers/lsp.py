@@ -192,13 +192,17 @@ async def wait_for(condition: Callable[[], Any], timeout: float = WAIT, what: st
         await asyncio.sleep(0.02)
 
 
-async def poll_until(condition: Callable[[], Awaitable[bool]], what: str, timeout: float = WAIT) -> None:
-    """Await ``condition`` (a request, say) every 50 ms until it holds, or fail after ``timeout``."""
+async def poll_until(
+    condition: Callable[[], Awaitable[bool]], what: str, timeout: float = WAIT, pause: float = 0.05
+) -> None:
+    """Await ``condition`` (a request, say) every ``pause`` seconds until it holds, or fail after
+    ``timeout``. The pause only spaces the polls (a longer one for a condition that costs, such as
+    an HTTP request to a Ray head); the wait ends at the condition."""
     deadline = time.monotonic() + timeout
     while not await condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(pause)
 
 
 async def wait_status(

@@ -114,14 +114,18 @@ def _group_of(temp: Path) -> int | None:
 
 
 def _wait_ready(head: RayHead) -> None:
+    """Until the head's job API answers (polled every 0.25 s), or fail after ``READY_TIMEOUT``."""
     deadline = time.monotonic() + READY_TIMEOUT
     while True:
         try:
             head.request("GET", "/api/jobs/")
             return
-        except OSError:
+        except OSError as error:
             if time.monotonic() > deadline:
-                raise
+                raise RuntimeError(
+                    f"the Ray head's job API at {head.address} did not answer within "
+                    f"{READY_TIMEOUT:.0f} s (last: {error})"
+                ) from error
             time.sleep(0.25)
 
 
@@ -131,7 +135,10 @@ def _live_jobs(head: RayHead) -> list[str]:
 
 
 def _stop_jobs(head: RayHead) -> None:
-    """Stop every unfinished job first, and wait for them (``ray stop`` would just kill them)."""
+    """Stop every unfinished job first, and wait for them (``ray stop`` would just kill them).
+
+    The wait is bounded (30 s, polled every 0.2 s) and fails nothing: a job still live after it
+    ends with the head's process group (``_end_group``)."""
     with contextlib.suppress(OSError, ValueError):
         live = _live_jobs(head)
         for sid in live:

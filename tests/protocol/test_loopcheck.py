@@ -27,8 +27,11 @@ def busy():
         pass
 
 async def main():
-    asyncio.get_running_loop().call_soon(busy)
-    await asyncio.sleep(0.05)
+    loop = asyncio.get_running_loop()
+    ran = loop.create_future()
+    loop.call_soon(busy)
+    loop.call_soon(ran.set_result, None)  # callbacks run in the order given: busy has run
+    await ran
     await asyncio.to_thread(busy)  # a worker thread's CPU is not the loop's
 
 asyncio.run(main())

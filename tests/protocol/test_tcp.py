@@ -58,6 +58,23 @@ class TcpServer:
         assert port is not None and token_path is not None
         return cls(process, port, token_path)
 
+    async def logged(self, text: str) -> str:
+        """The next line of the server's log (stderr) that contains ``text``; the lines before it
+        are passed over. Fails when the server ends first, or after ``WAIT``."""
+        assert self.process.stderr is not None
+
+        async def read() -> str:
+            while True:
+                line = (await self.process.stderr.readline()).decode()  # type: ignore[union-attr]
+                assert line, f"the server ended before logging {text!r}"
+                if text in line:
+                    return line
+
+        try:
+            return await asyncio.wait_for(read(), WAIT)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"the server did not log {text!r} within {WAIT:.0f} s") from None
+
     async def connect(self) -> Connection:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
         return Connection(reader, writer)
@@ -177,14 +194,11 @@ async def test_one_client_at_a_time_and_the_next_one_after_a_disconnect(
     status = await first.call(1, "arena/status", {})
     assert status is not None and "result" in status
     first.close()
-    # The server keeps serving: the next client connects once the first has gone.
-    for _attempt in range(200):
-        third = await tcp.connect()
-        answer = await third.initialize(workspace, token)
-        if answer is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert answer is not None and "result" in answer
+    # The server keeps serving: the next client is served once the server has let the first go.
+    await tcp.logged("disconnected; waiting for the next one")
+    third = await tcp.connect()
+    answer = await third.initialize(workspace, token)
+    assert answer is not None and "result" in answer, answer
     status = await third.call(2, "arena/status", {})
     assert status is not None and "result" in status
     assert tcp.process.returncode is None
