@@ -157,11 +157,15 @@ class RunFollower:
         self._closed = True
         for waiter in self._waiters:
             waiter.done.cancel()
-        if self._task is not None:
+        task = self._task
+        if task is not None:
             self._wake.set()
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            task.cancel()
+            # ``asyncio.wait``, not ``await task`` in a suppress: a close that is itself cancelled
+            # (a caller's timeout) must raise, not pass for a follower that ended.
+            await asyncio.wait([task])
+            if not task.cancelled() and task.exception() is not None:
+                log.error("the follower ended with an error", exc_info=task.exception())
 
     def wake(self) -> None:
         """Follow every run now (a run was started, a stop requested, the settings changed)."""

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from arena_ls import platform
+from arena_ls.lifecycle import follower as follower_module
 from arena_ls.lifecycle.follower import RunFollower
 from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState, StateFolder
@@ -338,13 +341,35 @@ async def test_closing_the_follower_cancels_whoever_still_waits(follower: Any, r
     assert follower._waiters == []
 
 
-async def test_close_ends_the_follower_when_a_wake_comes_with_the_cancellation(follower: Any) -> None:
+async def test_close_ends_the_follower_when_a_wake_comes_with_the_cancellation(
+    follower: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Python 3.11's ``wait_for`` swallows a cancellation that comes as its inner wait completes:
-    a close right after a wake (a request in flight, a TCP client that left) waited forever."""
+    a close right after a wake (a request in flight, a TCP client that left) waited forever.
+
+    That race depends on the order of two callbacks in one turn of the loop, so the test makes it
+    certain: the follower's ``wait_for`` swallows every cancellation, as 3.11's does in the race.
+    The loop must still end (it ends by ``_closed``), and a close that cannot end must not claim
+    it did: ``wait_for(close(), WAIT)`` raises rather than returning (it returned after 20 s when
+    ``close`` swallowed its own cancellation, so a follower that never ended passed)."""
+    real_wait_for = asyncio.wait_for
+
+    async def swallowing_wait_for(awaitable: Any, timeout: float | None) -> Any:
+        try:
+            return await real_wait_for(awaitable, timeout)
+        except asyncio.CancelledError:
+            return None
+
+    monkeypatch.setattr(
+        follower_module, "asyncio", SimpleNamespace(**{**vars(asyncio), "wait_for": swallowing_wait_for})
+    )
     follower, _ = follower
     follower.ensure_running()
-    for _ in range(3):  # the loop's first round, then its wait for a wake
-        await asyncio.sleep(0)
+    deadline = time.monotonic() + WAIT
+    while follower._full_due == 0.0:  # set once the first round (on a worker thread) is done
+        assert time.monotonic() < deadline, "the follower's first round never ended"
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # it went on to its wait for a wake, with no await between
     follower.wake()
     await asyncio.wait_for(follower.close(), WAIT)
     follower.ensure_running()
