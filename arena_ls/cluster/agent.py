@@ -29,14 +29,7 @@ from pathlib import Path
 from arena_ls import platform
 from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
-from arena_ls.cluster.ray_trainer import (
-    POLL_SECONDS,
-    REFUSED_GIVE_UP_SECONDS,
-    UNREACHABLE_RETRY_SECONDS,
-    NotSent,
-    RayTrainer,
-    Timing,
-)
+from arena_ls.cluster.ray_trainer import RayTrainer, Timing
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
@@ -46,8 +39,6 @@ from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.lifecycle.trainer_start import trainer_argv
-
-__all__ = ["POLL_SECONDS", "REFUSED_GIVE_UP_SECONDS", "UNREACHABLE_RETRY_SECONDS", "NotSent", "main"]
 
 log = logging.getLogger("arena_ls.cluster.agent")
 
@@ -67,16 +58,14 @@ class ClusterAgent:
         self.folder = StateFolder(run_dir.path.parent.parent)
         self.adopting = adopt
         self.state = self._initial_state(adopt)
-        self.record: ClusterRecord = self.state.cluster  # type: ignore[assignment]
         self.output = OutputWriter(run_dir.path)
         self.lock = threading.RLock()
         self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.tell)
         self.run_record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
         """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
-        timing = Timing(POLL_SECONDS, UNREACHABLE_RETRY_SECONDS, REFUSED_GIVE_UP_SECONDS)
         connect = lambda: self._connect()  # noqa: E731 (late: a test replaces ``_connect``)
         self.trainer = RayTrainer(
-            run_dir, self.folder, self.run_record, self.writer, self.output, adopt, connect, timing
+            run_dir, self.folder, self.run_record, self.writer, self.output, adopt, connect, Timing.current()
         )
 
     def _initial_state(self, adopt: bool) -> RunState:
@@ -111,12 +100,6 @@ class ClusterAgent:
         """A note of the supervisor's own (no reader acts on it)."""
         self.tell(events.note(text))
 
-    def warn(self, text: str) -> None:
-        self.tell(events.warning(text))
-
-    def _move(self, target: RunStatus) -> None:
-        self.run_record.move(target)
-
     # -- main loop --------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -138,10 +121,6 @@ class ClusterAgent:
             RunLock(self.folder).release(self.spec.run_id)
         return 0
 
-    def _connect_late(self) -> JobsClient | Failure:
-        """``_connect`` as it is when called (a test replaces it on the agent after it was made)."""
-        return self._connect()
-
     def _connect(self) -> JobsClient | Failure:
         try:
             token = read_token(self.cluster.name, self.cluster.token_file)
@@ -158,13 +137,8 @@ class ClusterAgent:
             self.say(f"cannot use cluster {self.cluster.name!r}: {client.evidence}")
             self.run_record.finish(RunStatus.CRASHED)
             return
-        self.client = client
         self.trainer.client = client
         AttemptLoop(self.run_record, self.trainer).run(first=self.trainer.first_attempt)
-
-    def abandon(self) -> str | None:
-        """Best effort: ask the cluster to stop the run's job (the run is given up as ``lost``)."""
-        return self.trainer.abandon()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +167,7 @@ def give_up(agent: ClusterAgent) -> None:
     """The follower failed: an unfinished run is ``lost``, its job asked to stop, the lock freed."""
     with agent.lock:
         final = agent.state.status.is_final
-    stopped = None if final else agent.abandon()  # never leave a job running unfollowed
+    stopped = None if final else agent.trainer.abandon()  # never leave a job running unfollowed
     with agent.lock:
         if not final:
             evidence = "the cluster agent failed; see agent.log"

@@ -26,8 +26,9 @@ from arena_ls import platform
 from arena_ls.cluster.config import ClusterTarget, read_token, resolve_cluster
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
+from arena_ls.errors import CLUSTER_UNREACHABLE, ArenaError
 from arena_ls.lifecycle.backends.base import FollowerProcess, RunPlan, detached_follower_alive
-from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunState
+from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.settings import Settings
 
@@ -118,6 +119,28 @@ class RayBackend:
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # the follower asks Ray
+
+    def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
+        """The follower found the head unreachable when it asked Ray to stop the job:
+        ``CLUSTER_UNREACHABLE``, naming the cluster (the follower keeps asking, and follows the
+        run until the head answers or the run is ``lost``)."""
+        record = state.cluster if state is not None else None
+        undelivered = record.stop_undelivered if record is not None else None
+        if undelivered is None:
+            return None
+        name = spec.cluster.name if spec.cluster is not None else "?"
+        return ArenaError(
+            CLUSTER_UNREACHABLE,
+            f"cluster {name!r} could not be asked to stop run {spec.run_id} ({undelivered[:200]}); "
+            "the job keeps running there: the stop is asked again until the cluster answers",
+            cluster=name,
+            runId=spec.run_id,
+            evidence=undelivered[:300],
+        )
+
+    def trainer_started(self, state: RunState) -> bool:
+        """Ray accepted the submission (the trainer has no pid here)."""
+        return bool(state.pid) or (state.cluster is not None and state.cluster.accepted is not None)
 
     def local_pids(self, state: RunState) -> list[int]:
         return []

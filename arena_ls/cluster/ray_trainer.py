@@ -55,11 +55,17 @@ head (no answer, or a 5xx) is waited out without bound: the job keeps running th
 
 @attrs.frozen
 class Timing:
-    """How often the follower polls and retries (the agent's module constants, read when it starts)."""
+    """How often the follower polls and retries (``current``: this module's constants when it starts)."""
 
     poll_seconds: float = POLL_SECONDS
     unreachable_retry_seconds: float = UNREACHABLE_RETRY_SECONDS
     refused_give_up_seconds: float = REFUSED_GIVE_UP_SECONDS
+
+    @classmethod
+    def current(cls) -> Timing:
+        """This module's constants as they are now (a test shortens them before a follower starts;
+        the fields' defaults are the values at import)."""
+        return cls(POLL_SECONDS, UNREACHABLE_RETRY_SECONDS, REFUSED_GIVE_UP_SECONDS)
 
 
 class RayTrainer(RayStopAndEnd):

@@ -16,15 +16,13 @@ import contextlib
 import gc
 import logging
 import os
-import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from arena_ls import platform
 from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.attempts import AttemptLoop, Outcome, RunRecord
+from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
 from arena_ls.lifecycle.local_trainer import LocalTrainer
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
 from arena_ls.lifecycle.reserve import StateReserve
@@ -78,52 +76,13 @@ class Agent:
         self.lock = threading.RLock()
         self.reserve = StateReserve(run_dir.path)
         self.writer = StateWriter(
-            run_dir, self.folder, self.state, self.lock, self.tell, self._write_failed, self.reserve
+            run_dir, self.folder, self.state, self.lock, self.tell, reserve=self.reserve
         )
         self.record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
         """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
         self.trainer = LocalTrainer(run_dir, self.folder, self.record, self.writer, self.output, early)
 
-    # -- what tests and callers of the agent reach: the trainer's, by their old names -------
-
-    @property
-    def process(self) -> subprocess.Popen[bytes] | None:
-        return self.trainer.process
-
-    @property
-    def attempt_announced(self) -> bool:
-        return self.trainer.attempt_announced
-
-    @attempt_announced.setter
-    def attempt_announced(self, announced: bool) -> None:
-        self.trainer.attempt_announced = announced
-
-    @property
-    def _attempt(self) -> Callable[[int | None], Outcome]:
-        """One attempt of the trainer (a test stands in for it: set, the trainer's is replaced)."""
-        return self.trainer._attempt
-
-    @_attempt.setter
-    def _attempt(self, attempt: Callable[[int | None], Outcome]) -> None:
-        self.trainer._attempt = attempt  # type: ignore[method-assign, assignment]
-
     # -- state ---------------------------------------------------------------------------
-
-    def _move(self, target: RunStatus) -> None:
-        """Change the status; the writer records it (a failing write never aborts the run)."""
-        self.record.move(target)
-
-    def _save(self) -> None:
-        """Ask the writer to record the state; never writes on the calling thread."""
-        self.writer.request()
-
-    def _write_failed(self, error: Exception) -> None:
-        """The writer's report of a failed write (it retries): the trainer's ``disk-full`` rule."""
-        self.trainer._write_failed(error)
-
-    def _check_writes(self) -> None:
-        """The trainer's look at failed writes (``disk-full`` set or cleared)."""
-        self.trainer._check_writes()
 
     def tell(self, event: SupervisorEvent) -> None:
         """A record of the supervisor's own, in the run's log (stream ``arena``, ``supervisor_events``).

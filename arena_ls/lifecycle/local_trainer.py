@@ -61,6 +61,7 @@ class LocalTrainer(StopProtocol):
         self.lock = record.lock
         self.speak_through(record)
         self.writer = writer
+        writer.report_failures_to(self._write_failed)  # a full disk is ``disk-full`` at once
         self.output = output
         self.early = early
         """The first attempt's trainer, when ``launch`` started it before loading the agent."""

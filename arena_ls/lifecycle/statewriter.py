@@ -97,6 +97,13 @@ class StateWriter:
             )
         return cls(run_dir, folder, state, lock, say, reserve=reserve)
 
+    def report_failures_to(self, on_failure: Callable[[Exception], None]) -> None:
+        """Tell ``on_failure`` of every failed write from now on (in place of the constructor's).
+
+        For a reader built after the writer: the local trainer's ``disk-full``
+        rule, whose run record already writes through this writer."""
+        self._on_failure = on_failure
+
     @property
     def failing(self) -> bool:
         """True from a failed write until a write succeeds again."""

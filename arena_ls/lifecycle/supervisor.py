@@ -29,7 +29,6 @@ from arena_ls.diagnostics import Diag
 from arena_ls.errors import (
     ALREADY_RUNNING,
     APPROVAL_REQUIRED,
-    CLUSTER_UNREACHABLE,
     DISABLED,
     GATES_FAILED,
     INVALID_MANIFEST,
@@ -833,31 +832,23 @@ class Supervisor:
         if not request.wait:
             return view
         grace = request.grace_seconds if request.grace_seconds is not None else view.spec.grace_seconds
-        if view.spec.cluster is not None:
-            await self._wait_cluster_stop(view, grace + STOP_ANSWER_MARGIN)
-        else:
-            await self.wait_final(view, grace + STOP_ANSWER_MARGIN)
+        await self._wait_stopped(view, grace + STOP_ANSWER_MARGIN)
         view.read_new_lines(notify=False)
         return view
 
-    async def _wait_cluster_stop(self, view: RunView, timeout: float) -> None:
-        """Wait for a cluster run to end, or for its follower to find the head unreachable:
-        then ``CLUSTER_UNREACHABLE`` at once, naming the cluster (the follower keeps asking,
-        and follows the run until the head answers or the run is ``lost``)."""
-        if await self.follower.until(view, lambda v: v.is_final or _stop_undelivered(v) is not None, timeout):
-            self.follower.follow(view, check_liveness=False)
-        undelivered = _stop_undelivered(view)
-        if undelivered is None or view.is_final:
-            return
-        name = view.spec.cluster.name if view.spec.cluster is not None else "?"
-        raise ArenaError(
-            CLUSTER_UNREACHABLE,
-            f"cluster {name!r} could not be asked to stop run {view.run_id} ({undelivered[:200]}); "
-            "the job keeps running there: the stop is asked again until the cluster answers",
-            cluster=name,
-            runId=view.run_id,
-            evidence=undelivered[:300],
-        )
+    async def _wait_stopped(self, view: RunView, timeout: float) -> None:
+        """Wait for a stopped run to end, or for its back end to say the stop could not be passed
+        on (a cluster's head unreachable): then its refusal at once (the follower keeps asking, and
+        follows the run until the stop is delivered or the run is ``lost``)."""
+
+        def undelivered(v: RunView) -> ArenaError | None:
+            return v.backend.stop_undelivered(v.spec, v.state)
+
+        if await self.follower.until(view, lambda v: v.is_final or undelivered(v) is not None, timeout):
+            self.follower.follow(view, check_liveness=False)  # its last lines and status, told now
+        refusal = undelivered(view)
+        if refusal is not None and not view.is_final:
+            raise refusal
 
     def _refuse_if_checkpoint_old(self, view: RunView) -> None:
         """1007 for a running trainer whose last checkpoint is too old (``checkpoint_age``)."""
@@ -897,11 +888,6 @@ class Supervisor:
         return view.seen_checkpoint is not None or (
             view.state is not None and view.state.last_checkpoint is not None
         )
-
-    async def wait_final(self, view: RunView, timeout: float | None = None) -> None:
-        """Wait until a run reaches a final status, as the follower reads it (its lines included)."""
-        if await self.follower.until(view, lambda v: v.is_final, timeout):
-            self.follower.follow(view, check_liveness=False)  # its last lines and status, told now
 
     # -- logs ------------------------------------------------------------------------------
 
@@ -1016,22 +1002,11 @@ def launch_evidence(run_dir: RunDir, code: int) -> str:
     return "; ".join(parts)
 
 
-def _stop_undelivered(view: RunView) -> str | None:
-    """Why the cluster run's follower could not pass a stop on to the cluster, if it could not."""
-    state = view.state
-    return state.cluster.stop_undelivered if state is not None and state.cluster is not None else None
-
-
 def _trainer_known(view: RunView) -> bool:
-    """The run's state names its trainer's pid (or, on a cluster, Ray accepted the submission),
-    or the run is already over."""
+    """The run's state records its started trainer, as its back end reads it (a pid here, a
+    submission Ray accepted), or the run is already over."""
     state = view.state
-    return state is not None and bool(state.pid or view.is_final or _submitted(state))
-
-
-def _submitted(state: RunState) -> bool:
-    """A cluster run whose submission Ray accepted (its trainer has no pid here)."""
-    return state.cluster is not None and state.cluster.accepted is not None
+    return state is not None and (view.is_final or view.backend.trainer_started(state))
 
 
 def _age(path: Path) -> float:

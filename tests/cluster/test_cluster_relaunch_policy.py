@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.cluster import agent as agent_module
+from arena_ls.cluster import ray_trainer
 from arena_ls.lifecycle.rundir import CheckpointRecord, StateFolder
 from arena_ls.lifecycle.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
@@ -39,7 +39,7 @@ CRASHED = {
 
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "POLL_SECONDS", 0.005)
+    monkeypatch.setattr(ray_trainer, "POLL_SECONDS", 0.005)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import pytest
 
 from arena_ls.cluster import agent as agent_module
+from arena_ls.cluster import ray_trainer
 from arena_ls.cluster.agent import ClusterAgent
 from arena_ls.cluster.backend import RayBackend
 from arena_ls.cluster.jobsapi import ClusterError
@@ -103,9 +104,9 @@ SUCCEEDED = {"status": "SUCCEEDED", "driver_exit_code": 0}
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     """Polls and retries in milliseconds; the cluster may refuse for 0.2 s before the run is given up."""
-    monkeypatch.setattr(agent_module, "POLL_SECONDS", 0.005)
-    monkeypatch.setattr(agent_module, "UNREACHABLE_RETRY_SECONDS", 0.005)
-    monkeypatch.setattr(agent_module, "REFUSED_GIVE_UP_SECONDS", 0.2)
+    monkeypatch.setattr(ray_trainer, "POLL_SECONDS", 0.005)
+    monkeypatch.setattr(ray_trainer, "UNREACHABLE_RETRY_SECONDS", 0.005)
+    monkeypatch.setattr(ray_trainer, "REFUSED_GIVE_UP_SECONDS", 0.2)
 
 
 @pytest.fixture
@@ -176,7 +177,7 @@ def test_a_cluster_that_keeps_refusing_to_tell_of_the_job_makes_the_run_lost(
 
 
 def test_an_unreachable_head_is_waited_out_however_long(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "REFUSED_GIVE_UP_SECONDS", 0.0)  # any 4xx would end it at once
+    monkeypatch.setattr(ray_trainer, "REFUSED_GIVE_UP_SECONDS", 0.0)  # any 4xx would end it at once
     silence: list[dict[str, Any] | Exception] = [unreachable(), ClusterError("refused", "busy", 503)] * 10
     jobs = FakeJobs([RUNNING, *silence, SUCCEEDED])
     follow_to_the_end(follower(run, jobs).run)
@@ -184,7 +185,7 @@ def test_an_unreachable_head_is_waited_out_however_long(run: RunDir, monkeypatch
 
 
 def test_a_refusal_that_passes_is_forgotten(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "REFUSED_GIVE_UP_SECONDS", 3600.0)
+    monkeypatch.setattr(ray_trainer, "REFUSED_GIVE_UP_SECONDS", 3600.0)
     jobs = FakeJobs([RUNNING, answered(404), answered(404), RUNNING, SUCCEEDED])
     follow_to_the_end(follower(run, jobs).run)
     assert run.read_state().status is RunStatus.SUCCEEDED

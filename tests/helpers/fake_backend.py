@@ -9,9 +9,10 @@ from typing import Any
 
 import attrs
 
+from arena_ls.errors import ArenaError
 from arena_ls.lifecycle.backends.base import FollowerProcess, RunPlan
 from arena_ls.lifecycle.capture import LogLine
-from arena_ls.lifecycle.rundir import RunDir, RunState
+from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.manifest import Job, ManifestResult
@@ -110,6 +111,12 @@ class FakeBackend:
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         self.stops.append({"run": run_dir.run_id, "kill": kill, "grace": grace_seconds})
         self.stop_seen.set()
+
+    def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
+        return None  # the test, as the follower, records how the stop ended
+
+    def trainer_started(self, state: RunState) -> bool:
+        return bool(state.pid)
 
     def local_pids(self, state: RunState) -> list[int]:
         return [state.pid] if state.pid else []

@@ -586,6 +586,9 @@ class ProcessMarker:
             why = why_process(self.reach, item)
             if why is not None:
                 item.add_marker(pytest.mark.process(auto=why))
+        # The marks are set: let the syntax trees go (about 570,000 objects for the whole suite,
+        # which every full garbage collection of the run, and the interpreter's exit, walked).
+        self.reach = Reach(self.reach.repo)
         if os.environ.get("ARENA_PROCESS_TIMING"):
             print(
                 f"process marker: {len(items)} tests read in {time.perf_counter() - started:.2f} s",

@@ -27,7 +27,7 @@ def make_agent(tmp_path: Path, **spec: Any) -> Agent:
 
 
 class Crashes:
-    """Stands in for ``Agent._attempt``: each attempt runs, announces a checkpoint, and crashes."""
+    """Stands in for ``LocalTrainer._attempt``: each attempt runs, announces a checkpoint, and crashes."""
 
     def __init__(self, agent: Agent, checkpoints: list[int | None]) -> None:
         self.agent = agent
@@ -36,9 +36,9 @@ class Crashes:
 
     def __call__(self, step: int | None) -> RunStatus | None:
         self.started_from.append(step)
-        self.agent._move(RunStatus.RUNNING)
+        self.agent.record.move(RunStatus.RUNNING)
         checkpoint = next(self.checkpoints)
-        self.agent.attempt_announced = checkpoint is not None  # a trainer that saved said so
+        self.agent.trainer.attempt_announced = checkpoint is not None  # a trainer that saved said so
         if checkpoint is not None:
             self.agent.state.last_checkpoint = CheckpointRecord(step=checkpoint, path="ckpt.pt", at=0.0)
         return None  # crashed: the watchdog decides
@@ -53,7 +53,7 @@ def test_the_agent_relaunches_from_each_checkpoint_until_a_crash_loop(
 ) -> None:
     agent = make_agent(tmp_path, max_restarts=3, backoff_seconds=0.0)
     crashes = Crashes(agent, [100, 200, 200])
-    monkeypatch.setattr(agent, "_attempt", crashes)
+    monkeypatch.setattr(agent.trainer, "_attempt", crashes)
     assert agent.run() == 0
     assert crashes.started_from == [None, 100, 200]
     state = agent.run_dir.read_state()
@@ -71,7 +71,7 @@ def test_the_agent_relaunches_from_each_checkpoint_until_a_crash_loop(
 def test_a_spent_budget_ends_the_run_crashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = make_agent(tmp_path, max_restarts=1, backoff_seconds=0.0)
     crashes = Crashes(agent, [None, 5, 4])
-    monkeypatch.setattr(agent, "_attempt", crashes)
+    monkeypatch.setattr(agent.trainer, "_attempt", crashes)
     agent.run()
     assert crashes.started_from == [None, None, 5]
     state = agent.run_dir.read_state()
@@ -81,7 +81,7 @@ def test_a_spent_budget_ends_the_run_crashed(tmp_path: Path, monkeypatch: pytest
 def test_a_task_is_not_relaunched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = make_agent(tmp_path, kind="task", max_restarts=3, backoff_seconds=0.0)
     crashes = Crashes(agent, [100])
-    monkeypatch.setattr(agent, "_attempt", crashes)
+    monkeypatch.setattr(agent.trainer, "_attempt", crashes)
     agent.run()
     assert crashes.started_from == [None]
     state = agent.run_dir.read_state()
@@ -94,7 +94,7 @@ def test_a_stop_requested_during_the_backoff_ends_the_run_stopped(
 ) -> None:
     agent = make_agent(tmp_path, max_restarts=3, backoff_seconds=600.0)
     crashes = Crashes(agent, [100])
-    monkeypatch.setattr(agent, "_attempt", crashes)
+    monkeypatch.setattr(agent.trainer, "_attempt", crashes)
     agent.run_dir.request_stop(kill=False, grace_seconds=None, by="a test")
     agent.run()
     assert crashes.started_from == [None]

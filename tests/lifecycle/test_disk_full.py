@@ -93,14 +93,14 @@ def test_a_failed_state_write_keeps_the_run_and_reports_disk_full(
     monkeypatch.setattr(statewriter, "write_json_atomic", write_json)
     monkeypatch.setattr(agent.writer, "_on_failure", reported)
     agent.state.step = 7
-    agent._save()  # never raises: the writer thread retries, the state stays in memory
+    agent.writer.request()  # never raises: the writer thread retries, the state stays in memory
     assert failed.wait(60)
     assert agent.writer.failing
     assert agent.state.failure is not None and agent.state.failure.kind == "disk-full"
     assert "No space left on device" in agent.state.failure.evidence
     full["on"] = False
     assert agent.writer.flush(60), "the retry writes the state once space is back"
-    agent._check_writes()  # every line and the state written: the disk-full evidence cleared
+    agent.trainer._check_writes()  # every line and the state written: the disk-full evidence cleared
     assert agent.writer.close(60)
     written = json.loads(agent.run_dir.state_path.read_text())
     assert written["step"] == 7 and written["failure"] is None
@@ -117,7 +117,7 @@ def test_an_agent_that_cannot_record_its_run_starts_nothing(
     monkeypatch.setattr(RunDir, "write_state", lambda self, state: (_ for _ in ()).throw(ENOSPC))
     monkeypatch.setattr(agent_module, "FINAL_WRITE_TIMEOUT", 0.0)
     assert agent.run() == LAUNCH_FAILED_EXIT
-    assert agent.process is None, "no trainer was started"
+    assert agent.trainer.process is None, "no trainer was started"
     assert RunLock(agent.folder).holder() is None, "the lock is free again"
 
 

@@ -15,7 +15,7 @@ from arena_ls.lifecycle.outputlog import ARENA, STDERR, STDOUT, OutputWriter
 from arena_ls.lifecycle.records import AgentLine, Item, ReadCounter, RunRecords, TrainerEvent, record_count
 from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.runview import RING_LINES, RunView
 
 
 @pytest.fixture
@@ -167,11 +167,16 @@ def test_a_late_subscriber_gets_everything_once_even_while_the_run_writes_on(run
 
 
 def test_an_adopted_run_is_followed_from_its_tail_and_its_insights_from_its_first_record(run: RunDir) -> None:
+    writer = OutputWriter(run.path)  # one writer, one record a line (``write`` syncs at each close)
     for step in range(1, 3001):
-        write(run, STDOUT, f"step {step}/3000 loss {1.0 / step}")
+        writer.append(STDOUT, f"step {step}/3000 loss {1.0 / step}\n".encode())
+    writer.close()
+    assert record_count(run.path) == 3000
     view = RunView(run, run.read_spec())
     view.start_live_at_tail()
-    assert view.records.next_record == record_count(run.path)
+    while view.records.next_record < 3000:  # the adopt's read is bounded (CPU): the next polls read on
+        view.records.read_new()
+    assert view.records.counter.parsed == RING_LINES, "from the tail's record, never from the first"
     assert view.progress.step == 3000
     tracker = RunTracker(view.records, created_at=0.0)
     while not view.records.caught_up:
@@ -299,9 +304,11 @@ def test_a_backlog_of_floods_gives_every_announcement_and_the_latest_progress(ru
 def test_a_checkpoint_line_the_view_read_is_known_to_a_decision_at_once(run: RunDir) -> None:
     """The records reader may lag the log under a backlog; a decision makes it reach the lines first."""
     view = RunView(run, run.read_spec())
+    writer = OutputWriter(run.path)  # one writer, one record a write (``write`` syncs at each close)
     for step in range(400):
-        write(run, STDOUT, f"step {step}/1000 loss 1.0")
-    write(run, STDOUT, checkpoint(399))
+        writer.append(STDOUT, f"step {step}/1000 loss 1.0\n".encode())
+    writer.append(STDOUT, f"{checkpoint(399)}\n".encode())
+    writer.close()
     view.records.read_new = lambda *args, **kwargs: RunRecords.read_new(view.records, limit=1)  # type: ignore[method-assign]
     view.read_new_lines()
     assert view.cursor.record == 401 and view.records.next_record < 401, "lagging, as under a flood"

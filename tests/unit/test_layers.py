@@ -182,6 +182,45 @@ def test_the_supervisor_chooses_a_back_end_by_asking_never_by_run_on() -> None:
     )
 
 
+def cluster_reads(path: Path) -> list[str]:
+    """Every read of a run's cluster part in ``path`` (``view.spec.cluster``, ``state.cluster``...).
+
+    A run's fields of a back end are that back end's to read (``RunBackend.stop_undelivered``,
+    ``trainer_started``); the one passage allowed is the plan's part handed on to the spec
+    (``cluster=plan.cluster``), which the supervisor carries without looking into it."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == "cluster":
+            owner = ast.unparse(node.value)
+            if owner.rsplit(".", 1)[-1] != "plan":
+                found.append((node.lineno, f"{path.name}:{node.lineno} reads {owner}.cluster"))
+    return [text for _, text in sorted(found)]
+
+
+def test_the_supervisor_asks_the_back_end_never_reads_a_runs_cluster_fields() -> None:
+    """The stop and the start ask the run's back end (a cluster's stop, its accepted submission):
+    ``supervisor.py`` has no ``spec.cluster`` / ``state.cluster`` test of its own."""
+    assert cluster_reads(PACKAGE / "lifecycle" / "supervisor.py") == []
+
+
+def test_the_cluster_read_checker_finds_a_branch_on_spec_or_state(tmp_path: Path) -> None:
+    probe = tmp_path / "supervisor.py"
+    probe.write_text(
+        "async def stop(view):\n"
+        "    if view.spec.cluster is not None:\n"
+        "        return view.state.cluster.stop_undelivered\n"
+        "    return RunSpec(cluster=plan.cluster)\n"
+        "def submitted(state):\n"
+        "    return state.cluster is not None and state.cluster.accepted is not None\n"
+    )
+    assert cluster_reads(probe) == [
+        "supervisor.py:2 reads view.spec.cluster",
+        "supervisor.py:3 reads view.state.cluster",
+        "supervisor.py:6 reads state.cluster",
+        "supervisor.py:6 reads state.cluster",
+    ]
+
+
 def private_methods(path: Path, class_name: str) -> set[str]:
     """The ``_private`` methods (not dunders) the class ``class_name`` of ``path`` defines."""
     tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -75,3 +75,77 @@ def test_each_agent_hands_the_loop_its_trainer_not_itself() -> None:
             "AttemptLoop(self.record, self)" not in source
             and "AttemptLoop(self.run_record, self)" not in source
         )
+
+
+def forwarders(source: str) -> list[str]:
+    """The members of ``source``'s classes that only pass something on to another object: a property
+    (with or without a setter), or a method whose one statement hands its own arguments, unchanged,
+    to a method of one of its attributes (``return self.trainer.abandon()``)."""
+    found = []
+    for cls in ast.walk(ast.parse(source)):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in cls.body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            decorators = [ast.unparse(decorator) for decorator in node.decorator_list]
+            target = passed_on_to(node)
+            if any(d == "property" or d.endswith((".setter", ".getter")) for d in decorators):
+                found.append(f"{cls.name}.{node.name} (a property)")
+            elif target is not None:
+                found.append(f"{cls.name}.{node.name} (passes on to {target})")
+    return found
+
+
+def passed_on_to(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """``self.<attribute>.<method>`` when the function's one statement (its docstring aside) calls
+    it with the function's own arguments, unchanged; else None."""
+    body = [stmt for stmt in node.body if not _is_docstring(stmt)]
+    call = body[0].value if len(body) == 1 and isinstance(body[0], (ast.Return, ast.Expr)) else None
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute) or call.keywords:
+        return None
+    owner = call.func.value
+    on_self = isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name)
+    if not on_self or owner.value.id != "self":  # type: ignore[attr-defined]
+        return None
+    params = [arg.arg for arg in node.args.args[1:]]
+    passed = [arg.id if isinstance(arg, ast.Name) else None for arg in call.args]
+    return ast.unparse(call.func) if passed == params else None
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+
+
+@pytest.mark.parametrize("module", AGENT_MODULES, ids=lambda module: module.__name__)
+def test_an_agent_has_no_forwarding_members(module: object) -> None:
+    """Callers and tests reach the trainer and the run's record themselves (``agent.trainer``,
+    ``agent.record``): no agent keeps the trainer's names as its own."""
+    assert forwarders(Path(inspect.getfile(module)).read_text(encoding="utf-8")) == []  # type: ignore[arg-type]
+
+
+def test_the_forwarder_checker_finds_properties_setters_and_passing_methods() -> None:
+    source = (
+        "class Agent:\n"
+        "    @property\n"
+        "    def process(self):\n"
+        "        return self.trainer.process\n"
+        "    @process.setter\n"
+        "    def process(self, p):\n"
+        "        self.trainer.process = p\n"
+        "    def abandon(self):\n"
+        '        """Best effort."""\n'
+        "        return self.trainer.abandon()\n"
+        "    def _move(self, target):\n"
+        "        self.record.move(target)\n"
+        "    def tell(self, event):\n"
+        "        self.output.append_line(ARENA, event.encode_lines())\n"
+        "    def say(self, text):\n"
+        "        self.tell(note(text))\n"
+    )
+    assert forwarders(source) == [
+        "Agent.process (a property)",
+        "Agent.process (a property)",
+        "Agent.abandon (passes on to self.trainer.abandon)",
+        "Agent._move (passes on to self.record.move)",
+    ]

@@ -18,7 +18,12 @@ What every back end guarantees (see ``docs/architecture.md``):
   ``output.idx`` current, wherever the trainer itself runs. Servers read
   only these files; none asks the back end for status, logs or progress.
 - **Stop requests go through the back end** (``request_stop``); the
-  follower records how the run ended.
+  follower records how the run ended, or, where the trainer runs elsewhere,
+  that it could not pass the stop on (``stop_undelivered``: the refusal the
+  stop answers with).
+- **The back end reads its own part of the state**: whether a start has a
+  trainer (``trainer_started``: a pid here, a submission Ray accepted), so
+  the supervisor never looks at a back end's fields.
 - **Re-adoption asks the back end**: is this run's follower alive
   (``follower_alive``), and if not, can a new one pick the run up where
   the last left off (``revive``)? A local run cannot be revived (its
@@ -35,7 +40,8 @@ from typing import Any, Protocol
 import attrs
 
 from arena_ls import platform
-from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunState
+from arena_ls.errors import ArenaError
+from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.settings import Settings
 
@@ -144,6 +150,14 @@ class RunBackend(Protocol):
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         """Ask the run to stop (its follower carries the stop out and records the outcome)."""
 
+    def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
+        """The run's follower could not pass a stop on to where the trainer runs: the refusal a
+        waiting ``arena/stop`` answers with at once (the follower keeps asking). None while it
+        could, or has not tried; always None where the follower holds the trainer itself."""
+
+    def trainer_started(self, state: RunState) -> bool:
+        """Whether ``state`` records a started trainer (a start's answer waits for it)."""
+
     def local_pids(self, state: RunState) -> list[int]:
         """The pids on this machine of the run's trainer (roots first); empty for a remote trainer."""
 
@@ -202,6 +216,12 @@ class UnknownBackend:
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # its follower reads it
+
+    def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
+        return None  # its follower records how the stop ended: the stop waits for that
+
+    def trainer_started(self, state: RunState) -> bool:
+        return bool(state.pid)
 
     def local_pids(self, state: RunState) -> list[int]:
         return []

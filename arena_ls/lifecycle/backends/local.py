@@ -16,8 +16,9 @@ import logging
 from pathlib import Path
 
 from arena_ls import platform
+from arena_ls.errors import ArenaError
 from arena_ls.lifecycle.backends.base import LOCAL, FollowerProcess, RunPlan, detached_follower_alive
-from arena_ls.lifecycle.rundir import RunDir, RunState
+from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState
 from arena_ls.lifecycle.spare import SpareAgent, agent_argv
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.settings import Settings
@@ -134,6 +135,13 @@ class LocalBackend:
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
         run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)
+
+    def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
+        return None  # the agent holds the trainer: every stop reaches it
+
+    def trainer_started(self, state: RunState) -> bool:
+        """The trainer's pid is recorded (by the launcher, or the agent)."""
+        return bool(state.pid)
 
     def local_pids(self, state: RunState) -> list[int]:
         if not state.pid:
