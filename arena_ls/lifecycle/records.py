@@ -162,8 +162,11 @@ class _Read:
     end: int
     """The shared reader's position after it."""
     items: list[Item]
-    catch_ups: list[tuple[_CatchUp, list[Item]]]
-    """The late subscribers' items of the same read (each up to ``end``), and whom they go to."""
+    catch_ups: list[tuple[_CatchUp, list[Item], bool]]
+    """The late subscribers' items of the same read (each up to ``end``), whom they go to, and
+    whether this read took them to the shared reader (they join it once these are handed out:
+    told here, not read off the ``_CatchUp``, which a later read on the worker may have marked
+    already)."""
 
 
 class RunRecords:
@@ -290,11 +293,11 @@ class RunRecords:
                 for subscriber in self.subscribers:
                     subscriber.take(item)
             self.next_record = read.end
-            for behind, items in read.catch_ups:
+            for behind, items, reached in read.catch_ups:
                 for item in items:
                     for subscriber in behind.subscribers:
                         subscriber.take(item)
-                if behind.reached and behind in self.catching_up:
+                if reached and behind in self.catching_up:
                     self.catching_up.remove(behind)
                     self.subscribers.extend(behind.subscribers)
 
@@ -304,7 +307,7 @@ class RunRecords:
         subscriber always gets there)."""
         deadline = time.thread_time() + budget
         self._record, items = self._decode(self.parser, self._record, end, limit, max_bytes, deadline)
-        catch_ups: list[tuple[_CatchUp, list[Item]]] = []
+        catch_ups: list[tuple[_CatchUp, list[Item], bool]] = []
         for behind in list(self.catching_up):
             if behind.reached:
                 continue
@@ -313,7 +316,7 @@ class RunRecords:
                 behind.parser, behind.record, self._record, limit, max_bytes, late, stop=True
             )
             behind.reached = behind.record >= self._record
-            catch_ups.append((behind, got))
+            catch_ups.append((behind, got, behind.reached))
         self._ready.append(_Read(self._record, items, catch_ups))
 
     def _decode(
