@@ -99,8 +99,10 @@ async def read_off_loop(views: list[RunView], *, records: bool = False) -> Batch
 
     ``records`` (the follower floods): each run's records are read and decoded there too, and
     the loop only hands out their items (``RunRecords.read_ahead``; before, their decoding took
-    the loop 4 ms a read, and a round's callback passed 5 ms); without it, the records are the
-    loop's to read again."""
+    the loop 4 ms a read, and a round's callback passed 5 ms). So are those of a run whose
+    records reader is behind its lines (a flood's backlog after its end, a late subscriber's
+    catch-up). Otherwise the records are the loop's to read again (a trickle's are read with its
+    lines, wherever those are read: a status sees the progress of the lines it was told)."""
     wanted = [view for view in views if not view.drained and view.damage is None]
     if not wanted:
         return {}
@@ -110,10 +112,11 @@ async def read_off_loop(views: list[RunView], *, records: bool = False) -> Batch
 def _read_batches(views: list[RunView], records: bool) -> Batches:
     batches: Batches = {}
     for view in views:
-        if not records:
+        ahead = records or view.records_behind()
+        if not ahead:
             view.records.end_ahead()
         with contextlib.suppress(Exception):  # read again on the loop (see ``read_off_loop``)
-            batches[view.run_id] = view.read_batch(records=records)
+            batches[view.run_id] = view.read_batch(records=ahead)
     return batches
 
 

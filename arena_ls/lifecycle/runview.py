@@ -282,6 +282,11 @@ class RunView:
             if self.records.next_record == before:
                 return  # damaged from there on: nothing more to read
 
+    def records_behind(self) -> bool:
+        """The records reader has not reached the lines read (a backlog), or a late subscriber is
+        still being caught up (read from any thread: a stale answer only moves a read)."""
+        return self.records.next_record < self.cursor.record or not self.records.caught_up
+
     def read_to_end(self) -> bool:
         """Both the log's lines and the run's records are read to the end of its index."""
         count = self.reader.record_count()
