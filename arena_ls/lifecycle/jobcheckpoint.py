@@ -16,6 +16,8 @@ start that would overwrite (``start_refusal``) is refused unless confirmed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 
 from arena_ls import platform
@@ -62,10 +64,14 @@ class JobCheckpoints:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, str], tuple[Signature, CheckpointRecord | None]] = {}
+        self._paths: dict[tuple[str, str], Path] = {}
+        """Each job's record path, made once (a status asks for every job's)."""
 
     def last(self, folder: StateFolder, job_id: str) -> CheckpointRecord | None:
-        path = folder.job_record_path(job_id)
         key = (str(folder.root), job_id)
+        path = self._paths.get(key)
+        if path is None:
+            path = self._paths[key] = folder.job_record_path(job_id)
         signature = platform.file_signature(path)
         cached = self._cache.get(key)
         if cached is not None and cached[0] == signature:

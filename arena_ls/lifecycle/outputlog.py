@@ -205,7 +205,9 @@ class OutputWriter:
         head takes what fits of its half, the rest goes to tail segments of
         ``segment_bytes`` each; past the cap the oldest tail is dropped
         (``_trim``). A piece that has no line end to cut at (part of an
-        overlong line, or a line longer than a segment) goes whole.
+        overlong line, or a line longer than a segment) goes whole. ``lines``: the chunk's, as
+        the caller counted them (each piece cut off is counted, the rest is what is left: a
+        flood's megabyte is counted once).
         """
         while self._cap is not None:
             room = self._room() - RECORD.size
@@ -218,12 +220,13 @@ class OutputWriter:
                     continue
                 break
             piece, data = data[: cut + 1], data[cut + 1 :]
-            self._write_piece(stream, flags, piece, piece.count(b"\n"))
+            piece_lines = piece.count(b"\n")
+            self._write_piece(stream, flags, piece, piece_lines)
+            lines -= piece_lines  # only FLAG_LINES is cut, at a line end
             if not data or not self._rotate():
                 break
             self._trim()  # at each segment: a megabyte read at once never holds more than one extra
         if data:
-            lines = data.count(b"\n") if flags == FLAG_LINES else lines
             self._write_piece(stream, flags, data, lines)
         if self._table is not None:
             self._trim()

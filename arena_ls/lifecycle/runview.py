@@ -227,14 +227,18 @@ class RunView:
         lines = self.apply_batch(self.read_batch(), notify=notify)
         return lines if lines is not None else []
 
-    def read_batch(self) -> LineBatch:
+    def read_batch(self, *, records: bool = False) -> LineBatch:
         """The lines written since the cursor, without changing the view (their announcements are the
         records reader's, read when the batch is applied: ``RunRecords.read_new`` is bounded).
 
         Files only: the follower calls it on a worker thread during a round
         (a flood's reading and scanning never holds the event loop), and
         ``apply_batch`` takes the result on the loop. Past ``BACKLOG_JUMP_BYTES``
-        of unread output the read starts ``JUMP_KEEP_LINES`` before the end."""
+        of unread output the read starts ``JUMP_KEEP_LINES`` before the end.
+
+        ``records`` (the follower's rounds during a flood): the run's new records are read and
+        decoded here too (``RunRecords.read_ahead``), and ``apply_batch`` only hands their items
+        out: a flood's records never cost the loop their decoding."""
         start = cursor = self.cursor
         if self._backlog_bytes(cursor) > BACKLOG_JUMP_BYTES:
             try:
@@ -244,6 +248,8 @@ class RunView:
             if jump.seq > cursor.seq:
                 cursor = jump
         page = self.reader.read(cursor, MAX_LINES_PER_POLL)
+        if records:
+            self.records.read_ahead()
         return LineBatch(start, page, cursor.seq - start.seq)
 
     def apply_batch(self, batch: LineBatch, *, notify: bool = True) -> list[LogLine] | None:
@@ -260,6 +266,7 @@ class RunView:
             self.mark_damaged(page.damage)
         self.cursor = page.cursor
         self.ring.extend(page.lines)
+        self.records.deliver()  # what a read ahead decoded (``read_batch``)
         if self.cursor.record > self.records.next_record or not self.records.caught_up:
             self.records.read_new()
         return page.lines if notify else []
@@ -267,12 +274,18 @@ class RunView:
     def read_announcements_of_lines(self) -> None:
         """Have the records reader reach the lines read (a decision that consults ``seen_checkpoint``:
         a checkpoint line the client was shown is known here too). Each read is bounded; a backlog
-        the reader was catching up over several polls is read now, at once."""
+        the reader was catching up over several polls is read now, at once (waiting for a read
+        ahead that the follower's worker is doing)."""
         while self.records.next_record < self.cursor.record:
             before = self.records.next_record
-            self.records.read_new()
+            self.records.read_new(wait=True)
             if self.records.next_record == before:
                 return  # damaged from there on: nothing more to read
+
+    def records_behind(self) -> bool:
+        """The records reader has not reached the lines read (a backlog), or a late subscriber is
+        still being caught up (read from any thread: a stale answer only moves a read)."""
+        return self.records.next_record < self.cursor.record or not self.records.caught_up
 
     def read_to_end(self) -> bool:
         """Both the log's lines and the run's records are read to the end of its index."""

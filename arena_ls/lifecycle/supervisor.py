@@ -179,6 +179,8 @@ class Supervisor:
         self._prepared = False
         """``idle`` got the default back end ready (a spare agent) and no start of ours used it since."""
         self._folder: StateFolder | None = None
+        self._folder_setting: str | None = None
+        """The ``stateDir`` setting ``_folder`` was made for."""
         self._runlock: RunLock | None = None
         self.follower = RunFollower(self, listener)
         """The one follower of every run's files (this server's only loop over them)."""
@@ -199,8 +201,12 @@ class Supervisor:
     @property
     def folder(self) -> StateFolder:
         """The state folder (one object per path, so that each problem is reported once)."""
-        state_dir = Path(self.settings().state_dir)
+        setting = self.settings().state_dir
+        if self._folder is not None and setting == self._folder_setting:
+            return self._folder  # asked per job by a status (``job_checkpoint``): no path built
+        state_dir = Path(setting)
         root = state_dir if state_dir.is_absolute() else self.root / state_dir
+        self._folder_setting = setting
         if self._folder is None or self._folder.root != root:
             folder = StateFolder(root, report=self.listener.warning)
             self._folder = folder

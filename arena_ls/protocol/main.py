@@ -85,12 +85,21 @@ def configure_logging(level: str) -> None:
     logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietRefusals())
 
 
+SWITCH_INTERVAL = 0.001
+"""How long the event loop's thread waits for the GIL at most while a worker thread computes
+(Python's default is 5 ms). During a flood the follower's worker reads and decodes the run's
+records; each system call a request makes (a ``stat``, the answer's write) hands the GIL to that
+worker, and taking it back waited up to the whole interval: an ``arena/status`` of some thirty
+calls waited tens of milliseconds for the GIL alone (issue 24, ``notify.*.status_p99_ms``)."""
+
+
 def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level)
     from arena_ls import loopcheck  # start-up speed: see below (standard library only)
 
     loopcheck.install_from_environment()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     # start-up speed: the server's stack loads after the arguments are checked (`--help` is instant)
     from arena_ls.protocol.app import create_server
 

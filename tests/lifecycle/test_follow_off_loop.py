@@ -7,6 +7,7 @@ Behaviour only (which thread read, what was told in which order), never a time.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -76,9 +77,9 @@ class Reads:
         self.threads: list[int] = []
         original = view.read_batch
 
-        def recorded() -> LineBatch:
+        def recorded(*, records: bool = False) -> LineBatch:
             self.threads.append(threading.get_ident())
-            return original()
+            return original(records=records)
 
         monkeypatch.setattr(view, "read_batch", recorded)
 
@@ -185,3 +186,35 @@ async def test_a_status_change_during_a_flood_is_told_after_the_lines_before_it(
     assert ("status", "succeeded") in told.events, "the end is told at once"
     ended = told.events.index(("status", "succeeded"))
     assert ("line", "the last line") in told.events[:ended], "the lines before the end come first"
+
+
+async def test_a_floods_records_are_decoded_on_the_worker_and_handed_out_on_the_loop(
+    following: Any, run: RunDir, flood: Flood, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a flood's records (its announcements, progress) costs the loop nothing but handing
+    the items out; a checkpoint announced in the flood reaches the view."""
+    follower, view, _told = following
+    follower.ensure_running()
+    await wait_for(lambda: follower.flooding, what="the follower to see the flood")
+    decoded: list[int] = []
+    handed: list[int] = []
+    decode, take = view.records._decode, view.take
+
+    def recorded_decode(*args: Any, **kwargs: Any) -> Any:
+        decoded.append(threading.get_ident())
+        return decode(*args, **kwargs)
+
+    def recorded_take(item: Any) -> None:
+        handed.append(threading.get_ident())
+        take(item)
+
+    monkeypatch.setattr(view.records, "_decode", recorded_decode)
+    monkeypatch.setattr(view, "take", recorded_take)
+    view.records.subscribers = [view]  # the view's own subscription, now through the recorder
+    checkpoint = "@arena " + json.dumps({"event": "checkpoint", "step": 40, "path": "ckpt/40.pt"})
+    flood.writer.append(STDOUT, f"{checkpoint}\n".encode())
+    await wait_for(lambda: view.seen_checkpoint is not None, what="the checkpoint announced in the flood")
+    assert view.seen_checkpoint is not None and view.seen_checkpoint.step == 40
+    loop = threading.main_thread().ident
+    assert decoded and loop not in decoded, "every record decoded on the worker thread"
+    assert handed and set(handed) == {loop}, "every item handed out on the loop"

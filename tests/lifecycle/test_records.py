@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from arena_ls.insights.tracker import RunTracker
+from arena_ls.lifecycle import records as records_module
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.outputlog import ARENA, STDERR, STDOUT, OutputWriter
@@ -314,3 +316,82 @@ def test_a_checkpoint_line_the_view_read_is_known_to_a_decision_at_once(run: Run
     assert view.cursor.record == 401 and view.records.next_record < 401, "lagging, as under a flood"
     view.read_announcements_of_lines()
     assert view.seen_checkpoint == Checkpoint(step=399, path="ckpt/399.pt")
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read ahead holds the loop's reads until the worker says otherwise (never by the clock)."""
+    monkeypatch.setattr(records_module, "AHEAD_HOLD_SECONDS", 3600.0)
+
+
+@pytest.mark.usefixtures("held")
+def test_records_read_ahead_on_a_worker_thread_reach_every_subscriber_once_in_order(run: RunDir) -> None:
+    """A flood's records are read and decoded off the loop; the loop hands out what was decoded."""
+    records = RunRecords(run.path, EventParser)
+    early, late = Collector(), Collector()
+    records.subscribe(early)
+    for step in range(1, 6):
+        write(run, STDOUT, f"step {step}/100 loss 1.0")
+    thread = threading.Thread(target=records.read_ahead)
+    thread.start()
+    thread.join()
+    assert early.items == [] and records.next_record == 0, "nothing handed out off the loop"
+    records.subscribe(late, from_record=0)
+    write(run, STDOUT, checkpoint(6), "step 6/100 loss 1.0")
+    records.read_new()
+    assert kinds(early.items) == [f"progress {step}" for step in range(1, 6)], "the loop only hands out"
+    for _ in range(3):
+        thread = threading.Thread(target=records.read_ahead)
+        thread.start()
+        thread.join()
+        records.deliver()
+    expected = [*(f"progress {step}" for step in range(1, 6)), "checkpoint 6", "progress 6"]
+    assert kinds(early.items) == expected
+    assert kinds(late.items) == expected
+    assert records.caught_up and records.next_record == record_count(run.path)
+
+
+@pytest.mark.usefixtures("held")
+def test_a_decision_waits_for_the_worker_and_reads_while_the_worker_reads_ahead(run: RunDir) -> None:
+    view = RunView(run, run.read_spec())
+    write(run, STDOUT, "step 1/10 loss 1.0")
+    view.apply_batch(view.read_batch(records=True))
+    assert view.progress.step == 1, "the read ahead's items come with the batch"
+    write(run, STDOUT, checkpoint(2))
+    view.read_new_lines()
+    assert view.seen_checkpoint is None, "the worker reads ahead: the loop's read only hands out"
+    view.read_announcements_of_lines()
+    assert view.seen_checkpoint == Checkpoint(step=2, path="ckpt/2.pt")
+    view.records.end_ahead()
+    write(run, STDOUT, "step 3/10 loss 1.0")
+    view.read_new_lines()
+    assert view.progress.step == 3, "the flood is over: the loop reads again"
+
+
+def test_reading_on_two_threads_at_once_hands_out_every_item_once_in_order(run: RunDir) -> None:
+    """The worker reads ahead in a loop while the loop's thread reads, hands out and subscribes."""
+    records = RunRecords(run.path, EventParser)
+    early, late = Collector(), Collector()
+    records.subscribe(early)
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            records.read_ahead(budget=0.0, hold=0.0)  # one record a read, the loop free to read too
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        for step in range(1, 201):
+            write(run, STDOUT, f"step {step}/200 loss 1.0")
+            records.read_new(budget=0.0)
+            if step == 50:
+                records.subscribe(late, from_record=0)
+    finally:
+        stop.set()
+        thread.join()
+    while records.next_record < record_count(run.path) or not records.caught_up:
+        records.read_new(wait=True)
+    expected = [f"progress {step}" for step in range(1, 201)]
+    assert kinds(early.items) == expected
+    assert kinds(late.items) == expected
