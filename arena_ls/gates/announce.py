@@ -74,7 +74,8 @@ def _announces(texts: list[str], job_patterns: Sequence[str]) -> bool:
 
 
 def _mentions_checkpoint(text: str) -> bool:
-    return "heckpoint" in text or "HECKPOINT" in text
+    """The same spellings as the supervisor's (``lifecycle.events``), so both agree."""
+    return "heckpoint" in text or "HECKPOINT" in text or "heckPoint" in text
 
 
 def _arena_announcement(texts: list[str]) -> bool:

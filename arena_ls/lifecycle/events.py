@@ -351,11 +351,14 @@ def _announcement_lines(data: bytes, end: int) -> Iterator[str]:
 
 
 def _mentions_checkpoint(text: str) -> bool:
-    return "heckpoint" in text or "HECKPOINT" in text
+    """A cheap test before the built-in patterns (which ignore case): the word in lower case,
+    Capitalised, UPPER case or CamelCase (``CheckPoint``, ``checkPoint``), which it missed."""
+    return "heckpoint" in text or "HECKPOINT" in text or "heckPoint" in text
 
 
 def _may_have_builtin_checkpoint(data: bytes) -> bool:
-    return b"heckpoint" in data or b"HECKPOINT" in data
+    """``_mentions_checkpoint`` for a chunk of bytes (the flood path)."""
+    return b"heckpoint" in data or b"HECKPOINT" in data or b"heckPoint" in data
 
 
 def builtin_checkpoint(text: str) -> Checkpoint | None:

@@ -87,6 +87,8 @@ def test_a_docstring_that_mentions_a_checkpoint_line_is_not_an_announcement() ->
         "2026-01-01 INFO checkpoint saved: step=200 path=ckpt.pt",
         "saving checkpoint ckpt.pt step 200",
         "Saving model checkpoint to out/checkpoint-200",
+        "CheckPoint saved: step=200 path=ckpt.pt",  # the patterns ignore case: so must their pre-test
+        "SAVED CHECKPOINT TO CKPT.PT AT STEP 200",
     ],
 )
 def test_the_gate_and_the_supervisor_agree_on_the_built_in_spellings(line: str) -> None:
@@ -102,6 +104,8 @@ def test_the_supervisor_reads_built_in_lines_in_a_flood_too() -> None:
     flood = b"x" * 10_000 + b"\nsaved checkpoint to c.pt at step 42\n" + b"y" * 10_000 + b"\n"
     events = list(EventParser().parse_flood(flood))
     assert Checkpoint(step=42, path="c.pt") in events
+    camel = list(EventParser().parse_flood(flood.replace(b"saved checkpoint", b"Saved CheckPoint")))
+    assert Checkpoint(step=42, path="c.pt") in camel
 
 
 def test_a_jobs_checkpoint_pattern_replaces_the_built_in_spellings() -> None:
