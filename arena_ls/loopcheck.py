@@ -18,6 +18,7 @@ callback.
 from __future__ import annotations
 
 import asyncio.events
+import gc
 import logging
 import os
 import threading
@@ -39,7 +40,16 @@ def arm() -> None:
     Start-up is not counted: until then no run streams and no request but
     ``initialize`` waits, and its first uses (the imports of the workspace's
     modules, cattrs generating the structuring code of the client's
-    capabilities) are one-time costs of the process."""
+    capabilities) are one-time costs of the process. Counting starts with the
+    callback after the caller's, which finishes start-up (the collection before
+    ``gc.freeze`` in ``protocol.heap``)."""
+    try:
+        asyncio.get_running_loop().call_soon(_set_armed)
+    except RuntimeError:  # no loop running here: from now on
+        _set_armed()
+
+
+def _set_armed() -> None:
     global _armed
     _armed = True
 
@@ -66,24 +76,67 @@ def install(limit: float, report_path: str | None = None) -> None:
     run = asyncio.events.Handle._run
     lock = threading.Lock()
 
+    collections = _Collections()
+    gc.callbacks.append(collections.hear)
+
     def timed_run(handle: asyncio.events.Handle) -> None:
         started = time.thread_time()
         wall = time.monotonic()
+        collections.reset()
         try:
             run(handle)
         finally:
             cpu = time.thread_time() - started
             if cpu > limit and _armed:
-                _report(handle, cpu, time.monotonic() - wall, report_path, lock)
+                _report(handle, cpu, time.monotonic() - wall, collections.summary(), report_path, lock)
 
     asyncio.events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
     log.info("slow-callback check on: a callback over %.0f ms of CPU is an error", limit * 1000)
 
 
-def _report(handle: Any, cpu: float, wall: float, path: str | None, lock: threading.Lock) -> None:
+class _Collections:
+    """The garbage collections of the loop's thread during one callback, and their CPU time.
+
+    A full collection walks every object the process tracks (thousands of runs in
+    the history make that tens of milliseconds), so a report names the share
+    that was the collector's, not the callback's own work."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.cpu = 0.0
+        self.generations: list[int] = []
+        self._started: float | None = None
+
+    def reset(self) -> None:
+        self.cpu = 0.0
+        self.generations.clear()
+
+    def hear(self, phase: str, info: dict[str, int]) -> None:
+        if threading.get_ident() != self.thread:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+        elif self._started is not None:
+            self.cpu += time.thread_time() - self._started
+            self.generations.append(info.get("generation", -1))
+            self._started = None
+
+    def summary(self) -> str:
+        if not self.generations:
+            return ""
+        return (
+            f", of which {self.cpu * 1000:.0f} ms in {len(self.generations)} garbage collection(s)"
+            f" of generation(s) {sorted(set(self.generations))}"
+        )
+
+
+def _report(
+    handle: Any, cpu: float, wall: float, collected: str, path: str | None, lock: threading.Lock
+) -> None:
     owner = getattr(getattr(handle, "_callback", None), "__self__", None)  # a task: its coroutine
     what = f"{handle!r} of {owner!r}" if isinstance(owner, asyncio.Task) else repr(handle)
-    text = f"a callback held the event loop for {cpu * 1000:.0f} ms of CPU ({wall * 1000:.0f} ms): {what}"
+    held = f"{cpu * 1000:.0f} ms of CPU ({wall * 1000:.0f} ms{collected})"
+    text = f"a callback held the event loop for {held}: {what}"
     log.error("%s", text[:2000])
     if path is None:
         return

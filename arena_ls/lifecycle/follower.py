@@ -68,8 +68,12 @@ class FollowedRuns(Protocol):
     @property
     def folder(self) -> StateFolder: ...
 
-    def scan(self) -> None:
-        """Adopt the runs that appeared in the state folder."""
+    def scan(self, *, list_folder: bool = True) -> None:
+        """Adopt the runs that appeared in the state folder (``list_folder=False``: the round's
+        worker thread has just listed it, ``list_history``)."""
+
+    def list_history(self) -> None:
+        """List the state folder's runs again if they changed (files only: on a worker thread)."""
 
     def retry_damaged(self, view: RunView) -> None:
         """Look at a damaged run's files again."""
@@ -89,7 +93,9 @@ Batches = dict[str, LineBatch]
 """Runs' new lines read off the event loop, by run id."""
 
 
-async def read_off_loop(views: list[RunView], *, records: bool = False) -> Batches:
+async def read_off_loop(
+    views: list[RunView], *, records: bool = False, first: Callable[[], None] | None = None
+) -> Batches:
     """Each followed run's new lines, read and scanned on a worker thread (``RunView.read_batch``).
 
     Under a flood a round reads and scans hundreds of lines per run: on the event loop that
@@ -102,14 +108,19 @@ async def read_off_loop(views: list[RunView], *, records: bool = False) -> Batch
     the loop 4 ms a read, and a round's callback passed 5 ms). So are those of a run whose
     records reader is behind its lines (a flood's backlog after its end, a late subscriber's
     catch-up). Otherwise the records are the loop's to read again (a trickle's are read with its
-    lines, wherever those are read: a status sees the progress of the lines it was told)."""
+    lines, wherever those are read: a status sees the progress of the lines it was told).
+
+    ``first`` runs on the same thread before the reads (the round's listing of the runs folder)."""
     wanted = [view for view in views if not view.drained and view.damage is None]
-    if not wanted:
+    if not wanted and first is None:
         return {}
-    return await asyncio.to_thread(_read_batches, wanted, records)
+    return await asyncio.to_thread(_read_batches, wanted, records, first)
 
 
-def _read_batches(views: list[RunView], records: bool) -> Batches:
+def _read_batches(views: list[RunView], records: bool, first: Callable[[], None] | None = None) -> Batches:
+    if first is not None:
+        with contextlib.suppress(Exception):  # the loop's scan lists the folder again, and reports
+            first()
     batches: Batches = {}
     for view in views:
         ahead = records or view.records_behind()
@@ -200,8 +211,11 @@ class RunFollower:
     async def _round_safely(self) -> bool:
         """A round over every run, its files read on a worker thread (``read_off_loop``)."""
         try:
-            batches = await read_off_loop(list(self.runs.views.values()), records=self.flooding)
-            return self.poll_once(batches)
+            listed = self._liveness_due()
+            views = list(self.runs.views.values())
+            first = self.runs.list_history if listed else None
+            batches = await read_off_loop(views, records=self.flooding, first=first)
+            return self.poll_once(batches, listed=listed)
         except Exception:  # never let one bad run stop the following of others
             log.exception("following runs failed")
             return False
@@ -250,18 +264,18 @@ class RunFollower:
                 view.mark_damaged(f"its files cannot be read: {error}")
         self._settle()
 
-    def poll_once(self, batches: Batches | None = None) -> bool:
+    def poll_once(self, batches: Batches | None = None, *, listed: bool = False) -> bool:
         """Follow every unfinished run once; True while any run is active.
 
         ``batches`` holds runs' new lines already read (off the loop, by ``read_off_loop``);
-        a run without one is read here."""
+        a run without one is read here. ``listed``: the runs folder too (``list_history``)."""
         batches = batches or {}
         now = time.monotonic()
         self._lines_last_poll = 0
-        check_liveness = now - self._last_liveness >= LIVENESS_INTERVAL
+        check_liveness = self._liveness_due(now)
         if check_liveness:
             self._last_liveness = now
-            self.runs.scan()
+            self.runs.scan(list_folder=not listed)
         active = False
         for view in list(self.runs.views.values()):
             active = self._poll_isolated(view, check_liveness, batches.get(view.run_id)) or active
@@ -272,6 +286,10 @@ class RunFollower:
             self.runs.busy()
         self._last_poll, self._last_busy = time.monotonic(), active
         return active
+
+    def _liveness_due(self, now: float | None = None) -> bool:
+        """Whether this round looks at every run's liveness (and adopts new runs: ``scan``)."""
+        return (time.monotonic() if now is None else now) - self._last_liveness >= LIVENESS_INTERVAL
 
     async def _poll_waited(self) -> None:
         """Follow only the runs someone waits for (between rounds over every run)."""

@@ -51,8 +51,8 @@ class LanguageFeature:
     def live_trainers_changed(self) -> None:
         """A run of some trainer started or ended (AR013 follows which trainers are live)."""
 
-    def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
-        """``textDocument/codeLens``: this feature's lenses."""
+    async def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
+        """``textDocument/codeLens``: this feature's lenses (awaited: they may need a worker thread)."""
         return []
 
     def code_action(self, params: types.CodeActionParams) -> list[types.CodeAction]:
@@ -96,6 +96,16 @@ class FeatureRegistry:
         for feature in self:
             try:
                 answers.extend(call(feature))
+            except Exception:
+                log.exception("feature %s failed in %s", type(feature).__name__, hook)
+        return answers
+
+    async def gather_async(self, hook: str, call: Callable[[LanguageFeature], Awaitable[list[T]]]) -> list[T]:
+        """``gather`` for a hook that is a coroutine."""
+        answers: list[T] = []
+        for feature in self:
+            try:
+                answers.extend(await call(feature))
             except Exception:
                 log.exception("feature %s failed in %s", type(feature).__name__, hook)
         return answers

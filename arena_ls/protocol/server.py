@@ -28,6 +28,7 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus, passed_through
 from arena_ls.lifecycle.supervisor import StopRequest
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.protocol import heap
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
@@ -285,6 +286,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
     async def on_initialized(ls: ArenaServer, params: types.InitializedParams) -> None:
         ls.ws.start()
         await pull_configuration(ls)
+        heap.freeze_what_start_up_made()
         loopcheck.arm()  # the slow-callback check (tests) counts from here: start-up is behind us
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -338,8 +340,8 @@ def _register_feature_fan_out(server: ArenaServer) -> None:
         ls.features.notify("document_close", lambda f: f.document_close(params))
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-    def code_lens(ls: ArenaServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-        return ls.features.gather("code_lens", lambda f: f.code_lens(params))
+    async def code_lens(ls: ArenaServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+        return await ls.features.gather_async("code_lens", lambda f: f.code_lens(params))
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
@@ -362,12 +364,12 @@ def _register_methods(server: ArenaServer) -> None:
 
     @server.feature("arena/status")
     @refusals
-    async def status(ls: ArenaServer, params: Any) -> dict[str, Any]:
+    async def status(ls: ArenaServer, params: Any) -> dict[str, Any] | PreEncoded:
         return await ls.ws.status(P.parse_status(params))
 
     @server.feature("arena/runs")
     @refusals
-    async def runs(ls: ArenaServer, params: Any) -> dict[str, Any]:
+    async def runs(ls: ArenaServer, params: Any) -> dict[str, Any] | PreEncoded:
         return await ls.ws.runs_page(*P.parse_runs(params))
 
     @server.feature("arena/logs")
@@ -398,5 +400,5 @@ def _register_methods(server: ArenaServer) -> None:
 
     @server.command("arena.status")
     @refusals
-    async def status_command(ls: ArenaServer, *args: Any) -> dict[str, Any]:
+    async def status_command(ls: ArenaServer, *args: Any) -> dict[str, Any] | PreEncoded:
         return await ls.ws.status(P.parse_status(P.command_argument(args, "arena.status")))

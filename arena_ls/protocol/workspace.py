@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 STATUS_LOG_LINES = 50
 ENDED_INFOS_KEPT = 256
+FEW_RUN_INFOS = 64
+"""Fewer ended runs to shape than this (a status's 50) are shaped on the loop: 1-2 ms."""
 
 
 class Workspace(WorkspaceServices):
@@ -58,7 +60,6 @@ class Workspace(WorkspaceServices):
         self.jobs = JobInfos(self.gates, self.probes, self.supervisor.job_checkpoint)
         self._ended_infos: dict[str, tuple[Any, dict[str, Any]]] = {}
         self.tasks = tasks
-        self._warming: asyncio.Task[None] | None = None
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
     # -- lifetime --------------------------------------------------------------------------
@@ -136,79 +137,74 @@ class Workspace(WorkspaceServices):
         clusters = [health.to_wire() for health in self.cluster_health.latest(targets)]
         return {**self.health.wire(), "clusters": clusters}
 
-    def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
-        """``JobInfo`` of every job of the manifest (as it is on disk unless given).
+    async def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
+        """``JobInfo`` of every job of the manifest (as it is on disk unless given), built in a
+        worker thread (``JobInfos``: with the lints it needs, trainers new or changed)."""
+        manifest = manifest or await self.manifest_async()
+        return await asyncio.to_thread(self.jobs.build, manifest)
 
-        For the synchronous readers (lenses, the lens refresh): when a trainer
-        changed, its lint runs in a worker thread and the list last built is
-        answered meanwhile; the lenses are refreshed once the lint is done."""
-        manifest = manifest or self.manifest()
-        if not self.jobs.ready(manifest):
-            last = self.jobs.last()
-            if last is not None:
-                self._warm_later(manifest)
-                return last
-        return self.jobs.get(manifest)
+    def _read_for_status(self, manifest: ManifestResult) -> list[dict[str, Any]]:
+        """A status's reading of files, on a worker thread: the runs folder's listing if it
+        changed (5,000 runs: 10 ms of CPU) and the job list (``JobInfos.build``)."""
+        self.supervisor.list_history()
+        return self.jobs.build(manifest)
 
-    def job_infos_built(self) -> list[dict[str, Any]] | None:
-        """``job_infos`` without linting on the event loop: None while no list was built yet (the
-        lints then run in a worker thread, and the lenses are refreshed once they are done).
-
-        A run's first status change refreshes the lenses, and the first build lints every
-        trainer of the manifest: 16-18 ms of the loop with the realistic manifest (issue 24)."""
-        manifest = self.manifest()
-        if not self.jobs.ready(manifest) and self.jobs.last() is None:
-            self._warm_later(manifest)
-            return None
-        return self.job_infos(manifest)
-
-    def _warm_later(self, manifest: ManifestResult) -> None:
-        if self._warming is None or self._warming.done():
-            self._warming = self.tasks.run_task(self._warm(manifest), "linting the changed trainers")
-
-    async def _warm(self, manifest: ManifestResult) -> None:
-        await asyncio.to_thread(self.jobs.warm, manifest)
-        self.listener.active_changed()
-
-    async def job_infos_async(self, manifest: ManifestResult) -> list[dict[str, Any]]:
-        """``job_infos``, with the lints it needs (trainers new or changed) in a worker thread."""
-        if not self.jobs.ready(manifest):
-            await asyncio.to_thread(self.jobs.warm, manifest)
-        return self.jobs.get(manifest)
-
-    async def status(self, runs_limit: int = DEFAULT_RUNS) -> dict[str, Any]:
+    async def status(self, runs_limit: int = DEFAULT_RUNS) -> dict[str, Any] | PreEncoded:
         """The contract's status; ``runs`` holds the newest ``runs_limit`` runs, oldest first as
         before (contract 7.2 adds ``runsTotal``; ``arena/runs`` pages through the rest)."""
         manifest = await self.manifest_async()
-        jobs = await self.job_infos_async(manifest)
+        jobs = await asyncio.to_thread(self._read_for_status, manifest)
         supervisor = self.supervisor
-        supervisor.scan()
+        supervisor.scan(list_folder=False)
         supervisor.poll_recent()
         active = supervisor.active_view()
         runs = await self.newest_views(runs_limit)
         shown = active or supervisor.latest_view()
-        return {
+        answer = {
             "active": self.run_info(active) if active else None,
-            "runs": [self.run_info(v) for v in reversed(runs)],
+            "runs": await self.run_infos(runs[::-1]),
             "runsTotal": supervisor.runs_total(),
             "jobs": jobs,
             "health": self.health_wire(manifest),
             "logs": wire.tail(shown, STATUS_LOG_LINES) if shown else [],
             "deviceProfile": self.health.device_profile(),
         }
+        return await self.encoded_if_long(answer, len(runs) + len(jobs))
 
-    async def runs_page(self, before: str | None, limit: int) -> dict[str, Any]:
+    async def runs_page(self, before: str | None, limit: int) -> dict[str, Any] | PreEncoded:
         """``arena/runs {before?, limit?}``: ``{runs, next}``, newest first; ``next`` is the
         ``before`` of the page after it (null after the oldest run)."""
-        self.supervisor.scan()
+        await asyncio.to_thread(self.supervisor.list_history)
+        self.supervisor.scan(list_folder=False)
         key = self.runs_key(before) if before is not None else None
         views = await self.newest_views(limit + 1, key)
         shown = views[:limit]
         more = len(views) > limit
-        return {
-            "runs": [self.run_info(v) for v in shown],
-            "next": shown[-1].run_id if more and shown else None,
-        }
+        return await self.encoded_if_long(
+            {
+                "runs": await self.run_infos(shown),
+                "next": shown[-1].run_id if more and shown else None,
+            },
+            len(shown),
+        )
+
+    async def encoded_if_long(self, answer: dict[str, Any], runs: int) -> dict[str, Any] | PreEncoded:
+        """An answer listing ``FEW_RUN_INFOS`` runs or more, written as JSON on a worker thread
+        (``PreEncoded``: pygls's encoding of 700 RunInfos took the loop 11-12 ms)."""
+        if runs < FEW_RUN_INFOS:
+            return answer
+        return await asyncio.to_thread(PreEncoded.of, answer)
+
+    async def run_infos(self, views: list[RunView]) -> list[dict[str, Any]]:
+        """``run_info`` of each view; a page's ended runs are shaped on a worker thread (700 of
+        them took the loop 12-16 ms; an ended run's files no longer change), the rest here."""
+        ended = [view for view in views if view.is_final and view.run_id not in self._ended_infos]
+        if len(ended) < FEW_RUN_INFOS:
+            return [self.run_info(view) for view in views]
+        shaped = await asyncio.to_thread(
+            lambda: {v.run_id: wire.run_info(v, {"insights": []}) for v in ended}
+        )
+        return [dict(shaped[view.run_id]) if view.run_id in shaped else self.run_info(view) for view in views]
 
     async def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
         return wire.logs_page(await self.supervisor.logs_async(run_id, cursor, limit))

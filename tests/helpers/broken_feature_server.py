@@ -49,7 +49,7 @@ class BrokenFeature(LanguageFeature):
     def active_changed(self) -> None:
         raise RuntimeError("broken feature: activeChanged")
 
-    def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
+    async def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
         raise RuntimeError("broken feature: codeLens")
 
     def code_action(self, params: types.CodeActionParams) -> list[types.CodeAction]:

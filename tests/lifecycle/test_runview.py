@@ -189,7 +189,9 @@ class Runs:
     def folder(self) -> StateFolder:
         return self._folder
 
-    def scan(self) -> None: ...
+    def scan(self, *, list_folder: bool = True) -> None: ...
+
+    def list_history(self) -> None: ...
 
     def retry_damaged(self, view: RunView) -> None:
         view.retry_damaged()

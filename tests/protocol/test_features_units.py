@@ -18,14 +18,23 @@ from arena_ls.settings import Settings
 
 LENS = types.CodeLens(range=types.Range(types.Position(0, 0), types.Position(0, 0)))
 PARAMS = types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri="file:///m.json"))
+ACTION = types.CodeAction(title="fix it")
+ACTION_PARAMS = types.CodeActionParams(
+    text_document=types.TextDocumentIdentifier(uri="file:///m.json"),
+    range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+    context=types.CodeActionContext(diagnostics=[]),
+)
 
 
 class Broken(LanguageFeature):
     def active_changed(self) -> None:
         raise RuntimeError("broken: active")
 
-    def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
+    async def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
         raise RuntimeError("broken: lens")
+
+    def code_action(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        raise RuntimeError("broken: action")
 
 
 class Working(LanguageFeature):
@@ -35,8 +44,11 @@ class Working(LanguageFeature):
     def active_changed(self) -> None:
         self.calls += 1
 
-    def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
+    async def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
         return [LENS]
+
+    def code_action(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        return [ACTION]
 
 
 def registry(*features: LanguageFeature) -> FeatureRegistry:
@@ -60,13 +72,24 @@ def test_a_notification_reaches_every_feature_past_one_that_raises(caplog: pytes
 def test_a_request_gathers_every_answer_but_the_broken_one(caplog: pytest.LogCaptureFixture) -> None:
     features = registry(Broken(), Working())
     with caplog.at_level(logging.ERROR, logger="arena_ls.protocol.feature"):
-        assert features.gather("code_lens", lambda f: f.code_lens(PARAMS)) == [LENS]
+        assert features.gather("code_action", lambda f: f.code_action(ACTION_PARAMS)) == [ACTION]
+    assert "feature Broken failed in code_action" in caplog.text
+    assert "RuntimeError: broken: action" in caplog.text
+
+
+async def test_an_awaited_request_gathers_every_answer_but_the_broken_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    features = registry(Broken(), Working())
+    with caplog.at_level(logging.ERROR, logger="arena_ls.protocol.feature"):
+        assert await features.gather_async("code_lens", lambda f: f.code_lens(PARAMS)) == [LENS]
     assert "feature Broken failed in code_lens" in caplog.text
     assert "RuntimeError: broken: lens" in caplog.text
 
 
-def test_a_hook_a_feature_does_not_override_does_nothing() -> None:
-    assert registry(LanguageFeature()).gather("code_lens", lambda f: f.code_lens(PARAMS)) == []
+async def test_a_hook_a_feature_does_not_override_does_nothing() -> None:
+    assert await registry(LanguageFeature()).gather_async("code_lens", lambda f: f.code_lens(PARAMS)) == []
+    assert registry(LanguageFeature()).gather("code_action", lambda f: f.code_action(ACTION_PARAMS)) == []
 
 
 def test_features_are_found_by_type_and_added_once() -> None:

@@ -7,12 +7,14 @@ runnability or the active run changes, for clients that support it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from typing import Any
 
 from lsprotocol import types
 
+from arena_ls.lifecycle.runview import RunView
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import params as P
 from arena_ls.protocol.echoes import bound, long_strings
@@ -59,10 +61,9 @@ def _entries(manifest: ManifestResult) -> list[tuple[str, int]]:
 
 
 def job_lens(
-    ls: ArenaServer, manifest: ManifestResult, job_id: str, line: int, info: dict[str, Any]
+    manifest: ManifestResult, job_id: str, line: int, info: dict[str, Any], active: RunView | None
 ) -> types.CodeLens:
-    """The one lens of a job entry: stop it, run it, or say what blocks it."""
-    active = ls.ws.supervisor.active_view()
+    """The one lens of a job entry: stop it (``active`` is its run), run it, or say what blocks it."""
     job = manifest.jobs.get(job_id)
     argument = {"id": job_id}
     if job is None:
@@ -86,12 +87,13 @@ def job_lens(
     return _lens(line, title, "arena.showBlocked", argument)
 
 
-def manifest_lenses(ls: ArenaServer) -> list[types.CodeLens]:
+async def manifest_lenses(ls: ArenaServer) -> list[types.CodeLens]:
     """One lens per job entry of the manifest, runnable or not (a blocked one names why)."""
-    manifest = ls.ws.manifest()
-    infos = {info["id"]: info for info in ls.ws.job_infos(manifest)}
+    manifest = await ls.ws.manifest_async()
+    infos = {info["id"]: info for info in await ls.ws.job_infos(manifest)}
+    active = ls.ws.supervisor.active_view()  # once: it reads the run lock
     return [
-        job_lens(ls, manifest, job_id, line, infos.get(job_id, {})) for job_id, line in _entries(manifest)
+        job_lens(manifest, job_id, line, infos.get(job_id, {}), active) for job_id, line in _entries(manifest)
     ]
 
 
@@ -108,21 +110,23 @@ class CodeLenses(LanguageFeature):
         self.server = server
         self.last_state: dict[str, Any] | None = None
         """What the lenses showed when the client was last asked to refresh them."""
+        self._checking: asyncio.Task[None] | None = None
+        self._look_again = False
 
     def commands(self) -> dict[str, Command]:
         return {"arena.showBlocked": self.show_blocked}
 
-    def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
+    async def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
         path = uri_to_path(params.text_document.uri)
         if path is None or path.resolve() != self.server.ws.supervisor.manifest_path().resolve():
             return []
-        return manifest_lenses(self.server)
+        return await manifest_lenses(self.server)
 
     async def show_blocked(self, *args: Any) -> dict[str, Any]:
         """``arena.showBlocked {id}``: what blocks a job, as a message and as the answer."""
         job_id = P.parse_show_blocked(P.command_argument(args, "arena.showBlocked"))
         ws = self.server.ws
-        infos = {info["id"]: info for info in await ws.job_infos_async(await ws.manifest_async())}
+        infos = {info["id"]: info for info in await ws.job_infos()}
         info = infos.get(job_id, {"blockedBy": []})
         lines = [f"{d['code']} {d['message']}" for d in info["blockedBy"]]
         echoed = bound(job_id, long_strings(job_id))
@@ -131,26 +135,36 @@ class CodeLenses(LanguageFeature):
         return {"id": echoed, "blockedBy": info["blockedBy"]}
 
     def active_changed(self) -> None:
-        """Ask the client to refresh lenses when what they show has changed."""
+        """Ask the client to refresh lenses when what they show has changed.
+
+        Worked out in a task (the job list is built in a worker thread), one at a
+        time: a change while one is under way makes it look once more."""
         if not self._client_refreshes():
             return
-        state = self._shown_state()
-        if state is not None and state != self.last_state:
-            self.last_state = state
-            self.server.run_task(_refresh_quietly(self.server), "code lens refresh")
+        if self._checking is not None and not self._checking.done():
+            self._look_again = True
+            return
+        self._checking = self.server.run_task(self._refresh_if_changed(), "code lens refresh")
+
+    async def _refresh_if_changed(self) -> None:
+        self._look_again = True
+        while self._look_again:
+            self._look_again = False
+            state = await self._shown_state()
+            if state is not None and state != self.last_state:
+                self.last_state = state
+                self.server.run_task(_refresh_quietly(self.server), "code lens refresh")
 
     def _client_refreshes(self) -> bool:
         workspace = self.server.client_capabilities.workspace
         return bool(workspace and workspace.code_lens and workspace.code_lens.refresh_support)
 
-    def _shown_state(self) -> dict[str, Any] | None:
+    async def _shown_state(self) -> dict[str, Any] | None:
         """The active run and each job's runnability (None when the workspace cannot be read now)."""
         try:
             ws = self.server.ws
+            infos = await ws.job_infos()
             active = ws.supervisor.active_view()
-            infos = ws.job_infos_built()
-            if infos is None:
-                return None  # the lints run in a worker thread; their end calls active_changed again
             return {
                 "active": (active.run_id, active.status.value) if active else None,
                 "jobs": [(i["id"], i["runnable"], len(i["blockedBy"])) for i in infos],

@@ -1,0 +1,31 @@
+"""The garbage collector and the event loop: what start-up left behind is never walked again.
+
+A full collection walks every object the process tracks. Once a session has
+started, the server's modules (lsprotocol's types, cattrs' generated code, the
+gates' rules) are some 65,000 objects with 580,000 references, and walking
+them took 50 ms of the event loop's CPU on a quiet machine and 80 ms under
+load (the slow-callback check caught a page of ``arena/runs`` that paid for
+one: issue 24). They live as long as the process, so after the start-up
+garbage is collected they are moved out of the collector's sight
+(``gc.freeze``); later collections walk only what the session made since.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+
+log = logging.getLogger(__name__)
+
+
+def freeze_what_start_up_made() -> None:
+    """Collect start-up's garbage, then freeze every object left (called once a session began)."""
+    started = time.thread_time()
+    gc.collect()
+    gc.freeze()
+    log.debug(
+        "froze %d objects out of the collector's walks (%.0f ms)",
+        gc.get_freeze_count(),
+        (time.thread_time() - started) * 1000,
+    )
