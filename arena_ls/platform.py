@@ -1122,5 +1122,19 @@ def unlock_file(fd: int) -> None:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+def thread_cpu_and_waits() -> tuple[float, int]:
+    """This thread's CPU time (seconds, user and system) and how often it has waited so far
+    (voluntary context switches; Linux counts them per thread, Windows here does not: 0).
+
+    The slow-callback check (``loopcheck``) needs the count: a thread waiting for the GIL
+    wakes at every switch interval, and on Linux each wake is CPU time of its own."""
+    if sys.platform == "linux":
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+        return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
+    return time.thread_time(), 0
+
+
 if __name__ == "__main__":
     sys.exit(detach_main(sys.argv[1:]))

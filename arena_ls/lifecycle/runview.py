@@ -7,11 +7,13 @@ status changes) and decides when a run whose agent died is ``lost``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import struct
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -75,6 +77,30 @@ class LineBatch:
     """Lines jumped over (a flood's backlog): they join the client's summary line."""
 
 
+def _parser_of(spec: RunSpec) -> EventParser:
+    return EventParser.for_patterns(spec.progress_pattern, spec.checkpoint_pattern)
+
+
+class ViewSubscription:
+    """A view's own subscription to its records, through a weak reference.
+
+    A view and its records must not hold each other: every view read for one
+    answer (a page of 700 old runs, ``Supervisor.read_view``) was then freed
+    only by a full garbage collection, which took the event loop 108-134 ms
+    under load (issue 24). Without the cycle a view goes when its last
+    reference does."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: RunView) -> None:
+        self.view = weakref.ref(view)
+
+    def take(self, item: Item) -> None:
+        view = self.view()
+        if view is not None:
+            view.take(item)
+
+
 class RunView:
     """What a server knows of one run."""
 
@@ -100,10 +126,11 @@ class RunView:
         self.cursor: Cursor = self.reader.start()
         self.ring: deque[LogLine] = deque(maxlen=RING_LINES)
         self.progress = ProgressTracker()
-        self.records = RunRecords(run_dir.path, self.new_parser)
+        self.records = RunRecords(run_dir.path, functools.partial(_parser_of, spec))
         """The one reader of the run's records: this view's progress and checkpoints, the insights'
         observations (``lifecycle.records``); the lines above are the log's, for ``arena/log``."""
-        self.records.subscribe(self)
+        self.subscription = ViewSubscription(self)
+        self.records.subscribe(self.subscription)
         self.unsummarised = 0
         """Lines jumped over that the client has not been told about yet."""
         self.problem: str | None = None
@@ -140,7 +167,7 @@ class RunView:
 
     def new_parser(self) -> EventParser:
         """A parser of this run's trainer lines (the job's patterns), from the log's start."""
-        return EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
+        return _parser_of(self.spec)
 
     @property
     def status(self) -> RunStatus:

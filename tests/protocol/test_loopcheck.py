@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from arena_ls import loopcheck
+from arena_ls import loopcheck, platform
 
 PROGRAM = """
-import asyncio, gc, sys, time
+import asyncio, gc, sys, threading, time
 from arena_ls import loopcheck
 loopcheck.install_from_environment()
 if sys.argv[2] == "armed":
@@ -32,8 +33,16 @@ def busy():
             del cycles
             gc.collect()
 
+def spin():
+    while True:  # a worker that wants the GIL all the time: the loop is handed it 1 ms at a time
+        pass
+
 async def main():
     loop = asyncio.get_running_loop()
+    if sys.argv[2] == "contended":
+        sys.setswitchinterval(0.001)
+        threading.Thread(target=spin, daemon=True).start()
+        loopcheck.arm()
     if sys.argv[2] in ("arming", "collecting"):
         busy()  # the callback that arms is start-up's last: not counted
         loopcheck.arm()
@@ -88,3 +97,69 @@ def test_a_report_names_the_share_of_garbage_collection(tmp_path: Path) -> None:
     reported = run_check(tmp_path, 0.2, armed="collecting")
     assert reported.count("\n") == 1, reported
     assert "garbage collection(s) of generation(s) [" in reported and "2]" in reported, reported
+
+
+GIL_WAIT_PROGRAM = """
+import ast, asyncio, sys, threading, time
+from arena_ls import loopcheck, platform
+loopcheck.install_from_environment()
+loopcheck.arm()
+sys.setswitchinterval(0.001)  # the server's (protocol.main.SWITCH_INTERVAL)
+TEXT = "".join(f"def helper_{i}(a):\\n    return a + {i}\\n" for i in range(160_000))
+
+def wait_behind_the_parse():
+    before = platform.thread_cpu_and_waits()
+    worker = threading.Thread(target=ast.parse, args=(TEXT,))  # one C call: the GIL is held all along
+    worker.start()
+    time.sleep(0.05)  # the worker is in ast.parse now; taking the GIL back waits for its end
+    after = platform.thread_cpu_and_waits()
+    print(round((after[0] - before[0]) * 1000), after[1] - before[1])
+    worker.join()
+
+async def main():
+    loop = asyncio.get_running_loop()
+    ran = loop.create_future()
+    loop.call_soon(wait_behind_the_parse)
+    loop.call_soon(ran.set_result, None)
+    await ran
+
+asyncio.run(main())
+"""
+
+
+def test_a_callback_that_only_waits_for_the_gil_is_not_reported(tmp_path: Path) -> None:
+    """Its waits' own CPU time is taken out: seconds behind a worker's ``ast.parse`` are not work."""
+    report = tmp_path / "slow.log"
+    env = {loopcheck.LIMIT_VARIABLE: "50", loopcheck.REPORT_VARIABLE: str(report), "PATH": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", GIL_WAIT_PROGRAM],
+        env=env,
+        check=True,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
+    cpu_ms, waits = (int(figure) for figure in done.stdout.split())
+    assert waits >= 200, f"the callback waited behind the parse ({waits} waits, {cpu_ms} ms of CPU)"
+    assert not report.exists() or report.read_text() == "", report.read_text()
+
+
+def test_a_threads_cpu_and_waits_are_counted_on_linux_and_its_cpu_alone_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cpu, waits = platform.thread_cpu_and_waits()
+    time.sleep(0.01)  # one voluntary context switch at least
+    end = time.thread_time() + 0.02
+    while time.thread_time() < end:
+        pass
+    cpu_after, waits_after = platform.thread_cpu_and_waits()
+    assert cpu_after - cpu >= 0.015 and waits_after > waits
+    monkeypatch.setattr(sys, "platform", "win32")  # Windows: no per-thread count of waits
+    cpu_windows, waits_windows = platform.thread_cpu_and_waits()
+    assert waits_windows == 0 and abs(cpu_windows - time.thread_time()) < 0.01
+
+
+def test_a_callback_that_works_while_a_worker_wants_the_gil_is_still_reported(tmp_path: Path) -> None:
+    """The waits taken out are about one a millisecond of it: its own work still counts."""
+    reported = run_check(tmp_path, 0.3, armed="contended")
+    assert reported.count("\n") == 1 and "busy" in reported, reported
