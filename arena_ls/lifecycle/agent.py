@@ -26,7 +26,7 @@ from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
 from arena_ls.lifecycle.local_trainer import LocalTrainer
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
 from arena_ls.lifecycle.reserve import StateReserve
-from arena_ls.lifecycle.rundir import Failure, RunDir, RunState, StateBusy, StateFolder
+from arena_ls.lifecycle.rundir import Failure, RunDir, RunSpec, RunState, StateBusy, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
@@ -53,11 +53,13 @@ FIRST_WRITE_PATIENCE = 20.0
 class Agent:
     """Runs one run to its end. See the module docstring."""
 
-    def __init__(self, run_dir: RunDir, early: EarlyLaunch | None = None) -> None:
+    def __init__(
+        self, run_dir: RunDir, early: EarlyLaunch | None = None, folder: platform.FolderHandle = -1
+    ) -> None:
         self.run_dir = run_dir
         self.early = early
         """The first attempt's trainer, when ``launch`` started it before loading the agent."""
-        self.spec = run_dir.read_spec()
+        self.spec = read_spec_following(run_dir, folder)
         self.folder = StateFolder(run_dir.path.parent.parent)
         self.state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
         self.state.agent_pid = os.getpid()
@@ -80,7 +82,9 @@ class Agent:
         )
         self.record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
         """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
-        self.trainer = LocalTrainer(run_dir, self.folder, self.record, self.writer, self.output, early)
+        self.trainer = LocalTrainer(
+            run_dir, self.folder, self.record, self.writer, self.output, early, folder_handle=folder
+        )
 
     # -- state ---------------------------------------------------------------------------
 
@@ -162,17 +166,38 @@ class Agent:
         return LAUNCH_FAILED_EXIT
 
 
-def main(argv: list[str] | None = None, early: EarlyLaunch | None = None) -> int:
-    """Run the agent for RUN_DIR; ``early`` is a trainer ``launch`` already started."""
+def read_spec_following(run_dir: RunDir, folder: platform.FolderHandle) -> RunSpec:
+    """The run's spec, from wherever its folder is now (``run_dir.path`` follows it).
+
+    ``launch`` opened the folder (``folder``) before it started the trainer: a
+    workspace moved while the agent was still loading (a second under load)
+    left it reading the old path, and the agent died with its trainer, the run
+    ``lost`` three seconds after its start."""
+    while True:
+        try:
+            return run_dir.read_spec()
+        except FileNotFoundError:
+            where = platform.folder_now(folder, run_dir.path)
+            if where is None or where == run_dir.path:
+                raise
+            run_dir.path = where
+
+
+def main(
+    argv: list[str] | None = None, early: EarlyLaunch | None = None, folder: platform.FolderHandle = -1
+) -> int:
+    """Run the agent for RUN_DIR; ``early`` is a trainer ``launch`` already started, ``folder`` the
+    run folder as ``launch`` opened it (``platform.open_folder``: followed if it moved since)."""
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s agent %(message)s")
     if len(args) != 1:
         print("usage: python -m arena_ls.lifecycle.agent RUN_DIR", file=sys.stderr)
         return 2
-    run_dir = RunDir(Path(args[0]).resolve())
+    path = Path(args[0]).resolve()
+    run_dir = RunDir(platform.folder_now(folder, path) or path)
     platform.become_subreaper()
     gc.freeze()  # what is loaded by now lives as long as the agent: keep it out of every collection
-    agent = Agent(run_dir, early)
+    agent = Agent(run_dir, early, folder)
     try:
         return agent.run()
     except Exception:

@@ -39,9 +39,10 @@ Change = Moved | Gone
 class FolderWatch:
     """Where one run folder is; ``check`` answers a change once (then follows the new place)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, handle: platform.FolderHandle = -1) -> None:
+        """``handle``: the folder as opened earlier (``launch`` opens it before the trainer starts)."""
         self.path = path
-        self.handle = platform.open_folder(path)
+        self.handle = handle if handle >= 0 else platform.open_folder(path)
         self.gone = False
         self._next_check = 0.0
 

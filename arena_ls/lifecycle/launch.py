@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"arena-ls: {refused}; nothing started", file=sys.stderr)
         return CLAIM_REFUSED_EXIT
     platform.become_subreaper()  # before the trainer exists, so no orphan of its escapes us
+    folder = platform.open_folder(run_dir)  # where the run folder goes while the agent loads, it follows
     early = launch_from_spec(run_dir)
     if early is not None and isinstance(early.error, ExecRefused):
         return _refused(early)
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported only now, with the trainer running: its imports are what the trainer must not wait for.
     from arena_ls.lifecycle.agent import main as agent_main
 
-    return agent_main([str(run_dir)], early=early)
+    return agent_main([str(run_dir)], early=early, folder=folder)
 
 
 def _refused(early: EarlyLaunch) -> int:

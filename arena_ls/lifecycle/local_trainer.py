@@ -52,6 +52,8 @@ class LocalTrainer(StopProtocol):
         writer: StateWriter,
         output: OutputWriter,
         early: EarlyLaunch | None,
+        *,
+        folder_handle: platform.FolderHandle = -1,
     ) -> None:
         self.run_dir = run_dir
         self.folder = folder
@@ -66,7 +68,7 @@ class LocalTrainer(StopProtocol):
         self.early = early
         """The first attempt's trainer, when ``launch`` started it before loading the agent."""
         self.attempt_announced = False
-        self.folder_watch = FolderWatch(run_dir.path)
+        self.folder_watch = FolderWatch(run_dir.path, folder_handle)
         """The run folder's place: moved, the agent follows it; deleted, it stops the trainer."""
         self._told_stop_file = str(run_dir.stop_file)
         self.pumps: list[Pump] = []

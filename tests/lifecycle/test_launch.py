@@ -95,3 +95,26 @@ def test_launch_starts_the_spec_trainer_with_the_contract_environment(tmp_path: 
     printed = [line.text for line in iter_all_lines(run_dir) if line.stream == "stdout"]
     assert f"ARENA_RUN_ID={run_dir.name}" in printed and "ARENA_JOB_ID=job" in printed
     assert f"ARENA_STOP_FILE={run_dir / 'STOP'}" in printed
+
+
+def test_the_agent_reads_its_spec_where_the_folder_went_while_it_loaded(tmp_path: Path) -> None:
+    """``launch`` opens the run folder before the trainer starts; a workspace moved before the
+    agent read its spec (a second under load) is followed, not a run lost three seconds in."""
+    import pytest
+
+    from arena_ls import platform
+    from arena_ls.lifecycle.agent import read_spec_following
+    from arena_ls.lifecycle.rundir import RunDir
+
+    def spec(run_id: str) -> RunSpec:
+        return RunSpec(run_id=run_id, job_id="quick", job_name="quick", kind="task", argv=["python", "t.py"],
+                       cwd=str(tmp_path), created_at=0.0)  # fmt: skip
+
+    run = RunLock(StateFolder(tmp_path / "ws" / ".aide" / "training")).claim("quick", spec)
+    handle = platform.open_folder(run.path)  # as launch opens it
+    (tmp_path / "ws").rename(tmp_path / "moved")
+    moved = RunDir(run.path)
+    assert read_spec_following(moved, handle).run_id == run.run_id
+    assert moved.path == tmp_path / "moved" / ".aide" / "training" / "runs" / run.run_id
+    with pytest.raises(FileNotFoundError):  # not opened early: the old path is all it knows
+        read_spec_following(RunDir(run.path), -1)
