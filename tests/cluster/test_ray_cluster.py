@@ -22,7 +22,9 @@ LONG = 180.0
 async def test_a_job_runs_on_the_cluster_to_success_with_progress_and_metrics(
     tmp_path: Path, ray_head: RayHead
 ) -> None:
-    root = train_workspace(tmp_path, "tiny", "--steps 20 --interval 0.02 --ckpt-every 5 --numbered")
+    # 5 s of training: the $/progress token is created by a round trip to the client before the first
+    # report; a 0.4 s run on a loaded machine ended before it (no report with a percentage, ever)
+    root = train_workspace(tmp_path, "tiny", "--steps 20 --interval 0.25 --ckpt-every 5 --numbered")
     client = await start_server(root, init_options=options(ray_head))
     try:
         info = await client.call("arena/start", {"id": "tiny"})

@@ -136,7 +136,19 @@ async def test_a_relaunch_waits_for_the_pre_flight_and_spends_no_relaunch_meanwh
         assert any(line.startswith("relaunch held by pre-flight: ram:") for line in lines), lines
         assert sum(line.startswith("starting lm") for line in lines) == 1  # nothing relaunched
         write_fake_hardware(hardware, PLUGGED)
-        relaunched = await wait_status(client, run_id, "running")
+        # the notifications, not a status poll: the relaunched attempt crashes again at step 12 two
+        # steps after its resume, and a poll on a loaded machine saw only its end (crash-loop)
+        relaunched = await wait_for(
+            lambda: next(
+                (
+                    s
+                    for s in client.statuses
+                    if s["runId"] == run_id and s["status"] == "running" and s["restarts"]
+                ),
+                None,
+            ),
+            what="the relaunched attempt running",
+        )
         assert relaunched["restarts"] == 1 and relaunched["waitingFor"] is None
         lines = arena_lines(await all_logs(client, run_id))
         assert "pre-flight passes again: relaunching" in lines
