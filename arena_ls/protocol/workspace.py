@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 STATUS_LOG_LINES = 50
 ENDED_INFOS_KEPT = 256
 FEW_RUN_INFOS = 64
-"""Fewer ended runs to shape than this (a status's 50) are shaped on the loop: 1-2 ms."""
+"""Below this an answer is made on the loop (1-2 ms): fewer ended runs to shape (a status's 50)
+than this, or fewer runs and jobs to encode (``encoded_if_long``); from it on, on a worker."""
 
 
 class Workspace(WorkspaceServices):
