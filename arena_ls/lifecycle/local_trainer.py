@@ -70,7 +70,12 @@ class LocalTrainer(StopProtocol):
         self.attempt_announced = False
         self.folder_watch = FolderWatch(run_dir.path, folder_handle)
         """The run folder's place: moved, the agent follows it; deleted, it stops the trainer."""
-        self._told_stop_file = str(run_dir.stop_file)
+        told = early.stop_file if early is not None else ""
+        self._told_stop_file = told or str(run_dir.stop_file)
+        """Where the trainer was told its stop file is: ``launch``'s path, should the folder have
+        moved while the agent loaded (the agent then works from the new path, the trainer not)."""
+        if self._told_stop_file != str(run_dir.stop_file):
+            self.say(f"the run folder moved to {run_dir.path} while the agent loaded: following it there")
         self.pumps: list[Pump] = []
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
         self.wake = threading.Event()

@@ -102,8 +102,8 @@ class EarlyLaunch:
     """A trainer started before the agent was loaded, with its capture; or why it could not start."""
 
     __slots__ = ("_handover", "argv", "error", "generation", "job_id", "process", "pumps", "record",
-                 "resumed_from_step", "run_id", "started_at", "stop_method", "stop_stage", "taken_over",
-                 "writer")  # fmt: skip
+                 "resumed_from_step", "run_id", "started_at", "stop_file", "stop_method", "stop_stage",
+                 "taken_over", "writer")  # fmt: skip
 
     def __init__(
         self,
@@ -116,6 +116,7 @@ class EarlyLaunch:
         job_id: str = "",
         resumed_from_step: int | None = None,
         stop_method: str = "file",
+        stop_file: str = "",
     ) -> None:
         self.argv = argv
         self.writer = writer
@@ -126,6 +127,8 @@ class EarlyLaunch:
         self.run_id = run_id
         self.job_id = job_id
         self.resumed_from_step = resumed_from_step
+        self.stop_file = stop_file
+        """The stop file's path as the trainer was told it (``ARENA_STOP_FILE``; "": not told)."""
         self.generation = 0
         """The generation of the last ``state.json`` the launcher wrote (0: none was)."""
         self.record: dict[str, Any] = {}
@@ -185,9 +188,9 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
             step,
         )
         run_id, job_id = str(spec["runId"]), str(spec["jobId"])
-        env = trainer_env(
-            {str(k): str(v) for k, v in (spec.get("env") or {}).items()}, run_id, job_id, run_dir / "STOP"
-        )
+        stop_file = run_dir / "STOP"
+        job_env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+        env = trainer_env(job_env, run_id, job_id, stop_file)
         cwd = Path(spec["cwd"])
         stop_method = str(spec.get("stopMethod") or "file")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -195,7 +198,8 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     writer = OutputWriter(run_dir)
     writer.append_line(ARENA, events.starting(job_id, argv).encode())
     ids: dict[str, Any] = {
-        "run_id": run_id, "job_id": job_id, "resumed_from_step": step, "stop_method": stop_method
+        "run_id": run_id, "job_id": job_id, "resumed_from_step": step, "stop_method": stop_method,
+        "stop_file": str(stop_file),
     }  # fmt: skip
     try:
         verify_exec(spec.get("execCheck"))  # right before the exec: the gated paths again

@@ -23,11 +23,13 @@ from tests.helpers.lsp import (
     ArenaClient,
     job,
     make_workspace,
+    poll_until,
     start_server,
     stop_server,
     wait_for,
     wait_status,
 )
+from tests.helpers.waiting import wait_until
 
 TRAINERS = Path(__file__).resolve().parents[1] / "fixtures" / "trainers"
 # A server that adopts the orphans of its descendants and never reaps them: a trainer whose
@@ -51,6 +53,21 @@ async def _cleanup(client: ArenaClient) -> None:
     with contextlib.suppress(Exception):
         await client.call("arena/stop", {"kill": True, "confirm": True})
     await stop_server(client)
+
+
+async def _until_stepping(client: ArenaClient, run_id: str) -> None:
+    """Wait until the run is ``running`` and its trainer has reported a step: the moves below come
+    after that. A move before the trainer's interpreter opened its script fails the attempt
+    (Python made the script's path absolute at its start), and one before the exec is refused
+    by the exec check ("gone since the gates passed; nothing was started",
+    ``test_exec_check_units``): the run ends ``crashed``, never reaching the stop tested."""
+    await wait_status(client, run_id, "running")
+
+    async def stepping() -> bool:
+        runs = (await client.call("arena/status", {}))["runs"]
+        return any(r["runId"] == run_id and (r["step"] or 0) >= 1 for r in runs)
+
+    await poll_until(stepping, "the trainer's first step")
 
 
 async def test_an_agent_killed_under_a_watching_server_leaves_no_grandchild_even_of_a_zombie_trainer(
@@ -78,6 +95,7 @@ async def test_a_run_of_a_moved_workspace_is_stopped_from_a_server_at_the_new_pa
     root = make_workspace(tmp_path / "ws", [spec])
     client = await start_server(root)
     run = await client.call("arena/start", {"id": "long"})
+    await _until_stepping(client, run["runId"])
     await stop_server(client)  # the run goes on without a server
     moved = tmp_path / "moved"
     os.rename(root, moved)
@@ -94,19 +112,32 @@ async def test_a_run_of_a_moved_workspace_is_stopped_from_a_server_at_the_new_pa
         await _cleanup(client)
 
 
-def _agent_run(workspace: Path) -> RunDir:
+def _agent_run(workspace: Path, script: str = "stop_only_trainer.py") -> RunDir:
     """A run of the stop-only trainer, created as a server creates one (no server here)."""
     folder = StateFolder(workspace / ".aide" / "training")
     folder.ensure()
 
     def build(run_id: str) -> RunSpec:
-        argv = [sys.executable, "stop_only_trainer.py", "--ckpt-every", "1000"]
+        argv = [sys.executable, script, "--ckpt-every", "1000"]
         return RunSpec(
             run_id=run_id, job_id="lm", job_name="lm", kind="train", argv=argv, cwd=str(workspace),
             resume_args=["--resume", "--start-step", "{step}"], grace_seconds=60.0,
         )  # fmt: skip
 
     return RunDir(RunLock(folder).claim("lm", build).path)
+
+
+def _until_20_steps(run_dir: RunDir) -> dict[str, Any]:
+    """The run's state once it is ``running`` at ``run_dir`` and its trainer is past step 20."""
+    state: dict[str, Any] = {}
+
+    def running() -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            state.update(json.loads(run_dir.state_path.read_text()))
+        return state.get("status") == "running" and (state.get("step") or 0) >= 20
+
+    wait_until(running, f"the trainer to run 20 steps in {run_dir.path}")
+    return state
 
 
 def test_an_agent_whose_run_folder_is_deleted_stops_its_trainer_cooperatively(tmp_path: Path) -> None:
@@ -121,16 +152,7 @@ def test_an_agent_whose_run_folder_is_deleted_stops_its_trainer_cooperatively(tm
         text=True,
     )
     try:
-        state: dict[str, Any] = {}
-
-        def running() -> bool:
-            with contextlib.suppress(OSError, ValueError):
-                state.update(json.loads(run_dir.state_path.read_text()))
-            return state.get("status") == "running" and (state.get("step") or 0) >= 20
-
-        from tests.helpers.waiting import wait_until
-
-        wait_until(running, "the trainer to run 20 steps")
+        state = _until_20_steps(run_dir)
         shutil.rmtree(run_dir.path)
         _, stderr = agent.communicate(timeout=120)
         assert agent.returncode == 0, stderr[-3000:]
@@ -149,11 +171,14 @@ async def test_a_cooperative_stop_of_a_moved_workspace_reaches_a_trainer_polling
     tmp_path: Path,
 ) -> None:
     """The trainer was told the stop file's old path: after the move the agent also sends the
-    stop signal, and the trainer stops cooperatively (it saves), not by the kill."""
+    stop signal, and the trainer stops cooperatively (it saves), not by the kill. The agent may
+    have loaded after the move (it then never stood at the old path): its log says so either
+    way, and it still knows the path the trainer was told."""
     spec = job("long", "--steps", "100000", "--interval", "0.05", "--ckpt-every", "5", kind="train")
     root = make_workspace(tmp_path / "ws", [spec])
     client = await start_server(root)
     run = await client.call("arena/start", {"id": "long"})
+    await _until_stepping(client, run["runId"])
     await stop_server(client)
     moved = tmp_path / "moved"
     os.rename(root, moved)
@@ -167,3 +192,53 @@ async def test_a_cooperative_stop_of_a_moved_workspace_reaches_a_trainer_polling
         assert stopped["lost"] == {"steps": 0, "seconds": 0.0}, "the trainer saved on its stop"
     finally:
         await _cleanup(client)
+
+
+# ``launch`` as a server starts it, with the workspace moved right after the trainer started:
+# the agent loads (and reads its spec) at the new path, its trainer was told the old stop file.
+MOVING_LAUNCH = """
+import os, sys
+from arena_ls.lifecycle import launch
+started = launch.launch_from_spec
+def start_then_move(run_dir):
+    early = started(run_dir)
+    os.rename(sys.argv[2], sys.argv[3])
+    return early
+launch.launch_from_spec = start_then_move
+sys.exit(launch.main([sys.argv[1]]))
+"""
+
+
+def test_a_workspace_moved_while_the_agent_loads_still_stops_its_trainer_cooperatively(
+    tmp_path: Path,
+) -> None:
+    """The agent never worked from the old path, yet the trainer polls the old stop file: the
+    agent knows what the trainer was told, says it followed the move, and sends the signal too."""
+    workspace, moved = tmp_path / "ws", tmp_path / "moved"
+    workspace.mkdir()
+    script = tmp_path / "trainers" / "stop_only_trainer.py"  # outside the workspace: the move
+    script.parent.mkdir()  # cannot race the interpreter opening its script
+    shutil.copy(TRAINERS / "stop_only_trainer.py", script)
+    run_dir = _agent_run(workspace, str(script))
+    agent = subprocess.Popen(
+        [sys.executable, "-c", MOVING_LAUNCH, str(run_dir.path), str(workspace), str(moved)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    new_place = RunDir(moved / ".aide" / "training" / "runs" / run_dir.path.name)
+    try:
+        _until_20_steps(new_place)
+        new_place.request_stop(kill=False, grace_seconds=60.0, by="a server at the new path")
+        _, stderr = agent.communicate(timeout=120)
+        assert agent.returncode == 0, stderr[-3000:]
+        final = json.loads(new_place.state_path.read_text())
+        assert (final["status"], final["stoppedBy"], final["exitCode"]) == ("stopped", "signal", 0)
+        saved = json.loads((moved / "checkpoints" / "ckpt.json").read_text())
+        assert saved["step"] >= 20, "the trainer saved on its cooperative stop"
+        log = (new_place.path / "output.log").read_bytes()
+        assert b"while the agent loaded: following it there" in log
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
