@@ -107,6 +107,7 @@ def test_non_finite_and_malformed_points_are_skipped() -> None:
     assert curve.loss == [(2, 1.0)] and curve.lr == [] and curve.checkpoints == []
 
 
+@pytest.mark.process  # matplotlib's first use in a fresh environment builds its font cache with fc-list
 def test_the_curve_renders_to_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="arena plot needs the extra `plot` (matplotlib)")
     out = tmp_path / "curve" / "lm.png"
