@@ -13,6 +13,7 @@ from tests.helpers.lsp import (
     REPO,
     all_logs,
     make_workspace,
+    poll_until,
     stop_server,
     wait_for,
     wait_status,
@@ -136,23 +137,21 @@ async def test_a_relaunch_waits_for_the_pre_flight_and_spends_no_relaunch_meanwh
         assert any(line.startswith("relaunch held by pre-flight: ram:") for line in lines), lines
         assert sum(line.startswith("starting lm") for line in lines) == 1  # nothing relaunched
         write_fake_hardware(hardware, PLUGGED)
-        # the notifications, not a status poll: the relaunched attempt crashes again at step 12 two
-        # steps after its resume, and a poll on a loaded machine saw only its end (crash-loop)
-        relaunched = await wait_for(
-            lambda: next(
-                (
-                    s
-                    for s in client.statuses
-                    if s["runId"] == run_id and s["status"] == "running" and s["restarts"]
-                ),
-                None,
-            ),
-            what="the relaunched attempt running",
-        )
-        assert relaunched["restarts"] == 1 and relaunched["waitingFor"] is None
-        lines = arena_lines(await all_logs(client, run_id))
-        assert "pre-flight passes again: relaunching" in lines
-        assert sum(line.startswith("starting lm") for line in lines) == 2
+        # The log, not the status: the relaunched attempt crashes again at step 12, two steps after
+        # its resume, and on a loaded machine neither a status poll nor the notifications (what the
+        # server saw of state.json) need ever catch it `running` (CI saw neither); its lines all stay.
+        logged: list[str] = []
+
+        async def relaunched() -> bool:
+            logged[:] = arena_lines(await all_logs(client, run_id))
+            return sum(line.startswith("starting lm") for line in logged) >= 2
+
+        await poll_until(relaunched, "the relaunched attempt's start in the log", pause=0.2)
+        second = [i for i, line in enumerate(logged) if line.startswith("starting lm")][1]
+        before = logged[:second]
+        assert "pre-flight passes again: relaunching" in before, before[-5:]
+        assert sum(line.startswith("restarting ") for line in before) == 1, "no relaunch spent meanwhile"
+        assert "--resume" in logged[second].split(), logged[second]
     finally:
         await client.call("arena/stop", {"kill": True, "confirm": True})
         await stop_server(client)
