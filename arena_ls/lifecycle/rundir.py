@@ -441,7 +441,7 @@ class StateFolder:
         """Make ``checkpoint`` the job's last one, and add its path to the paths the job saved."""
         paths = _with_path(_recorded_paths(self._job_payload(job_id)), checkpoint.path)
         payload = {**_converter.unstructure(checkpoint), "paths": paths}
-        (self.root / "jobs").mkdir(parents=True, exist_ok=True)
+        self._make_jobs_folder()
         write_json_atomic(self.job_record_path(job_id), payload)
 
     def begin_job_anew(self, job_id: str, run_id: str) -> None:
@@ -449,8 +449,14 @@ class StateFolder:
         known: a file there is the old lineage's, which a crash must not overwrite unasked)."""
         paths = _with_path(_recorded_paths(self._job_payload(job_id)), None)
         payload = {"fresh": True, "runId": run_id, "at": time.time(), "paths": paths}
-        (self.root / "jobs").mkdir(parents=True, exist_ok=True)
+        self._make_jobs_folder()
         write_json_atomic(self.job_record_path(job_id), payload)
+
+    def _make_jobs_folder(self) -> None:
+        """``jobs`` inside a state folder that exists, never the folders above it: an agent whose
+        workspace was moved a moment ago (its folder watch follows within a second) must not
+        bring the old path back, a ``ws/.aide/training/jobs`` where the user moved ``ws`` away."""
+        (self.root / "jobs").mkdir(exist_ok=True)
 
     def job_paths(self, job_id: str) -> list[str]:
         """Every checkpoint path a run of the job announced (the last ``MAX_JOB_PATHS``), newest last."""

@@ -44,7 +44,9 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def folder(tmp_path: Path) -> StateFolder:
-    return StateFolder(tmp_path / ".aide" / "training")
+    state = StateFolder(tmp_path / ".aide" / "training")
+    state.ensure()  # as a server makes it before any run
+    return state
 
 
 class Jobs(FakeJobs):

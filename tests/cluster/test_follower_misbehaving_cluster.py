@@ -111,7 +111,9 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def folder(tmp_path: Path) -> StateFolder:
-    return StateFolder(tmp_path / ".aide" / "training")
+    state = StateFolder(tmp_path / ".aide" / "training")
+    state.ensure()  # as a server makes it before any run
+    return state
 
 
 def make_run(folder: StateFolder, tmp_path: Path, **spec_fields: Any) -> RunDir:

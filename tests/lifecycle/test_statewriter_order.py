@@ -22,6 +22,7 @@ def test_the_job_record_is_written_before_the_state(tmp_path: Path, monkeypatch:
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
     folder = StateFolder(tmp_path / "state")
+    folder.ensure()
     order: list[str] = []
     real_write = statewriter.write_json_atomic
     real_record = StateFolder.record_job_checkpoint

@@ -88,6 +88,7 @@ def test_the_record_is_the_running_state_the_agent_reads(tmp_path: Path) -> None
 
 def test_a_resumed_run_records_the_checkpoint_it_resumes_from(tmp_path: Path) -> None:
     folder = StateFolder(tmp_path / "state")
+    folder.ensure()
     folder.record_job_checkpoint("job", CheckpointRecord(step=40, path="ckpt-40.pt", at=1234.5))
     run = claim_run(tmp_path, QUICK, resume_args=["--start-step", "{step}"], resumed_from_step=40)
     early = launch_from_spec(run.path)

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunSpec, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from tests.helpers.lsp import (
     ArenaClient,
@@ -190,8 +191,25 @@ async def test_a_cooperative_stop_of_a_moved_workspace_reaches_a_trainer_polling
         stopped = await client.call("arena/stop", {"confirm": True, "graceSeconds": 60})
         assert (stopped["status"], stopped["stoppedBy"], stopped["exitCode"]) == ("stopped", "signal", 0)
         assert stopped["lost"] == {"steps": 0, "seconds": 0.0}, "the trainer saved on its stop"
+        assert not root.exists(), "the agent's records went to the new place only (a checkpoint every 0.25 s)"
     finally:
         await _cleanup(client)
+
+
+def test_a_job_record_is_never_written_where_the_workspace_was(tmp_path: Path) -> None:
+    """An agent that records a checkpoint in the second before its folder watch sees the move
+    gets an error (its writer retries, at the new place by then), not the old path rebuilt."""
+    workspace = tmp_path / "ws"
+    folder = StateFolder(workspace / ".aide" / "training")
+    folder.ensure()
+    workspace.rename(tmp_path / "moved")
+    checkpoint = CheckpointRecord(step=40, path="ckpt-40.pt", at=1.0)
+    with pytest.raises(FileNotFoundError):
+        folder.record_job_checkpoint("lm", checkpoint)
+    with pytest.raises(FileNotFoundError):
+        folder.begin_job_anew("lm", "lm-1")
+    assert not workspace.exists()
+    StateFolder(tmp_path / "moved" / ".aide" / "training").record_job_checkpoint("lm", checkpoint)
 
 
 # ``launch`` as a server starts it, with the workspace moved right after the trainer started:
