@@ -381,13 +381,15 @@ def test_reading_on_two_threads_at_once_hands_out_every_item_once_in_order(run: 
 
     thread = threading.Thread(target=worker)
     thread.start()
+    writer = OutputWriter(run.path)  # one writer, one record a write (``write`` syncs at each close)
     try:
         for step in range(1, 201):
-            write(run, STDOUT, f"step {step}/200 loss 1.0")
+            writer.append(STDOUT, f"step {step}/200 loss 1.0\n".encode())
             records.read_new(budget=0.0)
             if step == 50:
                 records.subscribe(late, from_record=0)
     finally:
+        writer.close()
         stop.set()
         thread.join()
     while records.next_record < record_count(run.path) or not records.caught_up:
