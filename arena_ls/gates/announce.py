@@ -47,7 +47,9 @@ def builtin_patterns() -> tuple[re.Pattern[str], ...]:
 
 def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str], text: str = "") -> bool:
     """True when some line the file prints announces a checkpoint the supervisor can read."""
-    if text and not job_patterns and "@arena" not in text and not _mentions_checkpoint(text):
+    from arena_ls.lifecycle.checkpoint_lines import mentions_checkpoint  # the supervisor's own test
+
+    if text and not job_patterns and "@arena" not in text and not mentions_checkpoint(text):
         return False  # nothing could match: no need to read the strings
     lines = None if job_patterns or not text else _lines_mentioning(text)
     return _announces(list(_printed_texts(facts, lines)), job_patterns)
@@ -71,11 +73,6 @@ def _announces(texts: list[str], job_patterns: Sequence[str]) -> bool:
     if not patterns:  # the supervisor reads the built-in spellings only without a job pattern
         patterns.extend(builtin_patterns())
     return any(pattern.search(line) for line in texts for pattern in patterns)
-
-
-def _mentions_checkpoint(text: str) -> bool:
-    """The same spellings as the supervisor's (``lifecycle.events``), so both agree."""
-    return "heckpoint" in text or "HECKPOINT" in text or "heckPoint" in text
 
 
 def _arena_announcement(texts: list[str]) -> bool:

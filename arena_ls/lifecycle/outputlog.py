@@ -25,8 +25,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
+from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint
 from arena_ls.lifecycle.logsegments import (
     DEFAULT_MAX_RUN_MB,
     HEAD,
@@ -57,6 +58,15 @@ FLAG_CONTINUED = 1
 """The record holds part of one overlong line; more of it follows."""
 FLAG_FINAL_PARTIAL = 2
 """The record holds the stream's last line, which had no newline."""
+FLAG_QUIET = 0x80
+"""Beside ``FLAG_LINES`` on a record of the trainer's lines that can announce nothing but
+progress: no ``@arena`` line (announcements, health) and no "checkpoint" in any case (the word
+of every built-in spelling), written for a job without a ``checkpoint.pattern``. The writer
+decides it once, on exactly the record's bytes (a word cut between two reads of the pipe is
+whole in the record), and the agent's scan and the server's reader trust it: a quiet record's
+progress is looked for in its tail only (a level: the latest wins), as for any flood's chunk,
+and nothing else is searched for in it. ``check_record`` gives the kind without it."""
+ANNOUNCEMENT_PREFIX = b"@arena "
 
 RECORD = struct.Struct("<BBIQQd")
 """stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
@@ -69,14 +79,37 @@ class DamagedLog(ValueError):
     """The run's output files are damaged; the message names the file and what is wrong."""
 
 
-def check_record(index: int, stream: int, flags: int, length: int) -> None:
-    """Raise ``DamagedLog`` for a record no writer makes (unknown stream or flags, absurd length)."""
+def check_record(index: int, stream: int, flags: int, length: int) -> int:
+    """The record's kind (``FLAG_LINES``, ``FLAG_CONTINUED`` or ``FLAG_FINAL_PARTIAL``: its flags
+    without ``FLAG_QUIET``); ``DamagedLog`` for a record no writer makes (unknown stream or flags,
+    quiet where no writer says so, absurd length)."""
+    kind = flags & ~FLAG_QUIET
     if stream >= len(STREAMS):
         raise DamagedLog(f"output.idx record {index} has unknown stream byte {stream}")
-    if flags > FLAG_FINAL_PARTIAL:
+    if kind > FLAG_FINAL_PARTIAL or (flags & FLAG_QUIET and (kind != FLAG_LINES or stream == ARENA)):
         raise DamagedLog(f"output.idx record {index} has unknown flags {flags}")
     if length > MAX_RECORD_BYTES:
         raise DamagedLog(f"output.idx record {index} claims {length} bytes, more than any record holds")
+    return kind
+
+
+def quiet_lines(data: bytes) -> bool:
+    """Whether these complete lines can announce nothing but progress (``FLAG_QUIET``): a
+    ``memchr`` for ``@`` (most output has none), then one lowering and one search for the word."""
+    if b"@" in data and ANNOUNCEMENT_PREFIX in data:
+        return False
+    return not chunk_mentions_checkpoint(data)
+
+
+class Written(NamedTuple):
+    """What one ``OutputWriter.append`` recorded, for the agent's scan."""
+
+    complete: bytes
+    """The complete lines it finished (one record, or its pieces at a segment's end)."""
+    quiet: bool
+    """They can announce nothing but progress (the record is ``FLAG_QUIET``)."""
+    update: bytes
+    """An unfinished line's latest state (a progress bar redrawn in place), or empty."""
 
 
 class OutputWriter:
@@ -90,6 +123,9 @@ class OutputWriter:
         self._run_dir = run_dir
         spec = _read_spec(run_dir)
         self._spec = spec
+        self._quiet_allowed = bool(spec) and not spec.get("checkpointPattern")
+        """``FLAG_QUIET`` is written only for a job known to have no ``checkpoint.pattern`` (any
+        line may match one): never when the spec could not be read."""
         self._cap = (
             cap_bytes(spec.get("logMaxRunMb", DEFAULT_MAX_RUN_MB))
             if isinstance(max_bytes, str)
@@ -148,8 +184,9 @@ class OutputWriter:
     def lines_written(self) -> int:
         return self._next_seq
 
-    def append(self, stream: int, data: bytes) -> tuple[bytes, bytes]:
-        """Record a chunk; return (the complete lines it finished, an unfinished update).
+    def append(self, stream: int, data: bytes) -> Written:
+        """Record a chunk; return the complete lines it finished (and whether they are quiet:
+        ``FLAG_QUIET``) and an unfinished update.
 
         An unfinished line that carries a bare carriage return (a tqdm-style
         bar redrawn in place) is recorded at once as a continuation, so that
@@ -163,19 +200,22 @@ class OutputWriter:
             pending = self._pending[stream]
             cut = data.rfind(b"\n")
             complete = b""
+            quiet = False
             if cut < 0:
                 pending += data
             else:
                 complete = bytes(pending) + data[: cut + 1] if pending else data[: cut + 1]
                 pending.clear()
                 pending += data[cut + 1 :]
-                self._write(stream, FLAG_LINES, complete, complete.count(b"\n"))
+                quiet = self._quiet_allowed and quiet_lines(complete)
+                flags = FLAG_LINES | FLAG_QUIET if quiet else FLAG_LINES
+                self._write(stream, flags, complete, complete.count(b"\n"))
+            update = b""
             if len(pending) > LINE_LIMIT or _redrawn_in_place(pending):
                 update = bytes(pending)
                 self._write(stream, FLAG_CONTINUED, update, 0)
                 pending.clear()
-                return complete, update
-            return complete, b""
+            return Written(complete, quiet, update)
 
     def append_line(self, stream: int, text: str) -> None:
         """Record a line of the supervisor's own (``stream`` is usually ARENA).
@@ -213,7 +253,7 @@ class OutputWriter:
             room = self._room() - RECORD.size
             if len(data) <= room:
                 break
-            cut = data.rfind(b"\n", 0, room) if flags == FLAG_LINES and room > 0 else -1
+            cut = data.rfind(b"\n", 0, room) if (flags & ~FLAG_QUIET) == FLAG_LINES and room > 0 else -1
             if cut < 0:
                 if self._used() and self._rotate():
                     self._trim()
@@ -443,12 +483,12 @@ def count_recorded_lines(idx_path: Path, records: int | None = None) -> int:
     with open(idx_path, "rb") as idx, open(idx_path.with_suffix(".log"), "rb") as log:
         idx.seek(whole - RECORD.size)
         stream, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
-        check_record(whole // RECORD.size - 1, stream, flags, length)
+        kind = check_record(whole // RECORD.size - 1, stream, flags, length)
         log.seek(offset)
         data = log.read(length)
-    if flags == FLAG_CONTINUED:
+    if kind == FLAG_CONTINUED:
         return int(seq)
-    if flags == FLAG_FINAL_PARTIAL:
+    if kind == FLAG_FINAL_PARTIAL:
         return int(seq) + 1
     return int(seq) + data.count(b"\n")
 
@@ -498,16 +538,16 @@ def _extract(
             if len(header) < RECORD.size:
                 break
             stream, flags, length, first_seq, offset, at = RECORD.unpack(header)
-            check_record(tail.base + drop.source_records, stream, flags, length)
+            kind = check_record(tail.base + drop.source_records, stream, flags, length)
             text.seek(offset)
             data = text.read(length)
             index = tail.base + drop.source_records
             drop.source_records += 1
-            if flags == FLAG_CONTINUED:  # part of an overlong line: never an event
+            if kind == FLAG_CONTINUED:  # part of an overlong line: never an event
                 drop.bytes += len(data)
                 continue
             raws = data.split(b"\n")
-            if flags == FLAG_LINES:
+            if kind == FLAG_LINES:
                 raws.pop()
             candidate = stream == ARENA or may_hold(data)
             for number, raw in enumerate(raws):
@@ -568,8 +608,8 @@ a small pipe would fill during the wait and throttle the trainer."""
 BACKLOG_BYTES = 8 << 20
 """Output kept for a listener that is not attached yet; past it the pump waits for one."""
 
-Listener = Callable[[bytes, bytes], None]
-"""Called with (complete lines, an unfinished line's latest update) after each write."""
+Listener = Callable[[Written], None]
+"""Called with what each write recorded (complete lines, whether quiet, an unfinished line's update)."""
 
 
 class Pump:
@@ -588,7 +628,7 @@ class Pump:
         self._coalesce = coalesce
         self._lock = threading.Condition()
         self._listener: Listener | None = None
-        self._backlog: list[tuple[bytes, bytes]] = []
+        self._backlog: list[Written] = []
         self._backlog_bytes = 0
         self._thread = threading.Thread(target=self._run, name=f"pump-{stream}", daemon=True)
 
@@ -599,8 +639,8 @@ class Pump:
     def attach(self, listener: Listener) -> None:
         """Hand what was written so far, then everything as it comes, to ``listener``."""
         with self._lock:
-            for complete, update in self._backlog:
-                _hand_over(listener, complete, update)
+            for written in self._backlog:
+                _hand_over(listener, written)
             self._backlog.clear()
             self._backlog_bytes = 0
             self._listener = listener
@@ -620,34 +660,34 @@ class Pump:
                 size = 0
             if not size:
                 break
-            self._deliver(*self._writer.append(self._stream, bytes(view[:size])))
+            self._deliver(self._writer.append(self._stream, bytes(view[:size])))
             if self._coalesce and size < COALESCE_BELOW:  # a trickle: let the next lines gather
                 time.sleep(COALESCE_SECONDS)
         last = self._writer.finish_stream(self._stream)
         if last:
-            self._deliver(last, b"")
+            self._deliver(Written(last, False, b""))
 
-    def _deliver(self, complete: bytes, update: bytes) -> None:
-        if not complete and not update:
+    def _deliver(self, written: Written) -> None:
+        if not written.complete and not written.update:
             return
         with self._lock:
             while self._listener is None and self._backlog_bytes > BACKLOG_BYTES:
                 self._lock.wait()
             if self._listener is None:
-                self._backlog.append((complete, update))
-                self._backlog_bytes += len(complete) + len(update)
+                self._backlog.append(written)
+                self._backlog_bytes += len(written.complete) + len(written.update)
                 return
-            _hand_over(self._listener, complete, update)
+            _hand_over(self._listener, written)
 
 
-def _hand_over(listener: Listener, complete: bytes, update: bytes) -> None:
+def _hand_over(listener: Listener, written: Written) -> None:
     """Call the listener; whatever it raises is logged, and the pump reads on.
 
     A pump that died would leave the trainer's pipe undrained, and the
     trainer blocked on its next write for good.
     """
     try:
-        listener(complete, update)
+        listener(written)
     except Exception:
         log.exception("the output listener failed; the capture goes on")
 

@@ -34,7 +34,7 @@ import attrs
 from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.events import Event, EventParser
 from arena_ls.lifecycle.health_line import MARK, PREFIX, HealthPoint, health_in_chunk, parse_health
-from arena_ls.lifecycle.outputlog import ARENA, RECORD
+from arena_ls.lifecycle.outputlog import ARENA, FLAG_QUIET, RECORD
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent, parse_bytes
 
 MAX_RECORDS_PER_READ = 20_000
@@ -97,14 +97,17 @@ def _agent_line(raw: bytes, at: float) -> AgentLine:
 
 
 def decode_record(
-    parser: EventParser, stream: int, data: bytes, at: float, *, behind: bool = False
+    parser: EventParser, stream: int, data: bytes, at: float, *, behind: bool = False, quiet: bool = False
 ) -> list[Item]:
     """Every item of one record: the one parse of it, for every subscriber.
 
-    ``behind``: more records follow it already (see ``BEHIND_PARSE_BYTES``)."""
+    ``behind``: more records follow it already (see ``BEHIND_PARSE_BYTES``). ``quiet``: its writer
+    found nothing in it but progress can be (``FLAG_QUIET``): only its tail is read, for progress."""
     if stream == ARENA:
         return decode_agent_record(data, at)
     tail = BEHIND_PARSE_BYTES if behind else FULL_PARSE_BYTES
+    if quiet:
+        return [TrainerEvent(event, at) for event in parser.parse_quiet(data, tail)]
     items: list[Item] = [TrainerEvent(event, at) for event in parser.parse_flood(data, tail)]
     items.extend(health_in_chunk(data, at))
     return items
@@ -339,13 +342,14 @@ class RunRecords:
         self.counter.reads += 1
         position = start
         read = 0
-        for count, (index, stream, _, data, at) in enumerate(iter_records(self.run_dir, start)):
+        for count, (index, stream, flags, data, at) in enumerate(iter_records(self.run_dir, start)):
             if stop and index >= end:
                 break
             position = index + 1
             read += len(data)
             self.counter.parsed += 1
-            items.extend(decode_record(parser, stream, data, at, behind=index + 1 < end))
+            quiet = bool(flags & FLAG_QUIET)
+            items.extend(decode_record(parser, stream, data, at, behind=index + 1 < end, quiet=quiet))
             if count + 1 >= limit or read >= max_bytes or time.thread_time() > deadline:
                 break
         return position, items

@@ -10,7 +10,7 @@ import pytest
 
 from arena_ls.lifecycle import outputlog
 from arena_ls.lifecycle.capture import OutputReader, iter_all_lines
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter, Pump
+from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter, Pump, Written
 from tests.helpers.waiting import wait_until
 
 
@@ -27,9 +27,9 @@ def test_what_came_before_the_listener_is_handed_over_first_and_in_order(tmp_pat
     heard: list[bytes] = []
     arrived = threading.Event()
 
-    def listener(complete: bytes, update: bytes) -> None:
-        heard.append(complete)
-        if b"late" in complete:
+    def listener(written: Written) -> None:
+        heard.append(written.complete)
+        if b"late" in written.complete:
             arrived.set()
 
     # on disk before anyone listens
@@ -53,7 +53,7 @@ def test_past_the_backlog_bound_the_pump_waits_and_loses_nothing(
     # the pump wrote a first piece, over the bound
     wait_until(lambda: list(iter_all_lines(tmp_path)), "the pump's first write", pause=0.01)
     heard: list[bytes] = []
-    pump.attach(lambda complete, update: heard.append(complete))
+    pump.attach(lambda written: heard.append(written.complete))
     os.close(write_fd)
     pump.join(30)
     writer.close()

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.outputlog import FLAG_CONTINUED, STDOUT, OutputWriter, Pump
+from arena_ls.lifecycle.outputlog import FLAG_CONTINUED, STDOUT, OutputWriter, Pump, Written
 from arena_ls.lifecycle.trainer_start import trainer_env
 from tests.lifecycle.test_launch import FAKE_TRAINER, run_agent, write_run
 
@@ -18,11 +18,17 @@ CHECKPOINT_HEAD = b'@arena {"event": "checkpoint", "st'
 CHECKPOINT_REST = b'ep": 2, "path": "ckpt-2.pt"}\r\n'
 
 
+def lines_and_update(writer: OutputWriter, data: bytes) -> tuple[bytes, bytes]:
+    """What one append finished and left as an update in place."""
+    written = writer.append(STDOUT, data)
+    return written.complete, written.update
+
+
 def test_an_earlier_crlf_line_does_not_make_the_unfinished_one_an_update(tmp_path: Path) -> None:
     writer = OutputWriter(tmp_path)
-    complete, update = writer.append(STDOUT, b"epoch 1\r\n" + CHECKPOINT_HEAD)
+    complete, _, update = writer.append(STDOUT, b"epoch 1\r\n" + CHECKPOINT_HEAD)
     assert (complete, update) == (b"epoch 1\r\n", b"")
-    complete, update = writer.append(STDOUT, CHECKPOINT_REST)
+    complete, _, update = writer.append(STDOUT, CHECKPOINT_REST)
     assert complete == CHECKPOINT_HEAD + CHECKPOINT_REST and update == b""
     writer.close()
     assert [line.text for line in iter_all_lines(tmp_path)] == [
@@ -33,18 +39,18 @@ def test_an_earlier_crlf_line_does_not_make_the_unfinished_one_an_update(tmp_pat
 
 def test_a_crlf_split_between_chunks_is_a_line_end_not_a_redraw(tmp_path: Path) -> None:
     writer = OutputWriter(tmp_path)
-    assert writer.append(STDOUT, b"saved\r") == (b"", b"")
-    assert writer.append(STDOUT, b"\nnext\r\n") == (b"saved\r\nnext\r\n", b"")
+    assert lines_and_update(writer, b"saved\r") == (b"", b"")
+    assert lines_and_update(writer, b"\nnext\r\n") == (b"saved\r\nnext\r\n", b"")
     writer.close()
     assert [line.text for line in iter_all_lines(tmp_path)] == ["saved", "next"]
 
 
 def test_a_bare_carriage_return_is_still_an_update_in_place(tmp_path: Path) -> None:
     writer = OutputWriter(tmp_path)
-    assert writer.append(STDOUT, b"done\r\n 10%|#") == (b"done\r\n", b"")
-    assert writer.append(STDOUT, b"\r 20%|##") == (b"", b" 10%|#\r 20%|##")
-    assert writer.append(STDOUT, b"step 5\r") == (b"", b"")  # its \r may begin a \r\n: held
-    assert writer.append(STDOUT, b"step 6\r") == (b"", b"step 5\rstep 6\r")  # now a redraw
+    assert lines_and_update(writer, b"done\r\n 10%|#") == (b"done\r\n", b"")
+    assert lines_and_update(writer, b"\r 20%|##") == (b"", b" 10%|#\r 20%|##")
+    assert lines_and_update(writer, b"step 5\r") == (b"", b"")  # its \r may begin a \r\n: held
+    assert lines_and_update(writer, b"step 6\r") == (b"", b"step 5\rstep 6\r")  # now a redraw
     writer.close()
     records = (tmp_path / "output.idx").read_bytes()
     assert records, "the updates were recorded"
@@ -76,8 +82,8 @@ def test_a_failing_listener_never_stops_the_pump(tmp_path: Path) -> None:
     calls: list[bytes] = []
     second = threading.Event()
 
-    def listener(complete: bytes, update: bytes) -> None:
-        calls.append(complete)
+    def listener(written: Written) -> None:
+        calls.append(written.complete)
         if len(calls) == 1:
             raise PermissionError(13, "The process cannot access the file")
         second.set()
