@@ -51,6 +51,7 @@ from arena_ls.lifecycle.outputlog import (
     FLAG_CONTINUED,
     FLAG_FINAL_PARTIAL,
     FLAG_LINES,
+    FLAG_QUIET,
     LINE_LIMIT,
     MAX_RECORD_BYTES,
     RECORD,
@@ -907,11 +908,19 @@ def trainer_lines_after(run_dir: Path, is_marker: Callable[[LogLine], bool]) -> 
 
 
 Record = tuple[int, int, int, bytes, float]
+QuietTail = Callable[[int], int]
+"""A record's index -> how many of its last bytes a reader of a quiet record wants."""
+QUIET_LOOKBACK = 4096
+"""How far before a quiet record's tail ``_quiet_lines`` looks for the start of the line across it."""
 
 
-def iter_records(run_dir: Path, start: int = 0) -> Iterator[Record]:
+def iter_records(run_dir: Path, start: int = 0, quiet_tail: QuietTail | None = None) -> Iterator[Record]:
     """(index, stream, flags, data, time) of each record from ``start`` (for scanners); the flags
     as written (``FLAG_QUIET`` included: what a record's kind is, ``check_record`` says).
+
+    ``quiet_tail``: of a quiet record (``FLAG_QUIET``), only the lines that start in its last
+    ``quiet_tail(index)`` bytes and the one across that point are read (``_quiet_lines``): all
+    that ``EventParser.parse_quiet`` looks at, and a flood's megabyte is not read for it.
 
     Stops at the first damaged record, and never reads more than a record can hold.
     In a capped log the records of the dropped middle come as their kept lines
@@ -923,19 +932,19 @@ def iter_records(run_dir: Path, start: int = 0) -> Iterator[Record]:
     except DamagedLog:
         return
     if layout.table is None:
-        yield from _iter_file(layout.segments[0], start, None)
+        yield from _iter_file(layout.segments[0], start, None, quiet_tail)
         return
     index = start
     head = layout.segments[0]
     if index < head.end:
-        for item in _iter_file(head, index, head.end):
+        for item in _iter_file(head, index, head.end, quiet_tail):
             index = item[0] + 1
             yield item
         if index < head.end:
             return  # damaged
     for _ in range(64):  # a tail dropped while it was read: the table again, from where we are
         try:
-            yield from _iter_capped(run_dir, layout, index)
+            yield from _iter_capped(run_dir, layout, index, quiet_tail)
             return
         except _SegmentGone as gone:
             index = int(gone.args[0])
@@ -945,7 +954,9 @@ def iter_records(run_dir: Path, start: int = 0) -> Iterator[Record]:
                 return
 
 
-def _iter_capped(run_dir: Path, layout: _Layout, index: int) -> Iterator[Record]:
+def _iter_capped(
+    run_dir: Path, layout: _Layout, index: int, quiet_tail: QuietTail | None
+) -> Iterator[Record]:
     table = layout.table
     assert table is not None
     first_tail = layout.first_tail()
@@ -958,7 +969,8 @@ def _iter_capped(run_dir: Path, layout: _Layout, index: int) -> Iterator[Record]
             continue
         begin = max(index, segment.base)
         try:
-            for item in _iter_file(segment, begin, None if segment is layout.last else segment.end):
+            end = None if segment is layout.last else segment.end
+            for item in _iter_file(segment, begin, end, quiet_tail):
                 index = item[0] + 1
                 yield item
         except FileNotFoundError:
@@ -999,7 +1011,9 @@ def _iter_mid(run_dir: Path, count: int, start: int) -> Iterator[Record]:
             return
 
 
-def _iter_file(segment: _Segment, start: int, end: int | None) -> Iterator[Record]:
+def _iter_file(
+    segment: _Segment, start: int, end: int | None, quiet_tail: QuietTail | None = None
+) -> Iterator[Record]:
     """The records of one file pair from global index ``start`` (to ``end``, else its end)."""
     with contextlib.ExitStack() as stack:
         try:
@@ -1023,11 +1037,37 @@ def _iter_file(segment: _Segment, start: int, end: int | None) -> Iterator[Recor
                     check_record(index, stream, flags, length)
                 except DamagedLog:
                     return  # damaged from here on: the records before it are all there is
-                log.seek(offset)
-                data = log.read(length)
-                if len(data) < length:
-                    return
+                if quiet_tail is not None and flags & FLAG_QUIET:
+                    data = _quiet_lines(log, offset, length, quiet_tail(index))
+                else:
+                    data = _whole(log, offset, length)
+                if data is None:
+                    return  # the log ends before the record does
                 yield index, stream, flags, data, at
                 index += 1
             if usable < len(block) or len(block) < RECORD.size * 4096:
                 return
+
+
+def _whole(log: BinaryIO, offset: int, length: int) -> bytes | None:
+    """A record's bytes; None when the log ends before the record does."""
+    log.seek(offset)
+    data = log.read(length)
+    return data if len(data) == length else None
+
+
+def _quiet_lines(log: BinaryIO, offset: int, length: int, tail: int) -> bytes | None:
+    """The end of a quiet record that ``EventParser.parse_quiet`` reads: the lines that start in its
+    last ``tail`` bytes and the one across that point (the whole record when that line is longer
+    than ``QUIET_LOOKBACK``, or the record is short); None when the log ends before the record does."""
+    start = length - tail - QUIET_LOOKBACK
+    if start <= 0:
+        return _whole(log, offset, length)
+    log.seek(offset + start)
+    window = log.read(length - start)
+    if len(window) < length - start:
+        return None
+    line_start = window.rfind(b"\n", 0, QUIET_LOOKBACK)
+    if line_start < 0:  # a line longer than the look back crosses the tail: the whole record
+        return _whole(log, offset, length)
+    return window[line_start + 1 :]

@@ -342,7 +342,12 @@ class RunRecords:
         self.counter.reads += 1
         position = start
         read = 0
-        for count, (index, stream, flags, data, at) in enumerate(iter_records(self.run_dir, start)):
+
+        def quiet_tail(index: int) -> int:  # what decode_record parses of a quiet record
+            return BEHIND_PARSE_BYTES if index + 1 < end else FULL_PARSE_BYTES
+
+        records = iter_records(self.run_dir, start, quiet_tail)
+        for count, (index, stream, flags, data, at) in enumerate(records):
             if stop and index >= end:
                 break
             position = index + 1

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena_ls.lifecycle.capture import iter_records
 from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.health_line import HealthPoint
@@ -287,3 +288,36 @@ def _each_line(text: bytes) -> list[object]:
 def test_the_record_layout_is_unchanged() -> None:
     """The flag lives in the flags byte: the index's record keeps its size and fields."""
     assert RECORD.size == struct.calcsize("<BBIQQd")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 9000), min_size=1, max_size=40),
+    tail=st.integers(1, 20000),
+    final=st.sampled_from(["step 77/100 loss 0.5", "x" * 9000 + " step 78/100 loss 0.4"]),
+)
+def test_reading_a_quiet_records_end_gives_what_its_whole_gives(
+    lengths: list[int], tail: int, final: str
+) -> None:
+    """The part ``iter_records`` reads of a quiet record (its last ``tail`` bytes' lines and the
+    line across that point, lines longer than the look back included) parses as the whole does."""
+    lines = [f"step {n}/100 loss 1.0 " + "y" * length for n, length in enumerate(lengths, 1)] + [final]
+    data = "".join(f"{line}\n" for line in lines).encode()
+    with tempfile.TemporaryDirectory() as folder:
+        run = claim_run(Path(folder))
+        writer = OutputWriter(run.path)
+        assert writer.append(STDOUT, data).quiet
+        writer.close()
+        ((_, _, flags, part, _),) = list(iter_records(run.path, 0, lambda index: tail))
+    assert flags & FLAG_QUIET and data.endswith(part)
+    assert list(EventParser().parse_quiet(part, tail)) == list(EventParser().parse_quiet(data, tail))
+
+
+def test_a_quiet_record_the_log_does_not_hold_whole_ends_the_reading(tmp_path: Path) -> None:
+    run = claim_run(tmp_path)
+    writer = OutputWriter(run.path)
+    writer.append(STDOUT, NEUTRAL * 2000)
+    writer.close()
+    log = run.path / "output.log"
+    log.write_bytes(log.read_bytes()[:-100])  # cut short: damage, never a record read past the end
+    assert list(iter_records(run.path, 0, lambda index: 4096)) == []
