@@ -56,8 +56,6 @@ class StopProtocol(TrainerOutput):
 
     # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
 
-    # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
-
     def monotonic(self) -> float:
         return time.monotonic()
 
@@ -112,12 +110,14 @@ class StopProtocol(TrainerOutput):
         if self.spec.kind != "train" or step is None or not self.spec.resume_args:
             self.say("stopped for battery; not started again: no checkpoint to resume from")
             return False, None
-        with self.lock:
+        rules = self.power.gate_rules(need_power=True)
+        with self.lock:  # one write: a client never sees this ``restarting`` without what it waits for
+            if rules is not None:
+                self.state.waiting_for = relaunch_gate(rules, self.power.reading()) or None
             self._move(RunStatus.RESTARTING)
         self.stop_plan = None
         with contextlib.suppress(OSError):
             self.run_dir.stop_file.unlink(missing_ok=True)
-        rules = self.power.gate_rules(need_power=True)
         if rules is not None and not self._await_relaunch_gate(rules):
             return False, None
         with self.lock:

@@ -22,6 +22,7 @@ from tests.helpers.lsp import (
     ArenaClient,
     job,
     make_workspace,
+    poll_until,
     start_server,
     stop_server,
     wait_for,
@@ -107,15 +108,20 @@ async def test_a_foreign_gpu_process_refuses_then_warns(tmp_path: Path) -> None:
 
 
 async def wait_for_start(client: ArenaClient, job_id: str) -> dict[str, Any]:
-    """Start once the new settings are in (the notification and the request race)."""
-    for _ in range(200):
+    """Start once the new settings are in (the notification and the request race): tried until
+    the start is not refused by the pre-flight (1005), for ``WAIT`` seconds at most."""
+    started: dict[str, Any] = {}
+
+    async def start() -> bool:
         try:
-            info: dict[str, Any] = await client.call("arena/start", {"id": job_id})
-            return info
+            started.update(await client.call("arena/start", {"id": job_id}))
         except Exception as error:
             if getattr(error, "code", None) != 1005:
                 raise
-    raise AssertionError("the setting never took effect")
+        return bool(started)
+
+    await poll_until(start, "the setting to take effect (a start the pre-flight lets through)", pause=0.02)
+    return started
 
 
 async def test_our_trainer_is_marked_ours_with_its_memory(tmp_path: Path) -> None:

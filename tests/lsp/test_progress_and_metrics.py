@@ -102,19 +102,19 @@ async def test_progress_from_plain_lines(tmp_path: Path, style: str) -> None:
     client = await start_server(root)
     try:
         info = await client.call("arena/start", {"id": "plain"})
+        seen: dict[str, Any] = {}
 
-        async def has_progress() -> dict[str, Any] | None:
+        async def has_progress() -> bool:
+            """The run's progress (its RunInfo keeps it once the run has ended: a loaded machine may
+            let the 4 s run end between two polls)."""
             status = await client.call("arena/status", {})
-            active = status["active"]
-            return active if active and active["step"] and active["totalSteps"] == 200 else None
+            run = next((run for run in status["runs"] if run["runId"] == info["runId"]), None)
+            if run and run["step"] and run["totalSteps"] == 200:
+                seen.update(run)
+            return bool(seen)
 
-        for _ in range(500):
-            active = await has_progress()
-            if active:
-                break
-        else:
-            raise AssertionError("no progress parsed from plain lines")
-        assert active["loss"] is not None
+        await poll_until(has_progress, "progress parsed from plain lines", pause=0.02)
+        assert seen["loss"] is not None
         await wait_status(client, info["runId"], "succeeded")
     finally:
         await finish(client)

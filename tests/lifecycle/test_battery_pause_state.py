@@ -1,0 +1,84 @@
+"""A run stopped for battery is recorded ``restarting`` with what it waits for, in one write.
+
+Contract 7.3: while a pre-flight check fails the run stays ``restarting`` and its RunInfo has
+``waitingFor``. The agent recorded ``restarting`` first and ``waitingFor`` in a later write, so a
+status read in between (a loaded machine's, CI's) showed a relaunch that looked imminent
+(``tests/lsp/test_power_during_a_run.py`` failed that way). The real ``StopProtocol`` here, with a
+real run folder, a fake power reading and the state's writes recorded as they are asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from arena_ls.lifecycle.attempts import RunRecord
+from arena_ls.lifecycle.local_stop import StopProtocol
+from arena_ls.lifecycle.relaunch_gate import GateRules, MachineReading
+from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, RunState, StateFolder
+from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.states import RunStatus
+
+
+class FakePower:
+    """On battery until ``plug_in``; the agent's gate rules ask for power."""
+
+    def __init__(self) -> None:
+        self.plugged_in = False
+
+    def gate_rules(self, *, need_power: bool = False) -> GateRules:
+        return GateRules(require_plugged_in=True, min_free_ram_mb=0)
+
+    def reading(self) -> MachineReading:
+        return MachineReading(plugged_in=self.plugged_in, available_ram_mb=None)
+
+
+class PausedTrainer(StopProtocol):
+    """A local trainer stopped for battery, with the collaborators ``_resume_on_ac`` uses."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        def build(run_id: str) -> RunSpec:
+            return RunSpec(
+                run_id=run_id,
+                job_id="lm",
+                job_name="LM",
+                kind="train",
+                argv=["python", "train.py"],
+                cwd=".",
+                resume_args=["--resume", "--start-step", "{step}"],
+            )
+
+        self.run_dir = RunLock(StateFolder(tmp_path / ".aide" / "training")).claim("lm", build)
+        self.spec = self.run_dir.read_spec()
+        self.state = RunState(run_id=self.spec.run_id, job_id="lm", status=RunStatus.STOPPING)
+        self.state.last_checkpoint = CheckpointRecord(step=40, path="ckpt.pt", at=time.time(), run_id="x")
+        self.lock = threading.RLock()
+        self.writes: list[tuple[RunStatus, Any]] = []
+        """What each asked-for write of ``state.json`` would hold, at the moment it is asked for."""
+        self.record = RunRecord(self.spec, self.state, self.lock, lambda event: None, self._written)
+        self.speak_through(self.record)
+        self.power = FakePower()  # type: ignore[assignment]
+        self.stop_plan = None
+        self.wake = threading.Event()
+
+    def _written(self) -> None:
+        with self.lock:
+            self.writes.append((self.state.status, self.state.waiting_for))
+
+    def _save(self) -> None:
+        self._written()
+
+    def pause(self, seconds: float) -> None:
+        self.power.plugged_in = True  # type: ignore[attr-defined]  # power returns while it waits
+
+
+def test_the_battery_pause_is_recorded_restarting_with_what_it_waits_for(tmp_path: Path) -> None:
+    trainer = PausedTrainer(tmp_path)
+    resumes, step = trainer._resume_on_ac()
+    assert (resumes, step) == (True, 40)
+    restarting = [waiting for status, waiting in trainer.writes if status is RunStatus.RESTARTING]
+    assert restarting, "the pause was recorded"
+    assert [check["name"] for check in restarting[0] or []] == ["power"], trainer.writes
+    assert restarting[-1] is None  # power came back: nothing is waited for any more
