@@ -17,9 +17,9 @@ from typing import Any
 from arena_ls.lifecycle.attempts import RunRecord
 from arena_ls.lifecycle.local_stop import StopProtocol
 from arena_ls.lifecycle.relaunch_gate import GateRules, MachineReading
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, RunState, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.rundir import CheckpointRecord, RunState
 from arena_ls.lifecycle.states import RunStatus
+from tests.helpers.runs import claim_run
 
 
 class FakePower:
@@ -39,18 +39,7 @@ class PausedTrainer(StopProtocol):
     """A local trainer stopped for battery, with the collaborators ``_resume_on_ac`` uses."""
 
     def __init__(self, tmp_path: Path) -> None:
-        def build(run_id: str) -> RunSpec:
-            return RunSpec(
-                run_id=run_id,
-                job_id="lm",
-                job_name="LM",
-                kind="train",
-                argv=["python", "train.py"],
-                cwd=".",
-                resume_args=["--resume", "--start-step", "{step}"],
-            )
-
-        self.run_dir = RunLock(StateFolder(tmp_path / ".aide" / "training")).claim("lm", build)
+        self.run_dir = claim_run(tmp_path, "lm", resume_args=["--resume", "--start-step", "{step}"])
         self.spec = self.run_dir.read_spec()
         self.state = RunState(run_id=self.spec.run_id, job_id="lm", status=RunStatus.STOPPING)
         self.state.last_checkpoint = CheckpointRecord(step=40, path="ckpt.pt", at=time.time(), run_id="x")

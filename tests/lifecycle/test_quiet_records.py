@@ -37,23 +37,12 @@ from arena_ls.lifecycle.outputlog import (
     quiet_lines,
 )
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords, TrainerEvent, record_count
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.rundir import RunDir
+from tests.helpers import runs
 
 
 def claim_run(root: Path, checkpoint_pattern: str | None = None) -> RunDir:
-    def build(run_id: str) -> RunSpec:
-        return RunSpec(
-            run_id=run_id,
-            job_id="job",
-            job_name="Job",
-            kind="train",
-            argv=["x"],
-            cwd=".",
-            checkpoint_pattern=checkpoint_pattern,
-        )
-
-    return RunLock(StateFolder(root / ".aide" / "training")).claim("job", build)
+    return runs.claim_run(root, checkpoint_pattern=checkpoint_pattern)
 
 
 def record_flags(run_dir: Path) -> list[int]:

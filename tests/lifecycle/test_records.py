@@ -15,17 +15,14 @@ from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.outputlog import ARENA, STDERR, STDOUT, OutputWriter
 from arena_ls.lifecycle.records import AgentLine, Item, ReadCounter, RunRecords, TrainerEvent, record_count
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.lifecycle.rundir import RunDir
 from arena_ls.lifecycle.runview import RING_LINES, RunView
+from tests.helpers.runs import claim_run
 
 
 @pytest.fixture
 def run(tmp_path: Path) -> RunDir:
-    def build(run_id: str) -> RunSpec:
-        return RunSpec(run_id=run_id, job_id="job", job_name="Job", kind="train", argv=["x"], cwd=".")
-
-    return RunLock(StateFolder(tmp_path / ".aide" / "training")).claim("job", build)
+    return claim_run(tmp_path)
 
 
 class Collector:
