@@ -570,7 +570,7 @@ class OutputReader:
                         break
                     stream, flags, length, first_seq, at_offset, at = RECORD.unpack(header)
                     _check_position(record, at_offset, offset, first_seq, seq)
-                    flags = check_record(record, stream, flags, length)  # the kind
+                    kind = check_record(record, stream, flags, length)
                     data = log.read(length)
                     if len(data) < length:
                         raise DamagedLog(
@@ -578,14 +578,14 @@ class OutputReader:
                         )
                     skip = max(0, seq - first_seq)
                     room = limit - len(lines)
-                    total, fresh = self._lines_of(stream, flags, data, first_seq, at, open_parts, skip, room)
-                    if flags == FLAG_CONTINUED and b"\r" in data:
+                    total, fresh = self._lines_of(stream, kind, data, first_seq, at, open_parts, skip, room)
+                    if kind == FLAG_CONTINUED and b"\r" in data:
                         updates.append(LogLine(-1, STREAMS[stream], clean_text(data), at))
                     if total - skip > room:  # stop inside this record; seq says where
                         lines.extend(fresh)
                         seq = first_seq + skip + room
                         break
-                    if flags == FLAG_CONTINUED:
+                    if kind == FLAG_CONTINUED:
                         open_starts.setdefault(stream, (record, offset))
                     else:
                         open_starts.pop(stream, None)
@@ -716,7 +716,7 @@ class OutputReader:
     @staticmethod
     def _lines_of(
         stream: int,
-        flags: int,
+        kind: int,
         data: bytes,
         first_seq: int,
         at: float,
@@ -730,11 +730,11 @@ class OutputReader:
         a flood, of which a tail read wants the last few hundred lines.
         """
         name = STREAMS[stream] if stream < len(STREAMS) else "arena"
-        if flags == FLAG_CONTINUED:
+        if kind == FLAG_CONTINUED:
             open_parts.setdefault(stream, OpenLine()).add(data)
             return 0, []
         raws = data.split(b"\n")
-        if flags == FLAG_LINES:
+        if kind == FLAG_LINES:
             raws.pop()  # the empty piece after the last newline
         head = open_parts.pop(stream, None)
         head_length = None
