@@ -6,16 +6,24 @@ ruff does, so applying it needs no state in the server.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from lsprotocol import types
 
-from arena_ls.gates.registry import RULES
 from arena_ls.protocol.feature import LanguageFeature
 from arena_ls.protocol.server import ArenaServer
 
-TRAINER_CODES = frozenset(code for code in RULES if code != "AR000")
-"""The trainer rules a ``# arena: ignore[CODE]`` comment silences (a syntax error cannot be)."""
+
+@functools.cache
+def trainer_codes() -> frozenset[str]:
+    """The trainer rules a ``# arena: ignore[CODE]`` comment silences (a syntax error cannot be).
+
+    Read at the first code action: the rules' registry (every gate, some 50 ms to import) stays
+    out of the server's start-up, before its ``initialize`` answer."""
+    from arena_ls.gates.registry import RULES
+
+    return frozenset(code for code in RULES if code != "AR000")
 
 
 def _edit(raw: dict[str, Any]) -> types.TextEdit:
@@ -89,7 +97,7 @@ class CodeActions(LanguageFeature):
             action = fix_action(uri, diag)
             if action is not None:
                 actions.append(action)
-            if str(diag.code) in TRAINER_CODES:
+            if str(diag.code) in trainer_codes():
                 source = self.server.workspace.get_text_document(uri).source
                 actions.append(suppress_action(uri, source, diag))
         return actions
