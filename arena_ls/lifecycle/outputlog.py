@@ -43,6 +43,7 @@ from arena_ls.lifecycle.logsegments import (
     segment_bytes,
     segment_paths,
 )
+from arena_ls.lifecycle.read_pacing import ReadPacing
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -594,17 +595,6 @@ def _append_mid(run_dir: Path, table: Table, drop: _Drop) -> None:
 
 READ_CHUNK = 1 << 20
 """The most read at once: the size of the trainer's pipe (see ``platform.enlarge_pipe``)."""
-COALESCE_BELOW = 1 << 16
-COALESCE_SECONDS = 0.002
-"""After a read of under ``COALESCE_BELOW`` bytes, wait this long before the next one.
-
-A trainer that writes line by line (``PYTHONUNBUFFERED=1``) would otherwise
-be read one line per read: a wake-up, a record and two writes per line. The
-wait batches whatever arrives meanwhile into one read and one record (the
-1 MiB pipe holds it), for at most 2 ms of added latency. A larger read means
-the trainer floods: the next read follows at once, so the pipe never fills
-and the trainer never waits for us. Only where the pipe could be enlarged:
-a small pipe would fill during the wait and throttle the trainer."""
 BACKLOG_BYTES = 8 << 20
 """Output kept for a listener that is not attached yet; past it the pump waits for one."""
 
@@ -621,11 +611,11 @@ class Pump:
     ``attach``; past that the pump waits, and the pipe holds the trainer.
     """
 
-    def __init__(self, pipe: IO[bytes], stream: int, writer: OutputWriter, coalesce: bool) -> None:
+    def __init__(self, pipe: IO[bytes], stream: int, writer: OutputWriter, pipe_bytes: int = 0) -> None:
         self._pipe = pipe  # kept: the pipe's file object owns the descriptor read here
         self._stream = stream
         self._writer = writer
-        self._coalesce = coalesce
+        self._pacing = ReadPacing(pipe_bytes)  # 0: the pipe's size is unknown, never wait
         self._lock = threading.Condition()
         self._listener: Listener | None = None
         self._backlog: list[Written] = []
@@ -661,8 +651,9 @@ class Pump:
             if not size:
                 break
             self._deliver(self._writer.append(self._stream, bytes(view[:size])))
-            if self._coalesce and size < COALESCE_BELOW:  # a trickle: let the next lines gather
-                time.sleep(COALESCE_SECONDS)
+            wait = self._pacing.wait_after(size)
+            if wait:  # a trickle: let the next lines gather
+                time.sleep(wait)
         last = self._writer.finish_stream(self._stream)
         if last:
             self._deliver(Written(last, False, b""))
@@ -692,6 +683,7 @@ def _hand_over(listener: Listener, written: Written) -> None:
         log.exception("the output listener failed; the capture goes on")
 
 
-def start_pumps(stdout: IO[bytes], stderr: IO[bytes], writer: OutputWriter, coalesce: bool) -> list[Pump]:
-    """One pump per stream, started."""
-    return [Pump(stdout, STDOUT, writer, coalesce).start(), Pump(stderr, STDERR, writer, coalesce).start()]
+def start_pumps(stdout: IO[bytes], stderr: IO[bytes], writer: OutputWriter, pipe_bytes: int) -> list[Pump]:
+    """One pump per stream, started; ``pipe_bytes``, the pipes' capacity, bounds their waits."""
+    pipes = ((stdout, STDOUT), (stderr, STDERR))
+    return [Pump(pipe, stream, writer, pipe_bytes).start() for pipe, stream in pipes]

@@ -30,7 +30,7 @@ from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.atomicfile import write_json_atomic
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.interpreter import with_stream_flags
-from arena_ls.lifecycle.outputlog import ARENA, READ_CHUNK, OutputWriter, Pump, start_pumps
+from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump, start_pumps
 
 STEP_PLACEHOLDER = "{step}"
 SEED_STEP_PLACEHOLDER = "<step>"
@@ -94,8 +94,8 @@ def start_captured(
     """Start the trainer and the pumps that copy its stdout and stderr into the run's output."""
     process = start_trainer(argv, cwd, env)
     assert process.stdout is not None and process.stderr is not None
-    coalesce = platform.pipe_size(process.stdout.fileno()) >= READ_CHUNK
-    return process, start_pumps(process.stdout, process.stderr, writer, coalesce)
+    pipe_bytes = platform.pipe_size(process.stdout.fileno())
+    return process, start_pumps(process.stdout, process.stderr, writer, pipe_bytes)
 
 
 class EarlyLaunch:

@@ -17,7 +17,7 @@ from tests.helpers.waiting import wait_until
 def pump_over_pipe(tmp_path: Path) -> tuple[Pump, int, OutputWriter]:
     read_fd, write_fd = os.pipe()
     writer = OutputWriter(tmp_path)
-    pump = Pump(os.fdopen(read_fd, "rb"), STDOUT, writer, coalesce=False).start()
+    pump = Pump(os.fdopen(read_fd, "rb"), STDOUT, writer, pipe_bytes=0).start()
     return pump, write_fd, writer
 
 

@@ -78,7 +78,7 @@ def test_a_crlf_trainer_keeps_every_checkpoint_announcement(tmp_path: Path) -> N
 def test_a_failing_listener_never_stops_the_pump(tmp_path: Path) -> None:
     read_fd, write_fd = os.pipe()
     writer = OutputWriter(tmp_path)
-    pump = Pump(os.fdopen(read_fd, "rb"), STDOUT, writer, coalesce=False).start()
+    pump = Pump(os.fdopen(read_fd, "rb"), STDOUT, writer, pipe_bytes=0).start()
     calls: list[bytes] = []
     second = threading.Event()
 
