@@ -26,6 +26,7 @@ import attrs
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.rundir import StateFolder
 from arena_ls.lifecycle.runview import LineBatch, RunView
+from arena_ls.lifecycle.state_watch import StateWatch
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 
 log = logging.getLogger(__name__)
@@ -158,6 +159,8 @@ class RunFollower:
         """Lines the last full round read (a flood is followed at ``FLOOD_POLL``)."""
         self._last_poll = 0.0
         self._last_busy = False
+        self._state_watch = StateWatch(self._state_replaced)
+        """Wakes the rounds when an agent replaces an unfinished run's state (Linux)."""
 
     # -- the task ------------------------------------------------------------------------
 
@@ -165,7 +168,9 @@ class RunFollower:
         if self._closed:
             return  # a closed follower is never started again (a request still in flight)
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._follow_forever())
+            loop = asyncio.get_running_loop()
+            self._state_watch.start(loop)
+            self._task = loop.create_task(self._follow_forever())
 
     async def close(self) -> None:
         """Stop following; whoever still waits for a run is cancelled (the server is going away).
@@ -176,6 +181,7 @@ class RunFollower:
         never returned (a TCP client that left with ``arena/start`` in flight, issue 24).
         """
         self._closed = True
+        self._state_watch.close()
         for waiter in self._waiters:
             waiter.done.cancel()
         task = self._task
@@ -191,6 +197,12 @@ class RunFollower:
     def wake(self) -> None:
         """Follow every run now (a run was started, a stop requested, the settings changed)."""
         self._full_due = 0.0
+        self._wake.set()
+
+    def _state_replaced(self) -> None:
+        """An agent replaced a run's state: a round now, but not within ``FAST_POLL`` of the last
+        (an agent that rewrote its state a thousand times a second must not cost a thousand rounds)."""
+        self._full_due = min(self._full_due, self._last_poll + FAST_POLL)
         self._wake.set()
 
     async def _follow_forever(self) -> None:
@@ -284,6 +296,7 @@ class RunFollower:
             self.runs.idle()
         else:
             self.runs.busy()
+        self._state_watch.follow(view.run_dir.path for view in self.runs.views.values() if not view.is_final)
         self._last_poll, self._last_busy = time.monotonic(), active
         return active
 
