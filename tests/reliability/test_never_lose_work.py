@@ -250,10 +250,13 @@ async def checkpointing(tmp_path: Path) -> AsyncIterator[ArenaClient]:
     await stop_server(client)
 
 
-async def test_a_kill_past_the_last_checkpoint_says_what_it_lost(checkpointing: ArenaClient) -> None:
-    """``lost``: a stop --kill at a step past the last checkpoint lost those steps; a cooperative
-    stop that saved one lost nothing; a running run has null."""
-    client = checkpointing
+KILL_ATTEMPTS = 5
+
+
+async def _kill_past_a_checkpoint(client: ArenaClient) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """Start ``lm``, kill it once it is 5 steps past a checkpoint: (run, its final RunInfo, the
+    checkpoint's step seen before the kill). The trainer saves every 20 steps (0.6 s): on a loaded
+    machine the kill can land after its next save, which then loses nothing."""
     run = await client.call("arena/start", {"id": "lm"})
     assert run["lost"] is None
     while True:
@@ -263,9 +266,23 @@ async def test_a_kill_past_the_last_checkpoint_says_what_it_lost(checkpointing: 
             break
     killed = await client.call("arena/stop", {"kill": True})
     assert (killed["status"], killed["stoppedBy"]) == ("stopped", "kill")
-    steps = killed["step"] - killed["lastCheckpoint"]["step"]
+    return run, killed, int(checkpoint["step"])
+
+
+async def test_a_kill_past_the_last_checkpoint_says_what_it_lost(checkpointing: ArenaClient) -> None:
+    """``lost``: a stop --kill at a step past the last checkpoint lost those steps; a cooperative
+    stop that saved one lost nothing; a running run has null."""
+    client = checkpointing
+    for _ in range(KILL_ATTEMPTS):
+        run, killed, seen = await _kill_past_a_checkpoint(client)
+        steps = killed["step"] - killed["lastCheckpoint"]["step"]
+        assert killed["lost"]["steps"] == steps
+        if killed["lastCheckpoint"]["step"] == seen:
+            break  # else the trainer saved again before the kill landed (a loaded machine): again
+    else:
+        pytest.fail(f"every one of {KILL_ATTEMPTS} kills landed just after a new checkpoint")
     assert steps >= 5
-    assert killed["lost"]["steps"] == steps and killed["lost"]["seconds"] > 0
+    assert killed["lost"]["seconds"] > 0
     listed = next(r for r in (await client.call("arena/status", {}))["runs"] if r["runId"] == run["runId"])
     assert listed["lost"] == killed["lost"]
 
