@@ -74,7 +74,9 @@ MOST_RELAUNCHES_FILLED = 20
 """The most relaunches ``passed_through`` fills in between two readings (a server that slept long)."""
 
 
-def passed_through(before: RunStatus | None, after: RunStatus, relaunches: int = 0) -> list[RunStatus]:
+def passed_through(
+    before: RunStatus | None, after: RunStatus, relaunches: int = 0, through: RunStatus | None = None
+) -> list[RunStatus]:
     """The statuses a run went through between two readings of its state (the shortest legal way).
 
     A reader polls ``state.json``, so a quick stop (``running``, ``stopping``,
@@ -88,9 +90,19 @@ def passed_through(before: RunStatus | None, after: RunStatus, relaunches: int =
     ``restarting``; at most ``MOST_RELAUNCHES_FILLED``). Empty when the move
     is legal and no relaunch was missed, when ``before`` is unknown, or when
     no legal route exists.
+
+    ``through``: a status the run is known to have entered on the way (its
+    state says so: a ``restarting`` run that records ``stoppedBy`` was
+    stopped, ``stopping`` first, for the battery); a route between two
+    different statuses then passes it (the same status read again invents
+    nothing).
     """
     if before is None:
         return []
+    if through is not None and before is not after and through not in (before, after):
+        first = passed_through(before, through)
+        if through in LEGAL_MOVES[before] or first:
+            return [*first, through, *passed_through(through, after, relaunches)]
     wanted = min(max(relaunches, 0), MOST_RELAUNCHES_FILLED)
     if after is RunStatus.RESTARTING and before is not RunStatus.RESTARTING:
         wanted = max(wanted, 1)  # reaching it enters it (a count that did not rise is not believed)
@@ -106,3 +118,10 @@ def passed_through(before: RunStatus | None, after: RunStatus, relaunches: int =
                 queue.append(step)
     route = routes.get(goal)
     return route[:-1] if route else []
+
+
+def stop_on_the_way(after: RunStatus, stopped_by: str | None) -> RunStatus | None:
+    """``STOPPING`` where a state shows the run was stopped on its way to ``after``: a ``restarting``
+    run that records ``stoppedBy`` (stopped for the battery, waiting for power; contract 7.3). Its
+    ``stopping`` can last a few milliseconds, and a reader of ``state.json`` may never see it."""
+    return RunStatus.STOPPING if after is RunStatus.RESTARTING and stopped_by else None

@@ -25,7 +25,7 @@ from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.states import RunStatus, passed_through
+from arena_ls.lifecycle.states import RunStatus, passed_through, stop_on_the_way
 from arena_ls.lifecycle.supervisor import StopRequest
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.protocol import heap
@@ -156,7 +156,8 @@ class ArenaServer(LanguageServer):
         before = self._announced_status.get(view.run_id)
         if before is not None:
             before_status, counted = before
-            for status in passed_through(before_status, view.status, restarts - counted):
+            through = stop_on_the_way(view.status, view.state.stopped_by if view.state is not None else None)
+            for status in passed_through(before_status, view.status, restarts - counted, through):
                 counted += status is RunStatus.RESTARTING
                 self.send_notification("arena/statusChanged", passing_info(info, status, counted))
         self._remember_announced(view.run_id, (view.status, restarts))

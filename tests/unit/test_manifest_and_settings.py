@@ -9,7 +9,14 @@ from pathlib import Path
 import attrs
 import pytest
 
-from arena_ls.lifecycle.states import LEGAL_MOVES, IllegalTransition, RunStatus, passed_through, transition
+from arena_ls.lifecycle.states import (
+    LEGAL_MOVES,
+    IllegalTransition,
+    RunStatus,
+    passed_through,
+    stop_on_the_way,
+    transition,
+)
 from arena_ls.manifest import load_manifest_text
 from arena_ls.settings import ClusterSettings, Settings, parse_settings
 
@@ -189,6 +196,39 @@ def test_a_relaunch_between_two_readings_is_filled_in(
         assert all(b in LEGAL_MOVES[a] for a, b in itertools.pairwise(route)), route
         entered = sum(status is R.RESTARTING for status in route[1:])
         assert entered == relaunches, route
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "between"),
+    [
+        (R.RUNNING, R.RESTARTING, [R.STOPPING]),  # a battery stop whose stopping no reading caught
+        (R.STARTING, R.RESTARTING, [R.RUNNING, R.STOPPING]),
+        (R.STOPPING, R.RESTARTING, []),  # its stopping was read and announced
+        (R.RESTARTING, R.RESTARTING, []),  # the same status read again (waitingFor changed)
+        (None, R.RESTARTING, []),  # nothing announced yet
+    ],
+)
+def test_a_stop_the_state_records_is_passed_through(
+    before: RunStatus | None, after: RunStatus, between: list[RunStatus]
+) -> None:
+    """A ``restarting`` state with ``stoppedBy`` (a battery stop waiting for power) was ``stopping``
+    first: a loaded server that read ``running`` and then ``restarting`` still announces it."""
+    assert stop_on_the_way(after, "battery") is (R.STOPPING if after is R.RESTARTING else None)
+    assert passed_through(before, after, 0, stop_on_the_way(after, "battery")) == between
+    if before is not None and between:
+        route = [before, *between, after]
+        assert all(b in LEGAL_MOVES[a] for a, b in itertools.pairwise(route)), route
+
+
+@pytest.mark.parametrize(
+    ("after", "stopped_by"), [(R.RESTARTING, None), (R.STOPPED, "user"), (R.RUNNING, "battery")]
+)
+def test_only_a_restarting_state_that_records_a_stop_was_stopped_on_the_way(
+    after: RunStatus, stopped_by: str | None
+) -> None:
+    """A crash's relaunch (no ``stoppedBy``) goes ``running`` to ``restarting`` directly."""
+    assert stop_on_the_way(after, stopped_by) is None
+    assert passed_through(R.RUNNING, R.RESTARTING, 1, stop_on_the_way(R.RESTARTING, None)) == []
 
 
 def test_the_relaunches_filled_in_are_bounded() -> None:
