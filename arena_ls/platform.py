@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -1137,10 +1138,6 @@ def thread_cpu_and_waits() -> tuple[float, int]:
     return time.thread_time(), 0
 
 
-if __name__ == "__main__":
-    sys.exit(detach_main(sys.argv[1:]))
-
-
 # --------------------------------------------------------------------------- searching output
 
 CaseBlindSearch = Callable[[bytes, bytes], bool]
@@ -1238,9 +1235,7 @@ class FolderEvents:
         while True:
             try:
                 data = os.read(self._fd, 64 * 1024)
-            except (BlockingIOError, InterruptedError):
-                return names
-            except OSError:
+            except OSError:  # BlockingIOError: drained
                 return names
             if not data:
                 return names
@@ -1253,8 +1248,6 @@ class FolderEvents:
 
 
 def _inotify_names(data: bytes) -> list[str]:
-    import struct
-
     header = struct.calcsize(_INOTIFY_EVENT)
     names: list[str] = []
     offset = 0
@@ -1279,3 +1272,7 @@ def open_folder_events() -> FolderEvents | None:
     if fd < 0:
         return None
     return FolderEvents(fd, libc)
+
+
+if __name__ == "__main__":
+    sys.exit(detach_main(sys.argv[1:]))

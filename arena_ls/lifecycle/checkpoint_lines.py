@@ -8,6 +8,7 @@ gates import it from ``arena check``, whose start-up counts.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -64,9 +65,10 @@ def chunk_mentions_checkpoint(data: bytes) -> bool:
     return _CHECKPOINT_WORD_BYTES in data.lower()
 
 
+@functools.cache
 def _case_blind_search() -> Callable[[bytes, bytes], bool] | None:
-    """The platform's search, imported at the first chunk: the gates import this module and
-    ``arena check`` does not need it (nor the platform module's start-up)."""
+    """The platform's search, looked up at the first chunk (then kept): the gates import this
+    module and ``arena check`` does not need it (nor the platform module's start-up)."""
     from arena_ls.platform import case_blind_search
 
     return case_blind_search()
