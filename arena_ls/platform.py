@@ -1084,6 +1084,29 @@ def describe_signal(returncode: int) -> tuple[int | None, str | None]:
     return returncode, None
 
 
+VMSTAT = Path("/proc/vmstat")
+
+
+def oom_kill_count(vmstat: Path = VMSTAT) -> int | None:
+    """How many processes the kernel's OOM killer has ended since boot, or None where unknown.
+
+    Linux counts them in ``/proc/vmstat``'s ``oom_kill`` (4.13 and later, memory cgroups'
+    kills included); Windows has no OOM killer (an allocation fails instead). Read before
+    and after a trainer runs, it tells a person's ``kill -9`` from running out of memory.
+    """
+    if sys.platform == "win32":
+        return None
+    try:
+        text = vmstat.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "oom_kill":
+            return int(value) if value.strip().isdigit() else None
+    return None
+
+
 def try_lock_file(fd: int) -> bool:
     """Take an exclusive, non-blocking OS lock on an open file; False when another holds it.
 

@@ -1,7 +1,9 @@
 """Why a run died: classify from its exit status and the tail of its log.
 
 Classes (the contract's ``failure.kind``): ``oom`` (CUDA or host out of
-memory), ``killed`` (SIGKILL or exit 137, what the kernel's OOM killer does),
+memory), ``killed`` (SIGKILL or exit 137: a person's ``kill -9``, a tool, or the
+kernel's OOM killer; the kernel's count of OOM kills, where it can be read,
+tells which),
 ``nan`` (a loss announced as NaN or inf), ``disk-full`` (a write failed for
 lack of space: ENOSPC), ``crash-loop`` (decided by the
 watchdog, not here) and ``error`` (any other non-zero exit). ``evidence`` is
@@ -44,6 +46,7 @@ def classify(
     tail: Sequence[str],
     nan_evidence: str | None,
     kind: str = "train",
+    oom_kills: int | None = None,
 ) -> Failure | None:
     """The failure of a finished trainer, or None when it exited 0.
 
@@ -51,6 +54,9 @@ def classify(
     only its last ``EVIDENCE_LINES`` count as evidence of running out of
     memory, and only for a ``train`` job: a task that merely prints the
     word (``arena check`` reporting AR001, say) failed with an ``error``.
+    ``oom_kills`` is how many processes the kernel's OOM killer ended while
+    the trainer ran (``platform.oom_kill_count`` before and after), or None
+    where that cannot be read: it decides the words of a ``killed`` failure.
     """
     if exit_code == 0 and signal_name is None:
         return None
@@ -63,7 +69,7 @@ def classify(
         return Failure("disk-full", disk_line)
     if signal_name == "SIGKILL" or exit_code == 137:
         status = "SIGKILL" if signal_name else "exit code 137"
-        return Failure("killed", f"trainer was killed ({status}), as the kernel's OOM killer does")
+        return Failure("killed", f"trainer was killed ({status}){_who_killed(oom_kills)}")
     if nan_evidence is not None:
         return Failure("nan", nan_evidence)
     nan_line = _last_match(own[-EVIDENCE_LINES:], _NAN) if kind == "train" else None
@@ -72,6 +78,16 @@ def classify(
     last = _last_meaningful(own)
     how = f"signal {signal_name}" if signal_name else f"exit code {exit_code}"
     return Failure("error", last or f"trainer ended with {how}")
+
+
+def _who_killed(oom_kills: int | None) -> str:
+    """What the kernel's count of OOM kills says about a SIGKILL: a person's ``kill -9`` is not an OOM."""
+    if oom_kills is None:
+        return ": by a person or a tool (kill -9), or by the kernel's OOM killer when memory ran out"
+    if oom_kills == 0:
+        return " from outside (kill -9 or a tool): not by the kernel's OOM killer, which ended nothing meanwhile"
+    plural = "process" if oom_kills == 1 else "processes"
+    return f": the kernel's OOM killer ended {oom_kills} {plural} meanwhile, most likely this one (out of RAM)"
 
 
 RESUME_REFUSED = "resume-refused"

@@ -88,6 +88,8 @@ class LocalTrainer(StopProtocol):
         self.nan_evidence = None
         self.disk_evidence: str | None = None
         self.seen_write_failures = 0
+        self.oom_kills_at_launch: int | None = platform.oom_kill_count()
+        """The kernel's OOM kills when the attempt started (an early launch's: when the agent loaded)."""
         self.power = PowerGuard(self.spec.power, self.tell)
         self._watchdog = Watchdog(
             WatchdogRules.for_job(
@@ -161,6 +163,7 @@ class LocalTrainer(StopProtocol):
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
                 self._told_stop_file = str(self.run_dir.stop_file)
                 verify_exec(self.spec.exec_check)  # right before the exec: the gated paths again
+                self.oom_kills_at_launch = platform.oom_kill_count()
                 process, self.pumps = start_captured(argv, Path(self.spec.cwd), env, self.output)
         except OSError as error:
             self.say(f"could not start {argv[0]!r}: {error}")
@@ -275,9 +278,17 @@ class LocalTrainer(StopProtocol):
             tail=self.tail_lines(),
             nan_evidence=self.nan_evidence,
             kind=self.spec.kind,
+            oom_kills=self._oom_kills_since_launch(),
         )
         self.record.crashed(failure, exit_code if signal_name is None else returncode, signal_name)
         return None
+
+    def _oom_kills_since_launch(self) -> int | None:
+        """How many processes the OOM killer ended while this attempt ran (None: not known here)."""
+        now = platform.oom_kill_count()
+        if now is None or self.oom_kills_at_launch is None:
+            return None
+        return max(0, now - self.oom_kills_at_launch)
 
     def _confirm_gpu_released(self) -> None:
         """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""
