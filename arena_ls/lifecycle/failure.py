@@ -85,9 +85,9 @@ def _who_killed(oom_kills: int | None) -> str:
     if oom_kills is None:
         return ": by a person or a tool (kill -9), or by the kernel's OOM killer when memory ran out"
     if oom_kills == 0:
-        return " from outside (kill -9 or a tool): not by the kernel's OOM killer, which ended nothing meanwhile"
+        return " from outside (kill -9 or a tool): the kernel's OOM killer ended nothing meanwhile"
     plural = "process" if oom_kills == 1 else "processes"
-    return f": the kernel's OOM killer ended {oom_kills} {plural} meanwhile, most likely this one (out of RAM)"
+    return f": the kernel's OOM killer ended {oom_kills} {plural} meanwhile, most likely this one"
 
 
 RESUME_REFUSED = "resume-refused"
