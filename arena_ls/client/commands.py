@@ -33,7 +33,7 @@ from arena_ls.client.render import (
     write_plain,
 )
 from arena_ls.client.session import Options, connect, init_options
-from arena_ls.client.tables import print_status
+from arena_ls.client.tables import BROKEN_MANIFEST, NO_JOBS, print_status
 from arena_ls.client.visible import visible
 from arena_ls.timeutil import iso_utc_now
 
@@ -267,19 +267,18 @@ async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
 async def cmd_status(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         status = await session.request("arena/status", {})
-    if args.json:
-        write_line(sys.stdout, json.dumps(status, indent=2), lines=True)
-    else:
-        print_status(options.console, status)
     problem = (
         None
         if known_job_ids(status)
         else manifest_problem(manifest_path(options.root, init_options()), options.root)
     )
-    if problem:
+    if problem:  # said first: a reader of the tables never sees "no jobs" as if the manifest were empty
         print(f"arena: {problem}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
-    return EXIT_OK
+    if args.json:
+        write_line(sys.stdout, json.dumps(status, indent=2), lines=True)
+    else:
+        print_status(options.console, status, no_jobs=BROKEN_MANIFEST if problem else NO_JOBS)
+    return EXIT_FAILED if problem else EXIT_OK
 
 
 # -- logs ----------------------------------------------------------------------------------

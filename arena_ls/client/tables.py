@@ -14,15 +14,20 @@ from arena_ls.client.visible import visible_data
 RECENT_RUNS = 5
 
 
-def print_status(console: Console, status: dict[str, Any]) -> None:
-    for renderable in status_renderables(visible_data(status)):
+NO_JOBS = "no jobs in the manifest"
+BROKEN_MANIFEST = "none: the manifest has a problem (said above)"
+
+
+def print_status(console: Console, status: dict[str, Any], *, no_jobs: str = NO_JOBS) -> None:
+    """The tables; ``no_jobs`` is what the jobs table says when it is empty."""
+    for renderable in status_renderables(visible_data(status), no_jobs=no_jobs):
         console.print(renderable)
 
 
-def status_renderables(status: dict[str, Any]) -> list[RenderableType]:
+def status_renderables(status: dict[str, Any], *, no_jobs: str = NO_JOBS) -> list[RenderableType]:
     runs = [r for r in status.get("runs") or [] if isinstance(r, dict)]
     return [
-        jobs_table(status.get("jobs") or []),
+        jobs_table(status.get("jobs") or [], no_jobs=no_jobs),
         active_table(status.get("active")),
         runs_table(runs[-RECENT_RUNS:]),
         health_table(status.get("health") or {}, status.get("deviceProfile")),
@@ -34,7 +39,7 @@ def _yes_no(value: Any) -> str:
     return "yes" if value else "no"
 
 
-def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+def jobs_table(jobs: list[dict[str, Any]], *, no_jobs: str = NO_JOBS) -> Table:
     table = Table(title="Jobs", title_justify="left")
     for column in ("id", "name", "kind", "status", "runnable", "blocked by", "probe"):
         table.add_column(column)
@@ -50,7 +55,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
             probe_text(job.get("probe")),
         )
     if not jobs:
-        table.add_row("-", "no jobs in the manifest", "", "", "", "", "")
+        table.add_row("-", no_jobs, "", "", "", "", "")
     return table
 
 

@@ -5,12 +5,13 @@ hidden unless ``--raw``. Real ``arena`` processes and a real ``arena-ls``."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from arena_ls.client.announcements import is_announcement
-from tests.client.support import ArenaProcess, one_line, run_arena, status_json
+from tests.client.support import ARENA, WAIT, ArenaProcess, arena_env, one_line, run_arena, status_json
 from tests.helpers.lsp import job, make_workspace
 
 KNOWN = "quick, slow, deaf, needs-ok, off, train-slow, ckpt-train, exit3"
@@ -37,6 +38,27 @@ def test_status_of_a_manifest_that_is_not_json_says_where(tmp_path: Path, args: 
     assert done.returncode == 1
     line = one_line(done.stderr)
     assert "manifest.json is not valid JSON (line 3, column 1: Expecting value)" in line, line
+    assert "no jobs in the manifest" not in done.stdout, "a broken manifest is not an empty one"
+
+
+def test_status_of_a_broken_manifest_says_the_problem_before_the_tables(tmp_path: Path) -> None:
+    """Regression (issue 38): the tables said "no jobs in the manifest" first, the JSON error last."""
+    (tmp_path / "training").mkdir()
+    (tmp_path / "training" / "manifest.json").write_text('{"version": 1, "jobs": [ {"id": "a",}')
+    done = subprocess.run(  # one stream, as a terminal shows it: the order is the point
+        [*ARENA, "status", "--root", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=arena_env(),
+        cwd=tmp_path,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode == 1
+    said = done.stdout
+    assert "no jobs in the manifest" not in said
+    assert said.index("is not valid JSON") < said.index("Jobs") < said.index("the manifest has a problem")
 
 
 def test_status_of_a_manifest_that_does_not_load_names_its_error(tmp_path: Path) -> None:
