@@ -715,10 +715,13 @@ class _JobReader:
         if script is None:
             return
         field = "script" if "script" in self.raw else "args"
+        named = (
+            f"`script` {job.script!r}" if field == "script" else f"the trainer {job.script!r} (from `args`)"
+        )
         if not self.loader.inside(script):
-            self.report("AR110", f"`script` {job.script!r} leaves the workspace (and its `roots`)", field)
+            self.report("AR110", f"{named} leaves the workspace (and its `roots`)", field)
         elif not script.is_file():
-            self.report("AR107", f"`script` {job.script!r} does not exist", field)
+            self.report("AR107", f"{named} does not exist", field)
 
     def check_arguments(self, job: Job) -> None:
         """AR110 for each argument that names an existing path outside the workspace."""

@@ -97,6 +97,18 @@ def test_each_problem_sits_on_its_value(tmp_path: Path) -> None:
     assert {d.severity for d in unknown} == {"warning"}
 
 
+def test_a_missing_trainer_named_in_args_is_not_called_a_script_field(tmp_path: Path) -> None:
+    """Regression (issue 38): a job with no ``script`` field was told "`script` 'training/ghost.py'"."""
+    ghost = {"id": "g", "command": "{python}", "kind": "train", "status": "ready"}
+    for where, said in [
+        ({"args": ["training/ghost.py"]}, "the trainer 'training/ghost.py' (from `args`) does not exist"),
+        ({"script": "training/ghost.py"}, "`script` 'training/ghost.py' does not exist"),
+    ]:
+        text = json.dumps({"version": 1, "jobs": [{**ghost, **where}]})
+        [missing] = [d for d in load(tmp_path, text).diagnostics if d.code == "AR107"]
+        assert missing.message == said
+
+
 def test_half_typed_manifests_never_raise(tmp_path: Path) -> None:
     text = '{"version": 1, "jobs": [{"id": "a", "command": "{python}", "stop": {"method": "sometimes"}}]}'
     for cut in range(len(text) + 1):
