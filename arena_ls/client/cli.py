@@ -151,6 +151,7 @@ def _add_stop(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         help="stop even a train run with no checkpoint (its work is lost)",
     )
     stop.add_argument("--grace", type=_seconds, metavar="S", help="seconds the cooperative stop may take")
+    _add_raw(stop)
 
 
 def _add_logs(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:

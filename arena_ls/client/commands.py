@@ -253,8 +253,8 @@ async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
     lost = lost_line(result)
     if lost:
         write_plain(options.console, lost)
-    tail = result.get("tail") or []
-    if tail:
+    tail = [line for line in result.get("tail") or [] if shown(line, raw=args.raw)]
+    if tail:  # the trainer's @arena lines hidden, as --follow and `arena logs` hide them
         write_plain(options.console, "last lines:")
         for line in tail:
             print_line(options.console, line)

@@ -261,6 +261,7 @@ def test_stop_of_a_train_run_without_checkpoint_needs_confirm(workspace: Path) -
     first = stopped.stdout.splitlines()[0]
     assert re.match(r"run train-slow-\S+ stopped \(by file\) · exit code 0", first), first
     assert "last lines:" in stopped.stdout and "stopping cooperatively" in stopped.stdout
+    assert "@arena {" not in stopped.stdout, "the last lines hide announcements, as --follow does"
 
 
 def test_stop_kill_and_stop_when_idle(workspace: Path) -> None:
