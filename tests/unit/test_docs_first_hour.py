@@ -93,3 +93,16 @@ def test_arena_plot_help_says_where_it_writes(capsys: pytest.CaptureFixture[str]
     text = " ".join(capsys.readouterr().out.split())
     assert ".aide/plots/JOB-loss.png" in text and "RUN_ID" not in text
     assert ".aide/plots/tiny-lm-loss.png" in README
+
+
+def test_the_first_hour_starts_over_after_the_demo_trained_every_step() -> None:
+    """Regression (issue 38): the list began `arena start tiny-lm --follow  # trains` right after
+    `demo.sh` had trained all 600 steps, so the first command a new user typed said "finished"."""
+    first_hour = (
+        README.split("A first hour with the bundled job", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    )
+    starts = [
+        line.split("#", 1)[0].split() for line in first_hour.splitlines() if line.startswith("arena start")
+    ]
+    assert starts and "--fresh" in starts[0], starts
+    assert all("--fresh" not in words for words in starts[1:]), "only the first start starts over"
