@@ -28,7 +28,9 @@ So a wrong automatic mark cannot hide: the fast run never runs a process in sile
 
 ``ARENA_PROCESS_AUDIT=FILE`` appends one JSON line per test (marked or not, why, and what
 it started), to check the marking against what the tests did; ``ARENA_PROCESS_TIMING=1``
-prints how long the reading took.
+prints how long the reading took. The verdicts are kept between runs while the source they
+read is byte for byte the same (``process_marks_cache.py``; ``ARENA_PROCESS_CACHE=0`` reads
+everything afresh).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ from typing import Any
 
 import attrs
 import pytest
+
+from tests.helpers.process_marks_cache import MarkCache, is_missing
+from tests.helpers.process_marks_cache import enabled as marks_cache_enabled
 
 if sys.platform != "win32":
     import _posixsubprocess
@@ -580,18 +585,28 @@ class ProcessMarker:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Before ``-m`` deselects: the marker must already be there."""
         started = time.perf_counter()
+        kept = MarkCache(self.reach.repo) if marks_cache_enabled() else None
+        read = 0
         for item in items:
             if item.get_closest_marker(MARKER) is not None:
                 continue
-            why = why_process(self.reach, item)
+            why = kept.get(item.path, item.nodeid) if kept is not None else None
+            if kept is None or is_missing(why):
+                why = why_process(self.reach, item)
+                read += 1
+                if kept is not None:
+                    kept.put(item.path, item.nodeid, why)
             if why is not None:
                 item.add_marker(pytest.mark.process(auto=why))
+        if kept is not None:
+            kept.save()
         # The marks are set: let the syntax trees go (about 570,000 objects for the whole suite,
         # which every full garbage collection of the run, and the interpreter's exit, walked).
         self.reach = Reach(self.reach.repo)
         if os.environ.get("ARENA_PROCESS_TIMING"):
             print(
-                f"process marker: {len(items)} tests read in {time.perf_counter() - started:.2f} s",
+                f"process marker: {len(items)} tests marked ({read} read from the source) "
+                f"in {time.perf_counter() - started:.2f} s",
                 file=sys.stderr,
             )
 
