@@ -272,7 +272,7 @@ test("wrong methods get 405, unknown training paths 404, and other paths go to t
     const base = `http://127.0.0.1:${own.address().port}`;
     assert.equal((await request(base, "/api/models")).text, "aide's own route /api/models");
     assert.equal((await request(base, "/health")).text, "aide's own route /health");
-    assert.equal((await request(base, "/api/training/status")).status, 200);
+    assert.equal((await request(base, "/api/training/status", { token: arena.token })).status, 200);
   } finally {
     await new Promise((resolve) => own.close(resolve));
     await arena.close();
