@@ -14,7 +14,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
+import { FollowersFull, MAX_FOLLOWERS, RunFollowers } from "./lib/run-followers.mjs";
 import { TOKEN_HEADER, newToken, peerIsOwner, tokenMatches } from "./lib/trust.mjs";
+
+export { MAX_FOLLOWERS };
 import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
 export { stripAnsi };
@@ -26,9 +29,6 @@ const KEEPALIVE_MS = 15_000;
 const STATUS_LOG_LINES = 100;
 const JSON_PAGE_DEFAULT = 1000;
 const JSON_PAGE_MAX = 5000;
-const FOLLOWERS_KEPT = 4;
-/** At most this many runs' logs are followed at once (each holds a buffer and polls arena-ls while its run lives). */
-export const MAX_FOLLOWERS = 16;
 /** Unknown run ids look the runs up again at most this often (a flood of bogus ids costs one arena/status). */
 const RUNS_REFRESH_MS = 2000;
 const RUNS_LIMIT = 500;
@@ -309,7 +309,11 @@ export class TrainingArena {
       env: options.env ?? process.env,
       logger: this.logger,
     });
-    this.followers = new Map();
+    this.followers = new RunFollowers({
+      make: (runId) => new LogFollower({ client: this.client, runId, bufferLines: this.bufferLines, logger: this.logger }),
+      isLive: (runId) => this._isLiveRun(runId),
+      isKnown: (runId) => this.runs.has(runId),
+    });
     this.runs = new Map();
     this.streams = new Set();
     this.client.on("log", (params) => this._onLog(params));
@@ -354,40 +358,16 @@ export class TrainingArena {
     }
   }
 
-  /**
-   * The one follower of a run's log, shared by every reader; made on first use.
-   * At most MAX_FOLLOWERS exist: a new one lets the oldest idle one go, and when
-   * every one has a reader the request gets 503.
-   */
+  /** The one follower of a run's log, shared by its readers (lib/run-followers.mjs); 503 past the cap. */
   follower(runId) {
-    let follower = this.followers.get(runId);
-    if (follower) {
-      // Most recently used last: eviction takes the oldest first.
-      this.followers.delete(runId);
-      this.followers.set(runId, follower);
-      return follower;
-    }
-    if (this.followers.size >= MAX_FOLLOWERS && !this._evictIdle(MAX_FOLLOWERS - 1)) {
-      throw new TrainingError(503, { error: `${MAX_FOLLOWERS} runs' logs are being read already; close a log view and try again`, reason: "too-many-followers" });
-    }
-    follower = new LogFollower({ client: this.client, runId, bufferLines: this.bufferLines, logger: this.logger });
-    this.followers.set(runId, follower);
-    this._evictIdle(FOLLOWERS_KEPT, (old) => old.done);
-    return follower;
-  }
-
-  /** Lets idle followers go, oldest first, until `keep` are left; true when that many are left. */
-  _evictIdle(keep, only = () => true) {
-    for (const [id, old] of this.followers) {
-      if (this.followers.size <= keep) {
-        break;
+    try {
+      return this.followers.follow(runId);
+    } catch (error) {
+      if (error instanceof FollowersFull) {
+        throw new TrainingError(503, { error: error.message, reason: "too-many-followers" });
       }
-      if (old.subscribers === 0 && !this._isLiveRun(id) && only(old)) {
-        old.close();
-        this.followers.delete(id);
-      }
+      throw error;
     }
-    return this.followers.size <= keep;
   }
 
   _isLiveRun(runId) {
@@ -395,22 +375,8 @@ export class TrainingArena {
     return run !== undefined && isLive(run);
   }
 
-  /**
-   * A reader left (or the run ended): the follower goes once no one reads it
-   * and its run is known to have ended, unless it is among the few finished
-   * logs kept for a page that reads them again (FOLLOWERS_KEPT).
-   */
   _release(runId) {
-    const follower = this.followers.get(runId);
-    if (!follower || follower.subscribers > 0 || this._isLiveRun(runId)) {
-      return;
-    }
-    if (!follower.done && this.runs.has(runId)) {
-      // The run ended, but its log is not read to the end yet: the follower ends itself when it is.
-      follower.whenDone().then(() => this._evictIdle(FOLLOWERS_KEPT, (old) => old.done));
-      return;
-    }
-    this._evictIdle(FOLLOWERS_KEPT, (old) => old.done || !this.runs.has(old.runId));
+    this.followers.release(runId);
   }
 
   /** How many runs' logs are followed now (GET /health says it). */
@@ -637,9 +603,7 @@ export class TrainingArena {
     for (const stream of this.streams) {
       stream.destroy();
     }
-    for (const follower of this.followers.values()) {
-      follower.close();
-    }
+    this.followers.closeAll();
     await this.client.close();
   }
 
