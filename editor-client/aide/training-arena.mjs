@@ -16,11 +16,9 @@ import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
 import { FollowersFull, MAX_FOLLOWERS, RunFollowers } from "./lib/run-followers.mjs";
 import { TOKEN_HEADER, newToken, peerIsOwner, tokenMatches } from "./lib/trust.mjs";
-
-export { MAX_FOLLOWERS };
 import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
-export { stripAnsi };
+export { MAX_FOLLOWERS, stripAnsi };
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const DEFAULT_ORIGIN = "http://127.0.0.1:4173";
@@ -453,8 +451,7 @@ export class TrainingArena {
     this.runs.set(run.runId, run);
     if (isLive(run)) {
       this._followLive(run.runId);
-    }
-    if (!isLive(run)) {
+    } else {
       // arena-ls answered with a run that already ended (its trainer could not be spawned): never say "running".
       const why = run.failure?.evidence ?? `exit code ${run.exitCode ?? "unknown"}`;
       throw new TrainingError(500, { error: `the run ended as it started (${run.status}): ${String(why).slice(0, 300)}`, reason: "launch-failed", runId: run.runId, run: runShape(run) });
@@ -541,7 +538,7 @@ export class TrainingArena {
    * the active run, else the newest.
    */
   async _runFor(runId) {
-    if (typeof runId === "string") {
+    if (typeof runId === "string" && runId !== "") {
       if (runId.length > 200 || !RUN_ID_SHAPE.test(runId)) {
         throw new TrainingError(404, { error: "no such run: `runId` is not a run id", reason: "unknown-run" });
       }

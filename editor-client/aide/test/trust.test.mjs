@@ -82,7 +82,7 @@ test("the secret in the query is taken for a GET (EventSource), never for a POST
 
 test("unknown or malformed run ids are 404 before anything is followed", async () => {
   const before = await followers();
-  for (const runId of ["..", ".", "-", "_", "CON", "con", "", "../../etc", "fake", "fake-20260101T000000-abcdef", "FAKE-20260101T000000-abcdef", "x".repeat(300)]) {
+  for (const runId of ["..", ".", "-", "_", "CON", "con", "../../etc", "fake", "fake-20260101T000000-abcdef", "FAKE-20260101T000000-abcdef", "x".repeat(300)]) {
     for (const format of ["&format=json", ""]) {
       const answer = await request(daemon.base, `/api/training/logs?runId=${encodeURIComponent(runId)}${format}`);
       assert.equal(answer.status, 404, `runId ${JSON.stringify(runId)} ${format}`);
