@@ -140,6 +140,17 @@ def _start_daemon(workspace: Path, token_file: Path) -> Daemon:
         stderr=subprocess.PIPE,
         text=True,
     )
+    try:
+        api, ui = _where_it_listens(process)
+        return Daemon(process, api, ui, token_file.read_text().strip(), token_file, workspace)
+    except BaseException:
+        process.kill()  # never a daemon (and its arena-ls) left behind by a failed start
+        process.wait()
+        raise
+
+
+def _where_it_listens(process: subprocess.Popen[str]) -> tuple[int, int]:
+    """The API's and the page's ports, from what the daemon prints once both listen."""
     said: queue.Queue[str] = queue.Queue()
     for stream in (process.stdout, process.stderr):
         threading.Thread(target=_lines, args=(stream, said), daemon=True).start()
@@ -149,7 +160,6 @@ def _start_daemon(workspace: Path, token_file: Path) -> Daemon:
         try:
             line = said.get(timeout=WAIT)
         except queue.Empty:
-            process.kill()
             raise AssertionError(f"the daemon did not say where it listens: {seen[-10:]}") from None
         seen.append(line)
         found = re.match(r"(listening on|page:) http://127\.0\.0\.1:(\d+)", line)
@@ -157,7 +167,7 @@ def _start_daemon(workspace: Path, token_file: Path) -> Daemon:
             ui = int(found[2])
         elif found:
             api = int(found[2])
-    return Daemon(process, api, ui, token_file.read_text().strip(), token_file, workspace)
+    return api, ui
 
 
 @pytest.fixture(scope="module")
