@@ -334,3 +334,32 @@ def test_three_thousand_bogus_run_ids_leave_no_followers(daemon: Daemon, live_ru
         status, page = daemon.owner("GET", f"/api/training/logs?format=json&runId={live_run}&limit=5")
         assert status == 200 and page["runId"] == live_run
     assert daemon.followers() <= max(before, 1)
+
+
+def test_the_page_carries_the_secret_to_its_own_origin_only(daemon: Daemon) -> None:
+    """The page's HTML holds the secret: no CORS header, no framing, and only for this loopback Host."""
+    connection = http.client.HTTPConnection("127.0.0.1", daemon.ui_port, timeout=WAIT)
+    try:
+        connection.request("GET", "/", headers={"Origin": "http://evil.example"})
+        answer = connection.getresponse()
+        html = answer.read().decode()
+        headers = {name.lower(): value for name, value in answer.getheaders()}
+    finally:
+        connection.close()
+    assert answer.status == 200
+    assert f'data-token="{daemon.token}"' in html
+    assert "access-control-allow-origin" not in headers, "another origin could read the secret"
+    assert headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    # DNS rebinding: a page of evil.example resolved to 127.0.0.1 would be same-origin with this one.
+    for host in ("evil.example", f"evil.example:{daemon.ui_port}", f"127.0.0.1:{daemon.ui_port + 1}"):
+        rebound = http.client.HTTPConnection("127.0.0.1", daemon.ui_port, timeout=WAIT)
+        try:
+            rebound.putrequest("GET", "/", skip_host=True)
+            rebound.putheader("Host", host)
+            rebound.endheaders()
+            refused = rebound.getresponse()
+            assert refused.status == 403, host
+            assert daemon.token not in refused.read().decode()
+        finally:
+            rebound.close()

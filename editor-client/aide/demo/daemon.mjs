@@ -148,7 +148,10 @@ function uiServer(page) {
     res.writeHead(200, {
       "Content-Type": entry.type,
       "Cache-Control": "no-store",
-      "Content-Security-Policy": `default-src 'self'; connect-src ${apiOrigin}; style-src 'self'; script-src 'self'; img-src 'self' data:`,
+      // frame-ancestors: no other page frames this one to click its buttons (it holds the secret).
+      "Content-Security-Policy": `default-src 'self'; connect-src ${apiOrigin}; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'`,
+      "X-Frame-Options": "DENY",
+      "Referrer-Policy": "no-referrer",
       "X-Content-Type-Options": "nosniff",
     });
     res.end(body);
