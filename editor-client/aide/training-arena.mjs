@@ -14,9 +14,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
+import { FollowersFull, MAX_FOLLOWERS, RunFollowers } from "./lib/run-followers.mjs";
+import { TOKEN_HEADER, newToken, peerIsOwner, tokenMatches } from "./lib/trust.mjs";
 import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
-export { stripAnsi };
+export { MAX_FOLLOWERS, stripAnsi };
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const DEFAULT_ORIGIN = "http://127.0.0.1:4173";
@@ -25,7 +27,11 @@ const KEEPALIVE_MS = 15_000;
 const STATUS_LOG_LINES = 100;
 const JSON_PAGE_DEFAULT = 1000;
 const JSON_PAGE_MAX = 5000;
-const FOLLOWERS_KEPT = 4;
+/** Unknown run ids look the runs up again at most this often (a flood of bogus ids costs one arena/status). */
+const RUNS_REFRESH_MS = 2000;
+const RUNS_LIMIT = 500;
+/** A run id as arena-ls makes them (`<job id>-YYYYMMDDTHHMMSS-<hex>`, contract 2 and runlock.new_run_id). */
+export const RUN_ID_SHAPE = /^[a-z0-9][a-z0-9._-]{0,63}-\d{8}T\d{6}-[0-9a-f]{4,32}$/;
 const ROUTES = new Set(["/health", "/api/training/status", "/api/training/start", "/api/training/stop", "/api/training/logs"]);
 
 /** The SOP's messages (contract 7.4), kept word for word: AIDE's page and gates match them. */
@@ -152,7 +158,28 @@ export function runShape(run) {
   };
 }
 
-function jobShape(job) {
+/** The run succeeded at its last step (`step == totalSteps`): resuming it trains nothing (arena-ls answers 1012). */
+export function finishedAllSteps(run) {
+  if (!run || run.status !== "succeeded" || !finite(run.totalSteps) || run.totalSteps <= 0) {
+    return false;
+  }
+  const step = Math.max(finite(run.step) ? run.step : 0, finite(run.lastCheckpoint?.step) ? run.lastCheckpoint.step : 0);
+  return step >= run.totalSteps;
+}
+
+/** The job's newest run among `runs` (RunInfo, newest last or with startedAt), or null. */
+function newestRunOf(jobId, runs) {
+  let newest = null;
+  for (const run of runs) {
+    if (run?.jobId === jobId && (newest === null || String(run.startedAt ?? "") >= String(newest.startedAt ?? ""))) {
+      newest = run;
+    }
+  }
+  return newest;
+}
+
+function jobShape(job, runs = []) {
+  const last = newestRunOf(job.id, runs);
   return {
     id: job.id,
     name: job.name ?? job.id,
@@ -162,6 +189,9 @@ function jobShape(job) {
     blockedBy: job.blockedBy ?? [],
     lastCheckpoint: job.lastCheckpoint ?? null,
     probe: job.probe ?? null,
+    // The panel offers "Resume" only when resuming can train something (issue 38: no "Resume from step 600" on a finished job).
+    finished: finishedAllSteps(last),
+    totalSteps: last?.totalSteps ?? null,
   };
 }
 
@@ -253,6 +283,8 @@ export class TrainingArena {
    * @param options.health      also serve GET /health (default true)
    * @param options.keepaliveMs SSE keepalive period (default 15 s)
    * @param options.bufferLines  log lines kept in memory per run (default 5000; older ones are read again from arena-ls)
+   * @param options.token       the page's secret (default: 32 random bytes); `arena.token` gives it to the page's HTML
+   * @param options.checkPeer   refuse connections from another account where the OS tells (default true)
    */
   constructor(options = {}) {
     if (!options.workspace) {
@@ -264,6 +296,10 @@ export class TrainingArena {
     this.keepaliveMs = options.keepaliveMs ?? KEEPALIVE_MS;
     this.bufferLines = options.bufferLines ?? 5000;
     this.logger = options.logger ?? console;
+    this.token = options.token ?? newToken();
+    this.checkPeer = options.checkPeer !== false;
+    this._runsLookup = null;
+    this._runsLookedUpAt = -Infinity;
     this.client = new ArenaClient({
       command: options.arenaLs ?? defaultArenaCommand(),
       workspace: this.workspace,
@@ -271,7 +307,11 @@ export class TrainingArena {
       env: options.env ?? process.env,
       logger: this.logger,
     });
-    this.followers = new Map();
+    this.followers = new RunFollowers({
+      make: (runId) => new LogFollower({ client: this.client, runId, bufferLines: this.bufferLines, logger: this.logger }),
+      isLive: (runId) => this._isLiveRun(runId),
+      isKnown: (runId) => this.runs.has(runId),
+    });
     this.runs = new Map();
     this.streams = new Set();
     this.client.on("log", (params) => this._onLog(params));
@@ -279,7 +319,9 @@ export class TrainingArena {
       if (run?.runId) {
         this.runs.set(run.runId, run);
         if (isLive(run)) {
-          this.follower(run.runId);
+          this._followLive(run.runId);
+        } else {
+          this._release(run.runId);
         }
       }
     });
@@ -297,28 +339,47 @@ export class TrainingArena {
   }
 
   _onLog(params) {
+    // Only a run already followed is poked: a notification never makes a follower.
     if (typeof params?.runId === "string") {
-      this.follower(params.runId).poke();
+      this.followers.get(params.runId)?.poke();
     }
   }
 
-  /** The follower of a run's log, made on first use; the oldest finished ones are let go. */
-  follower(runId) {
-    let follower = this.followers.get(runId);
-    if (!follower) {
-      follower = new LogFollower({ client: this.client, runId, bufferLines: this.bufferLines, logger: this.logger });
-      this.followers.set(runId, follower);
-      for (const [id, old] of this.followers) {
-        if (this.followers.size <= FOLLOWERS_KEPT) {
-          break;
-        }
-        if (old !== follower && old.subscribers === 0 && old.done) {
-          old.close();
-          this.followers.delete(id);
-        }
+  /** A live run's log is followed from its start, so that its first lines are buffered for the page. */
+  _followLive(runId) {
+    try {
+      this.follower(runId);
+    } catch (error) {
+      if (!(error instanceof TrainingError)) {
+        throw error;
       }
     }
-    return follower;
+  }
+
+  /** The one follower of a run's log, shared by its readers (lib/run-followers.mjs); 503 past the cap. */
+  follower(runId) {
+    try {
+      return this.followers.follow(runId);
+    } catch (error) {
+      if (error instanceof FollowersFull) {
+        throw new TrainingError(503, { error: error.message, reason: "too-many-followers" });
+      }
+      throw error;
+    }
+  }
+
+  _isLiveRun(runId) {
+    const run = this.runs.get(runId);
+    return run !== undefined && isLive(run);
+  }
+
+  _release(runId) {
+    this.followers.release(runId);
+  }
+
+  /** How many runs' logs are followed now (GET /health says it). */
+  get followerCount() {
+    return this.followers.size;
   }
 
   async _arenaStatus() {
@@ -333,15 +394,13 @@ export class TrainingArena {
   async status() {
     const status = await this._arenaStatus();
     const runs = status.runs ?? [];
-    for (const run of runs) {
-      this.runs.set(run.runId, run);
-    }
+    this._learnRuns(runs);
     const latest = status.active ?? runs[runs.length - 1] ?? null;
     const jobId = latest?.jobId ?? null;
     return {
       active: activeShape(status.active),
       logs: statusLogLines(status.logs ?? [], STATUS_LOG_LINES).map((line) => pageLine(jobId, line)),
-      jobs: (status.jobs ?? []).map(jobShape),
+      jobs: (status.jobs ?? []).map((job) => jobShape(job, runs)),
       health: status.health ?? null,
       lastRun: runShape(latest),
       arena: { ready: this.client.ready, restarts: this.client.restarts },
@@ -390,8 +449,9 @@ export class TrainingArena {
       throw httpError(error, "start", body.id);
     }
     this.runs.set(run.runId, run);
-    this.follower(run.runId);
-    if (!isLive(run)) {
+    if (isLive(run)) {
+      this._followLive(run.runId);
+    } else {
       // arena-ls answered with a run that already ended (its trainer could not be spawned): never say "running".
       const why = run.failure?.evidence ?? `exit code ${run.exitCode ?? "unknown"}`;
       throw new TrainingError(500, { error: `the run ended as it started (${run.status}): ${String(why).slice(0, 300)}`, reason: "launch-failed", runId: run.runId, run: runShape(run) });
@@ -436,13 +496,57 @@ export class TrainingArena {
     };
   }
 
-  /** The run a log route means: `runId` if given, else the active run, else the newest. */
+  _learnRuns(runs) {
+    for (const run of runs) {
+      if (typeof run?.runId === "string") {
+        this.runs.set(run.runId, run);
+      }
+    }
+  }
+
+  /**
+   * Whether arena-ls knows the run: the runs seen so far, else one fresh
+   * `arena/status` (shared by concurrent askers, at most one per
+   * RUNS_REFRESH_MS, so a flood of made-up ids costs arena-ls one request).
+   */
+  async _knownRun(runId) {
+    if (this.runs.has(runId)) {
+      return this.runs.get(runId);
+    }
+    if (!this._runsLookup && performance.now() - this._runsLookedUpAt >= RUNS_REFRESH_MS) {
+      this._runsLookedUpAt = performance.now();
+      this._runsLookup = this.client
+        .request("arena/status", { runsLimit: RUNS_LIMIT })
+        .then((status) => this._learnRuns([...(status.runs ?? []), status.active].filter(Boolean)))
+        .finally(() => {
+          this._runsLookup = null;
+        });
+    }
+    if (this._runsLookup) {
+      try {
+        await this._runsLookup;
+      } catch (error) {
+        throw httpError(error, "logs");
+      }
+    }
+    return this.runs.get(runId);
+  }
+
+  /**
+   * The run a log route means: `runId` if given (404 unless it has a run id's
+   * shape and arena-ls knows the run: nothing is followed for it before), else
+   * the active run, else the newest.
+   */
   async _runFor(runId) {
     if (typeof runId === "string" && runId !== "") {
-      if (runId.length > 200 || !/^[A-Za-z0-9._-]+$/.test(runId)) {
-        throw new TrainingError(400, { error: "`runId` is not a run id" });
+      if (runId.length > 200 || !RUN_ID_SHAPE.test(runId)) {
+        throw new TrainingError(404, { error: "no such run: `runId` is not a run id", reason: "unknown-run" });
       }
-      return { runId, jobId: this.runs.get(runId)?.jobId ?? runId.replace(/-\d{8}T\d{6}-[0-9a-f]+$/, "") };
+      const run = await this._knownRun(runId);
+      if (!run) {
+        throw new TrainingError(404, { error: `no such run: ${runId}`, reason: "unknown-run" });
+      }
+      return { runId, jobId: run.jobId };
     }
     const status = await this._arenaStatus();
     const run = status.active ?? (status.runs ?? [])[(status.runs ?? []).length - 1] ?? null;
@@ -459,9 +563,15 @@ export class TrainingArena {
       return { runId: null, lines: [], next: since, done: true };
     }
     const follower = this.follower(run.runId);
-    const lines = await this._linesAfter(follower, since, Math.min(JSON_PAGE_MAX, Math.max(1, limit)));
-    const next = lines.length > 0 ? lines[lines.length - 1].seq : since;
-    return { runId: run.runId, lines: lines.map((line) => pageLine(run.jobId, line)), next, done: follower.finishedAfter(next) };
+    follower.subscribers += 1;
+    try {
+      const lines = await this._linesAfter(follower, since, Math.min(JSON_PAGE_MAX, Math.max(1, limit)));
+      const next = lines.length > 0 ? lines[lines.length - 1].seq : since;
+      return { runId: run.runId, lines: lines.map((line) => pageLine(run.jobId, line)), next, done: follower.finishedAfter(next) };
+    } finally {
+      follower.subscribers -= 1;
+      this._release(run.runId);
+    }
   }
 
   async _linesAfter(follower, since, limit) {
@@ -490,9 +600,7 @@ export class TrainingArena {
     for (const stream of this.streams) {
       stream.destroy();
     }
-    for (const follower of this.followers.values()) {
-      follower.close();
-    }
+    this.followers.closeAll();
     await this.client.close();
   }
 
@@ -518,6 +626,18 @@ export class TrainingArena {
       this._json(req, res, failure.status, failure.body);
     }
     return true;
+  }
+
+  /**
+   * The page's secret: the `X-Arena-Token` header, or for a GET the `token`
+   * query parameter (an EventSource cannot send headers). Whatever the Origin.
+   */
+  _tokenShown(req, url) {
+    const header = req.headers[TOKEN_HEADER];
+    if (typeof header === "string" && header !== "") {
+      return tokenMatches(header, this.token);
+    }
+    return req.method === "GET" && tokenMatches(url.searchParams.get("token") ?? "", this.token);
   }
 
   /** The origin check: a request with no Origin (curl, a same-origin navigation) or the page's own. */
@@ -580,6 +700,10 @@ export class TrainingArena {
       this._refuse(req, res, 403, "Host is not this daemon's loopback address");
       return;
     }
+    if (this.checkPeer && (await peerIsOwner(req.socket)) === false) {
+      this._refuse(req, res, 403, "another account's request: the Training Room answers its owner's account only");
+      return;
+    }
     if (!this._originAllowed(req)) {
       this._refuse(req, res, 403, "origin not allowed");
       return;
@@ -588,13 +712,17 @@ export class TrainingArena {
       res.writeHead(204, {
         ...this._corsHeaders(req),
         "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-        "Access-Control-Allow-Headers": "Content-Type, Last-Event-ID",
+        "Access-Control-Allow-Headers": "Content-Type, Last-Event-ID, X-Arena-Token",
         "Access-Control-Max-Age": "600",
       });
       res.end();
       return;
     }
     const route = `${req.method} ${url.pathname}`;
+    if (route !== "GET /health" && !this._tokenShown(req, url)) {
+      req.resume();
+      throw new TrainingError(403, { error: "the Training Room page's token is missing or wrong: reload the page (or read the daemon's token file)", reason: "token-required" });
+    }
     switch (route) {
       case "GET /health":
         await Promise.race([this.client.whenReady().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5000))]);
@@ -607,6 +735,7 @@ export class TrainingArena {
             pid: this.client.pid,
             restarts: this.client.restarts,
             lastExit: this.client.lastExit,
+            followers: this.followerCount,
           },
         });
         return;
@@ -703,6 +832,7 @@ export class TrainingArena {
     if (follower.done && follower.finishedAfter(since)) {
       res.writeHead(204, this._corsHeaders(req));
       res.end();
+      this._release(run.runId);
       return;
     }
     await this._stream(req, res, follower, run, since);
@@ -762,6 +892,7 @@ export class TrainingArena {
       follower.subscribers -= 1;
       this.streams.delete(res);
       res.end();
+      this._release(run.runId);
     }
   }
 }

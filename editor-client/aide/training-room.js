@@ -168,10 +168,26 @@ function pageStorage() {
   }
 }
 
+/** The offer for a job whose last run trained all its steps: start fresh, or nothing (resuming would train nothing). */
+export function finishedOffer(job) {
+  const name = job.name ?? job.id;
+  const total = Number.isFinite(job.totalSteps) ? ` ${job.totalSteps}` : "";
+  const freshLabel = "Start fresh";
+  return {
+    finished: true,
+    step: job.lastCheckpoint?.step ?? null,
+    prompt: `${name} has finished all its${total} steps, so resuming trains nothing. Start it fresh from step 0?`,
+    freshLabel,
+    labels: [freshLabel],
+  };
+}
+
 export class TrainingRoom {
-  constructor(root, { api = "", pollMs = POLL_MS, fetchImpl, EventSourceImpl, storage } = {}) {
+  constructor(root, { api = "", token = "", pollMs = POLL_MS, fetchImpl, EventSourceImpl, storage } = {}) {
     this.root = root;
     this.api = api.replace(/\/$/, "");
+    // The daemon's secret, given to this page with its HTML (docs/security.md, "The AIDE daemon").
+    this.token = /^[A-Za-z0-9_-]+$/.test(token) ? token : "";
     this.pollMs = pollMs;
     this.fetch = fetchImpl ?? ((...args) => window.fetch(...args));
     this.EventSource = EventSourceImpl ?? window.EventSource;
@@ -240,7 +256,8 @@ export class TrainingRoom {
   }
 
   async _call(path, body) {
-    const options = body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+    const token = this.token ? { "X-Arena-Token": this.token } : {};
+    const options = body === undefined ? { headers: token } : { method: "POST", headers: { "Content-Type": "application/json", ...token }, body: JSON.stringify(body) };
     const response = await this.fetch(`${this.api}${path}`, options);
     const json = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
     return { status: response.status, ok: response.ok, json };
@@ -428,7 +445,8 @@ export class TrainingRoom {
 
   _open(runId, since) {
     this.streamEnded = false;
-    const query = since >= 0 ? `&since=${since}` : "";
+    // An EventSource cannot send a header: the secret goes in the query (GET only).
+    const query = `${since >= 0 ? `&since=${since}` : ""}${this.token ? `&token=${encodeURIComponent(this.token)}` : ""}`;
     const source = new this.EventSource(`${this.api}/api/training/logs?runId=${encodeURIComponent(runId)}${query}`);
     this.stream = source;
     source.addEventListener("line", (event) => {
@@ -525,11 +543,14 @@ export class TrainingRoom {
   async run(job) {
     const name = job.name ?? job.id;
     // The job's own last checkpoint (7.1) stands in for the runs the core's resume decision reads.
+    // The daemon says when the job's last run trained all its steps (`finished`, `totalSteps`): then the
+    // offer is "Start fresh" alone, never a "Resume" that arena-ls refuses with 1012.
     const runs = job.lastCheckpoint ? [{ jobId: job.id, lastCheckpoint: job.lastCheckpoint, totalSteps: job.lastCheckpoint.totalSteps }] : [];
-    const offer = resumeOffer(job, runs);
+    const offer = job.kind === "train" && job.finished === true ? finishedOffer(job) : resumeOffer(job, runs);
     let body;
     if (offer) {
-      const answer = await this.ask(`${offer.prompt}\nTraining runs on this machine; starting it is your approval.`, offer.labels);
+      const labels = offer.finished ? [offer.freshLabel] : offer.labels;
+      const answer = await this.ask(`${offer.prompt}\nTraining runs on this machine; starting it is your approval.`, labels);
       if (answer === undefined) {
         return;
       }
@@ -628,7 +649,7 @@ export class TrainingRoom {
 }
 
 export function mountTrainingRoom(root, options = {}) {
-  return new TrainingRoom(root, { api: options.api ?? root.dataset.api ?? "", ...options }).start();
+  return new TrainingRoom(root, { api: options.api ?? root.dataset.api ?? "", token: options.token ?? root.dataset.token ?? "", ...options }).start();
 }
 
 if (typeof document !== "undefined") {

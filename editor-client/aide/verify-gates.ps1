@@ -7,29 +7,54 @@ on the reference job. Prints PASS/FAIL/SKIP per gate; exits 1 if any gate fails.
 .DESCRIPTION
 Gate 6 (GPU busy) is skipped where no NVIDIA GPU is present; gate 12 (the reference
 trainer resumes after a forced kill) is run by the test suite. Without -Url the script
-starts the demo daemon itself (demo\daemon.mjs), so that gate 11 can kill it mid-run
-and start it again; with -Url it checks a daemon already running, and gate 11 is skipped.
+starts the demo daemon itself (demo\daemon.mjs), on a free port (or -Port) and in a
+throwaway copy of the clone's training\ (or -Workspace), so a daemon you already run
+and your own runs are left alone; gate 11 kills it mid-run and starts it again. With
+-Url it checks a daemon already running (its secret read from -TokenFile, default
+WORKSPACE\.aide\training\aide-token), and gate 11 is skipped.
 
 .EXAMPLE
 powershell -ExecutionPolicy Bypass -File editor-client\aide\verify-gates.ps1 -Workspace E:\aide-sovereign-workbench -Job tiny-lm
 #>
 param(
-    [string]$Workspace = (Resolve-Path (Join-Path $PSScriptRoot "..\..")).Path,
+    [string]$Workspace = "",
     [string]$Job = "tiny-lm",
-    [int]$Port = 4777,
+    [int]$Port = 0,
     [string]$Url = "",
+    [string]$TokenFile = "",
     [string]$ArenaLs = "",
     [string]$Settings = "",
     [int]$CpuSeconds = 20,
     [int]$WaitSeconds = 120
 )
 $ErrorActionPreference = "Stop"
+# Script-scoped, so Use-Token below can add the secret's header to every Invoke-RestMethod here.
+$PSDefaultParameterValues = @{}
 $script:Failed = $false
 $OwnDaemon = [string]::IsNullOrEmpty($Url)
-if ($OwnDaemon) { $Url = "http://127.0.0.1:$Port" }
 $Daemon = $null
 $Tmp = Join-Path ([System.IO.Path]::GetTempPath()) ("aide-gates-" + [guid]::NewGuid())
 New-Item -ItemType Directory -Path $Tmp | Out-Null
+$Repo = (Resolve-Path (Join-Path $PSScriptRoot "..\..")).Path
+if ($OwnDaemon) {
+    $TokenFile = Join-Path $Tmp "token"
+    if (-not $Workspace) {
+        # A throwaway workspace: the gates start, kill and stop runs, never the person's own.
+        $Workspace = Join-Path $Tmp "workspace"
+        New-Item -ItemType Directory -Path $Workspace | Out-Null
+        Copy-Item -Recurse (Join-Path $Repo "training") (Join-Path $Workspace "training")
+    }
+} else {
+    if (-not $Workspace) { $Workspace = $Repo }
+    if (-not $TokenFile) { $TokenFile = Join-Path $Workspace ".aide\training\aide-token" }
+}
+
+# The daemon's secret (docs/security.md, "The AIDE daemon"): every route but /health needs it, so every
+# Invoke-RestMethod of this script sends it; the SOP's lines stay as they are.
+function Use-Token {
+    $token = (Get-Content -Raw $TokenFile -ErrorAction Stop).Trim()
+    $script:PSDefaultParameterValues["Invoke-RestMethod:Headers"] = @{ "X-Arena-Token" = $token }
+}
 
 function Pass($gate, $text) { Write-Output ("PASS gate {0,-2} {1}" -f $gate, $text) }
 function Fail($gate, $text) { Write-Output ("FAIL gate {0,-2} {1}" -f $gate, $text); $script:Failed = $true }
@@ -61,20 +86,28 @@ function Wait-Until($what, [scriptblock]$check) {
 function Last-Seq($status) { if ($status.logs.Count -gt 0) { return [int64]$status.logs[-1].seq } else { return -1 } }
 
 function Start-Daemon {
-    $arguments = @((Join-Path $PSScriptRoot "demo\daemon.mjs"), "--workspace", $Workspace, "--port", "$Port", "--ui-port", "0")
+    $arguments = @((Join-Path $PSScriptRoot "demo\daemon.mjs"), "--workspace", $Workspace, "--port", "$Port", "--ui-port", "0", "--token-file", $TokenFile)
     if ($ArenaLs) { $arguments += @("--arena-ls", $ArenaLs) }
     if ($Settings) { $arguments += @("--settings", $Settings) }
     $out = Join-Path $Tmp "daemon.out"
     Remove-Item $out -ErrorAction SilentlyContinue
     $script:Daemon = Start-Process -FilePath "node" -ArgumentList ($arguments | ForEach-Object { '"' + ($_ -replace '"', '\"') + '"' }) `
         -RedirectStandardOutput $out -RedirectStandardError (Join-Path $Tmp "daemon.err") -PassThru -NoNewWindow
-    $ready = Wait-Until "the daemon" { (Test-Path $out) -and ((Get-Content $out -Raw) -match [regex]::Escape("listening on $Url")) }
-    if (-not $ready) { Get-Content (Join-Path $Tmp "daemon.err") -Tail 20 | Write-Output }
-    return $ready
+    $ready = Wait-Until "the daemon" { (Test-Path $out) -and ((Get-Content $out -Raw) -match "listening on (http://127\.0\.0\.1:(\d+))") }
+    if (-not $ready) { Get-Content (Join-Path $Tmp "daemon.err") -Tail 20 | Write-Output; return $false }
+    # Port 0 is a free port: the daemon says which; a restart (gate 11) takes the same one.
+    $null = (Get-Content $out -Raw) -match "listening on (http://127\.0\.0\.1:(\d+))"
+    $script:Url = $Matches[1]
+    $script:Port = [int]$Matches[2]
+    Use-Token
+    return $true
 }
 
 try {
-    if ($OwnDaemon -and -not (Start-Daemon)) { Fail 1 "the demo daemon did not start"; exit 1 }
+    if ($OwnDaemon) {
+        if (-not (Start-Daemon)) { Fail 1 "the demo daemon did not start"; exit 1 }
+        Write-Output "verify-gates: a daemon of its own on $Url, workspace $Workspace"
+    } else { Use-Token }
 
     # 1. daemon up
     $health = Invoke-RestMethod $Url/health

@@ -5,20 +5,24 @@
 # fails. Gate 6 (GPU busy) is skipped where no NVIDIA GPU is present; gate 12
 # (the reference trainer resumes after a forced kill) is run by the test suite.
 #
-#   editor-client/aide/verify-gates.sh [--workspace DIR] [--job tiny-lm] [--port 4777]
-#       [--arena-ls CMD] [--settings JSON] [--url http://127.0.0.1:4777]
+#   editor-client/aide/verify-gates.sh [--workspace DIR] [--job tiny-lm] [--port PORT]
+#       [--arena-ls CMD] [--settings JSON] [--url http://127.0.0.1:4777 [--token-file FILE]]
 #
-# Without --url it starts the demo daemon (demo/daemon.mjs) itself, so that
-# gate 11 can kill it mid-run and start it again; with --url it checks a
-# daemon already running there, and gate 11 is skipped.
+# Without --url it starts the demo daemon (demo/daemon.mjs) itself, on a free
+# port (or --port) and in a throwaway copy of the clone's training/ (or
+# --workspace), so a daemon you already run and your own runs are left alone;
+# gate 11 kills that daemon mid-run and starts it again. With --url it checks
+# a daemon already running there (its secret read from --token-file, default
+# WORKSPACE/.aide/training/aide-token), and gate 11 is skipped.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-WORKSPACE="$REPO"
+WORKSPACE=""
 JOB="tiny-lm"
-PORT=4777
+PORT=0
 URL=""
+TOKEN_FILE=""
 ARENA_LS=""
 SETTINGS=""
 CPU_SECONDS="${GATE_CPU_SECONDS:-5}"
@@ -30,9 +34,10 @@ while [ $# -gt 0 ]; do
         --job) JOB="$2"; shift 2 ;;
         --port) PORT="$2"; shift 2 ;;
         --url) URL="$2"; shift 2 ;;
+        --token-file) TOKEN_FILE="$2"; shift 2 ;;
         --arena-ls) ARENA_LS="$2"; shift 2 ;;
         --settings) SETTINGS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "verify-gates: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -41,10 +46,31 @@ TMP="$(mktemp -d)"
 DAEMON_PID=""
 FAILED=0
 OWN_DAEMON=0
-[ -z "$URL" ] && OWN_DAEMON=1 && URL="http://127.0.0.1:$PORT"
+TOKEN=""
+if [ -z "$URL" ]; then
+    OWN_DAEMON=1
+    TOKEN_FILE="$TMP/token"
+    if [ -z "$WORKSPACE" ]; then
+        # A throwaway workspace: the gates start, kill -9 and stop runs, never the person's own.
+        WORKSPACE="$TMP/workspace"
+        mkdir -p "$WORKSPACE" && cp -R "$REPO/training" "$WORKSPACE/training"
+    fi
+else
+    [ -z "$WORKSPACE" ] && WORKSPACE="$REPO"
+    [ -z "$TOKEN_FILE" ] && TOKEN_FILE="$WORKSPACE/.aide/training/aide-token"
+fi
+
+# The daemon's secret (docs/security.md, "The AIDE daemon"): every route but /health needs it.
+read_token() {
+    TOKEN="$(head -c 200 "$TOKEN_FILE" 2>/dev/null | tr -d '\r\n')"
+    [ -n "$TOKEN" ] || { echo "verify-gates: no secret in $TOKEN_FILE (pass --token-file, the file the daemon names as its token file)" >&2; return 1; }
+}
+# curl with the secret in a header read from a file of ours, not on the command line (ps shows argv).
+acurl() { curl -s -m "$WAIT" -H @"$TMP/headers" "$@"; }
+write_headers() { umask 077; printf 'X-Arena-Token: %s\n' "$TOKEN" > "$TMP/headers"; }
 
 cleanup() {
-    curl -s -m "$WAIT" -X POST -H 'Content-Type: application/json' -d '{"confirm": true}' "$URL/api/training/stop" >/dev/null 2>&1
+    [ -f "$TMP/headers" ] && acurl -X POST -H 'Content-Type: application/json' -d '{"confirm": true}' "$URL/api/training/stop" >/dev/null 2>&1
     if [ -n "$DAEMON_PID" ]; then
         kill "$DAEMON_PID" 2>/dev/null
         wait "$DAEMON_PID" 2>/dev/null
@@ -59,20 +85,21 @@ fail() { printf 'FAIL gate %-2s %s\n' "$1" "$2"; FAILED=1; }
 skip() { printf 'SKIP gate %-2s %s\n' "$1" "$2"; }
 
 # get PATH -> body in $TMP/body, status code in $CODE
-get() { CODE=$(curl -s -m "$WAIT" -o "$TMP/body" -w '%{http_code}' "$URL$1"); }
+get() { CODE=$(acurl -o "$TMP/body" -w '%{http_code}' "$URL$1"); }
 # post PATH JSON
-post() { CODE=$(curl -s -m "$WAIT" -o "$TMP/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d "$2" "$URL$1"); }
+post() { CODE=$(acurl -o "$TMP/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d "$2" "$URL$1"); }
 field() { jget "$1" < "$TMP/body"; }
 
+# start_daemon: the demo daemon on $PORT (0: a free one; its address is read from what it prints).
 start_daemon() {
-    local args=(--workspace "$WORKSPACE" --port "$PORT")
+    local args=(--workspace "$WORKSPACE" --port "$PORT" --token-file "$TOKEN_FILE")
     [ -n "$ARENA_LS" ] && args+=(--arena-ls "$ARENA_LS")
     [ -n "$SETTINGS" ] && args+=(--settings "$SETTINGS")
     : > "$TMP/daemon.out"
     node "$HERE/demo/daemon.mjs" "${args[@]}" --ui-port 0 >"$TMP/daemon.out" 2>>"$TMP/daemon.err" &
     DAEMON_PID=$!
     local waited=0
-    until grep -q "listening on $URL" "$TMP/daemon.out" 2>/dev/null; do
+    until grep -q "listening on http://127.0.0.1:[0-9]" "$TMP/daemon.out" 2>/dev/null; do
         if ! kill -0 "$DAEMON_PID" 2>/dev/null || [ "$waited" -ge $((WAIT * 10)) ]; then
             echo "verify-gates: the daemon did not start:" >&2
             tail -20 "$TMP/daemon.err" >&2
@@ -81,6 +108,9 @@ start_daemon() {
         sleep 0.1
         waited=$((waited + 1))
     done
+    URL="$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/daemon.out" | head -1)"
+    PORT="${URL##*:}"
+    read_token && write_headers
 }
 
 # wait_for DESCRIPTION COMMAND...: retries the command every 0.5 s until it succeeds or WAIT passes.
@@ -106,6 +136,10 @@ first_step_seen() { get /api/training/status; [ "$(field active.step)" != "null"
 
 if [ "$OWN_DAEMON" = 1 ]; then
     start_daemon || { fail 1 "the demo daemon did not start"; exit 1; }
+    echo "verify-gates: a daemon of its own on $URL, workspace $WORKSPACE"
+else
+    read_token || { fail 1 "no secret to call $URL with"; exit 1; }
+    write_headers
 fi
 
 # 1. daemon up

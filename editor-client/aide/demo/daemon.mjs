@@ -5,16 +5,22 @@
 //
 //   node editor-client/aide/demo/daemon.mjs --workspace . [--port 4777] [--ui-port 4173] [--arena-ls CMD]
 //       [--settings JSON]   arena-ls settings (section `arena`), e.g. '{"preflight": {"minFreeRamMb": 1024}}'
+//       [--token-file PATH] where the page's secret is written, mode 0600 (default
+//                           WORKSPACE/.aide/training/aide-token); an owner-only file
+//                           there already is reused, so an open page survives a restart
 //
+// The page gets the routes' secret in its HTML (docs/security.md, "The AIDE
+// daemon"); the owner's scripts (verify-gates.sh) read it from the token file.
 // Prints `listening on http://127.0.0.1:PORT` once both servers are up and
 // arena-ls has answered `initialize`. Ctrl-C stops the daemon and arena-ls;
 // a run goes on in its job agent, and the next daemon re-adopts it.
 import http from "node:http";
-import { readFile } from "node:fs/promises";
+import { lstat, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { TrainingArena, attachTrainingArena, defaultArenaCommand, listenLoopback, parseCommand } from "../training-arena.mjs";
+import { TrainingArena, attachTrainingArena, defaultArenaCommand, isLoopbackAddress, listenLoopback, parseCommand } from "../training-arena.mjs";
+import { newToken, peerIsOwner, writeTokenFile } from "../lib/trust.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const AIDE = path.resolve(HERE, "..");
@@ -29,7 +35,7 @@ const PAGE_FILES = {
 };
 
 function usage(message) {
-  process.stderr.write(`${message}\nusage: node editor-client/aide/demo/daemon.mjs --workspace DIR [--port 4777] [--ui-port 4173] [--arena-ls CMD] [--settings JSON]\n`);
+  process.stderr.write(`${message}\nusage: node editor-client/aide/demo/daemon.mjs --workspace DIR [--port 4777] [--ui-port 4173] [--arena-ls CMD] [--settings JSON] [--token-file PATH]\n`);
   process.exit(2);
 }
 
@@ -51,6 +57,7 @@ function options() {
         "ui-port": { type: "string", default: "4173" },
         "arena-ls": { type: "string" },
         settings: { type: "string" },
+        "token-file": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }).values;
@@ -71,8 +78,10 @@ function options() {
       usage(`--settings is not JSON: ${error.message}`);
     }
   }
+  const workspace = path.resolve(parsed.workspace);
   return {
-    workspace: path.resolve(parsed.workspace),
+    workspace,
+    tokenFile: path.resolve(parsed["token-file"] ?? path.join(workspace, ".aide", "training", "aide-token")),
     port: port(parsed.port, "port"),
     uiPort: port(parsed["ui-port"], "ui-port"),
     arenaLs: parsed["arena-ls"] ? parseCommand(parsed["arena-ls"]) : defaultArenaCommand(),
@@ -80,11 +89,51 @@ function options() {
   };
 }
 
+/**
+ * The token file's secret when it is one this account wrote for an earlier
+ * daemon (a plain file, owner-only, ours); else a fresh secret, written there.
+ */
+async function pageToken(file) {
+  try {
+    const info = await lstat(file);
+    const ours = info.isFile() && (info.mode & 0o077) === 0 && (process.getuid === undefined || info.uid === process.getuid());
+    const kept = ours ? (await readFile(file, "utf8")).trim() : "";
+    if (/^[A-Za-z0-9_-]{43}$/.test(kept)) {
+      return kept;
+    }
+  } catch {
+    // none yet
+  }
+  const token = newToken();
+  await writeTokenFile(file, token);
+  return token;
+}
+
+/** The page is only for this daemon's own loopback address (DNS rebinding) and, where the OS tells, its own account. */
+async function pageRefusal(req) {
+  const host = String(req.headers.host ?? "").toLowerCase();
+  const match = /^(\[[0-9a-f:.]+\]|[^:]+)(?::(\d+))?$/.exec(host);
+  const name = match?.[1]?.replace(/^\[|\]$/g, "");
+  if (!match || !(name === "localhost" || isLoopbackAddress(name)) || Number(match[2] ?? 80) !== req.socket.localPort) {
+    return "Host is not this page's loopback address";
+  }
+  if ((await peerIsOwner(req.socket)) === false) {
+    return "another account's request: the Training Room answers its owner's account only";
+  }
+  return null;
+}
+
 /** The page's server; `page.apiOrigin` (where the page finds the routes) is known once the API listens. */
 function uiServer(page) {
   return http.createServer(async (req, res) => {
     const apiOrigin = page.apiOrigin;
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    const refusal = await pageRefusal(req);
+    if (refusal) {
+      res.writeHead(403, { "Content-Type": "text/plain" });
+      res.end(refusal);
+      return;
+    }
     const entry = req.method === "GET" ? PAGE_FILES[url.pathname] : undefined;
     if (!entry) {
       res.writeHead(404, { "Content-Type": "text/plain" });
@@ -93,12 +142,16 @@ function uiServer(page) {
     }
     let body = await readFile(entry.file, "utf8");
     if (entry.file.endsWith("index.html")) {
-      body = body.replace("__ARENA_API__", apiOrigin);
+      // The secret goes with the HTML only: no CORS header here, so no other origin can read it.
+      body = body.replace("__ARENA_API__", apiOrigin).replace("__ARENA_TOKEN__", page.token);
     }
     res.writeHead(200, {
       "Content-Type": entry.type,
       "Cache-Control": "no-store",
-      "Content-Security-Policy": `default-src 'self'; connect-src ${apiOrigin}; style-src 'self'; script-src 'self'; img-src 'self' data:`,
+      // frame-ancestors: no other page frames this one to click its buttons (it holds the secret).
+      "Content-Security-Policy": `default-src 'self'; connect-src ${apiOrigin}; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'`,
+      "X-Frame-Options": "DENY",
+      "Referrer-Policy": "no-referrer",
       "X-Content-Type-Options": "nosniff",
     });
     res.end(body);
@@ -108,11 +161,11 @@ function uiServer(page) {
 async function main() {
   const config = options();
   const api = http.createServer();
-  const page = { apiOrigin: "" };
+  const page = { apiOrigin: "", token: await pageToken(config.tokenFile) };
   const ui = uiServer(page);
   const uiAddress = await listenLoopback(ui, config.uiPort);
   const pageOrigin = `http://127.0.0.1:${uiAddress.port}`;
-  const arena = new TrainingArena({ workspace: config.workspace, arenaLs: config.arenaLs, settings: config.settings, origins: [pageOrigin] });
+  const arena = new TrainingArena({ workspace: config.workspace, arenaLs: config.arenaLs, settings: config.settings, origins: [pageOrigin], token: page.token });
   attachTrainingArena(api, arena);
   const apiAddress = await listenLoopback(api, config.port);
   const apiOrigin = `http://127.0.0.1:${apiAddress.port}`;
@@ -124,6 +177,7 @@ async function main() {
   await arena.ready();
   arena.client.off("down", untilReady);
   process.stderr.write(`page: ${pageOrigin}/ (arena-ls: ${config.arenaLs.join(" ")}; workspace ${config.workspace})\n`);
+  process.stderr.write(`token file: ${config.tokenFile}\n`);
   process.stdout.write(`listening on ${apiOrigin}\n`);
   let stopping = false;
   const stop = async () => {

@@ -5,7 +5,7 @@
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -108,9 +108,11 @@ function startDemo(root, port = 0, uiPort = 0) {
     const check = () => {
       const api = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       const ui = /page: (http:\/\/127\.0\.0\.1:\d+)\//.exec(err);
-      if (api && ui) {
+      const tokenFile = /token file: (.+)\n/.exec(err);
+      if (api && ui && tokenFile) {
         clearTimeout(timer);
-        resolve({ child, api: api[1], ui: ui[1] });
+        // The owner's scripts read the page's secret from the daemon's 0600 token file.
+        resolve({ child, api: api[1], ui: ui[1], token: readFileSync(tokenFile[1], "utf8").trim() });
       }
     };
     child.stdout.on("data", (chunk) => {
@@ -142,8 +144,13 @@ async function runJob(id) {
   await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Approve and run']");
 }
 
+/** fetch() of the daemon's routes as the owner's scripts do: with the page's secret. */
+function owned(route, init = {}) {
+  return fetch(`${daemon.api}${route}`, { ...init, headers: { ...(init.headers ?? {}), "X-Arena-Token": daemon.token } });
+}
+
 async function status() {
-  return (await fetch(`${daemon.api}/api/training/status`)).json();
+  return (await owned("/api/training/status")).json();
 }
 
 /** Polls the status route until `check(status)` holds (WAIT at most): an event, not a sleep. */
@@ -236,13 +243,15 @@ afterEach(async (t) => {
   // Each test leaves no question open and no run active for the next.
   await page?.evaluate(() => document.querySelector("#arena-dialog:not([hidden]) button[data-answer='Cancel']")?.click()).catch(() => {});
   if (daemon && !(t.passed && HANDS_ITS_RUN_ON.has(t.name)) && (await status()).active) {
-    await fetch(`${daemon.api}/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' });
+    await owned(`/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' });
     await untilStatus("no run active", (now) => now.active === null);
   }
 });
 
 after(async () => {
-  await fetch(`${daemon?.api}/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' }).catch(() => {});
+  if (daemon) {
+    await owned(`/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' }).catch(() => {});
+  }
   await browser?.close();
   if (daemon) {
     const gone = new Promise((resolve) => daemon.child.once("exit", resolve));
@@ -390,7 +399,24 @@ test("a page of another origin, in the same browser, can neither read the routes
     }, daemon.api);
     assert.equal(outcome.read, "blocked: TypeError");
     assert.equal(outcome.preflighted, "blocked: TypeError");
-    const status = await (await fetch(`${daemon.api}/api/training/status`)).json();
+    // Nor read the owner's page (its HTML carries the secret), nor make followers with <img> tags (issue 39).
+    const followersBefore = (await (await owned("/health")).json()).arena.followers;
+    const secretRead = await other.evaluate(async (ui, api) => {
+      for (let index = 0; index < 100; index++) {
+        const image = document.createElement("img");
+        image.src = `${api}/api/training/logs?format=json&runId=${index % 2 ? ".." : `tiny-lm-20260101T000000-${index.toString(16).padStart(6, "0")}`}`;
+        document.body.append(image);
+      }
+      await Promise.all([...document.images].map((image) => new Promise((resolve) => (image.complete ? resolve() : image.addEventListener("error", resolve, { once: true })))));
+      try {
+        return await (await fetch(`${ui}/`)).text();
+      } catch (error) {
+        return `blocked: ${error.name}`;
+      }
+    }, daemon.ui, daemon.api);
+    assert.equal(secretRead, "blocked: TypeError");
+    assert.equal((await (await owned("/health")).json()).arena.followers, followersBefore, "an <img> made a follower");
+    const status = await (await owned(`/api/training/status`)).json();
     assert.equal(status.active, null, "the foreign page started nothing");
     assert.equal(status.lastRun?.id, "crashing", "the newest run is still the one before the attack");
   } finally {
@@ -411,7 +437,7 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   assert.match(question, /^This run has no checkpoint yet; stopping loses \d+ (seconds?|minutes?) of training\. Stop anyway\?$/);
   await shot("6-stop-asks-before-losing-work.png");
   await page.click("#arena-dialog button[data-answer='Cancel']");
-  const still = await (await fetch(`${daemon.api}/api/training/status`)).json();
+  const still = await (await owned(`/api/training/status`)).json();
   assert.equal(still.active?.id, "no-checkpoint", "Cancel stopped nothing");
 
   await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
@@ -421,17 +447,19 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => /no-checkpoint stopped at step \d+/.test(node.textContent)));
 });
 
-test("the SOP's app.js calls work unchanged from the page's origin: trainingRequest('start', {id, approved: true}), the status poll, trainingRequest('stop')", async () => {
+test("the SOP's app.js calls work from the page's origin with its one added header: trainingRequest('start', {id, approved: true}), the status poll, trainingRequest('stop')", async () => {
   const outcome = await page.evaluate(async (api) => {
-    // As the SOP describes app.js (883-902): POST JSON to /api/training/<action>, poll the status.
+    // As the SOP describes app.js (883-902): POST JSON to /api/training/<action>, poll the status; the one
+    // change it needs is the page's secret, which the daemon put in the page's HTML (docs/security.md).
+    const secret = { "X-Arena-Token": document.getElementById("training-room").dataset.token };
     async function trainingRequest(action, body = {}) {
-      const response = await fetch(`${api}/api/training/${action}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      const response = await fetch(`${api}/api/training/${action}`, { method: "POST", headers: { "Content-Type": "application/json", ...secret }, body: JSON.stringify(body) });
       const json = await response.json();
       if (!response.ok) throw new Error(json.error);
       return json;
     }
     async function refreshTrainingStatus() {
-      const status = await (await fetch(`${api}/api/training/status`)).json();
+      const status = await (await fetch(`${api}/api/training/status`, { headers: secret })).json();
       const last = status.logs[status.logs.length - 1];
       return { status, shown: `${status.active ? `${status.active.id} ${status.active.status}` : "idle"} | ${status.jobs.length} jobs | ${last ? last.line.slice(0, 100) : ""}` };
     }
@@ -478,21 +506,21 @@ test("the SOP's app.js calls work unchanged from the page's origin: trainingRequ
   assert.equal(outcome.refused, "explicit training approval required");
 });
 
-test("Run of a finished job: resuming it is refused 1012 and the panel offers Start over from step 0, which trains it anew", async () => {
+test("Run of a finished job: the panel offers Start fresh alone (no Resume that arena-ls would refuse), which trains it anew", async () => {
   await runJob("short");
   await page.click("#arena-dialog button[data-answer='Approve and run']");
   const first = await untilStatus("short to finish all its steps", (now) => now.active === null && now.lastRun?.id === "short" && now.lastRun.status === "succeeded");
   await page.waitForFunction(() => document.querySelector("button.tr-run-button[data-job='short']")?.disabled === false);
   await page.click("button.tr-run-button[data-job='short']");
-  // The job's checkpoint is at its last step; "Resume from step 20" asks the server, which says it is finished.
-  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Resume from step 20']");
-  await page.click("#arena-dialog button[data-answer='Resume from step 20']");
-  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Start over from step 0']");
+  // Issue 38: the job's checkpoint is at its last step, so "Resume from step 20" is not offered (it met a 409 and a second dialog).
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Start fresh']");
+  const answers = await page.$$eval("#arena-dialog button", (nodes) => nodes.map((node) => node.dataset.answer));
+  assert.deepEqual(answers.filter((answer) => answer !== "Cancel"), ["Start fresh"], "only Start fresh (and Cancel)");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
-  assert.match(question, new RegExp(`^short is finished: it trained all 20 steps in run ${first.lastRun.runId} \\(ended .+\\)\\. Start over from step 0\\? The new run overwrites its checkpoints\\.$`));
-  assert.equal((await status()).active, null, "the refusal started nothing");
+  assert.match(question, /^Short trainer has finished all its 20 steps, so resuming trains nothing\. Start it fresh from step 0\?/);
+  assert.equal((await status()).active, null, "the question started nothing");
   await shot("8-finished-job-start-over.png");
-  await page.click("#arena-dialog button[data-answer='Start over from step 0']");
+  await page.click("#arena-dialog button[data-answer='Start fresh']");
   const again = await untilStatus("the fresh run to finish", (now) => now.active === null && now.lastRun?.id === "short" && now.lastRun.runId !== first.lastRun.runId);
   assert.equal(again.lastRun.status, "succeeded");
   assert.equal(again.lastRun.step, 20);
@@ -577,14 +605,14 @@ test("the daemon killed mid-run and started again: the page's log goes on with e
   daemon = await startDemo(workspace, new URL(api).port, new URL(ui).port);
   assert.equal(daemon.api, api);
   await page.waitForFunction((count) => document.querySelectorAll("#arena-log .tr-line").length > count + 40, {}, seen);
-  const stopped = await (await fetch(`${daemon.api}/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' })).json();
+  const stopped = await (await owned(`/api/training/stop`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"confirm": true}' })).json();
   assert.equal(stopped.status, "stopped");
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /— run ended: stopped/.test(node.textContent)));
   const shown = await page.$$eval("#arena-log .tr-line[data-seq]", (nodes) => nodes.map((node) => ({ seq: Number(node.dataset.seq), text: node.textContent })));
   const whole = [];
   let since = -1;
   for (;;) {
-    const page_ = await (await fetch(`${daemon.api}/api/training/logs?format=json&runId=${stopped.runId}&since=${since}`)).json();
+    const page_ = await (await owned(`/api/training/logs?format=json&runId=${stopped.runId}&since=${since}`)).json();
     whole.push(...page_.lines);
     since = page_.next;
     if (page_.done) {

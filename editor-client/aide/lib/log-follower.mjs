@@ -10,6 +10,8 @@ const PAGE = 1000;
 const BOOKMARK_EVERY = 1000;
 const POLL_MS = 1000;
 const RETRY_MS = 500;
+/** arena-ls refused this run's log this many times in a row (not "unavailable"): the follower gives up. */
+const REFUSALS_BEFORE_GIVING_UP = 5;
 
 /** Removes terminal escape sequences (colours, cursor moves) before a line reaches a page. */
 export function stripAnsi(text) {
@@ -38,6 +40,8 @@ export class LogFollower {
     this.closed = false;
     this.subscribers = 0;
     this._waiters = [];
+    this._doneWaiters = [];
+    this.error = null;
     this._wake = null;
     this._pump = this._run();
   }
@@ -53,6 +57,21 @@ export class LogFollower {
     this.closed = true;
     this.poke();
     this._notify();
+    this._finished();
+  }
+
+  /** Resolves once the log is read to its end (or the follower is closed or gave up). */
+  whenDone() {
+    if (this.done || this.closed) {
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this._doneWaiters.push(resolve));
+  }
+
+  _finished() {
+    for (const resolve of this._doneWaiters.splice(0)) {
+      resolve();
+    }
   }
 
   _notify() {
@@ -93,6 +112,7 @@ export class LogFollower {
 
   async _run() {
     let readSinceBookmark = 0;
+    let refusals = 0;
     while (!this.closed && !this.done) {
       let page;
       try {
@@ -104,10 +124,20 @@ export class LogFollower {
         }
         if (!(error instanceof ServerUnavailable)) {
           this.logger.error?.(`arena/logs ${this.runId}: ${error?.message ?? error}`);
+          refusals += 1;
+          if (refusals >= REFUSALS_BEFORE_GIVING_UP) {
+            // Never a loop that asks forever for a log arena-ls will not give (issue 39: endless followers).
+            this.error = String(error?.message ?? error);
+            this.done = true;
+            this._notify();
+            this._finished();
+            return;
+          }
         }
-        await this._sleep(RETRY_MS);
+        await this._sleep(RETRY_MS * 2 ** refusals);
         continue;
       }
+      refusals = 0;
       const fresh = (page.lines ?? []).filter((line) => Number.isInteger(line.seq) && line.seq > this.lastSeq);
       for (const line of page.lines ?? []) {
         if (!Number.isInteger(line.seq) || line.seq < 0) {
@@ -129,6 +159,7 @@ export class LogFollower {
       if (page.done === true) {
         this.done = true;
         this._notify();
+        this._finished();
         return;
       }
       await this._sleep(POLL_MS);

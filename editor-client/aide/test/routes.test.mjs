@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { makeWorkspace, startDaemon, request, post, openStream, waitFor, stopAll, PAGE_ORIGIN, ARENA_LS, TEST_SETTINGS } from "./support.mjs";
 import { attachTrainingArena, httpError, Messages, TrainingArena } from "../training-arena.mjs";
+import { finishedOffer } from "../training-room.js";
 
 let workspace;
 let daemon;
@@ -246,6 +247,15 @@ test("start of a finished job: 409 already-finished (1012) with the question; th
     assert.match(refused.json.question, /^short is finished: it trained all 30 steps in run short-\S+ \(ended .+\)\. Start over from step 0\? The new run overwrites its checkpoints\.$/);
   }
   assert.equal((await request(daemon.base, "/api/training/status")).json.active, null, "the refusals started nothing");
+  // Issue 38: the panel offers "Resume" only when resuming can train something: the job says it finished.
+  const finished = (await request(daemon.base, "/api/training/status")).json.jobs.find((job) => job.id === "short");
+  assert.equal(finished.finished, true, JSON.stringify(finished));
+  assert.equal(finished.totalSteps, 30);
+  const offer = finishedOffer(finished);
+  assert.deepEqual(offer.labels, ["Start fresh"], "no Resume on a finished job");
+  assert.match(offer.prompt, /^fake short has finished all its 30 steps, so resuming trains nothing\. Start it fresh from step 0\?$/);
+  const notFinished = (await request(daemon.base, "/api/training/status")).json.jobs.find((job) => job.id === "fake");
+  assert.equal(notFinished.finished, false);
   const fresh = await post(daemon.base, "/api/training/start", { id: "short", approved: true, fresh: true });
   assert.equal(fresh.status, 200, fresh.text);
   assert.equal(fresh.json.id, "short");
@@ -272,7 +282,7 @@ test("wrong methods get 405, unknown training paths 404, and other paths go to t
     const base = `http://127.0.0.1:${own.address().port}`;
     assert.equal((await request(base, "/api/models")).text, "aide's own route /api/models");
     assert.equal((await request(base, "/health")).text, "aide's own route /health");
-    assert.equal((await request(base, "/api/training/status")).status, 200);
+    assert.equal((await request(base, "/api/training/status", { token: arena.token })).status, 200);
   } finally {
     await new Promise((resolve) => own.close(resolve));
     await arena.close();

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import net from "node:net";
 import os from "node:os";
-import { makeWorkspace, startDaemon, request, post, PAGE_ORIGIN, ARENA_LS, TEST_SETTINGS } from "./support.mjs";
+import { makeWorkspace, startDaemon, request, post, tokenFor, PAGE_ORIGIN, ARENA_LS, TEST_SETTINGS } from "./support.mjs";
 import { TrainingArena, attachTrainingArena, listenLoopback } from "../training-arena.mjs";
 
 let workspace;
@@ -118,7 +118,7 @@ test("bounded bodies: over 64 KiB is 413 (declared or streamed), bad JSON is 400
 
   const streamed = await new Promise((resolve, reject) => {
     const req = http.request(
-      { host: "127.0.0.1", port: daemon.port, path: "/api/training/start", method: "POST", headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } },
+      { host: "127.0.0.1", port: daemon.port, path: "/api/training/start", method: "POST", headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked", "X-Arena-Token": tokenFor(daemon.base) } },
       (res) => {
         const chunks = [];
         res.on("data", (chunk) => chunks.push(chunk));
@@ -165,7 +165,7 @@ test("nothing listens on a non-loopback address: listenLoopback refuses, and a r
     assert.equal(answer.status, 403);
     assert.match(answer.json.error, /loopback/);
     assert.equal(net.isIP(external.address), 4);
-    const local = await request(`http://127.0.0.1:${port}`, "/api/training/status");
+    const local = await request(`http://127.0.0.1:${port}`, "/api/training/status", { token: arena.token });
     assert.equal(local.status, 200);
   } finally {
     await new Promise((resolve) => server.close(resolve));

@@ -14,6 +14,18 @@ export const ARENA_LS = process.env.ARENA_LS_BIN ?? path.join(REPO, ".venv", "bi
 export const PAGE_ORIGIN = "http://127.0.0.1:4173";
 export const WAIT_MS = 90_000;
 
+/** Each daemon's page secret by base URL: the helpers send it as the owner's page does (`token: null` sends none). */
+const TOKENS = new Map();
+
+export function tokenFor(base) {
+  return TOKENS.get(new URL(base).origin);
+}
+
+function withToken(base, headers, token) {
+  const secret = token === undefined ? tokenFor(base) : token;
+  return secret ? { "X-Arena-Token": secret, ...headers } : { ...headers };
+}
+
 /** Settings that let a test start a run on a loaded CI machine with no battery and no GPU. */
 export const TEST_SETTINGS = {
   preflight: { minFreeRamMb: 0, requirePluggedIn: false, minFreeDiskMb: 0, gpuContention: "off" },
@@ -84,6 +96,7 @@ export async function startDaemon(workspace, options = {}) {
   );
   await arena.ready();
   const port = server.address().port;
+  TOKENS.set(`http://127.0.0.1:${port}`, arena.token);
   return {
     server,
     arena,
@@ -100,11 +113,11 @@ export async function startDaemon(workspace, options = {}) {
 }
 
 /** One HTTP request; the answer's status, headers and body (parsed when JSON). */
-export function request(base, pathName, { method = "GET", headers = {}, body, host } = {}) {
+export function request(base, pathName, { method = "GET", headers = {}, body, host, token } = {}) {
   const url = new URL(pathName, base);
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: host ?? url.hostname, port: url.port, path: `${url.pathname}${url.search}`, method, headers: { ...headers } },
+      { host: host ?? url.hostname, port: url.port, path: `${url.pathname}${url.search}`, method, headers: withToken(base, headers, token) },
       (res) => {
         const chunks = [];
         res.on("data", (chunk) => chunks.push(chunk));
@@ -128,9 +141,10 @@ export function request(base, pathName, { method = "GET", headers = {}, body, ho
   });
 }
 
-export function post(base, pathName, value, headers = {}) {
+export function post(base, pathName, value, headers = {}, token = undefined) {
   return request(base, pathName, {
     method: "POST",
+    token,
     headers: { "Content-Type": "application/json", ...headers },
     body: typeof value === "string" ? value : JSON.stringify(value),
   });
@@ -160,7 +174,7 @@ export async function waitFor(what, check, ms = WAIT_MS) {
  * An SSE connection: `events` fills as they arrive ({event, id, data, comment}).
  * `until(predicate)` waits for an event; `close()` drops the connection.
  */
-export function openStream(base, pathName, headers = {}) {
+export function openStream(base, pathName, headers = {}, token = undefined) {
   const url = new URL(pathName, base);
   const stream = { events: [], status: undefined, headers: undefined, ended: false, _waiters: [] };
   const notify = () => {
@@ -169,7 +183,7 @@ export function openStream(base, pathName, headers = {}) {
     }
   };
   stream.response = new Promise((resolve, reject) => {
-    const req = http.get({ host: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, headers }, (res) => {
+    const req = http.get({ host: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, headers: withToken(base, headers, token) }, (res) => {
       stream.status = res.statusCode;
       stream.headers = res.headers;
       resolve(res);
