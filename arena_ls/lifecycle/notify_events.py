@@ -25,7 +25,7 @@ the job agent"):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -80,10 +80,6 @@ class NotifyTracker:
     _in_battery_stop: bool = False
     _waits: dict[int, int] = attrs.field(factory=dict)
     _in_wait: bool = False
-
-    @classmethod
-    def resuming(cls, run_id: str, job_name: str, log_path: str, told: Iterable[str]) -> NotifyTracker:
-        return cls(run_id, job_name, log_path, set(told))
 
     def observe(self, state: Mapping[str, Any]) -> list[NotifyEvent]:
         """The events this state shows that were not told yet (now counted as told)."""

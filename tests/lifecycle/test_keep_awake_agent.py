@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,13 +20,11 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.rundir import NotifySpec, PowerSpec, RunDir, RunState
+from arena_ls.lifecycle.rundir import PowerSpec
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.platform_awake import INHIBIT_MODE, INHIBIT_WHAT, LOGIND_BUS_ENV
+from tests.helpers.agent_runs import AgentRun
 from tests.helpers.dbus import DBUS_DAEMON, DBusDaemon, FakeLogind
-from tests.helpers.processes import kill_runs_of
-from tests.helpers.runs import claim_run
 from tests.helpers.waiting import wait_until
 
 pytestmark = [
@@ -36,9 +33,6 @@ pytestmark = [
         DBUS_DAEMON is None, reason="dbus-daemon is not installed (scripts/test.sh installs it)"
     ),
 ]
-
-TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "fake_trainer.py"
-RESUME = ["--resume", "--start-step", "{step}"]
 
 
 @pytest.fixture
@@ -59,58 +53,6 @@ def logind(bus: DBusDaemon) -> Iterator[FakeLogind]:
         service.close()
 
 
-class AgentRun:
-    """One run of the fake trainer under a real agent, started as a server starts it."""
-
-    def __init__(
-        self, root: Path, bus: str, *trainer_args: str, keep_awake: bool = True, **spec: Any
-    ) -> None:
-        self.root = root
-        argv = [sys.executable, str(TRAINER), *trainer_args]
-        power = PowerSpec(require_plugged_in=False, min_free_ram_mb=0, keep_awake=keep_awake)
-        fields: dict[str, Any] = {"resume_args": RESUME, "backoff_seconds": 0.0, **spec}
-        self.run_dir: RunDir = claim_run(
-            root, "lm", argv=argv, cwd=str(root), power=power, notify=NotifySpec(desktop=False), **fields
-        )
-        env = {**os.environ, LOGIND_BUS_ENV: bus}
-        with open(root / "agent.log", "ab") as log:
-            self.agent = subprocess.Popen(
-                [sys.executable, "-m", "arena_ls.lifecycle.launch", str(self.run_dir.path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-            )
-
-    def state(self) -> RunState | None:
-        try:
-            return self.run_dir.read_state()
-        except (OSError, ValueError):
-            return None
-
-    def wait_status(self, *statuses: RunStatus) -> RunState:
-        def reached() -> RunState | None:
-            state = self.state()
-            return state if state is not None and state.status in statuses else None
-
-        return wait_until(reached, f"the run {' or '.join(s.value for s in statuses)}")
-
-    def ended(self) -> RunState:
-        state = self.wait_status(RunStatus.SUCCEEDED, RunStatus.CRASHED, RunStatus.STOPPED, RunStatus.LOST)
-        self.agent.wait(timeout=60)
-        return state
-
-    def arena_lines(self) -> list[str]:
-        return [line.text for line in iter_all_lines(self.run_dir.path) if line.stream == "arena"]
-
-    def close(self) -> None:
-        if self.agent.poll() is None:
-            self.agent.kill()
-        self.agent.wait()
-        kill_runs_of(self.root)
-
-
 @pytest.fixture
 def runs(tmp_path: Path) -> Iterator[list[AgentRun]]:
     started: list[AgentRun] = []
@@ -119,8 +61,11 @@ def runs(tmp_path: Path) -> Iterator[list[AgentRun]]:
         run.close()
 
 
-def start(runs: list[AgentRun], root: Path, bus: DBusDaemon, *args: str, **spec: Any) -> AgentRun:
-    run = AgentRun(root, bus.address, *args, **spec)
+def start(
+    runs: list[AgentRun], root: Path, bus: DBusDaemon, *args: str, keep_awake: bool = True, **spec: Any
+) -> AgentRun:
+    power = PowerSpec(require_plugged_in=False, min_free_ram_mb=0, keep_awake=keep_awake)
+    run = AgentRun(root, *args, env={LOGIND_BUS_ENV: bus.address}, power=power, **spec)
     runs.append(run)
     return run
 
@@ -216,7 +161,7 @@ def test_a_refused_inhibitor_leaves_the_run_going_with_keep_awake_null_and_the_r
 def test_no_bus_at_all_leaves_the_run_going_with_keep_awake_null(
     tmp_path: Path, runs: list[AgentRun]
 ) -> None:
-    run = AgentRun(tmp_path, f"unix:path={tmp_path / 'no-such-bus'}", "--steps", "3")
+    run = AgentRun(tmp_path, "--steps", "3", env={LOGIND_BUS_ENV: f"unix:path={tmp_path / 'no-such-bus'}"})
     runs.append(run)
     state = run.ended()
     assert (state.status, state.keep_awake) == (RunStatus.SUCCEEDED, None)
