@@ -88,7 +88,7 @@ class NotifyTracker:
         return [NotifyEvent(key, self._payload(kind, key, state)) for key, kind in found]
 
     def _happenings(self, state: Mapping[str, Any]) -> list[tuple[str, str]]:
-        status = state.get("status")
+        status = _status(state)
         restarts = _int(state.get("restarts")) or 0
         battery = state.get("stoppedBy") == "battery"
         happenings: list[tuple[str, str]] = []
@@ -125,7 +125,7 @@ class NotifyTracker:
             "runId": self.run_id,
             "jobId": state.get("jobId"),
             "jobName": self.job_name,
-            "status": state.get("status"),
+            "status": _status(state),
             "outcome": _outcome(kind, state),
             "step": _int(state.get("step")),
             "totalSteps": _int(state.get("totalSteps")),
@@ -151,7 +151,7 @@ def _outcome(kind: str, state: Mapping[str, Any]) -> str:
     if kind == ENDED:
         if state.get("stoppedBy") == "battery":
             return "stopped for battery"
-        return str(state.get("status"))
+        return str(_status(state))
     return {RELAUNCHED: "relaunched", BATTERY_STOP: "stopped for battery", WAITING: "waiting"}[kind]
 
 
@@ -165,7 +165,7 @@ def _question(kind: str, state: Mapping[str, Any], failure_kind: Any) -> str | N
         return "plug the machine in: the run resumes when power returns"
     if kind == ENDED and isinstance(failure_kind, str):
         return QUESTIONS.get(failure_kind)
-    if kind == ENDED and state.get("status") == "lost":
+    if kind == ENDED and _status(state) == "lost":
         return "its job agent is gone: look at the log before starting it again"
     return None
 
@@ -188,6 +188,12 @@ def message(payload: Mapping[str, Any]) -> str:
     text = ", ".join(parts)
     question = payload.get("question")
     return f"{text}. {question[0].upper()}{question[1:]}." if question else text
+
+
+def _status(state: Mapping[str, Any]) -> Any:
+    """The status as its plain word (the agent's payload holds the ``RunStatus`` itself)."""
+    status = state.get("status")
+    return getattr(status, "value", status)
 
 
 def _int(value: Any) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena_ls.lifecycle.notify_events import NotifyTracker, notify_spec
+from arena_ls.lifecycle.states import RunStatus
 from arena_ls.settings import parse_settings
 
 CHECKPOINT = {"step": 40, "path": "ckpt-40.pt", "at": 1.0}
@@ -130,3 +131,13 @@ def test_the_spec_follows_the_settings() -> None:
 def test_a_shell_string_is_not_a_command() -> None:
     _, problems = parse_settings({"notify": {"command": "notify-me --json; rm -rf ~"}})
     assert problems and "notify.command" in problems[0]
+
+
+def test_the_agents_own_payload_with_its_status_enum_reads_as_words() -> None:
+    """The writer's payload holds the ``RunStatus`` itself; the event has the word (a test found it)."""
+    [event] = tracker().observe(state(RunStatus.STOPPED))  # type: ignore[arg-type]
+    assert (event.payload["status"], event.payload["outcome"], event.title) == (
+        "stopped",
+        "stopped",
+        "Tiny LM: stopped",
+    )
