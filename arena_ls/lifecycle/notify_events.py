@@ -12,8 +12,9 @@ the job agent"):
 - ``ended``: the run has a final status (``key`` ``ended``); when the person
   has a decision to make (a refused or unknown resume, a crash loop, a lost
   agent) ``question`` says which.
-- ``relaunched``: the watchdog's relaunch is running (``relaunched:N``, N the
-  run's relaunch count).
+- ``relaunched``: the watchdog's relaunch has run (``relaunched:N``, N the
+  run's relaunch count): told at its first ``running`` state, or, where no
+  written state showed it, as soon as a later one proves it ran.
 - ``battery-stop``: the run was stopped for battery and waits for power
   (``battery-stop:N``, the Nth such stop); one that ends the run is ``ended``
   with ``stoppedBy`` ``battery``.
@@ -92,10 +93,11 @@ class NotifyTracker:
         restarts = _int(state.get("restarts")) or 0
         battery = state.get("stoppedBy") == "battery"
         happenings: list[tuple[str, str]] = []
+        happenings.extend(
+            (f"{RELAUNCHED}:{n}", RELAUNCHED) for n in range(1, _relaunches_run(status, restarts) + 1)
+        )
         if status in FINAL:
             happenings.append((ENDED, ENDED))
-        if status == "running" and restarts > 0:
-            happenings.append((f"{RELAUNCHED}:{restarts}", RELAUNCHED))
         paused = status == "restarting" and battery
         if paused and not self._in_battery_stop:
             self._battery_stops += 1
@@ -144,6 +146,18 @@ class NotifyTracker:
         payload["title"] = f"{self.job_name}: {payload['outcome']}"
         payload["message"] = message(payload)
         return payload
+
+
+def _relaunches_run(status: Any, restarts: int) -> int:
+    """How many of the run's relaunches have certainly run by this state.
+
+    Every relaunch before the current one ran (a later crash came from it); the
+    current one ran once the run is ``running`` or ``stopping`` again, or
+    ``succeeded``. So a relaunch whose ``running`` no written state showed (its
+    writes folded into the next on a busy machine) is still told, late,
+    before the end."""
+    current_ran = status in ("running", "stopping", "succeeded")
+    return restarts if current_ran else max(restarts - 1, 0)
 
 
 def _outcome(kind: str, state: Mapping[str, Any]) -> str:

@@ -141,3 +141,15 @@ def test_the_agents_own_payload_with_its_status_enum_reads_as_words() -> None:
         "stopped",
         "Tiny LM: stopped",
     )
+
+
+def test_a_relaunch_no_written_state_showed_running_is_still_told_before_the_end() -> None:
+    """A busy machine folds writes together: ``restarting`` (1) then ``crashed`` with 2 relaunches."""
+    watch = tracker()
+    assert keys(watch, state("restarting", restarts=1), state("restarting", restarts=2)) == ["relaunched:1"]
+    assert keys(watch, state("succeeded", restarts=2)) == ["relaunched:2", "ended"]
+
+
+def test_a_relaunch_stopped_in_its_backoff_is_not_told_as_run() -> None:
+    watch = tracker()
+    assert keys(watch, state("restarting", restarts=1), state("stopped", restarts=1)) == ["ended"]
