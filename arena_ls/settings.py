@@ -102,8 +102,11 @@ class PowerSettings:
 
 
 _COMMAND = kind(
-    list_of(_NON_EMPTY, min_length=1).map(tuple), type="array", items={"type": "string"}
+    list_of(_NON_EMPTY).map(lambda parts: tuple(parts) or None),
+    type="array",
+    items={"type": "string"},
 ).or_none()
+"""An argument list; ``[]`` and null: none."""
 
 
 @attrs.frozen

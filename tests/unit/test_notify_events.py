@@ -153,3 +153,10 @@ def test_a_relaunch_no_written_state_showed_running_is_still_told_before_the_end
 def test_a_relaunch_stopped_in_its_backoff_is_not_told_as_run() -> None:
     watch = tracker()
     assert keys(watch, state("restarting", restarts=1), state("stopped", restarts=1)) == ["ended"]
+
+
+def test_an_empty_list_is_no_command() -> None:
+    settings, problems = parse_settings({"notify": {"command": []}})
+    assert problems == [] and notify_spec(settings).command is None
+    _, problems = parse_settings({"notify": {"command": ["notify-me", ""]}})
+    assert problems, "an empty argument is a mistake, not a command"
