@@ -91,6 +91,44 @@ class PowerSettings:
         _FLAG,
         "Start a run stopped for battery again, with resume, when power returns (once).",
     )
+    keep_awake: bool = setting(
+        "power.keepAwake",
+        True,
+        _FLAG,
+        "While a train run of this machine runs, its job agent keeps the machine from sleeping"
+        " (Windows SetThreadExecutionState, a logind inhibitor on Linux, caffeinate on macOS)"
+        " and lets go when the run ends or the agent dies.",
+    )
+
+
+_COMMAND = kind(
+    list_of(_NON_EMPTY).map(lambda parts: tuple(parts) or None),
+    type="array",
+    items={"type": "string"},
+).or_none()
+"""An argument list; ``[]`` and null: none."""
+
+
+@attrs.frozen
+class NotifySettings:
+    """How the job agent tells the person what happened to a run, with no editor open (contract 8.3)."""
+
+    desktop: bool = setting(
+        "notify.desktop",
+        True,
+        _FLAG,
+        "A desktop notification when a run ends, is relaunched, is stopped by the battery or waits for"
+        " a person (a toast on Windows, org.freedesktop.Notifications on Linux, osascript on macOS).",
+    )
+    command: tuple[str, ...] | None = setting(
+        "notify.command",
+        None,
+        _COMMAND,
+        "An argument list run for each of those events, with the event as one JSON object on its"
+        " standard input (never through a shell; 10 s timeout), such as"
+        ' `["python", "C:/tools/tell-my-phone.py"]`. Null: none. See docs/protocol.md.',
+        markdown=True,
+    )
 
 
 @attrs.frozen
@@ -334,6 +372,7 @@ class Settings:
     insights: InsightSettings = section(InsightSettings)
     probe: ProbeSettings = section(ProbeSettings)
     power: PowerSettings = section(PowerSettings)
+    notify: NotifySettings = section(NotifySettings)
     gates_severity: Mapping[str, str] = setting(
         "gates.severity",
         None,

@@ -50,6 +50,18 @@ install_neovim() {
     fi
 }
 
+install_dbus() { # a dbus-daemon of the laptop tests' own (keep-awake's logind, notifications): tests/helpers/dbus.py
+    if command -v dbus-daemon >/dev/null 2>&1; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing dbus (Debian package) for the keep-awake and notification tests"
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dbus >/dev/null
+    else
+        echo "dbus-daemon is not installed and cannot be installed here: the D-Bus tests will be skipped"
+    fi
+}
+
 lint() { # (&&: a function run by `timed` does not stop at a failure by itself)
     # pyproject's [tool.ruff.format] leaves the position-sensitive fixtures alone
     "$VENV_BIN/ruff" check arena_ls tests benchmarks &&
@@ -118,6 +130,7 @@ trap stop_lanes EXIT
 timed "bootstrap (.venv, PyTorch CPU, arena-ls with its test, plot, bench and ray extras)" bash scripts/bootstrap.sh
 . scripts/venv-bin.sh
 timed "neovim (for the Neovim end-to-end test)" install_neovim
+timed "dbus (for the keep-awake and notification tests)" install_dbus
 timed "ruff (lint and formatting)" lint
 
 start_lane types types_lane

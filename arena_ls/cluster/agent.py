@@ -31,6 +31,7 @@ from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.ray_trainer import RayTrainer, Timing
 from arena_ls.lifecycle import supervisor_events as events
+from arena_ls.lifecycle.agent_laptop import Laptop
 from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
 from arena_ls.lifecycle.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState, StateFolder
@@ -67,6 +68,8 @@ class ClusterAgent:
         self.trainer = RayTrainer(
             run_dir, self.folder, self.run_record, self.writer, self.output, adopt, connect, Timing.current()
         )
+        self.laptop = Laptop(self.spec, run_dir, self.state, self.lock, self.tell, self.writer)
+        """The person told of the run's events (contract 8.3); nothing is kept awake for a cluster."""
 
     def _initial_state(self, adopt: bool) -> RunState:
         state = RunState(run_id=self.spec.run_id, job_id=self.spec.job_id)
@@ -113,10 +116,13 @@ class ClusterAgent:
             name, pid = self.cluster.name, os.getpid()
             self.say(f"following the run on cluster {name!r} again (a new follower, pid {pid})")
         try:
+            self.laptop.start()
             self._run_attempts()
         finally:
+            self.laptop.release()
             if not self.writer.close_final(FINAL_WRITE_TIMEOUT):  # retried while the run folder is there
                 log.error("the final state could not be written: the run folder is gone")
+            self.laptop.finish()
             self.output.close()
             RunLock(self.folder).release(self.spec.run_id)
         return 0

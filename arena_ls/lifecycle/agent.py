@@ -22,6 +22,7 @@ from pathlib import Path
 
 from arena_ls import platform
 from arena_ls.lifecycle import supervisor_events as events
+from arena_ls.lifecycle.agent_laptop import Laptop
 from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
 from arena_ls.lifecycle.local_trainer import LocalTrainer
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
@@ -85,6 +86,8 @@ class Agent:
         self.trainer = LocalTrainer(
             run_dir, self.folder, self.record, self.writer, self.output, early, folder_handle=folder
         )
+        self.laptop = Laptop(self.spec, run_dir, self.state, self.lock, self.tell, self.writer)
+        """The machine kept awake while the run trains, and the person told (contract 8.3)."""
 
     # -- state ---------------------------------------------------------------------------
 
@@ -118,11 +121,14 @@ class Agent:
             return self._abandon(error)
         self._reserve_final_state()
         try:
+            self.laptop.start()
             AttemptLoop(self.record, self.trainer).run()
             return 0
         finally:
+            self.laptop.release()
             if not self.writer.close_final(1.0 if self.trainer.folder_watch.gone else FINAL_WRITE_TIMEOUT):
                 log.error("the final state could not be written: the run folder is gone")
+            self.laptop.finish()
             self.output.close()
             self.trainer.power.close()
             RunLock(self.folder).release(self.spec.run_id)

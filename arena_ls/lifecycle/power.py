@@ -35,6 +35,7 @@ def power_spec(settings: Settings) -> PowerSpec:
         resume_on_ac=power.resume_on_ac,
         require_plugged_in=preflight.require_plugged_in,
         min_free_ram_mb=preflight.min_free_ram_mb,
+        keep_awake=power.keep_awake,
     )
 
 

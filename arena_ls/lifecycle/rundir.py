@@ -124,6 +124,16 @@ class PowerSpec:
     resume_on_ac: bool = True
     require_plugged_in: bool = True
     min_free_ram_mb: int = 5120
+    keep_awake: bool = True
+    """``power.keepAwake`` at the start: the agent keeps the machine awake while the run trains."""
+
+
+@attrs.define
+class NotifySpec:
+    """``notify.*`` at the start (contract 8.3): the agent tells the person, with no server running."""
+
+    desktop: bool = True
+    command: list[str] | None = None
 
 
 @attrs.define
@@ -167,6 +177,8 @@ class RunSpec:
     """None: no power rule, no relaunch gate (a spec written before them, a cluster run)."""
     log_max_run_mb: float = 2048.0
     """``logs.maxRunMb`` at the start: the agent's writer caps the run's log to it (0: no cap)."""
+    notify: NotifySpec | None = None
+    """None: no notifications (a spec written before them)."""
 
 
 @attrs.define
@@ -200,9 +212,12 @@ class RunState:
     """Counts the writes of this state: readers never take an older state for a newer one."""
     waiting_for: list[dict[str, Any]] | None = None
     """``waitingFor``: the failing pre-flight checks a relaunch waits on (contract 7.3), or None."""
+    keep_awake: bool | None = None
+    """``keepAwake`` (contract 8.3): the agent keeps the machine awake (True), was told not to or the
+    run is not a ``train`` run of this machine (False), or could not (None: the reason is in the log)."""
 
 
-for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, PowerSpec, RunSpec, RunState):
+for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, PowerSpec, NotifySpec, RunSpec, RunState):
     _register_camel(_cls)
 
 

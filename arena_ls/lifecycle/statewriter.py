@@ -64,6 +64,7 @@ class StateWriter:
         self._reserve = reserve
         self.reserve_used = False
         """The final state went into the reserved space (the disk was full)."""
+        self._observer: Callable[[Any], None] | None = None
         self._failing = False
         self.failures = 0
         """Writes that failed (each was retried)."""
@@ -96,6 +97,13 @@ class StateWriter:
                 )
             )
         return cls(run_dir, folder, state, lock, say, reserve=reserve)
+
+    def observe_with(self, observer: Callable[[Any], None]) -> None:
+        """Hand ``observer`` every state this writer writes (its JSON payload), on the writer's thread.
+
+        For the notifier (contract 8.3): it sees each state as it is recorded, and
+        must return at once (it queues). Its failure is logged, never a failed write."""
+        self._observer = observer
 
     def report_failures_to(self, on_failure: Callable[[Exception], None]) -> None:
         """Tell ``on_failure`` of every failed write from now on (in place of the constructor's).
@@ -189,6 +197,11 @@ class StateWriter:
     def _write(self, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
         with self._state_lock:
             payload: Any = self._run_dir.state_payload(self._state)
+        if self._observer is not None:
+            try:
+                self._observer(payload)
+            except Exception:  # an observer never costs the run its state
+                log.exception("the state's observer failed")
         if checkpoint is not None:
             self._record_job_checkpoint(checkpoint)
         try:

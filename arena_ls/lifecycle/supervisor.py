@@ -47,6 +47,7 @@ from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
+from arena_ls.lifecycle.notify_events import notify_spec
 from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.probe import probe_job
 from arena_ls.lifecycle.retention import FinishedRun, is_log_file, runs_over_budget
@@ -735,6 +736,7 @@ class Supervisor:
                 allowed_roots=allowed_roots,
                 power=power_spec(settings) if plan.runs_here and job.kind == "train" else None,
                 log_max_run_mb=settings.logs_max_run_mb,
+                notify=notify_spec(settings),
             )
             specs.append(spec)
             return spec

@@ -62,10 +62,12 @@ class Kind(str, enum.Enum):
     """A cluster submission begins (its lines follow): ``cluster``, ``sid``."""
     NOTE = "note"
     """Any other line of the supervisor's own: ``text``."""
+    NOTIFIED = "notified"
+    """The person was told of an event (contract 8.3): ``key`` (the event's, told once), ``text``."""
 
 
 _FIELDS = ("job", "argv", "code", "signal", "failure", "evidence", "final", "step", "attempt", "budget",
-           "delay", "by", "status", "cluster", "sid", "text")  # fmt: skip
+           "delay", "by", "status", "cluster", "sid", "text", "key")  # fmt: skip
 
 
 class SupervisorEvent:
@@ -202,6 +204,10 @@ def note(text: str) -> SupervisorEvent:
     return SupervisorEvent(Kind.NOTE, {"text": text})
 
 
+def notified(key: str, text: str) -> SupervisorEvent:
+    return SupervisorEvent(Kind.NOTIFIED, {"key": key, "text": text})
+
+
 # -- rendering --------------------------------------------------------------------------------
 
 
@@ -261,6 +267,7 @@ _RENDERERS: dict[Kind, Any] = {
     Kind.ENDED: lambda e: f"run ended: {e.text_field('status')}",
     Kind.SUBMITTING: lambda e: f"submitting to cluster {e.text_field('cluster')} as {e.text_field('sid')}",
     Kind.NOTE: lambda e: e.text_field("text") or "",
+    Kind.NOTIFIED: lambda e: f"notified: {e.text_field('text')}",
 }
 
 

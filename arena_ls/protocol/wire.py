@@ -64,6 +64,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "insights": [],
         "lost": _lost(view, state),
         "waitingFor": state.waiting_for if view.status is RunStatus.RESTARTING else None,
+        "keepAwake": state.keep_awake,
     }
     if extra:
         info.update(extra)

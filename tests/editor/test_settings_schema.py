@@ -359,7 +359,7 @@ def test_null_is_sent_exactly_for_the_keys_whose_null_the_server_takes() -> None
     table = (EXTENSION / "src" / "core" / "settingsTable.ts").read_text(encoding="utf-8")
     listed = table.split("export const NULL_IS_A_VALUE_KEYS: readonly string[] = [")[1].split("]")[0]
     sent = {line.strip().strip('",') for line in listed.splitlines() if line.strip()}
-    assert sent == server_null_keys() == {"device.fp32Only", "insights.thermalMaxCelsius"}
+    assert sent == server_null_keys() == {"device.fp32Only", "insights.thermalMaxCelsius", "notify.command"}
     for key in sent:
         assert _schema_accepts(declared()[key], None), f"arena.{key} must declare null"
 

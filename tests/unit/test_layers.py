@@ -45,7 +45,7 @@ FLOORS: list[list[tuple[str, ...]]] = [
         ("uris",),
         ("timeutil",),
         ("errors",),
-        ("platform",),
+        ("platform", "platform_awake", "platform_notify"),
         ("docgen",),
     ],
     [("setting_decl",), ("loopcheck",)],

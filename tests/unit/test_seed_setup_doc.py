@@ -108,8 +108,10 @@ def test_the_stages_are_listed_blocked_and_the_one_that_is_a_job_is_not(tmp_path
 
 def test_the_page_names_only_real_settings_and_all_eight_rules() -> None:
     text = DOC.read_text(encoding="utf-8")
-    named = set(re.findall(r"`((?:preflight|power|gates|logs|watchdog|device|insights)\.[A-Za-z]+)`", text))
-    assert named >= {"power.onBattery", "power.graceSeconds", "power.resumeOnAc", "gates.severity"}
+    sections = "preflight|power|gates|logs|watchdog|device|insights|notify"
+    named = set(re.findall(rf"`((?:{sections})\.[A-Za-z]+)`", text))
+    assert named >= {"power.onBattery", "power.graceSeconds", "power.resumeOnAc", "gates.severity",
+                     "power.keepAwake", "notify.desktop", "notify.command"}  # fmt: skip
     assert named <= set(settings._FIELDS), named - set(settings._FIELDS)
     rows = re.findall(r"^\| ([1-8]) \|", text, re.MULTILINE)
     assert rows == [str(n) for n in range(1, 9)]

@@ -31,6 +31,8 @@ return {
   ["power.onBattery"] = "stop",
   ["power.graceSeconds"] = 60,
   ["power.resumeOnAc"] = true,
+  ["power.keepAwake"] = true,
+  ["notify.desktop"] = true,
   ["gates.severity"] = vim.empty_dict(),
   ["clusters"] = vim.empty_dict(),
 }

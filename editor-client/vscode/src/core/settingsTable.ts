@@ -34,6 +34,9 @@ export const SERVER_SETTING_KEYS = [
   "power.onBattery",
   "power.graceSeconds",
   "power.resumeOnAc",
+  "power.keepAwake",
+  "notify.desktop",
+  "notify.command",
   "gates.severity",
   "clusters",
 ] as const;
@@ -42,6 +45,7 @@ export const SERVER_SETTING_KEYS = [
 export const NULL_IS_A_VALUE_KEYS: readonly string[] = [
   "device.fp32Only",
   "insights.thermalMaxCelsius",
+  "notify.command",
 ];
 
 /** Every setting's declared default (null: the server picks its own, or "decide for me"). */
@@ -82,6 +86,9 @@ export const SETTING_DEFAULTS = {
   "power.onBattery": "stop",
   "power.graceSeconds": 60,
   "power.resumeOnAc": true,
+  "power.keepAwake": true,
+  "notify.desktop": true,
+  "notify.command": null,
   "gates.severity": {},
   "clusters": {},
 } as const;
