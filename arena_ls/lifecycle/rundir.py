@@ -127,6 +127,14 @@ class PowerSpec:
 
 
 @attrs.define
+class BootRecord:
+    """The machine's boot a run was launched in (contract 8.3; ``lifecycle/reboot.py``)."""
+
+    boot_id: str | None = None
+    boot_time: float | None = None
+
+
+@attrs.define
 class RunSpec:
     """What a run executes; written once by the server before the agent starts."""
 
@@ -167,6 +175,10 @@ class RunSpec:
     """None: no power rule, no relaunch gate (a spec written before them, a cluster run)."""
     log_max_run_mb: float = 2048.0
     """``logs.maxRunMb`` at the start: the agent's writer caps the run's log to it (0: no cap)."""
+    boot: BootRecord | None = None
+    """The boot of this machine the run was launched in (None: a cluster run, an older spec)."""
+    record: dict[str, Any] | None = None
+    """``RunInfo.record``: the code, interpreter, command and settings of the start (``runrecord.py``)."""
 
 
 @attrs.define
@@ -202,7 +214,7 @@ class RunState:
     """``waitingFor``: the failing pre-flight checks a relaunch waits on (contract 7.3), or None."""
 
 
-for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, PowerSpec, RunSpec, RunState):
+for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, PowerSpec, BootRecord, RunSpec, RunState):
     _register_camel(_cls)
 
 

@@ -1,0 +1,157 @@
+"""A restart of the machine under a run (contract 8.3), through real servers, agents and trainers.
+
+The restart is stood in for the way the issue asks: the run's agent and trainer are killed
+together (``kill -9`` both) while no server runs, and the fake machine of
+``tests/helpers/fake_hardware.py`` reports a later boot (another boot id, a later boot time).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.helpers.fake_hardware import write_fake_hardware
+from tests.helpers.lsp import (
+    ArenaClient,
+    job,
+    make_workspace,
+    stop_server,
+    wait_for,
+    wait_status,
+)
+from tests.helpers.waiting import wait_until
+from tests.lsp.test_health_and_preflight import fake_client
+
+BOOTED = time.time() - 3600.0
+FIRST_BOOT = {"boot": {"id": "boot-one", "time": BOOTED}}
+LATER_BOOT = {"boot": {"id": "boot-two", "time": time.time() - 5.0}}
+
+
+def restartable_job() -> dict[str, Any]:
+    """A train job whose trainer writes each checkpoint's file (the resume looks for it)."""
+    return job(
+        "lm", "--steps", "100000", "--interval", "0.05", "--ckpt-every", "5", "--write-ckpt", kind="train"
+    )
+
+
+async def start_a_run_then_restart_the_machine(tmp_path: Path) -> tuple[Path, Path, str, int]:
+    """A run that reached a checkpoint; then its server ends, the machine "restarts" (a later boot)
+    and its agent and trainer die together. Returns (workspace, hardware file, run id, its step)."""
+    root = make_workspace(tmp_path / "ws", [restartable_job()])
+    client, hardware = await fake_client(root, FIRST_BOOT)
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        run_id = run["runId"]
+        checkpointed = await wait_for(
+            lambda: next(
+                (s for s in client.statuses if s["runId"] == run_id and s.get("lastCheckpoint")), None
+            ),
+            what="a first checkpoint recorded",
+        )
+        pids = [checkpointed["pid"], checkpointed["agentPid"]]
+    finally:
+        await stop_server(client)
+    write_fake_hardware(hardware, LATER_BOOT)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        wait_gone(pid)
+    return root, hardware, run_id, checkpointed["lastCheckpoint"]["step"]
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(pid: int) -> None:
+    wait_until(lambda: gone(pid), what=f"process {pid} to be gone")
+
+
+def run_of(status: dict[str, Any], run_id: str) -> dict[str, Any]:
+    return next(run for run in status["runs"] if run["runId"] == run_id)
+
+
+async def offered_run(client: ArenaClient, run_id: str) -> dict[str, Any]:
+    """The run once a server has given its verdict (it adopts it as its first scan)."""
+    run = await wait_status(client, run_id, "crashed", "lost")
+    return run
+
+
+async def test_a_run_the_machine_restarted_under_is_offered_then_resumed_once(tmp_path: Path) -> None:
+    root, hardware, run_id, _ = await start_a_run_then_restart_the_machine(tmp_path)
+    # The next server: ``ask`` (the default) offers the resume and resumes nothing.
+    asking, _ = await fake_client(root, LATER_BOOT)
+    try:
+        run = await offered_run(asking, run_id)
+        assert run["status"] == "crashed", run
+        assert run["failure"]["kind"] == "machine-restarted", run
+        assert "restarted" in run["failure"]["evidence"]
+        step = run["lastCheckpoint"]["step"]
+        offer = run["afterReboot"]
+        assert (
+            offer["policy"] == "ask"
+            and offer["step"] == step
+            and offer["offer"] == f"Resume from step {step}"
+        )
+        assert offer["resumedBy"] is None and offer["newerRun"] is None
+        status = await asking.call("arena/status", {})
+        assert status["active"] is None and [r["runId"] for r in status["runs"]] == [run_id]
+    finally:
+        await stop_server(asking)
+    assert (root / f"ckpt-{step}.pt").exists()
+    # A server with ``resume``: resumes it from its checkpoint, after the pre-flight, once.
+    resuming, _ = await fake_client(root, LATER_BOOT, init_options={"watchdog": {"afterReboot": "resume"}})
+    try:
+        resumed_id = await wait_for(
+            lambda: next((s["runId"] for s in resuming.statuses if s["runId"] != run_id), None),
+            what="the resumed run",
+        )
+        resumed = await wait_status(resuming, resumed_id, "running")
+        assert resumed["argv"][-3:] == ["--resume", "--start-step", str(step)], resumed["argv"]
+        assert resumed["resumedFromStep"] == step
+        status = await resuming.call("arena/status", {})
+        offer = run_of(status, run_id)["afterReboot"]
+        assert offer["resumedBy"] == resumed_id and offer["offer"] is None, offer
+        await resuming.call("arena/stop", {"confirm": True})
+    finally:
+        await stop_server(resuming)
+    # A third server, with ``resume`` too: never resumes it again.
+    third, _ = await fake_client(root, LATER_BOOT, init_options={"watchdog": {"afterReboot": "resume"}})
+    try:
+        status = await third.call("arena/status", {})
+        assert sorted(r["runId"] for r in status["runs"]) == sorted([run_id, resumed_id])
+        assert run_of(status, run_id)["afterReboot"]["resumedBy"] == resumed_id
+        assert status["active"] is None and run_of(status, run_id)["afterReboot"]["offer"] is None
+    finally:
+        await stop_server(third)
+    assert (root / ".aide" / "training" / "runs" / run_id / ".after-reboot.claim").exists()
+    assert hardware.exists()
+
+
+async def test_the_same_boot_still_calls_the_run_lost(tmp_path: Path) -> None:
+    """Agent and trainer gone without a restart (the same boot): ``lost``, as before, no offer."""
+    root = make_workspace(tmp_path / "ws", [restartable_job()])
+    client, _ = await fake_client(root, FIRST_BOOT)
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        running = await wait_status(client, run["runId"], "running")
+    finally:
+        await stop_server(client)
+    for pid in (running["pid"], running["agentPid"]):
+        os.kill(pid, signal.SIGKILL)
+        wait_gone(pid)
+    again, _ = await fake_client(root, FIRST_BOOT, init_options={"watchdog": {"afterReboot": "resume"}})
+    try:
+        lost = await wait_status(again, run["runId"], "lost", "crashed")
+        assert lost["status"] == "lost" and lost["failure"]["kind"] == "error", lost
+        assert lost["afterReboot"] is None
+    finally:
+        await stop_server(again)
