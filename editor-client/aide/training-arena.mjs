@@ -14,7 +14,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
-import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, refusalDetail, stopPrompt } from "./lib/core.mjs";
+import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, rebootOffers, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
 export { stripAnsi };
 
@@ -127,6 +127,7 @@ export function activeShape(run) {
     stalled: run.stalled === true,
     waitingFor: run.waitingFor ?? null,
     insights: run.insights ?? [],
+    record: run.record ?? null,
   };
 }
 
@@ -149,7 +150,24 @@ export function runShape(run) {
     lastCheckpoint: run.lastCheckpoint ?? null,
     startedAt: run.startedAt ?? null,
     endedAt: run.endedAt ?? null,
+    afterReboot: run.afterReboot ?? null,
+    record: run.record ?? null,
   };
+}
+
+/**
+ * Contract 8.3: the runs a restart of the machine interrupted that a person may resume, newest
+ * first: `{runId, id, offer: "Resume from step N", message, startStep}`. The page's button posts
+ * `/api/training/start {id, approved: true, resume: true, startStep}`.
+ */
+export function interruptedShape(runs) {
+  return rebootOffers(runs ?? []).map((offer) => ({
+    runId: offer.runId,
+    id: offer.jobId,
+    offer: offer.label,
+    message: offer.message.replace(/^Arena: /, ""),
+    startStep: offer.params.startStep,
+  }));
 }
 
 function jobShape(job) {
@@ -344,6 +362,7 @@ export class TrainingArena {
       jobs: (status.jobs ?? []).map(jobShape),
       health: status.health ?? null,
       lastRun: runShape(latest),
+      interrupted: interruptedShape(runs),
       arena: { ready: this.client.ready, restarts: this.client.restarts },
       workspace: this.workspace,
     };
