@@ -7,7 +7,9 @@ together (``kill -9`` both) while no server runs, and the fake machine of
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from tests.client.support import run_arena, status_json
 from tests.helpers.fake_hardware import write_fake_hardware
 from tests.helpers.lsp import (
     ArenaClient,
@@ -155,3 +158,35 @@ async def test_the_same_boot_still_calls_the_run_lost(tmp_path: Path) -> None:
         assert lost["afterReboot"] is None
     finally:
         await stop_server(again)
+
+
+async def test_arena_resume_interrupted_offers_at_logon_then_resumes_once(tmp_path: Path) -> None:
+    """What the logon entry runs, through the real ``arena`` and ``arena-ls`` (this machine's
+    real boot is another boot than the fake one the run was launched in)."""
+    root, _, run_id, _ = await start_a_run_then_restart_the_machine(tmp_path)
+    asked = await asyncio.to_thread(run_arena, root, "resume-interrupted")
+    assert asked.returncode == 0, asked.stderr
+    offered = re.search(
+        rf"run {run_id} of job lm was interrupted by a restart of the machine: Resume from step (\d+)",
+        asked.stdout,
+    )
+    assert offered, asked.stdout
+    step = offered.group(1)
+    assert f"`arena start lm --start-step {step}`" in asked.stdout
+    shown = await asyncio.to_thread(run_arena, root, "status")
+    assert (
+        "Interrupted by a restart of the machine" in shown.stdout
+        and f"Resume from step {step}" in shown.stdout
+    )
+    resumed = await asyncio.to_thread(run_arena, root, "resume-interrupted", "--after-reboot", "resume")
+    try:
+        assert resumed.returncode == 0, resumed.stderr
+        said = re.search(rf"run {run_id} resumed from step {step} as run (\S+)", resumed.stdout)
+        assert said, resumed.stdout
+        again = await asyncio.to_thread(run_arena, root, "resume-interrupted", "--after-reboot", "resume")
+        assert again.returncode == 0 and "no run is waiting for a resume" in again.stdout, again.stdout
+    finally:
+        stopped = await asyncio.to_thread(run_arena, root, "stop", "--kill", "--confirm")
+        assert stopped.returncode == 0, stopped.stderr
+    runs = (await asyncio.to_thread(status_json, root))["runs"]
+    assert sorted(run["runId"] for run in runs) == sorted([run_id, said.group(1)])
