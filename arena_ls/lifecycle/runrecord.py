@@ -31,7 +31,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from arena_ls.setting_decl import declared_settings
 from arena_ls.settings import Settings
@@ -150,6 +150,14 @@ def file_sha256(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+class RunRecorder(Protocol):
+    """What makes a start's record (``run_record``; the supervisor is given it)."""
+
+    def __call__(
+        self, *, root: Path, python: Sequence[str], argv: Sequence[str], manifest: Path, settings: Settings
+    ) -> dict[str, Any]: ...
 
 
 def run_record(

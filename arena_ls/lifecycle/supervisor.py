@@ -72,7 +72,7 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
 )
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
-from arena_ls.lifecycle.runrecord import run_record
+from arena_ls.lifecycle.runrecord import RunRecorder
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
@@ -181,6 +181,7 @@ class Supervisor:
         backends: Backends,
         boot: BootReader | None = None,
         interrupted: Callable[[RunView], None] | None = None,
+        recorder: RunRecorder | None = None,
     ) -> None:
         self.root = root.resolve()
         self.settings = settings
@@ -217,6 +218,9 @@ class Supervisor:
         """Reads which boot of the machine this is (the tests' hardware fakes a later one)."""
         self.interrupted = interrupted
         """Told of each run this server recorded ``machine-restarted`` (``watchdog.afterReboot``)."""
+        self.recorder = recorder
+        """Makes each start's ``RunInfo.record`` (``runrecord.run_record``: git is a process); None:
+        runs record nothing (the in-process tests' supervisors)."""
 
     # -- paths and manifest ----------------------------------------------------------------
 
@@ -617,14 +621,16 @@ class Supervisor:
             launching(job)
         fresh = knowledge is not None and job.kind == "train" and request.resume is False
         planned = Planned(backend, plan, command, manifest)
-        record = await asyncio.to_thread(  # git is a process: never on the event loop
-            run_record,
-            root=self.root,
-            python=plan.python,
-            argv=trainer_argv(command, launched.resume_args, resume_step),
-            manifest=self.manifest_path(),
-            settings=self.settings(),
-        )
+        record = None
+        if self.recorder is not None:
+            record = await asyncio.to_thread(  # git is a process: never on the event loop
+                self.recorder,
+                root=self.root,
+                python=plan.python,
+                argv=trainer_argv(command, launched.resume_args, resume_step),
+                manifest=self.manifest_path(),
+                settings=self.settings(),
+            )
         view = await self._launch(launched, planned, resume_step, knowledge, fresh=fresh, record=record)
         for warning in warnings:
             self.listener.lifecycle(view, supervisor_events.warning(warning))

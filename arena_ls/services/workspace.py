@@ -25,6 +25,7 @@ from arena_ls.insights.service import InsightService, TaskStarter
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.follower import Listener
 from arena_ls.lifecycle.reboot import AFTER_REBOOT_CLAIM
+from arena_ls.lifecycle.runrecord import run_record
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.manifest import ManifestResult
@@ -69,6 +70,7 @@ class WorkspaceServices:
             backends=backends,
             boot=hardware.boot_identity,
             interrupted=lambda _view: self.resume_after_reboot(),
+            recorder=run_record,
         )
         self.tasks = tasks
         self.health = HealthService(
