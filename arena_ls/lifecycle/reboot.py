@@ -133,8 +133,13 @@ def record_resumed(run_dir: RunDir, resumed_by: str | None, problem: str | None 
 
 
 def after_reboot(run_dir: RunDir, policy: str, step: int | None, newer_run: str | None) -> AfterReboot:
-    """The offer of an interrupted run, as its folder says now."""
-    record = read_resumed(run_dir) or {}
+    """The offer of an interrupted run, as its folder says now. While a server's own resume is
+    under way (claimed, not recorded yet) the run it is starting is not taken for a person's
+    ``newer_run``: the resume's outcome is said by ``after-reboot.json`` once written."""
+    record = read_resumed(run_dir)
+    if record is None and (run_dir.path / f".{AFTER_REBOOT_CLAIM}.claim").exists():
+        newer_run = None
+    record = record or {}
     resumed_by = record.get("resumedBy")
     problem = record.get("problem")
     return AfterReboot(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.client.support import run_arena, status_json
 from tests.helpers.fake_hardware import write_fake_hardware
@@ -29,6 +30,8 @@ from tests.helpers.lsp import (
 )
 from tests.helpers.waiting import wait_until
 from tests.lsp.test_health_and_preflight import fake_client
+
+pytestmark = pytest.mark.process  # real servers, agents and trainers
 
 BOOTED = time.time() - 3600.0
 FIRST_BOOT = {"boot": {"id": "boot-one", "time": BOOTED}}
@@ -88,55 +91,75 @@ async def offered_run(client: ArenaClient, run_id: str) -> dict[str, Any]:
     return run
 
 
-async def test_a_run_the_machine_restarted_under_is_offered_then_resumed_once(tmp_path: Path) -> None:
-    root, hardware, run_id, _ = await start_a_run_then_restart_the_machine(tmp_path)
-    # The next server: ``ask`` (the default) offers the resume and resumes nothing.
-    asking, _ = await fake_client(root, LATER_BOOT)
+def run_folders(root: Path) -> list[str]:
+    return sorted(path.name for path in (root / ".aide" / "training" / "runs").iterdir() if path.is_dir())
+
+
+async def test_with_ask_the_next_server_offers_the_resume_and_taking_it_resumes(tmp_path: Path) -> None:
+    root, _, run_id, _ = await start_a_run_then_restart_the_machine(tmp_path)
+    asking, _ = await fake_client(root, LATER_BOOT)  # ``ask``: the default
     try:
         run = await offered_run(asking, run_id)
         assert run["status"] == "crashed", run
         assert run["failure"]["kind"] == "machine-restarted", run
-        assert "restarted" in run["failure"]["evidence"]
+        assert (
+            "the machine restarted since the run started (boot id boot-one is now boot-two)"
+            in run["failure"]["evidence"]
+        )
         step = run["lastCheckpoint"]["step"]
         offer = run["afterReboot"]
-        assert (
-            offer["policy"] == "ask"
-            and offer["step"] == step
-            and offer["offer"] == f"Resume from step {step}"
-        )
-        assert offer["resumedBy"] is None and offer["newerRun"] is None
+        assert offer == {
+            "policy": "ask", "step": step, "offer": f"Resume from step {step}",
+            "resumedBy": None, "newerRun": None, "problem": None,
+        }  # fmt: skip
         status = await asking.call("arena/status", {})
         assert status["active"] is None and [r["runId"] for r in status["runs"]] == [run_id]
+        # Taking the offer, as every client does: the job resumed at the offered step.
+        taken = await asking.call("arena/start", {"id": "lm", "resume": True, "startStep": offer["step"]})
+        resumed = await wait_status(asking, taken["runId"], "running")
+        assert resumed["argv"][-3:] == ["--resume", "--start-step", str(step)], resumed["argv"]
+        status = await asking.call("arena/status", {})
+        after = run_of(status, run_id)["afterReboot"]
+        assert after["offer"] is None and after["newerRun"] == taken["runId"], after
+        await asking.call("arena/stop", {"confirm": True})
     finally:
         await stop_server(asking)
+
+
+async def test_with_resume_the_next_server_resumes_it_once_even_two_at_once(tmp_path: Path) -> None:
+    root, _, run_id, step = await start_a_run_then_restart_the_machine(tmp_path)
     assert (root / f"ckpt-{step}.pt").exists()
-    # A server with ``resume``: resumes it from its checkpoint, after the pre-flight, once.
-    resuming, _ = await fake_client(root, LATER_BOOT, init_options={"watchdog": {"afterReboot": "resume"}})
+    resume = {"watchdog": {"afterReboot": "resume"}}
+    # Two servers come up together after the restart (an editor and the logon task): one resumes.
+    first, second = await asyncio.gather(
+        fake_client(root, LATER_BOOT, init_options=resume), fake_client(root, LATER_BOOT, init_options=resume)
+    )
+    clients = [first[0], second[0]]
     try:
         resumed_id = await wait_for(
-            lambda: next((s["runId"] for s in resuming.statuses if s["runId"] != run_id), None),
+            lambda: next((s["runId"] for c in clients for s in c.statuses if s["runId"] != run_id), None),
             what="the resumed run",
         )
-        resumed = await wait_status(resuming, resumed_id, "running")
+        resumed = await wait_status(first[0], resumed_id, "running")
         assert resumed["argv"][-3:] == ["--resume", "--start-step", str(step)], resumed["argv"]
         assert resumed["resumedFromStep"] == step
-        status = await resuming.call("arena/status", {})
-        offer = run_of(status, run_id)["afterReboot"]
-        assert offer["resumedBy"] == resumed_id and offer["offer"] is None, offer
-        await resuming.call("arena/stop", {"confirm": True})
+        crashed = run_of(await first[0].call("arena/status", {}), run_id)
+        assert crashed["status"] == "crashed" and crashed["failure"]["kind"] == "machine-restarted"
+        assert crashed["afterReboot"]["resumedBy"] == resumed_id and crashed["afterReboot"]["offer"] is None
+        await first[0].call("arena/stop", {"confirm": True})
     finally:
-        await stop_server(resuming)
-    # A third server, with ``resume`` too: never resumes it again.
-    third, _ = await fake_client(root, LATER_BOOT, init_options={"watchdog": {"afterReboot": "resume"}})
+        for client in clients:
+            await stop_server(client)
+    assert run_folders(root) == sorted([run_id, resumed_id])  # no server runs now: nothing more can start
+    # A restart of the server (a third one, with ``resume`` too): never resumes it again.
+    third, _ = await fake_client(root, LATER_BOOT, init_options=resume)
     try:
         status = await third.call("arena/status", {})
-        assert sorted(r["runId"] for r in status["runs"]) == sorted([run_id, resumed_id])
+        assert status["active"] is None
         assert run_of(status, run_id)["afterReboot"]["resumedBy"] == resumed_id
-        assert status["active"] is None and run_of(status, run_id)["afterReboot"]["offer"] is None
     finally:
         await stop_server(third)
-    assert (root / ".aide" / "training" / "runs" / run_id / ".after-reboot.claim").exists()
-    assert hardware.exists()
+    assert run_folders(root) == sorted([run_id, resumed_id])
 
 
 async def test_the_same_boot_still_calls_the_run_lost(tmp_path: Path) -> None:

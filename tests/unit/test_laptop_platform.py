@@ -299,3 +299,22 @@ def test_config_home_is_xdg_config_home_when_absolute() -> None:
     assert platform.config_home({"XDG_CONFIG_HOME": "/x/conf"}) == Path("/x/conf")
     assert platform.config_home({"XDG_CONFIG_HOME": "relative"}) == Path.home() / ".config"
     assert platform.config_home({}) == Path.home() / ".config"
+
+
+def test_a_resume_under_way_is_not_taken_for_a_persons_newer_run(tmp_path: Path) -> None:
+    from arena_ls.lifecycle.reboot import AFTER_REBOOT_CLAIM, after_reboot, record_resumed
+    from arena_ls.lifecycle.rundir import RunDir
+
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.path.mkdir()
+    assert after_reboot(run_dir, "resume", 40, "later").newer_run == "later"  # a person started it
+    assert run_dir.claim_once(AFTER_REBOOT_CLAIM)
+    assert not run_dir.claim_once(AFTER_REBOOT_CLAIM)  # once, whoever asks next
+    under_way = after_reboot(run_dir, "resume", 40, "later")
+    assert under_way.newer_run is None and under_way.offer == "Resume from step 40"
+    record_resumed(run_dir, "later")
+    done = after_reboot(run_dir, "resume", 40, "later")
+    assert done.resumed_by == "later" and done.offer is None
+    record_resumed(run_dir, None, "the resume after the restart was refused: pre-flight failed")
+    refused = after_reboot(run_dir, "resume", 40, None)
+    assert refused.problem is not None and refused.offer == "Resume from step 40"
