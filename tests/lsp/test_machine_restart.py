@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
+from arena_ls.lifecycle.rundir import StateFolder
 from tests.client.support import run_arena, status_json
 from tests.helpers.fake_hardware import write_fake_hardware
 from tests.helpers.lsp import (
@@ -67,7 +68,11 @@ async def start_a_run_then_restart_the_machine(tmp_path: Path) -> tuple[Path, Pa
         os.kill(pid, signal.SIGKILL)
     for pid in pids:
         wait_gone(pid)
-    return root, hardware, run_id, checkpointed["lastCheckpoint"]["step"]
+    # The job's last checkpoint as the dead agent left it (a loaded machine may have let the trainer
+    # announce a later one than the status above showed): what a resume starts from.
+    record = StateFolder(root / ".aide" / "training").job_checkpoint("lm")
+    assert record is not None and record.step >= checkpointed["lastCheckpoint"]["step"]
+    return root, hardware, run_id, record.step
 
 
 def gone(pid: int) -> bool:
@@ -96,7 +101,7 @@ def run_folders(root: Path) -> list[str]:
 
 
 async def test_with_ask_the_next_server_offers_the_resume_and_taking_it_resumes(tmp_path: Path) -> None:
-    root, _, run_id, _ = await start_a_run_then_restart_the_machine(tmp_path)
+    root, _, run_id, step = await start_a_run_then_restart_the_machine(tmp_path)
     asking, _ = await fake_client(root, LATER_BOOT)  # ``ask``: the default
     try:
         run = await offered_run(asking, run_id)
@@ -106,7 +111,6 @@ async def test_with_ask_the_next_server_offers_the_resume_and_taking_it_resumes(
             "the machine restarted since the run started (boot id boot-one is now boot-two)"
             in run["failure"]["evidence"]
         )
-        step = run["lastCheckpoint"]["step"]
         offer = run["afterReboot"]
         assert offer == {
             "policy": "ask", "step": step, "offer": f"Resume from step {step}",
@@ -186,7 +190,7 @@ async def test_the_same_boot_still_calls_the_run_lost(tmp_path: Path) -> None:
 async def test_arena_resume_interrupted_offers_at_logon_then_resumes_once(tmp_path: Path) -> None:
     """What the logon entry runs, through the real ``arena`` and ``arena-ls`` (this machine's
     real boot is another boot than the fake one the run was launched in)."""
-    root, _, run_id, _ = await start_a_run_then_restart_the_machine(tmp_path)
+    root, _, run_id, recorded = await start_a_run_then_restart_the_machine(tmp_path)
     asked = await asyncio.to_thread(run_arena, root, "resume-interrupted")
     assert asked.returncode == 0, asked.stderr
     offered = re.search(
@@ -195,6 +199,7 @@ async def test_arena_resume_interrupted_offers_at_logon_then_resumes_once(tmp_pa
     )
     assert offered, asked.stdout
     step = offered.group(1)
+    assert step == str(recorded)
     assert f"`arena start lm --start-step {step}`" in asked.stdout
     shown = await asyncio.to_thread(run_arena, root, "status")
     assert (
