@@ -30,6 +30,7 @@ from arena_ls.validation import (
 
 GpuContention = Literal["error", "warn", "off"]
 OnBattery = Literal["stop", "warn", "ignore"]
+AfterReboot = Literal["ask", "resume", "never"]
 TUNABLE_GATES = ("AR010", "AR011", "AR012")
 """The gates whose severity setting ``gates.severity`` may set (contract 7.3)."""
 GATE_SEVERITIES = ("error", "warning", "information")
@@ -368,6 +369,14 @@ class Settings:
         600.0,
         _POSITIVE,
         "A running trainer silent for this many seconds is reported as stalled.",
+    )
+    watchdog_after_reboot: AfterReboot = setting(
+        "watchdog.afterReboot",
+        "ask",
+        _one_of("ask", "resume", "never"),
+        "A run the machine's restart interrupted: every client offers to resume it (ask), the first"
+        " server after the restart resumes it once from its checkpoint, after the pre-flight (resume),"
+        " or nothing is offered (never).",
     )
     insights: InsightSettings = section(InsightSettings)
     probe: ProbeSettings = section(ProbeSettings)

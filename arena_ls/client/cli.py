@@ -14,7 +14,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from arena_ls.client import commands
+from arena_ls.client import commands, interrupted
+from arena_ls.client.autostart import AFTER_REBOOT_CHOICES
 from arena_ls.client.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -92,6 +93,7 @@ def build_parser() -> Parser:
         help="start over instead of resuming (a run that finished all its steps starts over anyway)",
     )
     _add_raw(demo)
+    _add_laptop(sub, common)
     plot = sub.add_parser("plot", parents=[common], help="a run's loss curve as a PNG")
     plot.add_argument("job", nargs="?", metavar="JOB")
     plot.add_argument(
@@ -167,6 +169,32 @@ def _add_logs(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     _add_raw(logs)
 
 
+def _add_laptop(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    """``resume-interrupted`` and ``autostart`` (contract 8.3: a restart of the machine)."""
+    resume = sub.add_parser(
+        "resume-interrupted",
+        parents=[common],
+        help="resume (or offer) the runs a restart of the machine interrupted, per watchdog.afterReboot",
+    )
+    _add_after_reboot(resume)
+    autostart = sub.add_parser(
+        "autostart",
+        parents=[common],
+        help="run `arena resume-interrupted` in this workspace at each logon (install, remove, status)",
+    )
+    autostart.add_argument("action", choices=("install", "remove", "status"))
+    _add_after_reboot(autostart)
+
+
+def _add_after_reboot(parser: Parser) -> None:
+    parser.add_argument(
+        "--after-reboot",
+        choices=AFTER_REBOOT_CHOICES,
+        default=None,
+        help="watchdog.afterReboot for this command (default: the settings in $ARENA_SETTINGS, else ask)",
+    )
+
+
 def _add_raw(parser: Parser) -> None:
     parser.add_argument(
         "--raw",
@@ -201,6 +229,8 @@ COMMANDS: dict[str, Command] = {
     "logs": commands.cmd_logs,
     "demo": commands.cmd_demo,
     "plot": commands.cmd_plot,
+    "resume-interrupted": interrupted.cmd_resume_interrupted,
+    "autostart": interrupted.cmd_autostart,
 }
 
 

@@ -445,6 +445,7 @@ def print_checkpoints(options: Options, info: dict[str, Any], metrics: dict[str,
 
 async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
     from arena_ls.client.plot import (
+        code_subtitle,
         default_plot_path,
         require_matplotlib,
         resume_chain,
@@ -465,7 +466,7 @@ async def cmd_plot(options: Options, args: argparse.Namespace) -> int:
     if curve.empty:
         raise CliError(f"job {job_id} has no loss points to plot yet")
     out = Path(args.out) if args.out else default_plot_path(options.root, job_id)
-    write_curve_png(curve, title, out)
+    write_curve_png(curve, title, out, code_subtitle(chain))
     write_plain(options.console, f"wrote {out.resolve()}")
     write_plain(options.console, plot_summary(job_id, count, curve))
     return EXIT_OK

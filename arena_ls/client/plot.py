@@ -153,9 +153,29 @@ def _add_points(curve: JobCurve, points: list[Any]) -> None:
         _append(curve.lr, step, finite(point.get("lr")))
 
 
-def write_curve_png(curve: JobCurve, title: str, out: Path) -> None:
+def code_subtitle(chain: Sequence[dict[str, Any]]) -> str | None:
+    """The plot's subtitle from the runs' records (contract 8.3): the newest run's commit and
+    whether its tree was dirty, and any other commit an earlier run of the curve trained with;
+    None when no run recorded a repository."""
+    codes: list[str] = []
+    for run in reversed(chain):
+        record = run.get("record")
+        git = record.get("git") if isinstance(record, dict) else None
+        if not isinstance(git, dict):
+            continue
+        commit = str(git.get("commit") or "no commit yet")[:12]
+        code = f"{commit} (dirty)" if git.get("dirty") else commit
+        if code not in codes:
+            codes.append(code)
+    if not codes:
+        return None
+    earlier = f" · earlier runs: {', '.join(codes[1:4])}" if len(codes) > 1 else ""
+    return f"code {codes[0]}{earlier}"
+
+
+def write_curve_png(curve: JobCurve, title: str, out: Path, subtitle: str | None = None) -> None:
     """Loss (and held-out loss) against step, the learning rate on a second axis,
-    checkpoints dotted and resumes solid, into ``out``."""
+    checkpoints dotted and resumes solid, into ``out``; ``subtitle`` under the title."""
     if curve.empty:
         raise CliError("no loss points to plot yet")
     import matplotlib
@@ -166,7 +186,7 @@ def write_curve_png(curve: JobCurve, title: str, out: Path) -> None:
     figure, axes = pyplot.subplots(figsize=(9, 4.8), dpi=100)
     try:
         _draw(curve, axes)
-        axes.set_title(title)
+        axes.set_title(f"{title}\n{subtitle}" if subtitle else title)
         figure.tight_layout()
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

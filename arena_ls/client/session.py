@@ -77,8 +77,9 @@ def init_options() -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def connect(options: Options) -> AsyncIterator[LspSession]:
-    """A started, initialized session; shut down cleanly at the end (runs go on)."""
+async def connect(options: Options, settings: dict[str, Any] | None = None) -> AsyncIterator[LspSession]:
+    """A started, initialized session; shut down cleanly at the end (runs go on). ``settings``
+    are applied over the user's (a command's own choice, ``--after-reboot``)."""
     if not options.root.is_dir():
         raise CliError(f"workspace root {options.root} is not a folder", 2)
     stderr = None if options.verbose else subprocess.DEVNULL
@@ -87,7 +88,7 @@ async def connect(options: Options) -> AsyncIterator[LspSession]:
     except OSError as error:
         raise CliError(f"cannot start arena-ls: {error}") from error
     try:
-        await session.initialize(options.root, init_options())
+        await session.initialize(options.root, {**init_options(), **(settings or {})})
         yield session
     finally:
         await session.close()

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console, RenderableType
 from rich.table import Table
 
+from arena_ls.client.interrupted import offer_line, offers
 from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, run_place
 from arena_ls.client.visible import visible_data
 
@@ -30,9 +31,38 @@ def status_renderables(status: dict[str, Any], *, no_jobs: str = NO_JOBS) -> lis
         jobs_table(status.get("jobs") or [], no_jobs=no_jobs),
         active_table(status.get("active")),
         runs_table(runs[-RECENT_RUNS:]),
+        *interrupted_tables(runs),
         health_table(status.get("health") or {}, status.get("deviceProfile")),
         *gpu_tables(status.get("health") or {}),
     ]
+
+
+def interrupted_tables(runs: list[dict[str, Any]]) -> list[Table]:
+    """The runs a restart of the machine interrupted, with the command that resumes each (8.3)."""
+    waiting = offers(runs)
+    if not waiting:
+        return []
+    table = Table(title="Interrupted by a restart of the machine", title_justify="left", show_header=False)
+    table.add_column("run")
+    table.add_column("offer")
+    for run in reversed(waiting):
+        table.add_row(str(run.get("runId")), offer_line(run))
+    return [table]
+
+
+def record_text(record: Any) -> str:
+    """``RunInfo.record`` in a line: the commit and whether it was dirty, then the interpreter."""
+    if not isinstance(record, dict):
+        return "-"
+    git = record.get("git")
+    if isinstance(git, dict):
+        commit = str(git.get("commit") or "no commit yet")[:12]
+        code = f"{commit} (dirty)" if git.get("dirty") else commit
+    else:
+        code = "not in a git repository"
+    python = record.get("python")
+    version = f" {python['version']}" if isinstance(python, dict) and python.get("version") else ""
+    return f"{code} · python{version}"
 
 
 def _yes_no(value: Any) -> str:
@@ -78,6 +108,7 @@ def active_table(active: dict[str, Any] | None) -> Table:
         ("last checkpoint", checkpoint_text(active.get("lastCheckpoint"))),
         ("restarts", str(active.get("restarts"))),
         ("started", str(active.get("startedAt"))),
+        ("code", record_text(active.get("record"))),
     ):
         table.add_row(name, value)
     for insight in active.get("insights") or []:
@@ -112,7 +143,7 @@ def checkpoint_text(checkpoint: Any) -> str:
 
 def runs_table(runs: list[dict[str, Any]]) -> Table:
     table = Table(title="Recent runs", title_justify="left")
-    for column in ("run", "job", "status", "stopped by", "exit", "step", "ended"):
+    for column in ("run", "job", "status", "stopped by", "exit", "step", "ended", "code"):
         table.add_column(column)
     for run in runs:
         table.add_row(
@@ -123,9 +154,10 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
             str(run.get("exitCode") if run.get("exitCode") is not None else run.get("signal") or "-"),
             fmt_step(run.get("step"), run.get("totalSteps")),
             str(run.get("endedAt") or "-"),
+            record_text(run.get("record")).split(" · ")[0],
         )
     if not runs:
-        table.add_row("-", "no runs yet", "", "", "", "", "")
+        table.add_row("-", "no runs yet", "", "", "", "", "", "")
     return table
 
 

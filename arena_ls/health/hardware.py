@@ -24,9 +24,11 @@ from typing import Any, Protocol, TypeVar
 
 import psutil
 
+from arena_ls import platform
 from arena_ls.health.model import (
     BYTES_PER_MB,
     BatteryInfo,
+    BootIdentity,
     CpuInfo,
     Gpu,
     GpuProcess,
@@ -56,6 +58,10 @@ class Hardware(Protocol):
 
     def disk_free_mb(self, path: Path) -> int:
         """Free space on the file system that holds ``path`` (which may not exist yet)."""
+        ...
+
+    def boot_identity(self) -> BootIdentity:
+        """Which boot of the machine this is (its id where the system has one, and its time)."""
         ...
 
 
@@ -99,6 +105,9 @@ class SystemHardware:
 
     def disk_free_mb(self, path: Path) -> int:
         return int(shutil.disk_usage(nearest_existing(path)).free) // BYTES_PER_MB
+
+    def boot_identity(self) -> BootIdentity:
+        return BootIdentity(platform.boot_id(), platform.boot_time())
 
     def close(self) -> None:
         """Shut NVML down now instead of at exit. Later GPU reads report an error."""

@@ -94,3 +94,15 @@ class Health:
     battery: BatteryInfo | None
     gpus: tuple[Gpu, ...]
     gpu_error: str | None
+
+
+@attrs.frozen
+class BootIdentity:
+    """Which boot of the machine this is (contract 8.3: a restart under a run).
+
+    ``boot_id`` is the kernel's id of the boot where there is one (Linux), else None;
+    ``boot_time`` the boot's time in epoch seconds, None when unreadable. The time moves
+    with the system clock, so it is only compared with a tolerance (``lifecycle/reboot.py``)."""
+
+    boot_id: str | None
+    boot_time: float | None

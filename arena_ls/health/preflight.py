@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +50,7 @@ def run_preflight(
     state_dir: Path,
     our_pids: AbstractSet[int],
     gate_errors: list[str] | None,
+    reboot_pending: Callable[[], str | None] | None = None,
 ) -> tuple[list[Check], list[str]]:
     """Run the checks for a job of this kind; return them and the warning lines.
 
@@ -58,7 +59,9 @@ def run_preflight(
     ``gates``. Every check runs even when an earlier one failed, so the user
     sees everything to fix at once. ``gate_errors`` holds the trainer's
     error-severity gate findings as lines, or None when the job has no trainer.
-    Paths should be absolute.
+    Paths should be absolute. With ``reboot_pending`` (what says the machine waits for a
+    restart: ``platform.reboot_pending``) a ``train`` job gets the ``reboot-pending`` check
+    too, a warning that never refuses the start.
     """
     if kind == "task":
         return [check_state_dir(state_dir), check_disk(hw, settings, checkpoint_dir, state_dir)], []
@@ -71,7 +74,28 @@ def run_preflight(
         check_state_dir(state_dir),
         check_gates(gate_errors),
     ]
+    if reboot_pending is not None:
+        pending, warning = check_reboot_pending(reboot_pending)
+        checks.append(pending)
+        warnings.extend(warning)
     return checks, warnings
+
+
+def check_reboot_pending(reboot_pending: Callable[[], str | None]) -> tuple[Check, list[str]]:
+    """``reboot-pending`` (contract 8.3), a warning: the machine waits for a restart (Windows
+    Update, a pending file rename, Linux's ``/var/run/reboot-required``), which may come
+    during the run; the run resumes from its checkpoint after it (``watchdog.afterReboot``)."""
+    try:
+        why = reboot_pending()
+    except OSError as error:
+        return Check("reboot-pending", True, f"not known: {error}"), []
+    if why is None:
+        return Check("reboot-pending", True, "no restart pending"), []
+    warning = (
+        f"the machine waits for a restart ({why}); it may restart during the run (Windows Update "
+        "does at night): restart first, or keep checkpoints frequent"
+    )
+    return Check("reboot-pending", True, f"a restart is pending: {why} (warned)"), [warning]
 
 
 def check_power(hw: Hardware, settings: PreflightSettings) -> Check:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from arena_ls import platform
 from arena_ls.diagnostics import Diag
 from arena_ls.health.device import describe_device_profile, fp32_only
 from arena_ls.health.hardware import Hardware
@@ -38,12 +39,15 @@ class Preflight:
         *,
         root: Path,
         state_dir: Callable[[], Path],
+        reboot_pending: Callable[[], str | None] = platform.reboot_pending,
     ) -> None:
         self.hardware = hardware
         self.settings = settings
         self.root = root
         self.state_dir = state_dir
         """The state folder as it is now (settings may move it)."""
+        self.reboot_pending = reboot_pending
+        """What says the machine waits for a restart (``platform.reboot_pending``; tests fake it)."""
 
     def run(
         self, job: Job, gate_errors: list[Diag], our_pids: set[int]
@@ -57,6 +61,7 @@ class Preflight:
             state_dir=self.state_dir(),
             our_pids=our_pids,
             gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
+            reboot_pending=self.reboot_pending,
         )
         return [check_to_wire(c) for c in checks], warnings
 

@@ -79,6 +79,9 @@ class FollowedRuns(Protocol):
     def retry_damaged(self, view: RunView) -> None:
         """Look at a damaged run's files again."""
 
+    def check_lost(self, view: RunView) -> bool:
+        """Give the verdict on an unfinished run whose follower is gone (``RunView.check_lost``)."""
+
     def report_damage(self, view: RunView) -> None:
         """Report a run's damage to the user (once)."""
 
@@ -359,7 +362,7 @@ class RunFollower:
                 if line.event is not None:
                     self.listener.lifecycle(view, line.event)
         if check_liveness:
-            view.check_lost(self.runs.folder)
+            self.runs.check_lost(view)
             view.check_disk()
         self.notify_if_changed(view)
 

@@ -137,6 +137,14 @@ class NotifySpec:
 
 
 @attrs.define
+class BootRecord:
+    """The machine's boot a run was launched in (contract 8.3; ``lifecycle/reboot.py``)."""
+
+    boot_id: str | None = None
+    boot_time: float | None = None
+
+
+@attrs.define
 class RunSpec:
     """What a run executes; written once by the server before the agent starts."""
 
@@ -179,6 +187,10 @@ class RunSpec:
     """``logs.maxRunMb`` at the start: the agent's writer caps the run's log to it (0: no cap)."""
     notify: NotifySpec | None = None
     """None: no notifications (a spec written before them)."""
+    boot: BootRecord | None = None
+    """The boot of this machine the run was launched in (None: a cluster run, an older spec)."""
+    record: dict[str, Any] | None = None
+    """``RunInfo.record``: the code, interpreter, command and settings of the start (``runrecord.py``)."""
 
 
 @attrs.define
@@ -217,7 +229,17 @@ class RunState:
     run is not a ``train`` run of this machine (False), or could not (None: the reason is in the log)."""
 
 
-for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, PowerSpec, NotifySpec, RunSpec, RunState):
+for _cls in (
+    CheckpointRecord,
+    Failure,
+    ClusterSpec,
+    ClusterRecord,
+    PowerSpec,
+    NotifySpec,
+    BootRecord,
+    RunSpec,
+    RunState,
+):
     _register_camel(_cls)
 
 

@@ -15,6 +15,7 @@ import struct
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -39,6 +40,9 @@ from arena_ls.lifecycle.rundir import (
 )
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
+
+MACHINE_RESTARTED = "machine-restarted"
+"""``failure.kind`` of a run whose machine restarted under it (``lifecycle/reboot.py``)."""
 
 log = logging.getLogger(__name__)
 
@@ -357,14 +361,18 @@ class RunView:
         """Whether the run's follower (a local run's agent) lives."""
         return self.backend.follower_alive(self.state, self.agent)
 
-    def check_lost(self, folder: StateFolder) -> bool:
+    def check_lost(
+        self, folder: StateFolder, restarted: Callable[[RunSpec], str | None] | None = None
+    ) -> bool:
         """Mark an unfinished run whose follower is gone as ``lost``; True when it did.
 
         A back end whose runs outlive their follower (a cluster) is asked
         for a new one first. A local trainer dies with its agent (Linux:
         PDEATHSIG; Windows: the job object); should any of its tree survive,
         the back end kills it here, so no trainer runs unmanaged. Only one
-        server records the verdict.
+        server records the verdict. ``restarted`` says whether the machine
+        restarted since the run's launch (``lifecycle/reboot.py``): then the
+        run ends ``crashed`` with ``failure.kind`` ``machine-restarted``.
         """
         if self.damage is not None:
             self.free_if_damaged(folder)
@@ -384,8 +392,12 @@ class RunView:
         assert state is not None
         if self.backend.revivable:
             return self._revive(state, folder)
+        restart = restarted(self.spec) if restarted is not None else None
         if not self.run_dir.claim_once("verdict"):
             return False
+        if restart is not None:
+            self._record_ended(state, folder, RunStatus.CRASHED, Failure(MACHINE_RESTARTED, restart))
+            return True
         self._record_lost(state, folder, "the job agent is gone and recorded no exit status")
         return True
 
@@ -440,17 +452,24 @@ class RunView:
 
     def _record_lost(self, state: RunState, folder: StateFolder, evidence: str) -> None:
         """Record the ``lost`` verdict (in memory when the disk refuses it) and free the lock."""
+        self._record_ended(state, folder, RunStatus.LOST, Failure("error", evidence))
+
+    def _record_ended(
+        self, state: RunState, folder: StateFolder, status: RunStatus, failure: Failure
+    ) -> None:
+        """Record a verdict on a run whose follower is gone (in memory when the disk refuses it)
+        and free the lock."""
         remains = self.backend.end_remains(self.run_dir, state)
         if remains:
-            evidence += f"; {remains}"
-        state.status = RunStatus.LOST
-        state.failure = Failure("error", evidence)
+            failure = Failure(failure.kind, f"{failure.evidence}; {remains}")
+        state.status = status
+        state.failure = failure
         state.ended_at = state.ended_at or time.time()
         try:
             self.run_dir.write_state(state)
             self.state_signature = self.run_dir.state_signature()
         except OSError as error:  # a full disk: the verdict stays in memory, the lock goes anyway
-            log.warning("run %s: could not record that it was lost: %s", self.run_id, error)
+            log.warning("run %s: could not record that it was %s: %s", self.run_id, status.value, error)
         RunLock(folder).release(self.run_id)
 
     def check_disk(self) -> None:

@@ -39,6 +39,7 @@ from arena_ls.errors import (
     ArenaError,
     InvalidParams,
 )
+from arena_ls.health.model import BootIdentity
 from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.backends.base import Backends, Check, FollowerProcess, RunBackend, RunPlan
 from arena_ls.lifecycle.capture import Cursor, LogLine
@@ -50,6 +51,16 @@ from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, Overw
 from arena_ls.lifecycle.notify_events import notify_spec
 from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.probe import probe_job
+from arena_ls.lifecycle.reboot import (
+    BOOT_TOLERANCE,
+    AfterReboot,
+    BootReader,
+    after_reboot,
+    boot_record,
+    interrupted_by_restart,
+    record_resumed,
+    restart_evidence,
+)
 from arena_ls.lifecycle.retention import FinishedRun, is_log_file, runs_over_budget
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
@@ -62,6 +73,7 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
 )
 from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
+from arena_ls.lifecycle.runrecord import RunRecorder
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.trainer_start import trainer_argv
@@ -168,6 +180,9 @@ class Supervisor:
         gate_checker: GateChecker | None = None,
         preflight: PreflightRunner | None = None,
         backends: Backends,
+        boot: BootReader | None = None,
+        interrupted: Callable[[RunView], None] | None = None,
+        recorder: RunRecorder | None = None,
     ) -> None:
         self.root = root.resolve()
         self.settings = settings
@@ -200,6 +215,13 @@ class Supervisor:
         without holding the event loop; what is not adopted yet is read from disk when asked)."""
         self._read_ahead: dict[str, RunView] = {}
         """Views of runs to adopt, read on a worker thread by ``list_history`` for the next scan."""
+        self.boot: BootReader = boot if boot is not None else _this_boot
+        """Reads which boot of the machine this is (the tests' hardware fakes a later one)."""
+        self.interrupted = interrupted
+        """Told of each run this server recorded ``machine-restarted`` (``watchdog.afterReboot``)."""
+        self.recorder = recorder
+        """Makes each start's ``RunInfo.record`` (``runrecord.run_record``: git is a process); None:
+        runs record nothing (the in-process tests' supervisors)."""
 
     # -- paths and manifest ----------------------------------------------------------------
 
@@ -351,9 +373,33 @@ class Supervisor:
             return None
         self.views[view.spec.run_id] = view
         self.report_damage(view)
-        if view.check_lost(self.folder):
-            log.warning("run %s was lost", view.spec.run_id)
+        if self.check_lost(view):
+            log.warning("run %s ended %s", view.spec.run_id, view.status.value)
         return view
+
+    def check_lost(self, view: RunView) -> bool:
+        """The verdict on an unfinished run whose follower is gone: ``lost``, or ``crashed`` with
+        ``machine-restarted`` when the machine restarted since its launch (then ``interrupted``
+        is told). True when this server recorded one."""
+        recorded = view.check_lost(self.folder, self.restart_evidence)
+        if recorded and interrupted_by_restart(view.state):
+            log.warning(
+                "run %s: %s",
+                view.run_id,
+                view.state.failure.evidence if view.state and view.state.failure else "",
+            )
+            if self.interrupted is not None:
+                self.interrupted(view)
+        return recorded
+
+    def restart_evidence(self, spec: RunSpec) -> str | None:
+        """Why the machine restarted since ``spec``'s launch, or None (``lifecycle/reboot.py``)."""
+        try:
+            now = self.boot()
+        except Exception:  # the verdict stays ``lost`` rather than no verdict at all
+            log.exception("reading the machine's boot failed")
+            return None
+        return restart_evidence(spec, now)
 
     def _state_now(self, view: RunView) -> RunView | None:
         """A view read ahead, with its state read again: the run may have ended since, and
@@ -576,7 +622,17 @@ class Supervisor:
             launching(job)
         fresh = knowledge is not None and job.kind == "train" and request.resume is False
         planned = Planned(backend, plan, command, manifest)
-        view = await self._launch(launched, planned, resume_step, knowledge, fresh=fresh)
+        record = None
+        if self.recorder is not None:
+            record = await asyncio.to_thread(  # git is a process: never on the event loop
+                self.recorder,
+                root=self.root,
+                python=plan.python,
+                argv=trainer_argv(command, launched.resume_args, resume_step),
+                manifest=self.manifest_path(),
+                settings=self.settings(),
+            )
+        view = await self._launch(launched, planned, resume_step, knowledge, fresh=fresh, record=record)
         for warning in warnings:
             self.listener.lifecycle(view, supervisor_events.warning(warning))
         return await self._await_started(view)
@@ -696,6 +752,7 @@ class Supervisor:
         knowledge: JobKnowledge | None = None,
         *,
         fresh: bool = False,
+        record: dict[str, Any] | None = None,
     ) -> RunView:
         """Create the run (``RunLock.claim``), start it through its back end, record its follower.
 
@@ -737,6 +794,8 @@ class Supervisor:
                 power=power_spec(settings) if plan.runs_here and job.kind == "train" else None,
                 log_max_run_mb=settings.logs_max_run_mb,
                 notify=notify_spec(settings),
+                boot=boot_record(self.boot()) if plan.runs_here else None,
+                record=record,
             )
             specs.append(spec)
             return spec
@@ -860,6 +919,64 @@ class Supervisor:
             evidence=evidence,
             runId=view.run_id,
         )
+
+    # -- after a restart of the machine (contract 8.3, ``lifecycle/reboot.py``) -----------
+
+    def after_reboot(self, view: RunView) -> AfterReboot | None:
+        """What a run the machine's restart interrupted offers (None: the restart did not end it)."""
+        if not interrupted_by_restart(view.state):
+            return None
+        record = self.job_checkpoint(view.spec.job_id) if view.spec.kind == "train" else None
+        latest = self.latest_view(view.spec.job_id)
+        newer = latest.run_id if latest is not None and latest.run_id != view.run_id else None
+        policy = self.settings().watchdog_after_reboot
+        return after_reboot(view.run_dir, policy, record.step if record is not None else None, newer)
+
+    def interrupted_runs(self) -> list[RunView]:
+        """The runs a restart of this boot interrupted that may still be resumed (an offer stands,
+        nothing resumed them, no resume was tried): the candidates of ``watchdog.afterReboot``."""
+        boot_time = self.restart_boot_time()
+        found = []
+        for view in list(self.views.values()):
+            offer = self.after_reboot(view)
+            if offer is None or offer.offer is None or offer.problem is not None:
+                continue
+            ended = view.state.ended_at if view.state is not None else None
+            if boot_time is not None and ended is not None and ended < boot_time - BOOT_TOLERANCE:
+                continue  # interrupted by an earlier restart: a person has had the offer since
+            found.append(view)
+        return found
+
+    def restart_boot_time(self) -> float | None:
+        try:
+            return self.boot().boot_time
+        except Exception:
+            log.exception("reading the machine's boot failed")
+            return None
+
+    async def resume_after_restart(self, view: RunView) -> RunView | None:
+        """Resume a run the restart interrupted (its caller holds the run's once-only claim):
+        a start of its job with resume, through every gate and pre-flight check, from the job's
+        last checkpoint once its file is found. What stops it is recorded in the run's
+        ``after-reboot.json`` (the clients show it beside the offer); never tried again here."""
+        job_id = view.spec.job_id
+        record = self.job_checkpoint(job_id)
+        problem = _missing_checkpoint(view.spec, record)
+        if problem is None and record is not None:
+            request = StartRequest(id=job_id, approved=True, resume=True, start_step=record.step)
+            try:
+                started = await self.start(request)
+            except (ArenaError, InvalidParams) as error:
+                problem = f"the resume after the restart was refused: {error}"
+            else:
+                if isinstance(started, RunView):
+                    record_resumed(view.run_dir, started.run_id)
+                    log.info("run %s: resumed after the restart as run %s", view.run_id, started.run_id)
+                    return started
+        log.warning("run %s: %s", view.run_id, problem)
+        record_resumed(view.run_dir, None, problem)
+        self.notify_if_changed(view)
+        return None
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -1035,6 +1152,23 @@ class Supervisor:
             shutil.rmtree(kept[run_id].run_dir.path, ignore_errors=True)
             doomed.append(run_id)
         return doomed
+
+
+def _missing_checkpoint(spec: RunSpec, record: CheckpointRecord | None) -> str | None:
+    """Why there is no checkpoint file to resume from (None: the file is there)."""
+    if record is None:
+        return "the job has no recorded checkpoint to resume from"
+    path = Path(record.path)
+    if not path.is_absolute():
+        path = Path(spec.cwd) / path
+    if not path.exists():
+        return f"its checkpoint {record.path} (step {record.step}) is not on disk"
+    return None
+
+
+def _this_boot() -> BootIdentity:
+    """This machine's boot, read from the system (``platform.boot_id``, ``platform.boot_time``)."""
+    return BootIdentity(platform.boot_id(), platform.boot_time())
 
 
 def _finished_run(view: RunView) -> FinishedRun:

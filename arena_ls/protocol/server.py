@@ -287,6 +287,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
     async def on_initialized(ls: ArenaServer, params: types.InitializedParams) -> None:
         ls.ws.start()
         await pull_configuration(ls)
+        ls.ws.resume_after_reboot()  # watchdog.afterReboot, now that the client's settings are in
         heap.freeze_what_start_up_made()
         loopcheck.arm()  # the slow-callback check (tests) counts from here: start-up is behind us
 

@@ -65,6 +65,8 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "lost": _lost(view, state),
         "waitingFor": state.waiting_for if view.status is RunStatus.RESTARTING else None,
         "keepAwake": state.keep_awake,
+        "afterReboot": None,
+        "record": view.spec.record,
     }
     if extra:
         info.update(extra)

@@ -97,7 +97,15 @@ class Workspace(WorkspaceServices):
         extra: dict[str, Any] = {"insights": self.insights.wire(view)}
         if tail:
             extra["tail"] = wire.tail(view)
-        return wire.run_info(view, extra)
+        return self._with_after_reboot(view, wire.run_info(view, extra))
+
+    def _with_after_reboot(self, view: RunView, info: dict[str, Any]) -> dict[str, Any]:
+        """``afterReboot`` of a run a restart of the machine interrupted (read now: its offer goes
+        once it is resumed, and follows ``watchdog.afterReboot``)."""
+        offer = self.supervisor.after_reboot(view)
+        if offer is not None:
+            info["afterReboot"] = offer.to_wire()
+        return info
 
     def run_info(self, view: RunView) -> dict[str, Any]:
         """The ``RunInfo`` of a notification or the status: with its GPU use and its insights.
@@ -112,7 +120,7 @@ class Workspace(WorkspaceServices):
         self._ended_infos[view.run_id] = (key, info)
         while len(self._ended_infos) > ENDED_INFOS_KEPT:
             del self._ended_infos[next(iter(self._ended_infos))]
-        return dict(info)
+        return self._with_after_reboot(view, dict(info))
 
     def _gpu_extras(self, view: RunView) -> dict[str, Any]:
         """``gpuMemoryMb`` and ``gpuUtilization`` of a live run's process tree (absent without a GPU)."""
@@ -205,7 +213,12 @@ class Workspace(WorkspaceServices):
         shaped = await asyncio.to_thread(
             lambda: {v.run_id: wire.run_info(v, {"insights": []}) for v in ended}
         )
-        return [dict(shaped[view.run_id]) if view.run_id in shaped else self.run_info(view) for view in views]
+        return [
+            self._with_after_reboot(view, dict(shaped[view.run_id]))
+            if view.run_id in shaped
+            else self.run_info(view)
+            for view in views
+        ]
 
     async def logs(self, run_id: str | None, cursor: str | None, limit: int) -> dict[str, Any]:
         return wire.logs_page(await self.supervisor.logs_async(run_id, cursor, limit))

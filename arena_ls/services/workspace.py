@@ -24,6 +24,8 @@ from arena_ls.insights.model import Insight
 from arena_ls.insights.service import InsightService, TaskStarter
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.follower import Listener
+from arena_ls.lifecycle.reboot import AFTER_REBOOT_CLAIM
+from arena_ls.lifecycle.runrecord import run_record
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.manifest import ManifestResult
@@ -66,7 +68,11 @@ class WorkspaceServices:
             gate_checker=self.gates.errors,
             preflight=self.preflight.run,
             backends=backends,
+            boot=hardware.boot_identity,
+            interrupted=lambda _view: self.resume_after_reboot(),
+            recorder=run_record,
         )
+        self.tasks = tasks
         self.health = HealthService(
             hardware,
             self.settings,
@@ -102,6 +108,22 @@ class WorkspaceServices:
 
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()
+
+    def resume_after_reboot(self) -> None:
+        """``watchdog.afterReboot`` ``resume``: resume each run this boot's restart interrupted,
+        once across every server of the workspace (the run's ``after-reboot`` claim), in the
+        background. Called when a verdict of this server found one, and once the client's
+        settings are in (``initialized``)."""
+        if self.settings().watchdog_after_reboot != "resume":
+            return
+        for view in self.supervisor.interrupted_runs():
+            if view.run_dir.claim_once(AFTER_REBOOT_CLAIM):
+                self.tasks.run_task(self._resume(view), f"resuming run {view.run_id} after the restart")
+
+    async def _resume(self, view: RunView) -> None:
+        started = await self.supervisor.resume_after_restart(view)
+        if started is not None:
+            self.listener.active_changed()
 
     async def manifest_async(self) -> ManifestResult:
         """The manifest, parsed (when its content is new) in a worker thread."""

@@ -16,7 +16,7 @@ import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
 import { FollowersFull, MAX_FOLLOWERS, RunFollowers } from "./lib/run-followers.mjs";
 import { TOKEN_HEADER, newToken, peerIsOwner, tokenMatches } from "./lib/trust.mjs";
-import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, refusalDetail, stopPrompt } from "./lib/core.mjs";
+import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, rebootOffers, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
 export { MAX_FOLLOWERS, stripAnsi };
 
@@ -133,6 +133,7 @@ export function activeShape(run) {
     stalled: run.stalled === true,
     waitingFor: run.waitingFor ?? null,
     insights: run.insights ?? [],
+    record: run.record ?? null,
   };
 }
 
@@ -155,6 +156,8 @@ export function runShape(run) {
     lastCheckpoint: run.lastCheckpoint ?? null,
     startedAt: run.startedAt ?? null,
     endedAt: run.endedAt ?? null,
+    afterReboot: run.afterReboot ?? null,
+    record: run.record ?? null,
   };
 }
 
@@ -176,6 +179,21 @@ function newestRunOf(jobId, runs) {
     }
   }
   return newest;
+}
+
+/**
+ * Contract 8.3: the runs a restart of the machine interrupted that a person may resume, newest
+ * first: `{runId, id, offer: "Resume from step N", message, startStep}`. The page's button posts
+ * `/api/training/start {id, approved: true, resume: true, startStep}`.
+ */
+export function interruptedShape(runs) {
+  return rebootOffers(runs ?? []).map((offer) => ({
+    runId: offer.runId,
+    id: offer.jobId,
+    offer: offer.label,
+    message: offer.message.replace(/^Arena: /, ""),
+    startStep: offer.params.startStep,
+  }));
 }
 
 function jobShape(job, runs = []) {
@@ -403,6 +421,7 @@ export class TrainingArena {
       jobs: (status.jobs ?? []).map((job) => jobShape(job, runs)),
       health: status.health ?? null,
       lastRun: runShape(latest),
+      interrupted: interruptedShape(runs),
       arena: { ready: this.client.ready, restarts: this.client.restarts },
       workspace: this.workspace,
     };

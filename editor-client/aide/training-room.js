@@ -8,7 +8,7 @@
 // /api/training/start and /stop, GET /api/training/logs), so it works against
 // any daemon that serves them. Log text is rendered with textContent only,
 // after its ANSI escapes are stripped: a trainer's output is never markup.
-import { blockedList, formatEta, formatLoss, healthLines, isAnnouncement, percentDone, resumeOffer, stopPrompt } from "./lib/core.mjs";
+import { blockedList, commitText, formatEta, formatLoss, healthLines, isAnnouncement, percentDone, resumeOffer, stopPrompt } from "./lib/core.mjs";
 
 const POLL_MS = 2000;
 const MAX_LOG_LINES = 2000;
@@ -182,6 +182,19 @@ export function finishedOffer(job) {
   };
 }
 
+/** The run record's line under the run (contract 8.3): `code: abc123 (dirty)`, or "" without a record. */
+export function recordText(run) {
+  if (!run || !run.record) {
+    return "";
+  }
+  return `code: ${commitText(run.record) ?? "not in a git repository"}`;
+}
+
+/** The body the offer's button posts: the person's click approves the resume at the offered step. */
+export function offerStartBody(offer) {
+  return { id: offer.id, approved: true, resume: true, startStep: offer.startStep };
+}
+
 export class TrainingRoom {
   constructor(root, { api = "", token = "", pollMs = POLL_MS, fetchImpl, EventSourceImpl, storage } = {}) {
     this.root = root;
@@ -215,6 +228,8 @@ export class TrainingRoom {
     this.progress = el("div", { class: "tr-bar", id: "arena-progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100 }, this.bar);
     this.progressText = el("div", { class: "tr-progress-text", id: "arena-progress-text", text: "" });
     this.checkpointText = el("div", { class: "tr-checkpoint", id: "arena-checkpoint", text: "" });
+    this.recordLine = el("div", { class: "tr-record", id: "arena-record", text: "" });
+    this.offerBox = el("div", { class: "tr-offers", id: "arena-offers" });
     this.stopButton = el("button", { type: "button", class: "tr-stop", id: "arena-stop", disabled: true, text: "■ Stop" });
     this.stopButton.addEventListener("click", () => this.stop());
     this.log = el("div", { class: "tr-log", id: "arena-log", role: "log" });
@@ -228,6 +243,7 @@ export class TrainingRoom {
     this.root.append(
       el("div", { class: "tr-head" }, el("h2", { text: "Training Room" }), this.connection),
       this.noticeBox,
+      this.offerBox,
       el("section", { class: "tr-section" }, el("h3", { text: "Jobs" }), this.jobList),
       el(
         "section",
@@ -237,6 +253,7 @@ export class TrainingRoom {
         this.progress,
         this.progressText,
         this.checkpointText,
+        this.recordLine,
       ),
       el("section", { class: "tr-section" }, el("div", { class: "tr-log-head" }, el("h3", { text: "Log" }), rawLabel), this.log),
       el("section", { class: "tr-section" }, el("h3", { text: "Machine" }), this.healthList),
@@ -292,7 +309,45 @@ export class TrainingRoom {
     this._renderRun(status);
     this._renderHealth(status.health);
     this._renderNotices(status);
+    this._renderOffers(status);
+    this.recordLine.textContent = recordText(status.active ?? status.lastRun);
     this._follow(status);
+  }
+
+  /** Contract 8.3: each run a restart of the machine interrupted, with its "Resume from step N" button. */
+  _renderOffers(status) {
+    const offers = Array.isArray(status.interrupted) ? status.interrupted : [];
+    const signature = JSON.stringify(offers);
+    if (signature !== this.offersSignature) {
+      this.offersSignature = signature;
+      this.offerBox.replaceChildren(
+        ...offers.map((offer) => {
+          const button = el("button", { type: "button", class: "tr-resume-offer", "data-run": offer.runId, text: offer.offer });
+          button.addEventListener("click", () => this.resumeInterrupted(offer));
+          return el("div", { class: "tr-notice tr-warning tr-offer", "data-run": offer.runId }, el("span", { text: offer.message }), button);
+        }),
+      );
+    }
+    const activeNow = status.active !== null && status.active !== undefined;
+    for (const button of this.offerBox.querySelectorAll("button.tr-resume-offer")) {
+      button.disabled = activeNow || this.busy;
+    }
+  }
+
+  async resumeInterrupted(offer) {
+    if (this.busy) {
+      return;
+    }
+    this.busy = true;
+    try {
+      const answer = await this._call("/api/training/start", offerStartBody(offer));
+      if (!answer.ok) {
+        this._notice(`offer-refused:${offer.runId}:${Date.now()}`, "error", `${offer.id}: ${answer.json.error ?? `HTTP ${answer.status}`}`);
+      }
+    } finally {
+      this.busy = false;
+      await this.refresh();
+    }
   }
 
   /** Rebuilds the job list only when the jobs change (a click is never lost to a poll); the buttons follow every render. */

@@ -16,7 +16,7 @@ end
 local function session()
   vim.opt.runtimepath:prepend(os.getenv("ARENA_PLUGIN_DIR"))
   vim.cmd("runtime plugin/arena.lua")
-  for _, command in ipairs({ "ArenaRun", "ArenaStop", "ArenaStatus", "ArenaLogs", "ArenaProbe" }) do
+  for _, command in ipairs({ "ArenaRun", "ArenaStop", "ArenaStatus", "ArenaLogs", "ArenaProbe", "ArenaResumeInterrupted" }) do
     expect("command " .. command .. " exists", vim.fn.exists(":" .. command), 2)
   end
   local arena = require("arena")
@@ -340,6 +340,53 @@ local function session()
   expect("the oldest lines go past the limit", small.lines[1].seq .. "," .. small.lines[2].seq .. "," .. #small.lines, "2,3,2")
   logstore.add(small, { { seq = 1, text = "1 again" } }, 2)
   expect("a line older than the kept ones is trimmed again", small.lines[1].seq .. "," .. #small.lines, "2,2")
+
+  -- A run a restart of the machine interrupted (contract 8.3): offered, once told, and the record.
+  local function interrupted(run_id, after, job_id)
+    local info = { policy = "ask", step = 500, offer = "Resume from step 500" }
+    for key, value in pairs(after or {}) do
+      info[key] = value
+    end
+    return {
+      runId = run_id,
+      jobId = job_id or "tiny-lm",
+      status = "crashed",
+      failure = { kind = "machine-restarted", evidence = "the machine restarted" },
+      afterReboot = info,
+    }
+  end
+  local offer = arena.reboot_offer(interrupted("r1"))
+  expect("the offer's button is the server's words", offer and offer.label, "Resume from step 500")
+  expect(
+    "the offer's message",
+    offer and offer.message,
+    "tiny-lm was interrupted by a restart of the machine (run r1). Resume from step 500?"
+  )
+  expect("taking the offer resumes at its step", offer and offer.extra.resume == true and offer.extra.startStep, 500)
+  expect("a resumed run offers nothing", arena.reboot_offer(interrupted("r1", { offer = vim.NIL, resumedBy = "r2" })), nil)
+  expect("never offers nothing", arena.reboot_offer(interrupted("r1", { policy = "never", offer = vim.NIL })), nil)
+  expect("a run no restart ended offers nothing", arena.reboot_offer(running), nil)
+  local problem = arena.reboot_offer(interrupted("r1", { policy = "resume", problem = "pre-flight failed" }))
+  expect("why it was not resumed by itself", problem and problem.message:find("not resumed by itself: pre%-flight failed") ~= nil, true)
+  local laptop = require("arena.laptop")
+  local told = {}
+  local both = { interrupted("old"), interrupted("new", nil, "other") }
+  expect("new offers, newest first", #laptop.new_offers(both, told) .. laptop.reboot_offers(both)[1].run_id, "2new")
+  expect("each offer is told once", #laptop.new_offers(both, told), 0)
+  local offered = table.concat(arena.status_lines({ runs = both, jobs = {} }), "\n")
+  expect(
+    "the status window lists the offers",
+    offered:find("Interrupted by a restart of the machine %(:ArenaResumeInterrupted%):\n  other %[new%]: Resume from step 500") ~= nil,
+    true
+  )
+  expect("the commit and dirty", arena.commit_text({ git = { commit = "0123456789abcdef", dirty = true } }), "0123456789ab (dirty)")
+  expect("no repository", arena.commit_text({ git = vim.NIL }), nil)
+  local recorded = vim.tbl_extend("force", running, {
+    record = { git = { commit = "abc", dirty = false }, python = { path = "py -3.10 -E", version = "3.10" }, host = "LAPTOP" },
+  })
+  local with_record = table.concat(arena.status_lines({ active = recorded, jobs = {} }), "\n")
+  expect("the status window shows the record", with_record:find("  code: abc\n  python: py %-3.10 %-E %(3.10%)\n  host: LAPTOP") ~= nil, true)
+  expect("a record without git", table.concat(arena.record_lines({ git = vim.NIL }), "|"), "code: not in a git repository")
 
   -- setup{} refills the one config table every module reads.
   local settings = require("arena.settings")

@@ -175,6 +175,7 @@ def test_nvim_plugin_loads_and_formats(tmp_path: Path) -> None:
 LUA_MODULES = PLUGIN_DIR / "lua" / "arena"
 PURE_MODULES = (
     "format",
+    "laptop",
     "status_view",
     "refusals",
     "runs",

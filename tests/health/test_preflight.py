@@ -12,6 +12,7 @@ import attrs
 import psutil
 import pytest
 
+from arena_ls import platform
 from arena_ls.health import Check, SystemHardware, check_to_wire, run_preflight
 from arena_ls.health.model import BatteryInfo
 from arena_ls.health.preflight import (
@@ -430,3 +431,61 @@ def test_disk_covers_the_state_folder_as_well_as_the_checkpoints(tmp_path: Path)
     assert not check.ok
     assert f"only 0 MB free at {state}" in check.message
     assert check_disk(_TwoDisks(state), settings, tmp_path / "ckpt").ok
+
+
+# --- reboot-pending (contract 8.3) ------------------------------------------------------------
+
+
+def test_a_pending_restart_is_a_warning_that_never_refuses_the_start(tmp_path: Path) -> None:
+    marker = tmp_path / "reboot-required"
+    marker.write_text("*** System restart required ***\n")
+    checks, warnings = run_preflight(
+        kind="train",
+        hw=FakeHardware(),
+        settings=DEFAULTS,
+        checkpoint_dir=tmp_path / "checkpoints",
+        state_dir=tmp_path / ".aide" / "training",
+        our_pids=set(),
+        gate_errors=[],
+        reboot_pending=lambda: platform.reboot_pending(markers=[marker], windows=False),
+    )
+    pending = by_name(checks)["reboot-pending"]
+    assert pending.ok and f"a restart is pending: {marker} exists" in pending.message
+    assert [c.name for c in checks][-1] == "reboot-pending" and all(c.ok for c in checks)
+    assert len(warnings) == 1 and f"the machine waits for a restart ({marker} exists)" in warnings[0]
+
+
+def test_no_pending_restart_and_an_unreadable_one_pass_without_a_warning(tmp_path: Path) -> None:
+    def unreadable() -> str | None:
+        raise PermissionError(13, "Permission denied")
+
+    for reader, said in (
+        (lambda: None, "no restart pending"),
+        (unreadable, "not known: [Errno 13] Permission denied"),
+    ):
+        checks, warnings = run_preflight(
+            kind="train",
+            hw=FakeHardware(),
+            settings=DEFAULTS,
+            checkpoint_dir=tmp_path / "checkpoints",
+            state_dir=tmp_path / ".aide" / "training",
+            our_pids=set(),
+            gate_errors=[],
+            reboot_pending=reader,
+        )
+        assert by_name(checks)["reboot-pending"] == Check("reboot-pending", True, said)
+        assert warnings == []
+
+
+def test_a_task_job_gets_no_reboot_check(tmp_path: Path) -> None:
+    checks, _ = run_preflight(
+        kind="task",
+        hw=FakeHardware(),
+        settings=DEFAULTS,
+        checkpoint_dir=tmp_path,
+        state_dir=tmp_path / ".aide" / "training",
+        our_pids=set(),
+        gate_errors=None,
+        reboot_pending=lambda: "pending",
+    )
+    assert "reboot-pending" not in {c.name for c in checks}

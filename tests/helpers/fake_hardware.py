@@ -19,7 +19,11 @@ The JSON has the contract's ``Health`` shape, every key optional::
                "computeCapability": "6.1", "slowdownTemperature": 87,
                "processes": [{"pid": 4242, "usedMemoryMb": 3120}]}],
      "gpuError": null,
-     "diskFreeMb": 500000}
+     "diskFreeMb": 500000,
+     "boot": {"id": "a-boot-id", "time": 1764990000.0}}
+
+Without ``boot`` the fake reports the real machine's boot: a run started by a fake server
+and adopted by a real one is on the same boot.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from typing import Any, ClassVar
 
 import attrs
 
+from arena_ls import platform
 from arena_ls.health.model import (
     BatteryInfo,
+    BootIdentity,
     CpuInfo,
     Gpu,
     GpuProcess,
@@ -82,6 +88,8 @@ class FakeHardware:
     gpu_list: list[Gpu] = attrs.field(factory=list)
     gpu_error: str | None = None
     disk_free: int = 500_000
+    boot: BootIdentity | None = None
+    """None: the real machine's boot."""
     source: Path | None = None
     """When set, every call first re-reads the machine from this JSON file."""
     calls: int = 0
@@ -128,6 +136,8 @@ class FakeHardware:
         self.gpu_list = [_gpu_from_dict(entry, index) for index, entry in enumerate(data.get("gpus") or [])]
         self.gpu_error = data.get("gpuError")
         self.disk_free = int(data.get("diskFreeMb", default.disk_free))
+        boot = data.get("boot")
+        self.boot = None if boot is None else BootIdentity(boot.get("id"), boot.get("time"))
 
     def ram(self) -> RamInfo:
         self._observe()
@@ -150,6 +160,12 @@ class FakeHardware:
     def disk_free_mb(self, path: Path) -> int:
         self._observe()
         return self.disk_free
+
+    def boot_identity(self) -> BootIdentity:
+        self._observe()
+        if self.boot is not None:
+            return self.boot
+        return BootIdentity(platform.boot_id(), platform.boot_time())
 
     def _observe(self) -> None:
         with self._lock:

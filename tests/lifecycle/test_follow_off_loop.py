@@ -65,6 +65,9 @@ class Runs:
 
     def retry_damaged(self, view: RunView) -> None: ...
 
+    def check_lost(self, view: RunView) -> bool:
+        return view.check_lost(self.folder)
+
     def report_damage(self, view: RunView) -> None: ...
 
     def idle(self) -> None: ...

@@ -196,6 +196,9 @@ class Runs:
     def retry_damaged(self, view: RunView) -> None:
         view.retry_damaged()
 
+    def check_lost(self, view: RunView) -> bool:
+        return view.check_lost(self.folder)
+
     def report_damage(self, view: RunView) -> None:
         if view.damage is not None:
             self.damage_reports.append(view.run_id)

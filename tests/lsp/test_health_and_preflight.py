@@ -95,7 +95,7 @@ async def test_a_foreign_gpu_process_refuses_then_warns(tmp_path: Path) -> None:
         contention = check(error.data, "gpu-contention")
         assert not contention["ok"] and "999999" in contention["message"] and "2048" in contention["message"]
         assert {c["name"] for c in error.data["checks"]} == {
-            "power", "ram", "gpu-contention", "disk", "state-dir", "gates",
+            "power", "ram", "gpu-contention", "disk", "state-dir", "gates", "reboot-pending",
         }  # fmt: skip
         client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"arena": {"preflight": {"gpuContention": "warn"}}})
@@ -226,6 +226,7 @@ async def test_dry_run_reports_everything_and_starts_nothing(tmp_path: Path) -> 
             "disk",
             "state-dir",
             "gates",
+            "reboot-pending",
         ]
         task = await client.call("arena/start", {"id": "task", "dryRun": True})
         assert [c["name"] for c in task["preflight"]] == ["state-dir", "disk"]

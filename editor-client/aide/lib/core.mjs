@@ -83,6 +83,73 @@ function oldCheckpointStopPrompt(data, now) {
   return `This run's last checkpoint is ${checkpointWords(last, now)}; stopping it now loses ${lostAmount(lost)} of training. Stop anyway?`;
 }
 
+// vscode/src/core/laptop.ts
+function finite(value) {
+  return typeof value === "number" && Number.isFinite(value);
+}
+function rebootOffer(run) {
+  const info = run.afterReboot;
+  if (!info || typeof info.offer !== "string" || info.offer === "" || !finite(info.step)) {
+    return void 0;
+  }
+  const why = info.problem ? ` It was not resumed by itself: ${info.problem}.` : "";
+  return {
+    runId: run.runId,
+    jobId: run.jobId,
+    label: info.offer,
+    message: `Arena: ${run.jobId} was interrupted by a restart of the machine (run ${run.runId}).${why} ${info.offer}?`,
+    params: { id: run.jobId, resume: true, startStep: info.step }
+  };
+}
+function rebootOffers(runs) {
+  const offers = [];
+  for (let index = runs.length - 1; index >= 0; index--) {
+    const offer = rebootOffer(runs[index]);
+    if (offer) {
+      offers.push(offer);
+    }
+  }
+  return offers;
+}
+function commitText(record2) {
+  const git = record2?.git;
+  if (!git) {
+    return void 0;
+  }
+  const commit = typeof git.commit === "string" && git.commit !== "" ? git.commit.slice(0, 12) : "no commit yet";
+  return git.dirty ? `${commit} (dirty)` : commit;
+}
+function recordLines(record2) {
+  if (!record2) {
+    return [];
+  }
+  const lines = [`code: ${commitText(record2) ?? "not in a git repository"}`];
+  if (record2.git?.dirty && record2.git.diffSha256) {
+    lines.push(`uncommitted diff: sha256 ${record2.git.diffSha256.slice(0, 16)}`);
+  }
+  const python = record2.python;
+  if (python?.path) {
+    lines.push(`python: ${python.path}${python.version ? ` (${python.version})` : ""}`);
+  }
+  if (record2.host) {
+    lines.push(`host: ${record2.host}`);
+  }
+  return lines;
+}
+function interruptedLine(run) {
+  const info = run.afterReboot;
+  if (!info) {
+    return void 0;
+  }
+  if (info.resumedBy) {
+    return `interrupted by a restart; resumed as run ${info.resumedBy}`;
+  }
+  if (info.offer) {
+    return `interrupted by a restart: ${info.offer}${info.problem ? ` (not resumed by itself: ${info.problem})` : ""}`;
+  }
+  return "interrupted by a restart of the machine";
+}
+
 // vscode/src/core/protocol.ts
 var Methods = {
   start: "arena/start",
@@ -104,11 +171,11 @@ function isLive(run) {
 }
 
 // vscode/src/core/format.ts
-function finite(value) {
+function finite2(value) {
   return typeof value === "number" && Number.isFinite(value);
 }
 function formatEta(seconds) {
-  if (!finite(seconds) || seconds < 0) {
+  if (!finite2(seconds) || seconds < 0) {
     return void 0;
   }
   const whole = Math.round(seconds);
@@ -132,7 +199,7 @@ function formatLoss(loss) {
   return Math.abs(loss) >= 100 ? loss.toFixed(0) : loss.toFixed(2);
 }
 function percentDone(run) {
-  if (!finite(run.step) || !finite(run.totalSteps) || run.totalSteps <= 0) {
+  if (!finite2(run.step) || !finite2(run.totalSteps) || run.totalSteps <= 0) {
     return void 0;
   }
   return Math.min(100, Math.max(0, Math.floor(run.step / run.totalSteps * 100)));
@@ -187,9 +254,9 @@ function healthLines(health) {
     lines.push(`GPUs: none${health.gpuError ? ` (${health.gpuError})` : ""}`);
   }
   for (const gpu of gpus) {
-    const memory = finite(gpu.memoryUsedMb) && finite(gpu.memoryTotalMb) ? `, ${formatMb(gpu.memoryUsedMb)} / ${formatMb(gpu.memoryTotalMb)}` : "";
-    const load = finite(gpu.utilization) ? `, ${gpu.utilization}% busy` : "";
-    const heat = finite(gpu.temperature) ? `, ${gpu.temperature}\xB0C` : "";
+    const memory = finite2(gpu.memoryUsedMb) && finite2(gpu.memoryTotalMb) ? `, ${formatMb(gpu.memoryUsedMb)} / ${formatMb(gpu.memoryTotalMb)}` : "";
+    const load = finite2(gpu.utilization) ? `, ${gpu.utilization}% busy` : "";
+    const heat = finite2(gpu.temperature) ? `, ${gpu.temperature}\xB0C` : "";
     lines.push(`GPU ${gpu.index}: ${gpu.name}${load}${memory}${heat}`);
   }
   lines.push(...(health.clusters ?? []).map(clusterHealthLine));
@@ -311,15 +378,15 @@ function asRpcError(thrown) {
 }
 
 // vscode/src/core/resume.ts
-function finite2(value) {
+function finite3(value) {
   return typeof value === "number" && Number.isFinite(value);
 }
 function lastCheckpointOf(jobId, runs) {
   for (let index = runs.length - 1; index >= 0; index--) {
     const run = runs[index];
-    if (run.jobId === jobId && run.lastCheckpoint && finite2(run.lastCheckpoint.step)) {
+    if (run.jobId === jobId && run.lastCheckpoint && finite3(run.lastCheckpoint.step)) {
       const seen = { step: run.lastCheckpoint.step };
-      if (finite2(run.totalSteps)) {
+      if (finite3(run.totalSteps)) {
         seen.totalSteps = run.totalSteps;
       }
       return seen;
@@ -392,11 +459,13 @@ export {
   Refusal,
   asRpcError,
   blockedList,
+  commitText,
   finishedPrompt,
   formatEta,
   formatLogLine,
   formatLoss,
   healthLines,
+  interruptedLine,
   isAnnouncement,
   isLive,
   kindLabel,
@@ -406,6 +475,9 @@ export {
   oldCheckpointStopPrompt,
   percentDone,
   reasonOf,
+  rebootOffer,
+  rebootOffers,
+  recordLines,
   refusalDetail,
   resumeOffer,
   runToShow,

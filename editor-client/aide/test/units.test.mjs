@@ -1,8 +1,8 @@
 // The pure parts: what the panel and the daemon make of arena-ls's shapes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { LogBuffer, isRawLine, lostText, placeOf, stripAnsi as panelStrip } from "../training-room.js";
-import { activeShape, isLoopbackAddress, pageLine, parseCommand, runShape, statusLogLines, stripAnsi } from "../training-arena.mjs";
+import { LogBuffer, isRawLine, lostText, offerStartBody, placeOf, recordText, stripAnsi as panelStrip } from "../training-room.js";
+import { activeShape, interruptedShape, isLoopbackAddress, pageLine, parseCommand, runShape, statusLogLines, stripAnsi } from "../training-arena.mjs";
 
 test("ANSI escapes are stripped (colours, cursor moves, OSC titles), text kept", () => {
   for (const strip of [stripAnsi, panelStrip]) {
@@ -107,4 +107,33 @@ test("status.logs skips the trainer's announcements (a person reads its last lin
   const onlyRaw = [lines[1], lines[4]];
   assert.deepEqual(statusLogLines(onlyRaw, 100).map((line) => line.seq), [1, 4]);
   assert.deepEqual(statusLogLines([], 100), []);
+});
+
+test("a run a restart of the machine interrupted is offered for resume, and the run record's commit shown (contract 8.3)", () => {
+  const interrupted = (runId, afterReboot) => ({
+    runId,
+    jobId: "tiny-lm",
+    status: "crashed",
+    failure: { kind: "machine-restarted", evidence: "the machine restarted since the run started" },
+    afterReboot: { policy: "ask", step: 500, offer: "Resume from step 500", resumedBy: null, newerRun: null, problem: null, ...afterReboot },
+  });
+  const offers = interruptedShape([interrupted("old", {}), { runId: "x", jobId: "j", status: "succeeded" }, interrupted("new", { problem: "pre-flight failed" })]);
+  assert.deepEqual(
+    offers.map((offer) => [offer.runId, offer.id, offer.offer, offer.startStep]),
+    [
+      ["new", "tiny-lm", "Resume from step 500", 500],
+      ["old", "tiny-lm", "Resume from step 500", 500],
+    ],
+  );
+  assert.equal(offers[1].message, "tiny-lm was interrupted by a restart of the machine (run old). Resume from step 500?");
+  assert.match(offers[0].message, /not resumed by itself: pre-flight failed/);
+  assert.deepEqual(interruptedShape([interrupted("done", { offer: null, resumedBy: "r2" }), interrupted("never", { policy: "never", offer: null })]), []);
+  assert.deepEqual(offerStartBody(offers[1]), { id: "tiny-lm", approved: true, resume: true, startStep: 500 });
+  const ended = runShape(interrupted("old", {}));
+  assert.equal(ended.afterReboot.offer, "Resume from step 500");
+  const record = { git: { commit: "0123456789abcdef", dirty: true, diffSha256: "f".repeat(64) }, python: { path: "py -3.10 -E", version: "3.10" } };
+  assert.equal(recordText(runShape({ ...interrupted("old", {}), record })), "code: 0123456789ab (dirty)");
+  assert.equal(recordText(activeShape({ runId: "r", jobId: "j", status: "running", record: { git: null } })), "code: not in a git repository");
+  assert.equal(recordText(activeShape({ runId: "r", jobId: "j", status: "running" })), "");
+  assert.equal(recordText(null), "");
 });

@@ -37,6 +37,10 @@ vim.api.nvim_create_user_command("ArenaStop", function(opts)
   arena().stop({ kill = opts.bang })
 end, { nargs = 0, bang = true, desc = "Stop the active run (! kills it)" })
 
+vim.api.nvim_create_user_command("ArenaResumeInterrupted", function()
+  arena().resume_interrupted(false)
+end, { nargs = 0, desc = "Resume a run a restart of the machine interrupted, from its checkpoint" })
+
 vim.api.nvim_create_user_command("ArenaStatus", function()
   arena().status()
 end, { nargs = 0, desc = "Show jobs, the active run and the machine's health" })

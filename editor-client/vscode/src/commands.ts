@@ -13,6 +13,7 @@ import { Methods, isLive } from "./core/protocol";
 import type { JobInfo, LogNotification, LogsResult, ProbeVerdict, RunInfo, StartParams, StatusResult } from "./core/protocol";
 import { asRpcError, decide } from "./core/refusals";
 import type { Operation } from "./core/refusals";
+import { newRebootOffers } from "./core/laptop";
 import { resumeOffer, startParamsFor } from "./core/resume";
 import { applyProgressMessage, runIdOfToken, runToShow } from "./core/runProgress";
 import { JobChannels, StatusBar, StatusDocument, pickJob } from "./ui";
@@ -44,6 +45,8 @@ export class Commands implements vscode.Disposable {
   private documentRefresh: "idle" | "busy" | "again" = "idle";
   /** `JobInfo.probe` of each job, from the latest `arena/status`. */
   private readonly probes = new Map<string, ProbeVerdict | null>();
+  /** The runs whose resume after a restart of the machine was offered in this session (once each). */
+  private readonly rebootOffersShown = new Set<string>();
   /** Probe runs (by run id) whose verdict is still to be shown. */
   private readonly pendingProbes = new Map<string, PendingProbe>();
   /** Probe runs seen ended (a probe start's answer may come after a short probe's end). */
@@ -96,7 +99,19 @@ export class Commands implements vscode.Disposable {
     }
     this.shownRun = runToShow(status);
     this.statusBar.show(this.shownRun);
+    this.offerRebootResumes(status.runs ?? []);
     return status;
+  }
+
+  /** Contract 8.3: a run a restart of the machine interrupted is offered for resume, once a session. */
+  private offerRebootResumes(runs: readonly RunInfo[]): void {
+    for (const offer of newRebootOffers(runs, this.rebootOffersShown)) {
+      void vscode.window.showWarningMessage(offer.message, offer.label).then(async (answer) => {
+        if (answer === offer.label) {
+          await this.guard(() => this.perform({ kind: "start", params: offer.params }));
+        }
+      });
+    }
   }
 
   /** A `$/progress` value of a run: the run item takes the report's step, loss and ETA at once. */

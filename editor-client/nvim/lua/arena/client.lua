@@ -47,6 +47,8 @@ end
 
 --- Notification handlers (Neovim calls them as handler(err, result, ctx, config)).
 M.handlers = {}
+--- Called with the client once it is initialized (after the actions that waited for it).
+M.init_hooks = {}
 
 local function client_config(root)
   local server_settings = settings.server_settings()
@@ -66,6 +68,11 @@ local function client_config(root)
       for _, action in ipairs(waiting) do
         vim.schedule(function()
           action(client)
+        end)
+      end
+      for _, hook in ipairs(M.init_hooks) do
+        vim.schedule(function()
+          hook(client)
         end)
       end
     end,

@@ -6,6 +6,7 @@
 
 local client = require("arena.client")
 local format = require("arena.format")
+local laptop = require("arena.laptop")
 local refusals = require("arena.refusals")
 local runs = require("arena.runs")
 local runstate = require("arena.state")
@@ -70,6 +71,47 @@ function M.start(id, approved, extra)
     notify("started " .. id .. " (run " .. tostring(val(run.runId)) .. ")")
   end)
 end
+
+--- Runs whose resume after a restart of the machine was told in this session (by run id).
+local reboot_offers_told = {}
+
+--- :ArenaResumeInterrupted: pick a run a restart of the machine interrupted and resume it from
+--- its offered step (contract 8.3). With `quiet` (when the client starts) only a new offer is
+--- told, once, as a notification naming the command.
+function M.resume_interrupted(quiet)
+  request("arena/status", vim.empty_dict(), function(err, status)
+    if err or type(status) ~= "table" then
+      return
+    end
+    remember_status(status)
+    local runs_now = val(status.runs) or {}
+    if quiet then
+      for _, offer in ipairs(laptop.new_offers(runs_now, reboot_offers_told)) do
+        notify(offer.message .. " (:ArenaResumeInterrupted)", vim.log.levels.WARN)
+      end
+      return
+    end
+    local offers = laptop.reboot_offers(runs_now)
+    if #offers == 0 then
+      notify("no run waits for a resume after a restart of the machine")
+      return
+    end
+    vim.ui.select(offers, {
+      prompt = "Resume which interrupted run?",
+      format_item = function(item)
+        return item.message
+      end,
+    }, function(choice)
+      if choice then
+        M.start(choice.job_id, false, choice.extra)
+      end
+    end)
+  end)
+end
+
+table.insert(client.init_hooks, function()
+  M.resume_interrupted(true)
+end)
 
 --- :ArenaRun [job]: with no job, pick one from `arena/status`.
 function M.run(job)

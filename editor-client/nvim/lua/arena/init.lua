@@ -19,6 +19,7 @@
 local client = require("arena.client")
 local commands = require("arena.commands")
 local format = require("arena.format")
+local laptop = require("arena.laptop")
 local logwin = require("arena.logwin")
 local refusals = require("arena.refusals")
 local settings = require("arena.settings")
@@ -60,7 +61,17 @@ local EXPORTS = {
   [settings] = { "find_root" },
   [client] = { "ensure_client" },
   [statusline] = { "statusline" },
-  [commands] = { "start", "run", "probe", "follow_probe", "stop", "complete_jobs", "complete_probe_jobs" },
+  [commands] = {
+    "start",
+    "run",
+    "probe",
+    "follow_probe",
+    "stop",
+    "complete_jobs",
+    "complete_probe_jobs",
+    "resume_interrupted",
+  },
+  [laptop] = { "reboot_offer", "reboot_offers", "commit_text", "record_lines", "offer_lines" },
   [statuswin] = { "status" },
   [logwin] = { "toggle_raw_lines", "render_logs", "follow_logs", "logs" },
 }

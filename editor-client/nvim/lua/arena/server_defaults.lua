@@ -12,6 +12,7 @@ return {
   ["logs.keepRunsMb"] = 10240,
   ["logs.maxRunMb"] = 2048,
   ["watchdog.stallSeconds"] = 600,
+  ["watchdog.afterReboot"] = "ask",
   ["insights.enabled"] = true,
   ["insights.lossSpikeWindow"] = 20,
   ["insights.lossSpikeMads"] = 8,

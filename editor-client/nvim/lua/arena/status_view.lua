@@ -3,9 +3,16 @@
 -- clusters' health) for an `arena/status` result. Pure, like arena.format.
 
 local format = require("arena.format")
+local laptop = require("arena.laptop")
 local util = require("arena.util")
 
 local val, is_number = util.val, util.is_number
+
+local function append_all(into, more)
+  for _, item in ipairs(more) do
+    table.insert(into, item)
+  end
+end
 
 local M = {}
 
@@ -151,6 +158,9 @@ function M.status_lines(status)
     for _, line in ipairs(format.insight_lines(active)) do
       table.insert(lines, "  " .. line)
     end
+    for _, line in ipairs(laptop.record_lines(active.record)) do
+      table.insert(lines, "  " .. line)
+    end
   else
     table.insert(lines, "Active run: none")
   end
@@ -181,6 +191,7 @@ function M.status_lines(status)
       table.insert(lines, "  " .. format.format_run(runs[index]) .. "  [" .. tostring(val(runs[index].runId)) .. "]")
     end
   end
+  append_all(lines, laptop.offer_lines(runs))
   table.insert(lines, "")
   table.insert(lines, "Health:")
   for _, line in ipairs(M.health_lines(status.health)) do

@@ -4,6 +4,7 @@
  */
 import { lostLine } from "./workLost";
 import { insightBadge, insightLines } from "./insights";
+import { interruptedLine, rebootOffers, recordLines } from "./laptop";
 import { probeSummary } from "./probe";
 import { isLive } from "./protocol";
 import type { ClusterHealth, Health, JobInfo, LogLine, RunInfo, RunStatus, StatusResult } from "./protocol";
@@ -137,6 +138,11 @@ export function runTooltip(run: RunInfo): string {
   if (finite(run.exitCode)) {
     lines.push(`exit code: ${run.exitCode}`);
   }
+  const interrupted = interruptedLine(run);
+  if (interrupted) {
+    lines.push(interrupted);
+  }
+  lines.push(...recordLines(run.record));
   lines.push(...insightLines(run));
   return lines.join("\n");
 }
@@ -312,6 +318,11 @@ export function statusReport(status: StatusResult): string {
     } else {
       lines.push(`  ⊘ ${job.id} (${kindLabel(job)})${probed} blocked:`, ...blockedList(job).map((reason) => `      ${reason}`));
     }
+  }
+  const offers = rebootOffers(status.runs ?? []);
+  if (offers.length > 0) {
+    lines.push("", "Interrupted by a restart of the machine:");
+    lines.push(...offers.map((offer) => `  ${offer.jobId} [${offer.runId}]: ${offer.label} (Arena: Run Job)`));
   }
   const recent = (status.runs ?? []).slice(-5);
   if (recent.length > 0) {

@@ -77,6 +77,31 @@ export interface RunInfo {
   insights?: Insight[] | null;
   /** Where the run runs (contract 6.2): null on this machine. */
   cluster?: ClusterPlace | null;
+  /** Contract 8.3: a run a restart of the machine interrupted (`failure.kind` `machine-restarted`). */
+  afterReboot?: AfterReboot | null;
+  /** Contract 8.3: the code, interpreter, command and settings the run trained with. */
+  record?: RunRecord | null;
+}
+
+export interface AfterReboot {
+  /** `watchdog.afterReboot`: `ask`, `resume` or `never`. */
+  policy: string;
+  step?: number | null;
+  /** `Resume from step N` while a person may resume the run; null once resumed or superseded. */
+  offer?: string | null;
+  resumedBy?: string | null;
+  newerRun?: string | null;
+  /** Why the server's own resume (`watchdog.afterReboot` `resume`) did not happen. */
+  problem?: string | null;
+}
+
+export interface RunRecord {
+  git?: { commit?: string | null; dirty?: boolean; diffSha256?: string | null } | null;
+  python?: { path?: string; version?: string | null } | null;
+  argv?: string[];
+  manifestSha256?: string | null;
+  host?: string;
+  settings?: Record<string, unknown>;
 }
 
 export interface ClusterPlace {

@@ -1,0 +1,106 @@
+-- arena.nvim: the laptop (contract 8.3): a run a restart of the machine interrupted, and the
+-- run record. `RunInfo.afterReboot.offer` ("Resume from step N") is set while a person may
+-- resume the run; taking it starts the job with resume = true at that step. Pure.
+
+local util = require("arena.util")
+
+local val, is_number = util.val, util.is_number
+
+local M = {}
+
+--- The offer of one run: { run_id, job_id, label, message, extra } (extra: the start's params),
+--- or nil when it has none (not interrupted, resumed, superseded, `never`).
+function M.reboot_offer(run)
+  local info = val(run.afterReboot)
+  if type(info) ~= "table" then
+    return nil
+  end
+  local offer, step = val(info.offer), val(info.step)
+  if type(offer) ~= "string" or offer == "" or not is_number(step) then
+    return nil
+  end
+  local problem = val(info.problem)
+  local why = problem and (" It was not resumed by itself: " .. tostring(problem) .. ".") or ""
+  return {
+    run_id = val(run.runId),
+    job_id = val(run.jobId),
+    label = offer,
+    message = string.format(
+      "%s was interrupted by a restart of the machine (run %s).%s %s?",
+      tostring(val(run.jobId)),
+      tostring(val(run.runId)),
+      why,
+      offer
+    ),
+    extra = { resume = true, startStep = step },
+  }
+end
+
+--- Every run's offer, newest run first (`runs` is oldest first, as `arena/status` sends it).
+function M.reboot_offers(runs)
+  local offers = {}
+  for index = #runs, 1, -1 do
+    local offer = M.reboot_offer(runs[index])
+    if offer then
+      table.insert(offers, offer)
+    end
+  end
+  return offers
+end
+
+--- The offers not told yet; `told` (a set of run ids) remembers them.
+function M.new_offers(runs, told)
+  local fresh = {}
+  for _, offer in ipairs(M.reboot_offers(runs)) do
+    if not told[offer.run_id] then
+      told[offer.run_id] = true
+      table.insert(fresh, offer)
+    end
+  end
+  return fresh
+end
+
+--- "abc1234" or "abc1234 (dirty)"; nil without a record or a repository.
+function M.commit_text(record)
+  record = val(record)
+  local git = type(record) == "table" and val(record.git) or nil
+  if type(git) ~= "table" then
+    return nil
+  end
+  local commit = val(git.commit)
+  local text = type(commit) == "string" and commit ~= "" and commit:sub(1, 12) or "no commit yet"
+  return val(git.dirty) and (text .. " (dirty)") or text
+end
+
+--- The run record in a few lines (the status window's active run).
+function M.record_lines(record)
+  record = val(record)
+  if type(record) ~= "table" then
+    return {}
+  end
+  local lines = { "code: " .. (M.commit_text(record) or "not in a git repository") }
+  local python = val(record.python)
+  if type(python) == "table" and val(python.path) then
+    local version = val(python.version)
+    table.insert(lines, "python: " .. tostring(python.path) .. (version and (" (" .. tostring(version) .. ")") or ""))
+  end
+  if val(record.host) then
+    table.insert(lines, "host: " .. tostring(record.host))
+  end
+  return lines
+end
+
+--- The status window's section of offers (empty when none waits).
+function M.offer_lines(runs)
+  local offers = M.reboot_offers(runs)
+  if #offers == 0 then
+    return {}
+  end
+  local lines = { "", "Interrupted by a restart of the machine (:ArenaResumeInterrupted):" }
+  for _, offer in ipairs(offers) do
+    table.insert(lines, string.format("  %s [%s]: %s", tostring(offer.job_id), tostring(offer.run_id), offer.label))
+  end
+  return lines
+end
+
+return M
