@@ -68,6 +68,18 @@ class NotifyUnavailable(Exception):
     """No desktop notification could be shown; ``str()`` says why, for the run's log."""
 
 
+def desktop_unavailable(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why this machine can show no desktop notification at all, known before any is sent, or None.
+
+    Linux without a session bus (a service, cron, ssh, CI) has nowhere to show one: the
+    run's log says so once at its start, not as a failure at the end of every run.
+    """
+    environ = os.environ if environ is None else environ
+    if sys.platform.startswith("linux") and not environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        return "no session bus (DBUS_SESSION_BUS_ADDRESS is not set)"
+    return None
+
+
 def notify_desktop(title: str, body: str) -> str:
     """Show one desktop notification; what showed it (for the run's log), else ``NotifyUnavailable``."""
     if sys.platform == "win32":

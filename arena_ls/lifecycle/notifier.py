@@ -37,6 +37,7 @@ from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.notify_events import NotifyEvent, NotifyTracker
 from arena_ls.lifecycle.rundir import NotifySpec, RunSpec
 from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent
+from arena_ls.platform_notify import desktop_unavailable
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -91,6 +92,9 @@ class Notifier:
         self._queue: queue.Queue[NotifyEvent | None] = queue.Queue()
         self._failed: set[str] = set()
         """The channels whose failure was said in the run's log (once each: later ones go to agent.log)."""
+        self._desktop_off = desktop_unavailable() if notify.desktop and desktop is None else None
+        """Why no desktop notification can be shown on this machine at all (said once, at the first state)."""
+        self._said_desktop_off = False
         self._thread = threading.Thread(target=self._send_all, name="notifier", daemon=True)
         self._thread.start()
 
@@ -103,6 +107,9 @@ class Notifier:
         if not isinstance(state, dict):
             return
         with self._lock:
+            if self._desktop_off is not None and not self._said_desktop_off:
+                self._said_desktop_off = True
+                self.tell(events.note(f"desktop notifications are off on this machine: {self._desktop_off}"))
             for event in self.tracker.observe(state):
                 self.tell(events.notified(event.key, f"{event.title}: {event.message}"))
                 self._queue.put(event)
@@ -124,7 +131,7 @@ class Notifier:
 
     def send(self, event: NotifyEvent) -> None:
         """Each channel that is on, each failure said (the run goes on whatever happens here)."""
-        if self.notify.desktop:
+        if self.notify.desktop and self._desktop_off is None:
             self._channel("desktop notification", lambda: self._show(event))
         if self.notify.command:
             command = self.notify.command

@@ -27,7 +27,12 @@ from arena_ls.lifecycle.notifier import CommandFailed, Notifier, run_command, to
 from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.lifecycle.rundir import NotifySpec, PowerSpec, RunSpec
 from arena_ls.lifecycle.states import RunStatus
-from arena_ls.platform_notify import NotifyUnavailable, freedesktop_notification, notify_desktop
+from arena_ls.platform_notify import (
+    NotifyUnavailable,
+    desktop_unavailable,
+    freedesktop_notification,
+    notify_desktop,
+)
 from tests.helpers.agent_runs import AgentRun
 from tests.helpers.dbus import DBUS_DAEMON, DBusDaemon, FakeNotifications
 from tests.helpers.fake_hardware import ENV_VAR, FakeHardware, write_fake_hardware
@@ -268,6 +273,31 @@ def test_without_a_session_bus_the_desktop_path_says_so(monkeypatch: pytest.Monk
     monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
     with pytest.raises(NotifyUnavailable, match="no session bus"):
         notify_desktop("t", "b")
+    assert desktop_unavailable() == "no session bus (DBUS_SESSION_BUS_ADDRESS is not set)"
+    assert desktop_unavailable({"DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus"}) is None
+
+
+def test_a_machine_without_a_session_bus_is_said_once_at_the_start_not_at_every_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (merge of 37a): headless Linux ended every run's log with "desktop notification
+    failed: no session bus", after the run's own last line (verify-gates.sh's gate 7 read it)."""
+    monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    told: list[str] = []
+    spec = RunSpec(run_id="r-1", job_id="j", job_name="J", kind="train", argv=["x"], cwd=str(tmp_path))
+    notifier = Notifier(spec, NotifySpec(desktop=True, command=None), tmp_path / "out.log",
+                        lambda event: told.append(event.render()))  # fmt: skip
+    try:
+        notifier.observe({"runId": "r-1", "status": "running", "step": 1})
+        notifier.observe({"runId": "r-1", "status": "succeeded", "step": 2})
+    finally:
+        assert notifier.close(10)
+    off = [text for text in told if "desktop notifications are off" in text]
+    assert off == [
+        "desktop notifications are off on this machine: no session bus (DBUS_SESSION_BUS_ADDRESS is not set)"
+    ]
+    assert told.index(off[0]) == 0
+    assert not [text for text in told if "failed" in text], told
 
 
 def test_a_hanging_command_is_killed_with_its_children(tmp_path: Path) -> None:
