@@ -1,0 +1,62 @@
+"""A Lightning trainer run as people write one, plus arena-ls's one added line (the callback).
+
+A small regression module on fixed in-memory data, on the CPU; ModelCheckpoint saves every
+``--every`` steps (one epoch: the data are in a fixed order, so a resume at an epoch's end
+continues the same curve). Resumed with ``--ckpt_path {path}``.
+"""
+
+import argparse
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import arena_trainer
+
+
+class Regression(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def data(batches: int) -> DataLoader:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(batches * 4, 8, generator=generator)
+    y = x.sum(dim=1, keepdim=True).sin()
+    return DataLoader(TensorDataset(x, y), batch_size=4, shuffle=False, num_workers=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--max_steps", type=int, default=40)
+    parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--dirpath", default="checkpoints")
+    parser.add_argument("--ckpt_path", default=None)
+    args = parser.parse_args()
+    pl.seed_everything(0, verbose=False)
+    saver = ModelCheckpoint(dirpath=args.dirpath, every_n_train_steps=args.every, save_top_k=-1)
+    trainer = pl.Trainer(
+        max_steps=args.max_steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+        callbacks=[saver, arena_trainer.LightningCallback()],
+    )
+    trainer.fit(Regression(), data(args.every), ckpt_path=args.ckpt_path)
+
+
+if __name__ == "__main__":
+    main()
