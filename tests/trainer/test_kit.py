@@ -81,7 +81,7 @@ def test_it_carries_protocol_1_and_the_contract_names() -> None:
         assert callable(getattr(arena_trainer, name))
 
 
-def test_the_editable_install_provides_it_from_the_repository() -> None:
+def test_code_that_needs_the_source_finds_it() -> None:
     spec = importlib.util.find_spec("arena_trainer")
     assert spec is not None and spec.origin is not None
     assert Path(spec.origin).resolve() == KIT

@@ -129,6 +129,17 @@ def test_under_dash_i_the_scripts_folder_is_not_searched(tmp_path: Path) -> None
     assert done.returncode == 1 and "No module named 'arena_trainer'" in done.stderr
 
 
+def test_the_editable_install_provides_it_from_the_repository(tmp_path: Path) -> None:
+    """This checkout's install (``pip install -e .``, scripts/bootstrap.sh): from any folder, under
+    ``-I`` (no working folder, no PYTHONPATH on ``sys.path``), the module is the repository's file."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", "import arena_trainer; print(arena_trainer.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).resolve() == KIT
+
+
 def test_the_wheel_ships_the_kit_as_a_top_level_module(tmp_path: Path) -> None:
     """A regular (not editable) install: the wheel carries ``arena_trainer.py`` at its root."""
     built = subprocess.run(

@@ -5,7 +5,11 @@ A small regression module on fixed in-memory data, on the CPU; ModelCheckpoint s
 continues the same curve). Resumed with ``--ckpt_path {path}``.
 """
 
+# The gates of this branch do not know the kit yet (slice 35b teaches them): remove this line then.
+# arena: ignore-file[AR001,AR002,AR007,AR008]
+
 import argparse
+import time
 
 import lightning.pytorch as pl
 import torch
@@ -29,6 +33,19 @@ class Regression(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
+class HoldAt(pl.Callback):
+    """For the tests: a long run, stood for by a wait at one step until a stop is asked."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            print(f"holding at step {self.step} until a stop", flush=True)
+            while not arena_trainer.should_stop():
+                time.sleep(0.02)
+
+
 def data(batches: int) -> DataLoader:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(batches * 4, 8, generator=generator)
@@ -42,9 +59,11 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--dirpath", default="checkpoints")
     parser.add_argument("--ckpt_path", default=None)
+    parser.add_argument("--hold_at", type=int, default=0, help="a fresh run waits at this step for a stop")
     args = parser.parse_args()
     pl.seed_everything(0, verbose=False)
     saver = ModelCheckpoint(dirpath=args.dirpath, every_n_train_steps=args.every, save_top_k=-1)
+    holds = [HoldAt(args.hold_at)] if args.hold_at and not args.ckpt_path else []
     trainer = pl.Trainer(
         max_steps=args.max_steps,
         accelerator="cpu",
@@ -53,7 +72,7 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         log_every_n_steps=1,
-        callbacks=[saver, arena_trainer.LightningCallback()],
+        callbacks=[saver, *holds, arena_trainer.LightningCallback()],
     )
     trainer.fit(Regression(), data(args.every), ckpt_path=args.ckpt_path)
 
