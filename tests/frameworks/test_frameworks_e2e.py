@@ -193,6 +193,9 @@ async def test_stopped_from_a_client_then_resumed_from_the_frameworks_checkpoint
         if framework.same_order_after_a_stop:
             difference = assert_continues(got, reference, after=HOLD)
             print(f"{framework.id}: stop at {HOLD}, resumed; largest loss difference {difference:.3g}")
+        else:  # said for the record: this framework promises no data order after this resume
+            apart = max(abs(got[s] - reference[s]) for s in got if s > HOLD)
+            print(f"{framework.id}: stop at {HOLD}, resumed mid-epoch; largest loss difference {apart:.3g}")
     finally:
         await finish(client)
 
