@@ -3,6 +3,7 @@ and a copy beside a script under ``python -E`` and ``-I`` (contract 8.1)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,61 @@ def test_a_copy_beside_the_script_works_under_interpreter_flags(
     lines = done.stdout.splitlines()
     assert parse_arena_line(lines[0]) == Progress(step=3, total=10, loss=1.25)
     assert lines[1:] == ["stop False", "frameworks []", f"kit {folder / 'arena_trainer.py'}"]
+
+
+ON_PYTHON_38 = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import arena_trainer as arena
+    arena.progress(1, 10, loss=2.5, lr=0.1)
+    with open("f.bin", "wb") as f:
+        f.write(b"abc")
+    arena.checkpoint(1, "f.bin")
+    os.makedirs(os.path.join("d", "sub"))
+    with open(os.path.join("d", "sub", "x"), "w") as f:
+        f.write("x")
+    arena.checkpoint(2, "d")
+    print(arena.should_stop(), arena.resume_step(["--start-step", "3"]), arena.empty_cache(50))
+    print(arena.oom_retry(lambda: 7))
+    """
+)
+
+
+def oldest_python() -> str | None:
+    """A Python 3.8 that runs on this machine (pyenv's own, not its shim), if there is one."""
+    for candidate in (os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python"), shutil.which("python3.8")):
+        if not candidate or not os.path.exists(candidate):
+            continue
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
+            capture_output=True, text=True, timeout=DEADLINE_S,
+        )  # fmt: skip
+        if probe.stdout.strip() == "True":
+            return candidate
+    return None
+
+
+def test_the_kit_runs_on_python_3_8(tmp_path: Path) -> None:
+    """Beyond the grammar: the calls a plain loop makes, on a real 3.8 interpreter (no torch there)."""
+    python = oldest_python()
+    if python is None:
+        pytest.skip("no Python 3.8 on this machine")
+    shutil.copy(KIT, tmp_path / "arena_trainer.py")
+    (tmp_path / "train.py").write_text(ON_PYTHON_38)
+    done = subprocess.run(
+        [python, "-I", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert parse_arena_line(lines[0]) == Progress(step=1, total=10, loss=2.5, lr=0.1)
+    assert parse_arena_line(lines[1]) == Checkpoint(step=1, path="f.bin")
+    assert parse_arena_line(lines[2]) == Checkpoint(step=2, path="d")
+    assert lines[3:] == ["False 3 False", "7"]
 
 
 def test_under_dash_i_the_scripts_folder_is_not_searched(tmp_path: Path) -> None:
