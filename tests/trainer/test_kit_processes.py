@@ -176,11 +176,15 @@ def test_the_kit_runs_on_python_3_8(tmp_path: Path) -> None:
 
 
 def test_under_dash_i_the_scripts_folder_is_not_searched(tmp_path: Path) -> None:
-    """Why the guide's ``-I`` line exists: without it the copy beside the script is not found."""
+    """Why the guide's ``-I`` line exists: without it the copy beside the script is not found
+    (``-S`` too: as on a machine where arena-ls is not installed, which this checkout's venv is)."""
     shutil.copy(KIT, tmp_path / "arena_trainer.py")
     (tmp_path / "train.py").write_text("import arena_trainer\n")
     done = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "train.py")], capture_output=True, text=True, timeout=DEADLINE_S
+        [sys.executable, "-I", "-S", str(tmp_path / "train.py")],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
     )
     assert done.returncode == 1 and "No module named 'arena_trainer'" in done.stderr
 
