@@ -106,3 +106,27 @@ def test_ar106_accepts_path_as_it_accepts_step(tmp_path: Path, resume_args: list
 
 def test_ar106_still_fires_without_step_or_path(tmp_path: Path) -> None:
     assert "AR106" in manifest_codes(tmp_path, ["--resume_from_checkpoint", "latest"])
+
+
+async def test_a_start_resumes_from_the_announced_path_and_refuses_a_step_without_one(tmp_path: Path) -> None:
+    """Through a real server: the dry run of a resume names the last checkpoint's path; a confirmed
+    start at a step whose checkpoint path is unknown is refused (-32602), nothing launched."""
+    from tests.helpers.lsp import job, make_workspace, start_server, stop_server, wait_status
+
+    resume = {"args": ["--resume", "--start-step", "{step}", "--from", "{path}"]}
+    spec = job("lm", "--steps", "10", "--ckpt-every", "5", kind="train", resume=resume)
+    root = make_workspace(tmp_path / "ws", [spec])
+    client = await start_server(root)
+    try:
+        run = await client.call("arena/start", {"id": "lm"})
+        final = await wait_status(client, run["runId"], "succeeded", "crashed")
+        assert final["status"] == "succeeded"
+        last = final["lastCheckpoint"]
+        dry = await client.call("arena/start", {"id": "lm", "dryRun": True, "confirm": True})
+        assert dry["argv"][-5:] == ["--resume", "--start-step", str(last["step"]), "--from", last["path"]]
+        error = await client.call_error("arena/start", {"id": "lm", "startStep": 3, "confirm": True})
+        assert error.code == -32602 and "{path}" in str(error) and "step 3" in str(error)
+        status = await client.call("arena/status", {})
+        assert status["active"] is None and len(status["runs"]) == 1
+    finally:
+        await stop_server(client)
