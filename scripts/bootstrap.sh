@@ -34,7 +34,7 @@ done_step
 step "3/4 installing PyTorch (the pinned CPU build) and numpy"
 "$VENV_BIN/python" -m pip install --quiet "torch==2.13.0" numpy
 done_step
-step "4/4 installing arena-ls (editable) with its test, plot, bench and ray extras (ray: the cluster tests' head)"
-"$VENV_BIN/python" -m pip install --quiet -e ".[test,plot,bench,ray]"
+step "4/4 installing arena-ls (editable) with its test, plot, bench, ray and frameworks extras (ray: the cluster tests' head; frameworks: the trainer kit's end-to-end tests)"
+"$VENV_BIN/python" -m pip install --quiet -e ".[test,plot,bench,ray,frameworks]"
 done_step
 echo "[bootstrap] ready: $VENV_BIN/arena and $VENV_BIN/arena-ls"

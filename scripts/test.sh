@@ -127,7 +127,7 @@ stop_lanes() { # on an early exit: end the lanes still running (their process gr
 }
 trap stop_lanes EXIT
 
-timed "bootstrap (.venv, PyTorch CPU, arena-ls with its test, plot, bench and ray extras)" bash scripts/bootstrap.sh
+timed "bootstrap (.venv, PyTorch CPU, arena-ls with its test, plot, bench, ray and frameworks extras)" bash scripts/bootstrap.sh
 . scripts/venv-bin.sh
 timed "neovim (for the Neovim end-to-end test)" install_neovim
 timed "dbus (for the keep-awake and notification tests)" install_dbus

@@ -34,12 +34,13 @@ from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_laptop import Laptop
 from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
+from arena_ls.lifecycle.resume_args import path_at
 from arena_ls.lifecycle.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
-from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.lifecycle.trainer_start import recorded_argv
 
 log = logging.getLogger("arena_ls.cluster.agent")
 
@@ -82,7 +83,9 @@ class ClusterAgent:
         state.agent_pid = os.getpid()
         state.agent_create_time = platform.process_identity(os.getpid())
         if not adopt:
-            state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
+            step = self.spec.resumed_from_step
+            path = None if step is None else path_at(step, [self.spec.job_checkpoint])
+            state.argv = recorded_argv(self.spec.argv, self.spec.resume_args, step, path)
             resumed = self.spec.resumed_from_step is not None
             previous = (
                 (self.spec.job_checkpoint or self.folder.job_checkpoint(self.spec.job_id))

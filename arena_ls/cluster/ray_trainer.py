@@ -35,6 +35,7 @@ from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.attempts import Outcome, RunRecord
 from arena_ls.lifecycle.events import EventParser
 from arena_ls.lifecycle.outputlog import OutputWriter
+from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
 from arena_ls.lifecycle.rundir import ClusterRecord, Failure, RunDir, StateFolder
 from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.states import RunStatus
@@ -215,7 +216,14 @@ class RayTrainer(RayStopAndEnd):
 
     def _attempt(self, step: int | None) -> RunStatus | None:
         """Submit once and follow it; a final status, or None when the watchdog may relaunch."""
-        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
+        try:
+            argv = trainer_argv(self.spec.argv, self.spec.resume_args, step, self._resume_path(step))
+        except ResumePathUnknown as unknown:
+            self.say(str(unknown))
+            with self.lock:
+                self.state.failure = Failure("resume-unknown", str(unknown))
+                self.state.ended_at = time.time()
+            return RunStatus.CRASHED
         self.attempt_step = step
         self.attempt_announced = False
         record = self.record
@@ -283,6 +291,13 @@ class RayTrainer(RayStopAndEnd):
             record.package = uri
         self.writer.request()
         return uri
+
+    def _resume_path(self, step: int | None) -> str | None:
+        """The announced path of the checkpoint at ``step`` (``{path}``): the run's last, else the job's."""
+        if step is None:
+            return None
+        with self.lock:
+            return path_at(step, [self.state.last_checkpoint, self.spec.job_checkpoint])
 
     def _submit_failed(self, evidence: str) -> RunStatus:
         self.say(f"the cluster did not accept the job: {evidence}")

@@ -27,12 +27,13 @@ from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
 from arena_ls.lifecycle.local_trainer import LocalTrainer
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
 from arena_ls.lifecycle.reserve import StateReserve
+from arena_ls.lifecycle.resume_args import path_at
 from arena_ls.lifecycle.rundir import Failure, RunDir, RunSpec, RunState, StateBusy, StateFolder
 from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
-from arena_ls.lifecycle.trainer_start import EarlyLaunch, trainer_argv
+from arena_ls.lifecycle.trainer_start import EarlyLaunch, recorded_argv
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -67,7 +68,9 @@ class Agent:
         self.state.agent_create_time = platform.process_identity(os.getpid())
         if early is not None:  # launch recorded the run (or 0): the agent's writes continue from it
             self.state.generation = early.generation
-        self.state.argv = trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step)
+        self.state.argv = recorded_argv(
+            self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step, self._spec_checkpoint_path()
+        )
         if self.spec.resumed_from_step is not None:
             try:
                 previous = self.spec.job_checkpoint or self.folder.job_checkpoint(self.spec.job_id)
@@ -90,6 +93,11 @@ class Agent:
         """The machine kept awake while the run trains, and the person told (contract 8.3)."""
 
     # -- state ---------------------------------------------------------------------------
+
+    def _spec_checkpoint_path(self) -> str | None:
+        """The path of the checkpoint the run starts from (``{path}``), as the job recorded it."""
+        step = self.spec.resumed_from_step
+        return None if step is None else path_at(step, [self.spec.job_checkpoint])
 
     def tell(self, event: SupervisorEvent) -> None:
         """A record of the supervisor's own, in the run's log (stream ``arena``, ``supervisor_events``).

@@ -104,7 +104,9 @@ def start_refusal(check: OverwriteCheck) -> ArenaError | None:
     asked, last = check.start_step, check.last
     if asked is not None and check.resume is not False and (last is None or asked != last.step):
         where = (
-            f"the job's last checkpoint is at step {last.step}" if last else "the job has no known checkpoint"
+            f"the job's last checkpoint is at step {last.step} ({last.path})"
+            if last
+            else "the job has no known checkpoint"
         )
         return ArenaError(
             CHECKPOINT_MISMATCH,

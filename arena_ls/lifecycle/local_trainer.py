@@ -28,11 +28,18 @@ from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.local_output import TAIL_LINES
 from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
 from arena_ls.lifecycle.outputlog import OutputWriter, Pump
+from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
 from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
 from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.trainer_start import EarlyLaunch, start_captured, trainer_argv, trainer_env
+from arena_ls.lifecycle.trainer_start import (
+    EarlyLaunch,
+    recorded_argv,
+    start_captured,
+    trainer_argv,
+    trainer_env,
+)
 from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
 
 log = logging.getLogger("arena_ls.agent")
@@ -145,11 +152,30 @@ class LocalTrainer(StopProtocol):
 
     def _attempt(self, step: int | None) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
-        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
+        try:
+            argv = trainer_argv(self.spec.argv, self.spec.resume_args, step, self._resume_path(step))
+        except ResumePathUnknown as unknown:
+            return self._no_resume_path(unknown)
         if not self._launch(argv):
             return RunStatus.CRASHED
         returncode = self._supervise()
         return self._judge(returncode)
+
+    def _resume_path(self, step: int | None) -> str | None:
+        """The announced path of the checkpoint at ``step`` (``{path}``): the run's last, else the job's."""
+        if step is None:
+            return None
+        with self.lock:
+            return path_at(step, [self.state.last_checkpoint, self.spec.job_checkpoint])
+
+    def _no_resume_path(self, unknown: ResumePathUnknown) -> RunStatus:
+        """``{path}`` with no path known: nothing starts (never a trainer told a literal ``{path}``)."""
+        self.say(str(unknown))
+        with self.lock:
+            self.state.failure = Failure("resume-unknown", str(unknown))
+            self.state.exit_code = None
+            self.state.ended_at = time.time()
+        return RunStatus.CRASHED
 
     def _launch(self, argv: list[str]) -> bool:
         early, self.early = self.early, None
@@ -193,7 +219,8 @@ class LocalTrainer(StopProtocol):
 
     def _adopt_early(self, early: EarlyLaunch) -> subprocess.Popen[bytes]:
         """The trainer ``launch`` started (its argv is the spec's, as the first attempt's is)."""
-        if early.argv != trainer_argv(self.spec.argv, self.spec.resume_args, self.spec.resumed_from_step):
+        step = self.spec.resumed_from_step
+        if early.argv != recorded_argv(self.spec.argv, self.spec.resume_args, step, self._resume_path(step)):
             log.warning("the early launch ran %s, not what the spec says", early.argv)
         if early.error is not None:
             raise early.error

@@ -61,6 +61,7 @@ from arena_ls.lifecycle.reboot import (
     record_resumed,
     restart_evidence,
 )
+from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at, uses_path
 from arena_ls.lifecycle.retention import FinishedRun, is_log_file, runs_over_budget
 from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
@@ -604,8 +605,9 @@ class Supervisor:
         """The job's command line, built once: the dry run's answer, the spec and the exec check."""
         gate_errors = await self.gate_errors(job)
         resume_step = None if request.probe else self._resume_step(job, request)
+        resume_path = self._resume_path(launched, resume_step)
         if request.dry_run:
-            argv = trainer_argv(command, launched.resume_args, resume_step)
+            argv = trainer_argv(command, launched.resume_args, resume_step, resume_path)
             return await self._dry_run(launched, plan, argv, gate_errors)
         if job.status == "approval-required" and request.approved is not True:
             verb = "probe" if request.probe else "start"
@@ -697,6 +699,20 @@ class Supervisor:
                 raise InvalidParams(f"resume: job {job.id!r} has no recorded checkpoint; pass startStep")
             return None
         return record.step
+
+    def _resume_path(self, job: Job, step: int | None) -> str | None:
+        """The path ``{path}`` resumes from: the job's recorded checkpoint at ``step``.
+
+        A job whose ``resume.args`` name ``{path}``, asked to resume at a step whose
+        checkpoint path is not known (a confirmed ``startStep`` of another checkpoint),
+        is refused here: the trainer is never told a literal ``{path}``.
+        """
+        if step is None:
+            return None
+        path = path_at(step, [self.folder.job_checkpoint(job.id)])
+        if path is None and uses_path(job.resume_args):
+            raise InvalidParams(f"startStep: {ResumePathUnknown(step)}")
+        return path
 
     def _refuse_overwrite(self, job: Job, request: StartRequest, knowledge: JobKnowledge) -> None:
         """1011 / 1012 (contract 7.1): a start that would overwrite what the job saved, unconfirmed."""

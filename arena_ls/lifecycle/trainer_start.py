@@ -31,15 +31,18 @@ from arena_ls.lifecycle.atomicfile import write_json_atomic
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.interpreter import with_stream_flags
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump, start_pumps
+from arena_ls.lifecycle.resume_args import ResumePathUnknown, fill
 
-STEP_PLACEHOLDER = "{step}"
-SEED_STEP_PLACEHOLDER = "<step>"
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
 
 
-def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | None) -> list[str]:
-    """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` replaced when resuming.
+def trainer_argv(
+    argv: Sequence[str], resume_args: Sequence[str], step: int | None, path: str | None = None
+) -> list[str]:
+    """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` and ``{path}``
+    replaced when resuming (``resume_args.fill``; ``ResumePathUnknown`` when ``{path}`` is named
+    and ``path`` is None).
 
     An interpreter given ``-E``/``-I`` gets ``-u -X utf8`` (``interpreter.with_stream_flags``).
 
@@ -49,12 +52,7 @@ def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | No
     argv = with_stream_flags(argv)
     if step is None or not resume_args:
         return list(argv)
-    return [*argv, *(_with_step(arg, step) for arg in resume_args)]
-
-
-def _with_step(arg: str, step: int) -> str:
-    """``{step}`` (and the seed's ``<step>``, which means the same, contract 7.3) replaced by the step."""
-    return arg.replace(STEP_PLACEHOLDER, str(step)).replace(SEED_STEP_PLACEHOLDER, str(step))
+    return [*argv, *fill(resume_args, step, path)]
 
 
 UTF8_OUTPUT = {"PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"}
@@ -175,6 +173,25 @@ def claim_run(run_dir: Path) -> str | None:
     return None
 
 
+def _spec_checkpoint_path(record: object, step: int | None) -> str | None:
+    """The path of the spec's ``jobCheckpoint`` when it is the checkpoint at ``step`` (read plainly)."""
+    if not isinstance(record, dict) or step is None or record.get("step") != step:
+        return None
+    path = record.get("path")
+    return path if isinstance(path, str) and path else None
+
+
+def recorded_argv(
+    argv: Sequence[str], resume_args: Sequence[str], step: int | None, path: str | None
+) -> list[str]:
+    """``trainer_argv`` for a record made before the launch; with ``{path}`` unknown, the job's
+    args alone (the launch itself then refuses to start, ``ResumePathUnknown``)."""
+    try:
+        return trainer_argv(argv, resume_args, step, path)
+    except ResumePathUnknown:
+        return trainer_argv(argv, resume_args, None)
+
+
 def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly."""
     try:
@@ -186,6 +203,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
             [str(a) for a in spec["argv"]],
             [str(a) for a in spec.get("resumeArgs") or []],
             step,
+            _spec_checkpoint_path(spec.get("jobCheckpoint"), step),
         )
         run_id, job_id = str(spec["runId"]), str(spec["jobId"])
         stop_file = run_dir / "STOP"

@@ -20,7 +20,7 @@ import attrs
 import json_source_map
 
 from arena_ls.diagnostics import Diag, Severity, Span
-from arena_ls.manifest.model import PYTHON_PLACEHOLDER, ClusterDecl, Job, Resources
+from arena_ls.manifest.model import PYTHON_PLACEHOLDER, RESUME_PATH_PLACEHOLDER, ClusterDecl, Job, Resources
 from arena_ls.manifest.seed import (
     SEED_STEP,
     STEP,
@@ -605,12 +605,12 @@ class _JobReader:
                     "loads, so this manifest can run code from outside the workspace"
                 )
                 self.report("AR113", message, f"env/{_escape(name)}", "warning")
-        if job.kind == "train" and not any(STEP in arg or SEED_STEP in arg for arg in job.resume_args):
+        if job.kind == "train" and not any(_names_checkpoint(arg) for arg in job.resume_args):
             field = "resume/args" if "resume" in self.raw else "id"
             self.report(
                 "AR106",
-                "a `train` job needs `resume.args` with `{step}` so a crashed run "
-                "can be relaunched from its last checkpoint",
+                "a `train` job needs `resume.args` with `{step}` (or the checkpoint's `{path}`) "
+                "so a crashed run can be relaunched from its last checkpoint",
                 field,
                 data=self.resume_fix(),
             )
@@ -788,3 +788,8 @@ def _inside(path: Path, root: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _names_checkpoint(arg: str) -> bool:
+    """An argument that tells the trainer which checkpoint to resume from: its step or its path."""
+    return STEP in arg or SEED_STEP in arg or RESUME_PATH_PLACEHOLDER in arg

@@ -41,9 +41,12 @@ MANIFEST_RULES: tuple[ManifestRule, ...] = (
     ManifestRule("AR105", "pythonpath", "warning", "`env` sets `PYTHONPATH`",
                  "the trainer's imports then depend on the manifest instead of the project's packaging",
                  "install the project (`pip install -e .`) instead"),
-    ManifestRule("AR106", "no-resume-args", "error", "a `train` job has no `resume.args` with `{step}`",
+    ManifestRule("AR106", "no-resume-args", "error",
+                 "a `train` job has no `resume.args` with `{step}` (or `{path}`, the checkpoint's path)",
                  "without them the watchdog cannot relaunch a crashed run from its last checkpoint",
-                 'add `"resume": {"args": ["--resume", "--start-step", "{step}"]}` (quick fix)'),
+                 'add `"resume": {"args": ["--resume", "--start-step", "{step}"]}` (quick fix); a trainer '
+                 'that resumes from a path: `["--resume_from_checkpoint", "{path}"]` (Hugging Face), '
+                 '`["--ckpt_path", "{path}"]` (Lightning)'),
     ManifestRule("AR107", "missing-path", "error", "`script` (or `cwd`) does not exist",
                  "the job would fail at once, or its trainer could not be gated",
                  "point `script` and `cwd` at files that exist (script is relative to cwd)"),

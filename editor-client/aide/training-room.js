@@ -380,7 +380,7 @@ export class TrainingRoom {
           el("div", { class: "tr-job-head" }, el("span", { class: "tr-job-name", text: job.name ?? job.id }), el("span", { class: "tr-job-meta", text: `${job.id} · ${meta}` }), run),
         );
         if (job.lastCheckpoint && finite(job.lastCheckpoint.step)) {
-          item.append(el("div", { class: "tr-job-ckpt", text: `last checkpoint: step ${job.lastCheckpoint.step}` }));
+          item.append(el("div", { class: "tr-job-ckpt", text: `last checkpoint: step ${job.lastCheckpoint.step}${job.lastCheckpoint.path ? ` (${job.lastCheckpoint.path})` : ""}` }));
         }
         if (blocked) {
           const reasons = (job.blockedBy ?? []).length > 0
@@ -438,7 +438,7 @@ export class TrainingRoom {
       parts.push(`ETA ${eta}`);
     }
     this.progressText.textContent = parts.join(" · ");
-    this.checkpointText.textContent = active.lastCheckpoint ? `last checkpoint: step ${active.lastCheckpoint.step}` : "no checkpoint yet";
+    this.checkpointText.textContent = active.lastCheckpoint ? `last checkpoint: step ${active.lastCheckpoint.step} (${active.lastCheckpoint.path})` : "no checkpoint yet";
   }
 
   _renderHealth(health) {
