@@ -18,7 +18,7 @@ from typing import Literal
 
 from arena_ls.diagnostics import Span
 from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
-from arena_ls.gates.names import call_name, last_identifier, receiver
+from arena_ls.gates.names import argument, call_name, last_identifier, receiver
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph
 from arena_ls.gates.sites import is_backward
@@ -48,6 +48,18 @@ class Framework:
         if self.kind == "lightning":
             return "Lightning's Trainer.fit"
         return "Hugging Face's Trainer.train"
+
+    def resume_argument(self) -> ast.expr | None:
+        """What the framework call resumes from, as written.
+
+        Hugging Face ``trainer.train(resume_from_checkpoint=X)``, Lightning
+        ``trainer.fit(..., ckpt_path=X)``; None for ``LightningCLI`` (its
+        ``--ckpt_path`` is its own) and when the call names none.
+        """
+        node = self.call.node
+        if self.kind == "lightning":
+            return None if self.call.name == "LightningCLI" else argument(node, 4, "ckpt_path")
+        return argument(node, 0, "resume_from_checkpoint")
 
     def setting(self, name: str) -> ast.expr | None:
         """A keyword given to the trainer or to its training arguments."""

@@ -593,7 +593,7 @@ TABLE: list[tuple[str, str, bool | None, set[str]]] = [
     ),
     ("class_self_loss", CLASS_SELF_LOSS, True, {"AR001", "AR002", "AR009", "AR014"}),
     ("imported_trainer", IMPORTED_TRAINER, True, LOOP_LEVEL | {"AR007", "AR008"}),
-    ("hf_trainer", HF_TRAINER, True, {"AR001", "AR002", "AR005", "AR008", "AR009", "AR011", "AR012"}),
+    ("hf_trainer", HF_TRAINER, True, {"AR001", "AR002", "AR005", "AR009", "AR011", "AR012"}),
     ("lightning_fit", LIGHTNING_FIT, True, {"AR001", "AR002", "AR005", "AR011", "AR012"}),
     ("epoch_checkpoint", EPOCH_CHECKPOINT, True, {"AR005", "AR014"}),
     ("model_file_only", MODEL_FILE_ONLY, True, LOOP_LEVEL | {"AR007", "AR008"}),

@@ -12,6 +12,13 @@ is reported at the `ArgumentParser(...)` call; its quick fix adds
 `parser.add_argument("--start-step", type=int, default=0, ...)` after the
 last `add_argument` call.
 
+The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
+this rule. A Hugging Face or Lightning trainer that resumes from a path the
+command line gives (see AR007) needs no step: its relaunch passes the
+announced checkpoint's `{path}` (`resume.args`
+`["--resume_from_checkpoint", "{path}"]`, or `--ckpt_path {path}`) and the
+framework reads the step from the checkpoint.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 On a relaunch the watchdog passes the step of the last checkpoint it saw
@@ -57,6 +64,10 @@ ARGUMENTS = '"--start-step", type=int, default=0, help="step of the checkpoint t
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
+    if ctx.kit.sites("resume_step"):
+        return  # arena_trainer.resume_step() reads the step the relaunch passes
+    if ctx.resumes_from_option or (ctx.training.framework is not None and options.has_resume()):
+        return  # a {path} resume: the framework reads the step from the checkpoint itself
     if options.has_start_step():
         declared = options.start_step_declaration()
         if declared is not None and ctx.training.framework is None and not _value_used(ctx, *declared):

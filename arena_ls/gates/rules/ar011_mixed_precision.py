@@ -23,6 +23,9 @@ loop, or in an export function: one named `export_*`, `write_*`, `save_*`...,
 or one that writes a file and has no backward in its reach), or precision
 chosen outside the file.
 
+A trainer that imports neither torch (nor a package that runs on it) nor a
+CUDA library gets no CUDA rule, this one included.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 A GPU without tensor cores (Pascal and older) has no fast half-precision
