@@ -85,6 +85,6 @@ def _finding(rule: Rule, violation: Violation) -> Finding:
         col=span.col,
         end_line=span.end_line,
         end_col=span.end_col,
-        fix_title=rule.fix_title if violation.edits else None,
+        fix_title=(violation.fix_title or rule.fix_title) if violation.edits else None,
         edits=violation.edits,
     )

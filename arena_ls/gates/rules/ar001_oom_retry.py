@@ -63,6 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_violation
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.names import is_true
 from arena_ls.gates.oom import OomAnalyzer
@@ -82,7 +83,11 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     if verdict.ok:
         return
     detail = f": {verdict.near_miss}" if verdict.near_miss else _advice(ctx)
-    yield Violation(span=ctx.training.anchor, message=MESSAGE + ctx.training.note + detail)
+    message = MESSAGE + ctx.training.note + detail
+    if ctx.training.framework is not None:
+        yield framework_violation(ctx, message)
+        return
+    yield Violation(span=ctx.training.anchor, message=message)
 
 
 def _advice(ctx: TrainerContext) -> str:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_violation
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.rules.base import Violation, declare
 
@@ -96,6 +97,9 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
             if training.framework
             else ""
         )
+        if training.framework is not None:
+            yield framework_violation(ctx, MESSAGE + training.note + hint)
+            return
         yield Violation(span=training.anchor, message=MESSAGE + training.note + hint)
 
 

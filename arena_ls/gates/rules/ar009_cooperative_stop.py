@@ -67,6 +67,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_violation
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite
 from arena_ls.gates.names import argument, dotted, receiver, string_value
@@ -110,6 +111,9 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
             )
             return
     elif polls:
+        return
+    if training.framework is not None:
+        yield framework_violation(ctx, MESSAGE + training.note + WINDOWS)
         return
     yield Violation(span=training.anchor, message=MESSAGE + training.note + WINDOWS)
 

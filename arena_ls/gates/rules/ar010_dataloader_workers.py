@@ -12,8 +12,8 @@ above 0. It also reads Hugging Face's `dataloader_num_workers`, and
 even under a condition (`if use_cuda: kwargs.update(...)`), and the message
 names the line and the condition. An attribute (`num_workers=self.workers`)
 counts when one of its assignments gives a value above 0, even if another
-(`self.workers = int(self.workers / num_processes)`) cannot be read. It leaves alone what it cannot see (a dict
-built in another file), options that feed `datasets.map`
+(`self.workers = int(self.workers / num_processes)`) cannot be read. It
+leaves alone what it cannot see (a dict built in another file), options that feed `datasets.map`
 (`preprocessing_num_workers`), and a project's own loader classes
 (`DistributedDataLoader`). The quick fix sets the literal to 0.
 
