@@ -83,13 +83,14 @@ def _import_edit(ctx: TrainerContext, statement: str) -> TextEdit:
 
 def _hand_over(ctx: TrainerContext, framework: Framework, instance: str) -> TextEdit | None:
     call = framework.trainer_call
-    if framework.call.name == "LightningCLI":
+    if framework.cli:
         return _lightning_cli(ctx, framework.call.node, instance)
     if call is not None:
         return _into_constructor(ctx, call, instance)
     if framework.kind == "hf":
         return _add_callback_before(ctx, framework, instance)
-    return None
+    cli = next((site for site in ctx.facts.calls if site.name.endswith("LightningCLI")), None)
+    return _lightning_cli(ctx, cli.node, instance) if cli is not None else None  # LightningCLI(run=False)
 
 
 def _into_constructor(ctx: TrainerContext, call: ast.Call, instance: str) -> TextEdit:
@@ -117,6 +118,10 @@ def _lightning_cli(ctx: TrainerContext, call: ast.Call, instance: str) -> TextEd
         if isinstance(key, ast.Constant) and key.value == "callbacks":
             if isinstance(value, ast.List) and value.elts:
                 return _after_last(ctx, value.elts[-1], value, instance)
+            if isinstance(value, ast.Call):  # one callback, not a list
+                span = ctx.span(value)
+                written = ast.get_source_segment(ctx.source.parse_text, value) or ast.unparse(value)
+                return TextEdit(span.line, span.col, span.end_line, span.end_col, f"[{written}, {instance}]")
             return None
     if not defaults.values:
         span = ctx.span(defaults)
@@ -194,3 +199,55 @@ def framework_violation(ctx: TrainerContext, message: str) -> Violation:
     return Violation(
         span=ctx.training.anchor, message=message, edits=edits, fix_title=FIX_TITLE if edits else None
     )
+
+
+RESUME_FIX_TITLE = "Resume from --resume_from_checkpoint"
+
+
+def framework_resume_violation(ctx: TrainerContext, rule_message: str) -> Violation:
+    """AR007/AR008 on a framework trainer whose ``train()`` / ``fit()`` does not resume from an option.
+
+    A Hugging Face trainer whose command line has ``--resume_from_checkpoint``
+    (``HfArgumentParser``/``TrlParser`` of its training arguments) gets the fix
+    ``trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)``:
+    ``Trainer.train()`` ignores that option unless it is handed over.
+    """
+    framework = ctx.training.framework
+    assert framework is not None
+    if framework.kind == "lightning":
+        what = (
+            "trainer.fit(...) is given no ckpt_path from the command line (add an option such as --ckpt_path)"
+        )
+    else:
+        what = (
+            "trainer.train() is given no resume_from_checkpoint from the command line "
+            "(Trainer.train() ignores --resume_from_checkpoint unless it is handed over)"
+        )
+    message = f"{rule_message}: {what}; a relaunch would start again from step 0"
+    edits = _resume_fix(ctx)
+    return Violation(
+        span=ctx.training.anchor, message=message, edits=edits, fix_title=RESUME_FIX_TITLE if edits else None
+    )
+
+
+def _resume_fix(ctx: TrainerContext) -> tuple[TextEdit, ...]:
+    framework = ctx.training.framework
+    if framework is None or framework.kind != "hf" or framework.cli:
+        return ()
+    from arena_ls.gates.options import CliOptions  # options imports the rules' base, as this module does
+
+    if "resume_from_checkpoint" not in CliOptions(ctx).names:
+        return ()
+    call = framework.call.node
+    owner = receiver(call)
+    if owner is None:
+        return ()
+    owner_text = ast.get_source_segment(ctx.source.parse_text, owner) or ast.unparse(owner)
+    value = f"{owner_text}.args.resume_from_checkpoint"
+    given = keyword(call, "resume_from_checkpoint")
+    if given is not None:
+        span = ctx.span(given)
+        return (TextEdit(span.line, span.col, span.end_line, span.end_col, value),)
+    if call.args:
+        return ()  # a positional resume argument that is a constant: leave it to the person
+    return (_add_keyword(ctx, call, f"resume_from_checkpoint={value}"),)

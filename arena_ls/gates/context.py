@@ -125,7 +125,7 @@ class TrainerContext:
         framework = self.training.framework
         if framework is None:
             return False
-        if framework.call.name == "LightningCLI":
+        if framework.cli:
             return True
         value = framework.resume_argument()
         if value is None or isinstance(value, ast.Constant):

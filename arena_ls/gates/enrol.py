@@ -84,7 +84,7 @@ def resume_args(ctx: TrainerContext) -> list[str]:
         if "resume_from_checkpoint" in options.names:
             return ["--resume_from_checkpoint", "{path}"]
         return list(PLAIN_RESUME)
-    if framework.call.name == "LightningCLI":
+    if framework.cli:
         return ["--ckpt_path", "{path}"]
     given = _option_feeding(ctx, framework.resume_argument())
     if given is not None:
@@ -110,7 +110,7 @@ def _option_feeding(ctx: TrainerContext, value: ast.expr | None) -> list[str] | 
 
 def _uses_lightning_cli(ctx: TrainerContext) -> bool:
     framework = ctx.training.framework
-    return framework is not None and framework.call.name == "LightningCLI"
+    return framework is not None and framework.cli
 
 
 def unique_id(stem: str, taken: set[str] | frozenset[str]) -> str:

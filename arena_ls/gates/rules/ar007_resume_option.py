@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_resume_violation
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
@@ -59,10 +60,13 @@ ARGUMENTS = '"--resume", action="store_true", help="resume from the latest check
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
-    options = CliOptions(ctx)
-    if options.has_resume() or ctx.kit.sites("resume_step"):
+    if ctx.kit.sites("resume_step") or ctx.resumes_from_option:
         return
-    if ctx.resumes_from_option:
+    if ctx.training.framework is not None:
+        yield framework_resume_violation(ctx, MESSAGE)
+        return
+    options = CliOptions(ctx)
+    if options.has_resume():
         return
     yield options.missing(
         MESSAGE + ": the watchdog cannot restart this trainer from a checkpoint" + _hint(ctx), ARGUMENTS

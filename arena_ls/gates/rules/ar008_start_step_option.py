@@ -51,6 +51,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_resume_violation
 from arena_ls.gates.context import TrainerContext, mentions_in_code
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
@@ -66,8 +67,11 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
     if ctx.kit.sites("resume_step"):
         return  # arena_trainer.resume_step() reads the step the relaunch passes
-    if ctx.resumes_from_option or (ctx.training.framework is not None and options.has_resume()):
+    if ctx.resumes_from_option:
         return  # a {path} resume: the framework reads the step from the checkpoint itself
+    if ctx.training.framework is not None:
+        yield framework_resume_violation(ctx, MESSAGE)
+        return
     if options.has_start_step():
         declared = options.start_step_declaration()
         if declared is not None and ctx.training.framework is None and not _value_used(ctx, *declared):
