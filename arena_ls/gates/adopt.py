@@ -23,7 +23,7 @@ from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.kit import KIT_MODULE
 from arena_ls.gates.loop import Framework
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import keyword, receiver
+from arena_ls.gates.names import argument, call_name, keyword, receiver
 from arena_ls.gates.rules.base import Violation
 
 FIX_TITLE = "Add arena-ls's callback"
@@ -202,6 +202,7 @@ def framework_violation(ctx: TrainerContext, message: str) -> Violation:
 
 
 RESUME_FIX_TITLE = "Resume from --resume_from_checkpoint"
+CKPT_PATH_FIX_TITLE = "Resume from --ckpt_path"
 
 
 def framework_resume_violation(ctx: TrainerContext, rule_message: str) -> Violation:
@@ -225,15 +226,18 @@ def framework_resume_violation(ctx: TrainerContext, rule_message: str) -> Violat
         )
     message = f"{rule_message}: {what}; a relaunch would start again from step 0"
     edits = _resume_fix(ctx)
+    title = CKPT_PATH_FIX_TITLE if framework.kind == "lightning" else RESUME_FIX_TITLE
     return Violation(
-        span=ctx.training.anchor, message=message, edits=edits, fix_title=RESUME_FIX_TITLE if edits else None
+        span=ctx.training.anchor, message=message, edits=edits, fix_title=title if edits else None
     )
 
 
 def _resume_fix(ctx: TrainerContext) -> tuple[TextEdit, ...]:
     framework = ctx.training.framework
-    if framework is None or framework.kind != "hf" or framework.cli:
+    if framework is None or framework.cli:
         return ()
+    if framework.kind == "lightning":
+        return _ckpt_path_fix(ctx, framework)
     from arena_ls.gates.options import CliOptions  # options imports the rules' base, as this module does
 
     if "resume_from_checkpoint" not in CliOptions(ctx).names:
@@ -251,3 +255,51 @@ def _resume_fix(ctx: TrainerContext) -> tuple[TextEdit, ...]:
     if call.args:
         return ()  # a positional resume argument that is a constant: leave it to the person
     return (_add_keyword(ctx, call, f"resume_from_checkpoint={value}"),)
+
+
+def _ckpt_path_fix(ctx: TrainerContext, framework: Framework) -> tuple[TextEdit, ...]:
+    """``--ckpt_path`` after the last ``add_argument``, and ``fit(..., ckpt_path=args.ckpt_path)``.
+
+    Only where the parsed namespace (``args = parser.parse_args()``) is seen by
+    the ``fit`` call: assigned in its function, a parameter of it of that name
+    (``def main(args)``), or a module-level name.
+    """
+    from arena_ls.gates.options import CliOptions
+
+    options = CliOptions(ctx)
+    if "ckpt_path" in options.names:
+        return ()  # the option exists but is not handed to fit(): which name holds it is not known here
+    insertion = options.insertion()
+    namespace = _namespace(ctx)
+    call = framework.call.node
+    if insertion is None or namespace is None or not _visible(ctx, namespace, framework):
+        return ()
+    option = insertion.edit('"--ckpt_path", default=None, help="a checkpoint to resume from"')
+    value = f"{namespace}.ckpt_path"
+    given = argument(call, 4, "ckpt_path")
+    if given is not None:
+        if not isinstance(given, ast.Constant):
+            return ()
+        span = ctx.span(given)
+        return (option, TextEdit(span.line, span.col, span.end_line, span.end_col, value))
+    return (option, _add_keyword(ctx, call, f"ckpt_path={value}"))
+
+
+def _namespace(ctx: TrainerContext) -> str | None:
+    """The name ``parser.parse_args()`` is assigned to."""
+    for scope in ctx.facts.scopes:
+        for name, assignments in scope.assigns.items():
+            if any(
+                isinstance(item.value, ast.Call)
+                and call_name(item.value) in ("parse_args", "parse_known_args")
+                for item in assignments
+            ):
+                return name
+    return None
+
+
+def _visible(ctx: TrainerContext, name: str, framework: Framework) -> bool:
+    scope = framework.call.scope
+    if name in scope.assigns or name in scope.params():
+        return True
+    return name in ctx.facts.module.assigns

@@ -97,3 +97,49 @@ def test_a_crlf_file_keeps_its_line_ends() -> None:
     fixed = apply_edits(source, findings[0].edits)
     assert "\n" not in fixed.replace("\r\n", "")
     assert "from arena_trainer import HFCallback\r\n" in fixed
+
+
+RESUME_CASES = {
+    "hf_train_without_resume": (
+        HF + "trainer = Trainer(model=None, args=training_args)\ntrainer.train()\n",
+        "Resume from --resume_from_checkpoint",
+        "trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)",
+    ),
+    "hf_train_resume_none": (
+        HF
+        + "trainer = Trainer(model=None, args=training_args)\ntrainer.train(resume_from_checkpoint=None)\n",
+        "Resume from --resume_from_checkpoint",
+        "trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)",
+    ),
+    "lightning_fit_in_main": (
+        "from argparse import ArgumentParser\n\nimport lightning as L\n\nfrom model import Lit\n\n\n"
+        "def main(args):\n    trainer = L.Trainer()\n    trainer.fit(Lit(), None)\n\n\n"
+        "if __name__ == '__main__':\n    parser = ArgumentParser()\n"
+        "    parser.add_argument('--lr', type=float, default=0.1)\n"
+        "    args = parser.parse_args()\n    main(args)\n",
+        "Resume from --ckpt_path",
+        "trainer.fit(Lit(), None, ckpt_path=args.ckpt_path)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUME_CASES))
+def test_the_resume_fix_hands_the_option_to_the_framework(name: str) -> None:
+    source, title, expected = RESUME_CASES[name]
+    findings = [f for f in lint_trainer(source, fp32_only=True) if f.fix_title == title]
+    assert {f.code for f in findings} == {"AR007", "AR008"}
+    fixed = apply_edits(source, findings[0].edits)
+    ast.parse(fixed)
+    assert expected in fixed
+    after = {f.code for f in lint_trainer(fixed, fp32_only=True)}
+    assert not after & {"AR007", "AR008"}, f"{name}: still {sorted(after)}"
+
+
+def test_no_resume_fix_without_an_option_the_command_line_can_give() -> None:
+    source = (
+        "from transformers import Trainer, TrainingArguments\n"
+        "trainer = Trainer(model=None, args=TrainingArguments(output_dir='out'))\ntrainer.train()\n"
+    )
+    findings = [f for f in lint_trainer(source, fp32_only=True) if f.code in ("AR007", "AR008")]
+    assert findings and all(not f.edits for f in findings)
+    assert "ignores --resume_from_checkpoint" in findings[0].message
