@@ -25,6 +25,7 @@ _CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map", "accelerator")
 _GPU_CHOOSING_PACKAGES = frozenset(
     {"lightning", "pytorch_lightning", "transformers", "trl", "accelerate", "deepspeed", "composer", "ignite"}
 )
+_LOAD_CALLS = frozenset({"load_state", "load", "load_checkpoint", "load_from_checkpoint"})
 _TORCH_PACKAGES = frozenset(
     {
         "torch",
@@ -134,6 +135,26 @@ class TrainerContext:
         if resolved.origin.startswith("the default of "):
             return True  # an option's (or a parsed dataclass field's) default: the command line sets it
         return not (resolved.known and resolved.value in (None, False, ""))
+
+    @cached_property
+    def path_resume_option(self) -> str | None:
+        """The option whose value is the checkpoint a trainer loads (a ``{path}`` resume), or None.
+
+        ``accelerator.load_state(args.resume_from)``, ``torch.load(args.ckpt, ...)``,
+        ``load_checkpoint(args.checkpoint)``: the relaunch gives the announced
+        checkpoint's path, and the trainer reads its step from what it loads.
+        """
+        options = self.resolver.options
+        if not options:
+            return None
+        for site in self.facts.calls:
+            if site.name not in _LOAD_CALLS or not site.node.args:
+                continue
+            for node in ast.walk(site.node.args[0]):
+                if isinstance(node, ast.Attribute) and node.attr in options:
+                    option = options[node.attr]
+                    return next((flag for flag in option.flags if flag.startswith("--")), option.flags[0])
+        return None
 
     def empties_cache(self, site: CallSite) -> bool:
         """``torch.cuda.empty_cache()`` or the kit's ``empty_cache(step)`` however it was imported."""

@@ -77,6 +77,8 @@ def job_for(
 
 def resume_args(ctx: TrainerContext) -> list[str]:
     framework = ctx.training.framework
+    if framework is None and not ctx.kit.sites("resume_step") and ctx.path_resume_option is not None:
+        return [ctx.path_resume_option, "{path}"]  # it loads the checkpoint that option names
     if framework is None or ctx.kit.sites("resume_step"):
         return list(PLAIN_RESUME)
     options = CliOptions(ctx)

@@ -131,3 +131,14 @@ def test_a_script_already_listed_is_found_by_script_or_first_argument() -> None:
 def test_lsp_positions_count_utf16_units() -> None:
     text = 'é\n"𝔘"x'
     assert lsp_position(text, text.index("x")) == (1, 4)
+
+
+def test_a_trainer_that_loads_the_checkpoint_an_option_names_resumes_with_its_path() -> None:
+    source = (
+        "import argparse\nimport torch\nfrom accelerate import Accelerator\n"
+        "parser = argparse.ArgumentParser()\nparser.add_argument('--resume_from')\n"
+        "args = parser.parse_args()\n"
+        "accelerator = Accelerator()\nif args.resume_from:\n    accelerator.load_state(args.resume_from)\n"
+        "for step in range(10):\n    accelerator.backward(torch.ones(1))\n"
+    )
+    assert job_for("t.py", source)["resume"] == {"args": ["--resume_from", "{path}"]}

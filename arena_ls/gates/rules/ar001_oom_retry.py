@@ -14,13 +14,13 @@ loop's header.
 
 The kit and the frameworks: `arena_trainer.oom_retry(step_fn)` in the
 loop keeps this rule (it catches the OOM, empties the cache and runs the
-same batch again), and so does `arena_trainer.oom_retry(loss.backward)`. Accelerate's `find_executable_batch_size` keeps it, and
-so does Hugging Face's `TrainingArguments(auto_find_batch_size=True)`. A
-framework's step cannot be wrapped from outside: for a Hugging Face or
-Lightning trainer, `arena_trainer.HFCallback` / `LightningCallback` passed to
-the trainer counts (it empties the cache on a cadence and announces every
-checkpoint, so an OOM that still ends the run is relaunched from the last
-one).
+same batch again), and so does `arena_trainer.oom_retry(loss.backward)`.
+Accelerate's `find_executable_batch_size` keeps it, and so does Hugging
+Face's `TrainingArguments(auto_find_batch_size=True)`. A framework's step
+cannot be wrapped from outside: for a Hugging Face or Lightning trainer,
+`arena_trainer.HFCallback` / `LightningCallback` passed to the trainer
+counts (it empties the cache on a cadence and announces every checkpoint,
+so an OOM that still ends the run is relaunched from the last one).
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------

@@ -13,7 +13,10 @@ is reported at the `ArgumentParser(...)` call; its quick fix adds
 last `add_argument` call.
 
 The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
-this rule. A Hugging Face or Lightning trainer that resumes from a path the
+this rule, and so does a trainer that loads the checkpoint an option names
+(`accelerator.load_state(args.resume_from)`, `torch.load(args.ckpt)`): its
+relaunch passes `["--resume_from", "{path}"]`. A Hugging Face or Lightning
+trainer that resumes from a path the
 command line gives (see AR007) needs no step: its relaunch passes the
 announced checkpoint's `{path}` (`resume.args`
 `["--resume_from_checkpoint", "{path}"]`, or `--ckpt_path {path}`) and the
@@ -69,6 +72,8 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         return  # arena_trainer.resume_step() reads the step the relaunch passes
     if ctx.resumes_from_option:
         return  # a {path} resume: the framework reads the step from the checkpoint itself
+    if ctx.training.framework is None and ctx.path_resume_option is not None:
+        return  # the trainer loads the checkpoint an option names: a {path} resume
     if ctx.training.framework is not None:
         yield framework_resume_violation(ctx, MESSAGE)
         return
