@@ -24,6 +24,7 @@ from arena_ls.gates.kit import KIT_MODULE
 from arena_ls.gates.loop import Framework
 from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import argument, call_name, keyword, receiver
+from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation
 
 FIX_TITLE = "Add arena-ls's callback"
@@ -238,7 +239,6 @@ def _resume_fix(ctx: TrainerContext) -> tuple[TextEdit, ...]:
         return ()
     if framework.kind == "lightning":
         return _ckpt_path_fix(ctx, framework)
-    from arena_ls.gates.options import CliOptions  # options imports the rules' base, as this module does
 
     if "resume_from_checkpoint" not in CliOptions(ctx).names:
         return ()
@@ -264,8 +264,6 @@ def _ckpt_path_fix(ctx: TrainerContext, framework: Framework) -> tuple[TextEdit,
     the ``fit`` call: assigned in its function, a parameter of it of that name
     (``def main(args)``), or a module-level name.
     """
-    from arena_ls.gates.options import CliOptions
-
     options = CliOptions(ctx)
     if "ckpt_path" in options.names:
         return ()  # the option exists but is not handed to fit(): which name holds it is not known here
