@@ -199,3 +199,25 @@ async def test_a_workspace_with_no_manifest_gets_one(client: ArenaClient, worksp
     assert document["version"] == 1
     assert document["jobs"][0]["resume"] == {"args": ["--resume", "--start-step", "{step}"]}
     assert document["jobs"][0]["script"] == "loop.py"
+
+
+async def test_the_source_action_is_worked_out_when_asked_not_on_every_cursor_move(
+    client: ArenaClient, workspace: Path
+) -> None:
+    script = workspace / "finetune.py"
+    script.write_text(HF_TRAINER)
+    uri = open_doc(client, script, HF_TRAINER)
+    whole = types.Range(start=types.Position(0, 0), end=types.Position(0, 0))
+
+    async def titles(trigger: types.CodeActionTriggerKind) -> list[str]:
+        result = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=whole,
+                context=types.CodeActionContext(diagnostics=[], trigger_kind=trigger),
+            )
+        )
+        return [a.title for a in result or [] if isinstance(a, types.CodeAction)]
+
+    assert "Add this trainer to the manifest" not in await titles(types.CodeActionTriggerKind.Automatic)
+    assert "Add this trainer to the manifest" in await titles(types.CodeActionTriggerKind.Invoked)

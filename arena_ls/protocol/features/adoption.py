@@ -21,7 +21,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,6 +49,17 @@ def kit_source() -> bytes | None:
     origin = spec.origin if spec is not None else None
     if not origin or not origin.endswith(".py"):
         return None
+    try:
+        stat = os.stat(origin)
+    except OSError:
+        return None
+    return _read_kit(origin, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_kit(origin: str, size: int, mtime_ns: int) -> bytes | None:
+    """The kit's bytes, read once per version of the file (size and mtime are the key)."""
+    del size, mtime_ns
     try:
         return Path(origin).read_bytes()
     except OSError:
@@ -158,6 +171,15 @@ def _manifest_text(manifest: Path) -> str | None:
         return ""  # unreadable: add_job says it is not JSON, and nothing is touched
 
 
+def _asked(context: types.CodeActionContext) -> bool:
+    """The source action is worked out when a person asks (a menu, a command, ``only`` naming it),
+    not on every cursor move (an automatic request with no ``only``): it reads the script and the
+    manifest, and the editors list source actions only when asked anyway."""
+    if context.only:
+        return True
+    return context.trigger_kind != types.CodeActionTriggerKind.Automatic
+
+
 class AdoptionActions(LanguageFeature):
     """The kit beside a script, and a script into the manifest."""
 
@@ -175,7 +197,7 @@ class AdoptionActions(LanguageFeature):
             kit = kit_action(script, findings)
             if kit is not None:
                 actions.append(kit)
-        if wants(only, ADD_TO_MANIFEST):
+        if wants(only, ADD_TO_MANIFEST) and _asked(params.context):
             ws = self.server.ws
             manifest = ws.supervisor.manifest_path()
             document = self.server.workspace.text_documents.get(params.text_document.uri)
