@@ -81,6 +81,12 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     _add_check(sub, common)
+    init = sub.add_parser(
+        "init",
+        parents=[common],
+        help="create training/manifest.json, and add SCRIPT as a train job (no server)",
+    )
+    init.add_argument("script", nargs="?", metavar="SCRIPT", help="the trainer to add")
     _add_start(sub, common)
     _add_stop(sub, common)
     status = sub.add_parser("status", parents=[common], help="jobs, the active run and health")
@@ -240,6 +246,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from arena_ls.client.lint import run_check
 
         return run_check(args, root)
+    if args.command == "init":
+        from arena_ls.client.init import run_init
+
+        return run_init(args, root)
     options = Options(root=root, verbose=bool(args.verbose), console=make_console())
     return asyncio.run(COMMANDS[args.command](options, args))
 

@@ -16,6 +16,7 @@ import dataclasses
 import re
 
 from arena_ls.gates.facts import CallSite, ModuleFacts, Scope
+from arena_ls.gates.kit import Kit
 from arena_ls.gates.names import argument, dotted, is_true, keyword, last_identifier, receiver
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph, Path
@@ -112,8 +113,11 @@ class SaveAnalyzer:
         self.facts = facts
         self.graph = graph
         self.registers_state = any(site.name == "register_for_checkpointing" for site in facts.calls)
+        self.kit = Kit(facts)
 
     def is_save(self, site: CallSite) -> bool:
+        if self.kit.function(site) == "save":
+            return True  # arena_trainer.save(obj, path, step): atomic, and announced
         if not is_save_call(site):
             return False
         return site.name == "save" or self.graph.function_for(site.node.func, site.scope) is None
@@ -133,6 +137,10 @@ class SaveAnalyzer:
         if saved is None:
             return Contents(known=False, node=site.node)
         contents = self._object(saved, site.scope, path, len(path.sites) - 1, 0)
+        if self.kit.function(site) == "save" and argument(site.node, 2, "step") is not None:
+            contents = dataclasses.replace(
+                contents, step=True
+            )  # the kit announces it; resume_step() reads it
         if contents.whole_module or not isinstance(contents.node, ast.Dict | ast.Call):
             return dataclasses.replace(contents, node=site.node)  # report at the save itself
         return contents

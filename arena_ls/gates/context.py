@@ -10,9 +10,11 @@ from arena_ls.diagnostics import Span
 from arena_ls.gates.cadence import Cadence, CadenceAnalyzer
 from arena_ls.gates.checkpoints import SaveAnalyzer
 from arena_ls.gates.facts import CallSite, ModuleFacts, collect_facts
+from arena_ls.gates.kit import Kit
 from arena_ls.gates.loop import TrainingLoop, find_training_loop
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph, Path, Predicate, Root
+from arena_ls.gates.sites import is_empty_cache
 from arena_ls.gates.source import SourceText, comment_start
 from arena_ls.gates.values import Resolver
 
@@ -23,6 +25,26 @@ _CUDA_LITERALS = ("cuda", "gpu", "nccl", "device_map", "accelerator")
 _GPU_CHOOSING_PACKAGES = frozenset(
     {"lightning", "pytorch_lightning", "transformers", "trl", "accelerate", "deepspeed", "composer", "ignite"}
 )
+_LOAD_CALLS = frozenset({"load_state", "load", "load_checkpoint", "load_from_checkpoint"})
+_TORCH_PACKAGES = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "timm",
+        "peft",
+        "diffusers",
+        "torchtune",
+        "torchtitan",
+    }
+)
+"""Packages that run on torch: a file importing one of them is a torch trainer."""
+_CUDA_PACKAGES = frozenset({"cupy", "pycuda", "cuda", "numba", "triton", "apex", "bitsandbytes"})
+_OTHER_ARRAY_PACKAGES = frozenset(
+    {"jax", "flax", "optax", "tensorflow", "keras", "mlx", "paddle", "mindspore"}
+)
+"""Frameworks with their own device memory: ``transformers`` beside one of them is its Flax/TF side."""
 
 
 class TrainerContext:
@@ -50,6 +72,30 @@ class TrainerContext:
         return find_training_loop(self.facts, self.graph, self.source)
 
     @cached_property
+    def kit(self) -> Kit:
+        """Which calls are the trainer kit's (``arena_trainer``, contract 8.1)."""
+        return Kit(self.facts)
+
+    @cached_property
+    def torch_free(self) -> bool:
+        """The file imports neither torch (nor a package that runs on it) nor a CUDA library.
+
+        A Flax, JAX or TensorFlow trainer has its own device memory: no CUDA rule
+        (AR001-AR003, AR011) applies to it, even when it imports ``transformers``
+        for its Flax models. A file with no import at all is a snippet, and a file
+        with no training loop of its own (a loop in a class it imports from the
+        project): nothing shows what they run on, so they are not judged torch-free.
+        """
+        imports = self.facts.imports
+        if not imports or imports & (_TORCH_PACKAGES | _CUDA_PACKAGES):
+            return False
+        if imports & _OTHER_ARRAY_PACKAGES:
+            return True
+        if imports & _GPU_CHOOSING_PACKAGES or self.training.kind == "none":
+            return False  # with no loop here, the loop is in a module this file imports
+        return not mentions_in_code(self.source, self.facts, _CUDA_MENTION, _CUDA_LITERALS)
+
+    @cached_property
     def cuda_free(self) -> bool:
         """The trainer never uses CUDA: AR001-AR003 and AR011 do not apply to it.
 
@@ -61,11 +107,58 @@ class TrainerContext:
         imports is not judged CUDA-free: nothing shows where it runs.
         """
         imports = self.facts.imports
+        if self.torch_free:
+            return True
         if "torch" not in imports or imports & _GPU_CHOOSING_PACKAGES:
             return False
         if self.training.kind != "loop":
             return False  # no training loop here: nothing to exempt
         return not mentions_in_code(self.source, self.facts, _CUDA_MENTION, _CUDA_LITERALS)
+
+    @cached_property
+    def resumes_from_option(self) -> bool:
+        """The framework resumes from a checkpoint path the command line gives (a ``{path}`` resume).
+
+        ``LightningCLI`` (``--ckpt_path``), or the resume argument of ``train(...)`` /
+        ``fit(...)`` is not a constant and does not resolve to None/False in the
+        file (``TrainingArguments(resume_from_checkpoint=None)`` passed on is not an option).
+        """
+        framework = self.training.framework
+        if framework is None:
+            return False
+        if framework.cli:
+            return True
+        value = framework.resume_argument()
+        if value is None or isinstance(value, ast.Constant):
+            return False
+        resolved = self.resolver.resolve(value, framework.call.scope)
+        if resolved.origin.startswith("the default of "):
+            return True  # an option's (or a parsed dataclass field's) default: the command line sets it
+        return not (resolved.known and resolved.value in (None, False, ""))
+
+    @cached_property
+    def path_resume_option(self) -> str | None:
+        """The option whose value is the checkpoint a trainer loads (a ``{path}`` resume), or None.
+
+        ``accelerator.load_state(args.resume_from)``, ``torch.load(args.ckpt, ...)``,
+        ``load_checkpoint(args.checkpoint)``: the relaunch gives the announced
+        checkpoint's path, and the trainer reads its step from what it loads.
+        """
+        options = self.resolver.options
+        if not options:
+            return None
+        for site in self.facts.calls:
+            if site.name not in _LOAD_CALLS or not site.node.args:
+                continue
+            for node in ast.walk(site.node.args[0]):
+                if isinstance(node, ast.Attribute) and node.attr in options:
+                    option = options[node.attr]
+                    return next((flag for flag in option.flags if flag.startswith("--")), option.flags[0])
+        return None
+
+    def empties_cache(self, site: CallSite) -> bool:
+        """``torch.cuda.empty_cache()`` or the kit's ``empty_cache(step)`` however it was imported."""
+        return is_empty_cache(site) or self.kit.function(site) == "empty_cache"
 
     @cached_property
     def saves(self) -> SaveAnalyzer:

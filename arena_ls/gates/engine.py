@@ -75,6 +75,24 @@ def _lint(text: SourceText, fp32_only: bool | None, checkpoint_patterns: tuple[s
     return kept
 
 
+def parse_context(source: str | bytes) -> TrainerContext | None:
+    """The analyses of one script, for a tool that reads it (the manifest job of ``arena init``).
+
+    None when it does not parse or cannot be analysed.
+    """
+    text = SourceText(decode_source(source))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text.parse_text, type_comments=False)
+        return TrainerContext(text, tree, fp32_only=None)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    except Exception:  # a bug must not take the caller down; the log says what happened
+        _log_exception("could not analyse the trainer")
+        return None
+
+
 def _finding(rule: Rule, violation: Violation) -> Finding:
     span = violation.span
     return Finding(
@@ -85,6 +103,6 @@ def _finding(rule: Rule, violation: Violation) -> Finding:
         col=span.col,
         end_line=span.end_line,
         end_col=span.end_col,
-        fix_title=rule.fix_title if violation.edits else None,
+        fix_title=(violation.fix_title or rule.fix_title) if violation.edits else None,
         edits=violation.edits,
     )

@@ -18,7 +18,7 @@ from typing import Literal
 
 from arena_ls.diagnostics import Span
 from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
-from arena_ls.gates.names import call_name, last_identifier, receiver
+from arena_ls.gates.names import argument, call_name, is_false, keyword, last_identifier, receiver
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.reach import CallGraph
 from arena_ls.gates.sites import is_backward
@@ -42,12 +42,26 @@ class Framework:
     """``Trainer(...)``: its keywords configure checkpointing and evaluation."""
     args_calls: tuple[ast.Call, ...] = ()
     """Hugging Face ``TrainingArguments(...)`` calls."""
+    cli: bool = False
+    """``LightningCLI(...)`` or a same-file subclass of it runs the training (``fit`` on its command line)."""
 
     @property
     def label(self) -> str:
         if self.kind == "lightning":
             return "Lightning's Trainer.fit"
         return "Hugging Face's Trainer.train"
+
+    def resume_argument(self) -> ast.expr | None:
+        """What the framework call resumes from, as written.
+
+        Hugging Face ``trainer.train(resume_from_checkpoint=X)``, Lightning
+        ``trainer.fit(..., ckpt_path=X)``; None for ``LightningCLI`` (its
+        ``--ckpt_path`` is its own) and when the call names none.
+        """
+        node = self.call.node
+        if self.kind == "lightning":
+            return None if self.cli else argument(node, 4, "ckpt_path")
+        return argument(node, 0, "resume_from_checkpoint")
 
     def setting(self, name: str) -> ast.expr | None:
         """A keyword given to the trainer or to its training arguments."""
@@ -179,9 +193,14 @@ def _size(node: ast.stmt) -> int:
 def find_framework(facts: ModuleFacts) -> Framework | None:
     constructors = _trainer_constructors(facts)
     if facts.imports & _LIGHTNING_PACKAGES:
+        clis = {"LightningCLI"} | {
+            name
+            for name, info in facts.classes.items()
+            if any(base.endswith("LightningCLI") for base in info.bases)
+        }
         for site in facts.calls:
-            if site.name == "LightningCLI":
-                return Framework(kind="lightning", call=site, trainer_call=None)
+            if site.name in clis and not is_false(keyword(site.node, "run")):
+                return Framework(kind="lightning", call=site, trainer_call=None, cli=True)
             if site.name == "fit" and _is_trainer(site, constructors):
                 return Framework(kind="lightning", call=site, trainer_call=constructors.get(_owner(site)))
     if facts.imports & _HF_PACKAGES:

@@ -14,7 +14,7 @@ import dataclasses
 
 from arena_ls.diagnostics import Span
 from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import CallSite, iter_statements
+from arena_ls.gates.facts import CallSite, ModuleFacts, iter_statements
 from arena_ls.gates.model import TextEdit
 from arena_ls.gates.names import dotted, keyword, receiver, string_value
 from arena_ls.gates.rules.base import Violation
@@ -45,6 +45,26 @@ class Insertion:
         return TextEdit(self.line, self.col, self.line, self.col, text)
 
 
+_TRAINING_ARGUMENTS = (
+    "TrainingArguments",
+    "SFTConfig",
+    "DPOConfig",
+    "GRPOConfig",
+    "RewardConfig",
+    "ORPOConfig",
+    "KTOConfig",
+    "PPOConfig",
+)
+
+
+def _parses_training_arguments(site: CallSite, facts: ModuleFacts) -> bool:
+    """``HfArgumentParser(TrainingArguments)`` / ``TrlParser((..., SFTConfig))``, or a tuple of them
+    built elsewhere in a file that imports such a class: the command line has ``--resume_from_checkpoint``."""
+    if any(name in ast.unparse(site.node) for name in _TRAINING_ARGUMENTS):
+        return True
+    return any(local.endswith(_TRAINING_ARGUMENTS) for local in facts.imported_names)
+
+
 class CliOptions:
     def __init__(self, ctx: TrainerContext) -> None:
         self.ctx = ctx
@@ -60,7 +80,7 @@ class CliOptions:
                     text = string_value(arg)
                     if text is not None and text.startswith("-"):
                         self.flags.add(text)
-            elif site.name == "HfArgumentParser" and "TrainingArguments" in ast.unparse(site.node):
+            elif site.name in ("HfArgumentParser", "TrlParser") and _parses_training_arguments(site, facts):
                 self.flags.add("--resume_from_checkpoint")
         if facts.imports & _DATACLASS_PACKAGES and any(
             site.name in _DATACLASS_PARSERS for site in facts.calls

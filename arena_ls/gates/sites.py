@@ -20,7 +20,10 @@ _EVAL_ITERABLE = lazy(r"val|eval|test|dev|holdout", re.IGNORECASE)
 
 
 def is_backward(site: CallSite) -> bool:
-    """``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``."""
+    """``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``;
+    also the kit's ``oom_retry(loss.backward)``, which calls it."""
+    if site.name == "oom_retry":
+        return any(isinstance(arg, ast.Attribute) and arg.attr == "backward" for arg in site.node.args)
     return site.name == "backward" and isinstance(site.node.func, ast.Attribute)
 
 

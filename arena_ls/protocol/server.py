@@ -347,7 +347,13 @@ def _register_feature_fan_out(server: ArenaServer) -> None:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+        types.CodeActionOptions(
+            code_action_kinds=[
+                types.CodeActionKind.QuickFix,
+                types.CodeActionKind.Source,
+                "source.arena.addToManifest",
+            ]
+        ),
     )
     def code_action(ls: ArenaServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         return ls.features.gather("code_action", lambda f: f.code_action(params))

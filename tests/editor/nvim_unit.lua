@@ -16,10 +16,15 @@ end
 local function session()
   vim.opt.runtimepath:prepend(os.getenv("ARENA_PLUGIN_DIR"))
   vim.cmd("runtime plugin/arena.lua")
-  for _, command in ipairs({ "ArenaRun", "ArenaStop", "ArenaStatus", "ArenaLogs", "ArenaProbe", "ArenaResumeInterrupted" }) do
+  for _, command in ipairs({ "ArenaRun", "ArenaStop", "ArenaStatus", "ArenaLogs", "ArenaProbe", "ArenaResumeInterrupted", "ArenaAddToManifest" }) do
     expect("command " .. command .. " exists", vim.fn.exists(":" .. command), 2)
   end
   local arena = require("arena")
+  local adopt = require("arena.adopt")
+  local modern = adopt.add_to_manifest_options(true)
+  expect("add to manifest asks for its source action alone", modern.context.only[1], "source.arena.addToManifest")
+  expect("add to manifest applies the one action offered", modern.apply, true)
+  expect("add to manifest on Neovim 0.7: the context itself", adopt.add_to_manifest_options(false).only[1], "source.arena.addToManifest")
 
   local running = {
     runId = "r1",

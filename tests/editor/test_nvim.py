@@ -186,7 +186,17 @@ PURE_MODULES = (
     "server_defaults",
 )
 """The editor-free core: words and decisions, tables in and text out (docs/architecture.md)."""
-GLUE_MODULES = ("init", "settings", "state", "client", "commands", "statusline", "logwin", "statuswin")
+GLUE_MODULES = (
+    "init",
+    "settings",
+    "state",
+    "client",
+    "commands",
+    "statusline",
+    "logwin",
+    "statuswin",
+    "adopt",
+)
 EDITOR_API = re.compile(r"\bvim\.(api|lsp|ui|cmd|fn|schedule|defer_fn|notify|keymap|bo|wo|o|opt|b|w|g)\b")
 MAX_MODULE_LINES = 400
 

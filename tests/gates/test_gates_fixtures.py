@@ -52,3 +52,27 @@ def test_every_rule_has_a_firing_and_a_passing_fixture() -> None:
 def test_every_snapshot_has_its_fixture() -> None:
     for snapshot in FIXTURES.glob("*/*.json"):
         assert snapshot.with_suffix(".py").exists(), f"orphan snapshot {snapshot}"
+
+
+def test_the_public_trainers_list_names_each_trainer_and_its_figures() -> None:
+    """``tests/gates/public_trainers.json``: repo, path, a full commit and the figures; no code."""
+    import json
+    import re
+
+    listed = json.loads((FIXTURES.parent / "public_trainers.json").read_text(encoding="utf-8"))["trainers"]
+    assert len(listed) >= 15
+    assert len({(item["repo"], item["path"]) for item in listed}) == len(listed)
+    for item in listed:
+        assert re.fullmatch(r"[0-9a-f]{40}", item["commit"]), item
+        required = {
+            "repo",
+            "path",
+            "commit",
+            "style",
+            "errors_on_main",
+            "errors_now",
+            "errors_after_quick_fixes",
+            "quick_fixes_applied",
+        }
+        assert required <= set(item) <= required | {"kit_lines_to_pass", "kit_lines_note"}
+        assert all(re.fullmatch(r"AR\d{3}", code) for code in item["errors_after_quick_fixes"])

@@ -575,7 +575,12 @@ TABLE: list[tuple[str, str, bool | None, set[str]]] = [
     ("while_true_counter", WHILE_TRUE_COUNTER, True, {"AR002", "AR009", "AR014"}),
     ("hf_save_state", HF_SAVE_STATE, True, {"AR001", "AR002", "AR009", "AR014"}),
     # Lightning's default checkpoint is saved once per epoch: the cadence is unknown (AR005)
-    ("lightning_save_checkpoint", LIGHTNING_SAVE_CHECKPOINT, True, {"AR001", "AR002", "AR005"}),
+    (
+        "lightning_save_checkpoint",
+        LIGHTNING_SAVE_CHECKPOINT,
+        True,
+        {"AR001", "AR002", "AR005", "AR007", "AR008"},
+    ),
     ("fabric_save", FABRIC_SAVE, True, set()),
     # empty_cache every `accum` = 8 loop steps is below 10; saves every 8 * 100 = 800 steps
     ("grad_accum_plus_one", GRAD_ACCUM_PLUS_ONE, True, {"AR001", "AR003", "AR005", "AR014"}),
@@ -593,8 +598,8 @@ TABLE: list[tuple[str, str, bool | None, set[str]]] = [
     ),
     ("class_self_loss", CLASS_SELF_LOSS, True, {"AR001", "AR002", "AR009", "AR014"}),
     ("imported_trainer", IMPORTED_TRAINER, True, LOOP_LEVEL | {"AR007", "AR008"}),
-    ("hf_trainer", HF_TRAINER, True, {"AR001", "AR002", "AR005", "AR008", "AR009", "AR011", "AR012"}),
-    ("lightning_fit", LIGHTNING_FIT, True, {"AR001", "AR002", "AR005", "AR011", "AR012"}),
+    ("hf_trainer", HF_TRAINER, True, {"AR001", "AR002", "AR005", "AR009", "AR011", "AR012"}),
+    ("lightning_fit", LIGHTNING_FIT, True, {"AR001", "AR002", "AR005", "AR007", "AR008", "AR011", "AR012"}),
     ("epoch_checkpoint", EPOCH_CHECKPOINT, True, {"AR005", "AR014"}),
     ("model_file_only", MODEL_FILE_ONLY, True, LOOP_LEVEL | {"AR007", "AR008"}),
     ("safetensors_weights", SAFETENSORS_WEIGHTS, True, {"AR006", "AR014"}),

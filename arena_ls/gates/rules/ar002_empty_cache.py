@@ -12,6 +12,13 @@ device, `.cuda()`, `torch.cuda`, `torch.accelerator` or GPU anywhere, and uses n
 picks the GPU itself) is exempt from AR001-AR003 and AR011; this rule then
 reports one information diagnostic saying so, which blocks nothing.
 
+The kit and the frameworks: `arena_trainer.empty_cache(step)` in the loop
+counts (imported under any name), and for a Hugging Face or Lightning
+trainer so does `arena_trainer.HFCallback` / `LightningCallback` passed in
+`callbacks=[...]` or to `trainer.add_callback(...)`. A trainer that imports
+neither torch (nor a package that runs on it) nor a CUDA library, such as a
+Flax, JAX or TensorFlow trainer, gets no CUDA rule at all.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 PyTorch's caching allocator keeps freed blocks for reuse. With variable
@@ -46,9 +53,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_violation
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.rules.base import Violation, declare
-from arena_ls.gates.sites import is_empty_cache
 
 CODE = "AR002"
 NAME = "empty-cache"
@@ -59,24 +66,40 @@ CUDA_FREE = (
     "this trainer never uses CUDA (no cuda device, no .cuda(), no torch.cuda, no torch.accelerator), so "
     "the GPU rules AR001-AR003 and AR011 do not apply to it"
 )
+TORCH_FREE = (
+    "this trainer imports neither torch nor a CUDA library, so the GPU rules AR001-AR003 and AR011 "
+    "do not apply to it"
+)
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     training = ctx.training
+    if ctx.torch_free:
+        if training.kind != "none":
+            yield Violation(span=training.anchor, message=TORCH_FREE, severity="information")
+        return
     if ctx.cuda_free:
         yield Violation(span=training.anchor, message=CUDA_FREE, severity="information")
         return
-    anywhere = ctx.first_call(is_empty_cache)
+    empties = ctx.empties_cache
+    anywhere = ctx.first_call(empties)
     if training.kind == "loop":
-        if ctx.paths("empty_cache", is_empty_cache):
+        if ctx.paths("empty_cache", empties):
             return
         elsewhere = (
             f" (the call at line {anywhere.node.lineno} is outside the loop)" if anywhere is not None else ""
         )
         yield Violation(span=training.anchor, message=MESSAGE + elsewhere)
         return
-    if anywhere is None:
-        hint = ": empty it every 10 to 100 steps from a callback" if training.framework else ""
+    if anywhere is None and ctx.kit.callback() is None:
+        hint = (
+            ": pass arena_trainer's callback to the trainer (it empties the cache every 50 steps)"
+            if training.framework
+            else ""
+        )
+        if training.framework is not None:
+            yield framework_violation(ctx, MESSAGE + training.note + hint)
+            return
         yield Violation(span=training.anchor, message=MESSAGE + training.note + hint)
 
 

@@ -10,6 +10,9 @@ no call runs every 10 to 100 steps: on every step, once per epoch, only in an
 exception handler, never by default (a 0 or None default), or at a cadence
 it cannot work out (it says so).
 
+The kit: `arena_trainer.empty_cache(step, every=N)` runs every N steps
+(50 when `every` is not given), whatever guard is written around it.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 Each `empty_cache()` synchronises the GPU and makes the allocator start
@@ -43,12 +46,15 @@ for step, (x, y) in enumerate(loader):
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from arena_ls.gates.cadence import Cadence
 from arena_ls.gates.context import TrainerContext
+from arena_ls.gates.kit import EMPTY_CACHE_EVERY
+from arena_ls.gates.names import argument
+from arena_ls.gates.reach import Path, Root
 from arena_ls.gates.rules.base import Violation, declare
-from arena_ls.gates.sites import is_empty_cache
 
 CODE = "AR003"
 NAME = "empty-cache-cadence"
@@ -59,12 +65,29 @@ LOW, HIGH = 10, 100
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     if ctx.cuda_free:
         return  # AR002 says so, once
-    cadences = [ctx.cadence(root, path) for root, path in ctx.paths("empty_cache", is_empty_cache)]
+    cadences = [_cadence(ctx, root, path) for root, path in ctx.paths("empty_cache", ctx.empties_cache)]
     if not cadences or any(_in_range(cadence) for cadence in cadences):
         return
     outside_handlers = [cadence for cadence in cadences if cadence.kind != "handler"]
     chosen = outside_handlers[0] if outside_handlers else cadences[0]
     yield Violation(span=ctx.span(chosen.node), message=f"{MESSAGE}: {_describe(chosen)}")
+
+
+def _cadence(ctx: TrainerContext, root: Root, path: Path) -> Cadence:
+    """The guard's cadence; for the kit's ``empty_cache(step, every=N)``, N (50 by default)."""
+    target = path.target
+    if ctx.kit.function(target) != "empty_cache":
+        return ctx.cadence(root, path)
+    every = argument(target.node, 1, "every")
+    if every is None:
+        return Cadence(kind="every", node=target.node, steps=EMPTY_CACHE_EVERY, origin="the kit's default")
+    value = ctx.resolver.resolve(every, target.scope)
+    steps = value.as_int()
+    if steps is None or steps <= 0:
+        return Cadence(
+            kind="unknown", node=target.node, reason=f"every={ast.unparse(every)} is not known here"
+        )
+    return Cadence(kind="every", node=target.node, steps=steps, origin=value.origin)
 
 
 def _in_range(cadence: Cadence) -> bool:

@@ -11,6 +11,10 @@ is inside a framework, its own checkpointing counts unless it is turned off
 (Lightning's `enable_checkpointing=False`, Hugging Face's
 `save_strategy="no"`). The finding is reported at the training loop's header.
 
+The kit: `arena_trainer.save(obj, path, step)` in the loop is a save (a
+temporary file, flushed, `os.replace`, then announced). Hugging Face's
+Trainer saves every `save_steps` by itself, and Lightning's every epoch.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 A laptop run is interrupted by sleep, a closed lid, a driver reset or an

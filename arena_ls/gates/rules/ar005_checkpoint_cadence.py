@@ -31,6 +31,11 @@ is given (a warning: the steps in an epoch are not known here); a
 and `every_n_epochs` (a warning). Hugging Face's `save_strategy="epoch"` is
 a warning and `save_steps` above 500 an error (its default of 500 is fine).
 
+The kit: the cadence of `arena_trainer.save(...)` is read from its guard,
+as for `torch.save`. Hugging Face's `TrainingArguments.save_steps` (500 by
+default) is the cadence of a Hugging Face trainer, and Lightning's
+`ModelCheckpoint(every_n_train_steps=N)` of a Lightning one.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 On an FP32-only laptop GPU 500 steps of a small model are already several

@@ -17,6 +17,10 @@ carry together counts; a dict it cannot read is given the benefit of the
 doubt. The message names the keys the checkpoint does hold (`EPOCHS_RUN`
 is an epoch: the position of a save made once per epoch).
 
+The kit: `arena_trainer.save(obj, path, step)` carries the step itself (it
+announces it, and `arena_trainer.resume_step()` gives it back), so `obj`
+needs the model's and the optimizer's state only.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 Resuming from weights alone restarts Adam's moments from zero, which

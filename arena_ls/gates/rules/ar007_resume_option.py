@@ -9,6 +9,13 @@ finding is reported at the `ArgumentParser(...)` call. Its quick fix adds
 `parser.add_argument("--resume", action="store_true", ...)` after the last
 `add_argument` call.
 
+The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
+this rule (it reads the relaunch's `--resume --start-step N`). A framework
+that resumes from a path counts when the path comes from the command line:
+Hugging Face's `trainer.train(resume_from_checkpoint=X)` or Lightning's
+`trainer.fit(..., ckpt_path=X)` with X an option (not a constant, not
+a value set to None in the file), and `LightningCLI` (its `--ckpt_path`).
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 The job's watchdog relaunches a crashed run with the manifest's
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_resume_violation
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
@@ -52,10 +60,26 @@ ARGUMENTS = '"--resume", action="store_true", help="resume from the latest check
 
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
+    if ctx.kit.sites("resume_step") or ctx.resumes_from_option:
+        return
+    if ctx.training.framework is not None:
+        yield framework_resume_violation(ctx, MESSAGE)
+        return
     options = CliOptions(ctx)
     if options.has_resume():
         return
-    yield options.missing(MESSAGE + ": the watchdog cannot restart this trainer from a checkpoint", ARGUMENTS)
+    yield options.missing(
+        MESSAGE + ": the watchdog cannot restart this trainer from a checkpoint" + _hint(ctx), ARGUMENTS
+    )
+
+
+def _hint(ctx: TrainerContext) -> str:
+    framework = ctx.training.framework
+    if framework is None:
+        return " (or call arena_trainer.resume_step())"
+    if framework.kind == "lightning":
+        return "; give fit(ckpt_path=...) an option such as --ckpt_path"
+    return "; give train(resume_from_checkpoint=...) an option such as --resume_from_checkpoint"
 
 
 RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check, fix_title=FIX_TITLE)

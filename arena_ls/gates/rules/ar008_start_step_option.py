@@ -12,6 +12,16 @@ is reported at the `ArgumentParser(...)` call; its quick fix adds
 `parser.add_argument("--start-step", type=int, default=0, ...)` after the
 last `add_argument` call.
 
+The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
+this rule, and so does a trainer that loads the checkpoint an option names
+(`accelerator.load_state(args.resume_from)`, `torch.load(args.ckpt)`): its
+relaunch passes `["--resume_from", "{path}"]`. A Hugging Face or Lightning
+trainer that resumes from a path the
+command line gives (see AR007) needs no step: its relaunch passes the
+announced checkpoint's `{path}` (`resume.args`
+`["--resume_from_checkpoint", "{path}"]`, or `--ckpt_path {path}`) and the
+framework reads the step from the checkpoint.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 On a relaunch the watchdog passes the step of the last checkpoint it saw
@@ -44,6 +54,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_resume_violation
 from arena_ls.gates.context import TrainerContext, mentions_in_code
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
@@ -57,6 +68,15 @@ ARGUMENTS = '"--start-step", type=int, default=0, help="step of the checkpoint t
 
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     options = CliOptions(ctx)
+    if ctx.kit.sites("resume_step"):
+        return  # arena_trainer.resume_step() reads the step the relaunch passes
+    if ctx.resumes_from_option:
+        return  # a {path} resume: the framework reads the step from the checkpoint itself
+    if ctx.training.framework is None and ctx.path_resume_option is not None:
+        return  # the trainer loads the checkpoint an option names: a {path} resume
+    if ctx.training.framework is not None:
+        yield framework_resume_violation(ctx, MESSAGE)
+        return
     if options.has_start_step():
         declared = options.start_step_declaration()
         if declared is not None and ctx.training.framework is None and not _value_used(ctx, *declared):

@@ -13,6 +13,12 @@ handler set to `SIG_IGN`/`SIG_DFL` does not count. Lightning handles SIGTERM
 itself, so Lightning trainers pass. The finding is reported at the training
 loop's header.
 
+The kit and the frameworks: `arena_trainer.should_stop()` in the loop
+counts (it watches the stop file, SIGTERM, SIGINT and, on Windows,
+CTRL_BREAK). For a Hugging Face or Lightning trainer,
+`arena_trainer.HFCallback` / `LightningCallback` passed to the trainer
+counts: it turns a stop into a save and the end of training.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 Stopping a run to use the laptop for something else (or before it runs out
@@ -61,6 +67,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from arena_ls.gates.adopt import framework_violation
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import CallSite
 from arena_ls.gates.names import argument, dotted, receiver, string_value
@@ -86,6 +93,11 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         return
     if any(_installs_handler(site) for site in ctx.facts.calls):
         return
+    kit_polls = ctx.kit.calls("should_stop")
+    if training.framework is not None and ctx.kit.callback() is not None:
+        return
+    if training.kind == "loop" and ctx.paths("kit:should_stop", kit_polls):
+        return
     stop_file = _StopFilePolls(ctx)
     polls = [site for site in ctx.facts.calls if stop_file.polls(site)]
     if training.kind == "loop":
@@ -99,6 +111,9 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
             )
             return
     elif polls:
+        return
+    if training.framework is not None:
+        yield framework_violation(ctx, MESSAGE + training.note + WINDOWS)
         return
     yield Violation(span=training.anchor, message=MESSAGE + training.note + WINDOWS)
 

@@ -10,8 +10,10 @@ above 0. It also reads Hugging Face's `dataloader_num_workers`, and
 `dict(...)`, `{**a, **b}`, `kwargs.update({...})` or `kwargs["num_workers"] =
 ...`, in this function or an enclosing one; a value set on any path counts,
 even under a condition (`if use_cuda: kwargs.update(...)`), and the message
-names the line and the condition. It leaves alone what it cannot see (a dict
-built in another file), options that feed `datasets.map`
+names the line and the condition. An attribute (`num_workers=self.workers`)
+counts when one of its assignments gives a value above 0, even if another
+(`self.workers = int(self.workers / num_processes)`) cannot be read. It
+leaves alone what it cannot see (a dict built in another file), options that feed `datasets.map`
 (`preprocessing_num_workers`), and a project's own loader classes
 (`DistributedDataLoader`). The quick fix sets the literal to 0.
 
@@ -39,6 +41,7 @@ loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=0)
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator
 
 from arena_ls.gates.context import TrainerContext
@@ -76,6 +79,8 @@ def _loader(ctx: TrainerContext, site: CallSite, name: str, position: int | None
         yield from _through_splats(ctx, site, name)
         return
     value = ctx.resolver.resolve(value_expr, site.scope)
+    if not value.known and not value.positive and isinstance(value_expr, ast.Attribute):
+        value = _set_on_some_path(ctx, value_expr) or value
     workers = value.as_int()
     if not (value.positive or (workers is not None and workers > 0)):
         return
@@ -88,6 +93,24 @@ def _loader(ctx: TrainerContext, site: CallSite, name: str, position: int | None
         message=f"{MESSAGE} ({shown}{origin}): each worker is another process holding a copy of the dataset",
         edits=_fix(ctx, value),
     )
+
+
+def _set_on_some_path(ctx: TrainerContext, attribute: ast.Attribute) -> Value | None:
+    """``num_workers=self.workers``: a positive value one assignment of ``.workers`` gives.
+
+    The resolver wants every assignment to agree; a Lightning module that sets
+    ``self.workers = workers`` (default 4) and, on a parallel strategy only,
+    ``self.workers = int(self.workers / num_processes)`` has one it cannot read.
+    As for ``**kwargs``, a value set on any path counts.
+    """
+    for assignment in ctx.facts.attr_assigns.get(attribute.attr, []):
+        value = ctx.resolver.resolve(assignment.value, assignment.scope, assignment.stmt.lineno)
+        workers = value.as_int()
+        if value.positive or (workers is not None and workers > 0):
+            where = f"{attribute.attr} at line {assignment.stmt.lineno}"
+            origin = f"{value.origin}, {where}" if value.origin else where
+            return dataclasses.replace(value, origin=origin)
+    return None
 
 
 def _through_splats(ctx: TrainerContext, site: CallSite, name: str) -> Iterator[Violation]:

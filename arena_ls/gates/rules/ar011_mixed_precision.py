@@ -20,8 +20,13 @@ diffusers' `log_validation`) does not fire. Nor do
 `autocast(enabled=False)`, an autocast or dtype of float32, text in
 docstrings, half precision used only to export weights (after the training
 loop, or in an export function: one named `export_*`, `write_*`, `save_*`...,
-or one that writes a file and has no backward in its reach), or precision
+or one that writes a file and has no backward in its reach; a function that
+runs the framework's `trainer.train()` / `fit()` before its `save_pretrained`
+trains, so it is no export function), or precision
 chosen outside the file.
+
+A trainer that imports neither torch (nor a package that runs on it) nor a
+CUDA library gets no CUDA rule, this one included.
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -404,7 +409,25 @@ def _writes_without_training(ctx: TrainerContext, function: Scope) -> bool:
         return False
     if ctx.training.loop is not None and ctx.training.loop.scope is function:
         return False
+    if _runs_the_framework(ctx, function):
+        return False  # trainer.train() then save_pretrained (alpaca-lora's train()): training, not exporting
     return not ctx.graph.reaches(function, "backward", is_backward)
 
 
 RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check)
+
+
+def _runs_the_framework(ctx: TrainerContext, function: Scope) -> bool:
+    """The framework's training call (``trainer.train()``, ``trainer.fit()``) runs in ``function``.
+
+    Directly, in a function nested in it, or in a same-file function it calls.
+    """
+    framework = ctx.training.framework
+    if framework is None:
+        return False
+    scope: Scope | None = framework.call.scope
+    while scope is not None:
+        if scope is function:
+            return True
+        scope = scope.parent
+    return framework.call.scope in ctx.graph.reached_scopes(function.calls)

@@ -20,6 +20,10 @@ announces only its stop save fires too. The finding is reported at the save.
 Its quick fix prints the `@arena` checkpoint line after each silent save (and
 adds `import json` where needed).
 
+The kit: `arena_trainer.save(obj, path, step)` announces what it saved,
+and `arena_trainer.checkpoint(step, path)` beside any other save (an
+`accelerator.save_state(...)`) announces it, with its `bytes` and `sha256`.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 A checkpoint the supervisor does not know about cannot be resumed from:
@@ -90,7 +94,8 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     if not paths:
         return
     pattern = " or a line the job's checkpoint.pattern matches" if ctx.checkpoint_patterns else ""
-    if not announces_checkpoints(ctx.facts, ctx.checkpoint_patterns, ctx.source.text):
+    kit_announces = ctx.kit.sites("save", "checkpoint")
+    if not kit_announces and not announces_checkpoints(ctx.facts, ctx.checkpoint_patterns, ctx.source.text):
         message = (
             f"{MESSAGE}: print an @arena checkpoint line after the save{pattern}, "
             "or the run cannot be resumed from it"
@@ -100,7 +105,9 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     silent = [
         path
         for path in paths
-        if is_periodic(path) and not is_announced(path, ctx.facts, ctx.graph, ctx.checkpoint_patterns)
+        if is_periodic(path)
+        and not _kit_announced(path, kit_announces)
+        and not is_announced(path, ctx.facts, ctx.graph, ctx.checkpoint_patterns)
     ]
     if silent:
         message = (
@@ -109,6 +116,14 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
             "or a crash is relaunched from an older step, or from step 0, over it"
         )
         yield Violation(span=ctx.span(silent[0].first.node), message=message, edits=_fix(ctx, silent))
+
+
+def _kit_announced(path: Path, kit_sites: list[CallSite]) -> bool:
+    """The save is the kit's ``save`` (it announces), or the kit's ``checkpoint`` is called beside it."""
+    if any(site is path.target for site in kit_sites):
+        return True
+    scopes = {id(site.scope) for site in path.sites}
+    return any(id(site.scope) in scopes for site in kit_sites)
 
 
 # the quick fix -------------------------------------------------------------------

@@ -54,6 +54,8 @@ class Violation:
     severity: Severity | None = None
     """Overrides the rule's default (an unresolvable cadence is a warning)."""
     edits: tuple[TextEdit, ...] = ()
+    fix_title: str | None = None
+    """The title of ``edits`` when it is not the rule's own fix (the kit's callback on AR001)."""
 
 
 Check = Callable[[TrainerContext], Iterable[Violation]]

@@ -49,6 +49,10 @@ vim.api.nvim_create_user_command("ArenaLogs", function(opts)
   arena().logs(opts.args)
 end, { nargs = "?", desc = "Follow a run's log in a scratch buffer" })
 
+vim.api.nvim_create_user_command("ArenaAddToManifest", function()
+  require("arena.adopt").add_to_manifest()
+end, { nargs = 0, desc = "Add this buffer's trainer to training/manifest.json (a train job that resumes)" })
+
 vim.api.nvim_create_user_command("ArenaRawLines", function()
   arena().toggle_raw_lines()
 end, { nargs = 0, desc = "Show or hide the trainer's @arena lines in the log window" })

@@ -5,6 +5,7 @@
 import * as vscode from "vscode";
 import type { LanguageClient, ProgressToken } from "vscode-languageclient/node";
 import type { ProgressValue } from "./client";
+import { addToManifestArgs, canAddToManifest } from "./core/adoption";
 import { blockedDialog, statusReport } from "./core/format";
 import { LogRouter } from "./core/logRouter";
 import { lostLine } from "./core/workLost";
@@ -61,8 +62,19 @@ export class Commands implements vscode.Disposable {
       vscode.commands.registerCommand("arena.probeJob", (jobId?: unknown) => this.probeJob(jobId)),
       vscode.commands.registerCommand("arena.showStatus", () => this.showStatus()),
       vscode.commands.registerCommand("arena.showLogs", () => this.showLogs()),
+      vscode.commands.registerCommand("arena.addToManifest", () => this.addToManifest()),
       vscode.workspace.registerTextDocumentContentProvider(StatusDocument.scheme, this.statusDocument),
     );
+  }
+
+  /** The server's source action "Add this trainer to the manifest" on the active Python file. */
+  private async addToManifest(): Promise<void> {
+    const document = vscode.window.activeTextEditor?.document;
+    if (!canAddToManifest(document?.languageId, document?.uri.scheme)) {
+      void vscode.window.showInformationMessage("Arena: open the trainer (a Python file) to add it to the manifest.");
+      return;
+    }
+    await vscode.commands.executeCommand("editor.action.sourceAction", addToManifestArgs());
   }
 
   /** Listens to a new client's notifications (handlers may be added before it starts). */
