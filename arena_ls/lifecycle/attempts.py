@@ -199,6 +199,7 @@ class AttemptLoop:
         job = record.spec.job_checkpoint
         with record.lock:
             signal_name = record.state.signal
+            stalled = record.state.failure is not None and record.state.failure.kind == "stalled"
         facts = CrashFacts(
             job_checkpoint=job.step if job is not None else None,
             run_checkpoint=record.checkpoint_step(),
@@ -207,6 +208,7 @@ class AttemptLoop:
             announced=trainer.announced,
             by_signal=signal_name is not None,
             last_line=last_line(trainer.tail()),
+            stalled=stalled,
         )
         if not needs_saved_file(facts):
             return facts

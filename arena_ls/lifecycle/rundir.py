@@ -145,6 +145,13 @@ class RunSpec:
     progress_pattern: str | None = None
     checkpoint_pattern: str | None = None
     stall_seconds: float = 600.0
+    """``watchdog.stallSeconds``: the longest silence before a stall (contract 8.2, ``stall``)."""
+    stall_factor: float = 10.0
+    """``watchdog.stallFactor``: the stall threshold in median step times."""
+    stall_min_seconds: float = 120.0
+    """``watchdog.stallMinSeconds``: the shortest silence that is a stall."""
+    stall_action: str = "warn"
+    """``watchdog.stallAction``: ``warn`` or ``restart`` (an idle stalled trainer is relaunched)."""
     resumed_from_step: int | None = None
     created_at: float = attrs.field(factory=time.time)
     backend: str = "local"
