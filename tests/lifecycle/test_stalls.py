@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.fake_hardware import write_fake_hardware
 from tests.helpers.lsp import (
     ArenaClient,
     all_logs,
@@ -28,6 +29,7 @@ from tests.helpers.lsp import (
     wait_for,
     wait_status,
 )
+from tests.lsp.test_health_and_preflight import fake_client
 
 FAST = ["--steps", "30", "--interval", "0.05", "--ckpt-every", "3"]
 STALL = {"stallMinSeconds": 5}
@@ -129,5 +131,34 @@ async def test_a_trainer_in_a_busy_loop_is_only_warned_about_never_restarted(tmp
         run = next(r for r in now["runs"] if r["runId"] == info["runId"])
         assert run["status"] == "running" and run["restarts"] == 0 and run["pid"] == info["pid"]
         assert not any(t.startswith("restarting from") for t in texts)
+    finally:
+        await cleanup(client)
+
+
+async def test_a_silent_trainer_on_a_busy_gpu_is_never_restarted(tmp_path: Path) -> None:
+    """The GPU is faked (``tests/helpers/fake_hardware.py``, followed by the agent): the trainer's
+    process holds memory on a GPU 90% busy while its CPU sleeps (a long kernel, say)."""
+    spec = job("waits", *FAST, "--hang-at", "7", kind="train", restart=RELAUNCH, stop={"graceSeconds": 1})
+    root = make_workspace(tmp_path / "ws", [spec])
+    client, hardware = await fake_client(
+        root, {}, init_options={"watchdog": {**STALL, "stallAction": "restart"}}
+    )
+    try:
+        info = await client.call("arena/start", {"id": "waits"})
+        busy = {"index": 0, "utilization": 90, "processes": [{"pid": info["pid"], "usedMemoryMb": 3000}]}
+        write_fake_hardware(hardware, {"gpus": [busy]})
+        stalled = await wait_for(lambda: stalled_info(client, info["runId"]), what="the stalled verdict")
+        evidence = stalled["failure"]["evidence"]
+        assert "still working (its GPU is busy" in evidence and "GPU busy up to 90%" in evidence, evidence
+        texts: list[str] = []
+
+        async def judged_again() -> bool:
+            texts[:] = [line["text"] for line in await all_logs(client, info["runId"])]
+            return any(t.startswith("still silent:") for t in texts)
+
+        await poll_until(judged_again, "a second judgement", pause=0.5)
+        now = await client.call("arena/status", {})
+        run = next(r for r in now["runs"] if r["runId"] == info["runId"])
+        assert run["status"] == "running" and run["restarts"] == 0 and run["pid"] == info["pid"]
     finally:
         await cleanup(client)
