@@ -46,7 +46,13 @@ from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
 from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
-from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
+from arena_ls.lifecycle.jobcheckpoint import (
+    CheckpointHistory,
+    JobCheckpoints,
+    JobKnowledge,
+    OverwriteCheck,
+    start_refusal,
+)
 from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.probe import probe_job
 from arena_ls.lifecycle.retention import FinishedRun, is_log_file, runs_over_budget
@@ -488,6 +494,15 @@ class Supervisor:
         candidates = [v for v in self.views.values() if job_id is None or v.spec.job_id == job_id]
         candidates.sort(key=lambda v: v.spec.created_at)
         return candidates[-1] if candidates else None
+
+    def checkpoint_history(self, job_id: str) -> CheckpointHistory | None:
+        """The job's checkpoints as its runs showed them (the pre-flight's disk check); None before any."""
+        knowledge = JobKnowledge.read(self.folder, job_id)
+        if knowledge.last is None:
+            return None
+        view = self.latest_view(job_id)
+        total = view.state.total_steps if view is not None and view.state is not None else None
+        return CheckpointHistory(tuple(knowledge.paths), knowledge.last.step, total)
 
     def our_pids(self) -> set[int]:
         """Pids on this machine of every trainer's process tree of the workspace's unfinished runs.

@@ -67,6 +67,7 @@ class WorkspaceServices:
             preflight=self.preflight.run,
             backends=backends,
         )
+        self.preflight.checkpoint_history = self.supervisor.checkpoint_history
         self.health = HealthService(
             hardware,
             self.settings,

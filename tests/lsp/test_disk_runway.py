@@ -83,3 +83,35 @@ async def test_a_trainer_that_overwrites_one_checkpoint_never_trips_disk_runway(
         assert not any(i["kind"] == "disk-runway" for s in client.statuses for i in s.get("insights") or [])
     finally:
         await finish(client)
+
+
+async def test_a_start_whose_checkpoints_left_will_not_fit_is_refused_by_the_pre_flight(
+    tmp_path: Path,
+) -> None:
+    """The job's first run kept every 1 MB checkpoint (one each 10 steps of 1000): a start at step
+    ~30 still needs ~97 MB of checkpoints, and the (injected) disk has 100 MB with a 10 MB floor."""
+    args = ["--steps", "1000", "--interval", "0.05", "--ckpt-every", "10", "--ckpt-bytes", str(1 << 20)]
+    spec = job("keeps", *args, "--ckpt-dir", str(tmp_path / "ws" / "ckpts"), kind="train")
+    root = make_workspace(tmp_path / "ws", [spec])
+    (root / "ckpts").mkdir()
+    client, _ = await fake_client(
+        root, {"diskFreeMb": 100}, init_options={"preflight": {"minFreeDiskMb": 10}}
+    )
+    try:
+        first = await client.call("arena/start", {"id": "keeps"})
+        await wait_for(
+            lambda: any('"checkpoint", "step": 30' in line["text"] for line in client.log_lines),
+            what="step 30",
+        )
+        stopped = await client.call("arena/stop", {"runId": first["runId"]})
+        assert stopped["status"] == "stopped" and stopped["lastCheckpoint"]["step"] >= 30
+        error = await client.call_error("arena/start", {"id": "keeps"})
+        assert (error.code, error.data["reason"]) == (1005, "preflight-failed")
+        disk = next(check for check in error.data["checks"] if check["name"] == "disk")
+        assert not disk["ok"] and disk["message"].startswith(f"only 100 MB free at {root / 'ckpts'}, need 1")
+        assert (
+            "saves of 1 MB left" in disk["message"]
+            and "it keeps every checkpoint it saves" in disk["message"]
+        )
+    finally:
+        await finish(client)
