@@ -164,6 +164,7 @@ class TrainerOutput(TrainerVoice):
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
         with self.lock:
+            self.record.progressed(time.time())
             self.attempt_announced = True
             self.last_progress_at = now
             self.state.step = event.step

@@ -177,6 +177,26 @@ class RunSpec:
 
 
 @attrs.define
+class RelaunchRecord:
+    """One relaunch of a run by its watchdog, as a person compares them (``RunInfo.relaunches``)."""
+
+    at: float
+    """When the watchdog decided it (its ``restarting`` line)."""
+    crashed_at: float | None
+    """When the trainer before it ended."""
+    from_step: int | None
+    """The checkpoint step it resumed from (None: from scratch)."""
+    steps_lost: int | None
+    """Steps the trainer had reached past ``from_step`` when it ended (None: no step known)."""
+    downtime_seconds: float | None = None
+    """From the end of the trainer to the relaunched trainer's first progress; None until then."""
+
+
+MAX_RELAUNCH_RECORDS = 100
+"""A run keeps its last this many relaunch records."""
+
+
+@attrs.define
 class RunState:
     """A run's state, as its agent records it."""
 
@@ -207,9 +227,20 @@ class RunState:
     """Counts the writes of this state: readers never take an older state for a newer one."""
     waiting_for: list[dict[str, Any]] | None = None
     """``waitingFor``: the failing pre-flight checks a relaunch waits on (contract 7.3), or None."""
+    relaunches: list[RelaunchRecord] = attrs.field(factory=list)
+    """The watchdog's relaunches of the run, oldest first (the last ``MAX_RELAUNCH_RECORDS``)."""
 
 
-for _cls in (CheckpointRecord, Failure, ClusterSpec, ClusterRecord, PowerSpec, RunSpec, RunState):
+for _cls in (
+    CheckpointRecord,
+    Failure,
+    ClusterSpec,
+    ClusterRecord,
+    PowerSpec,
+    RelaunchRecord,
+    RunSpec,
+    RunState,
+):
     _register_camel(_cls)
 
 
