@@ -42,6 +42,7 @@ BENCHMARKS: dict[str, str] = {
     "lint": "benchmarks.bench_lint_section",
     "scale": "benchmarks.bench_scale",
     "cluster": "benchmarks.bench_cluster",
+    "resume": "benchmarks.bench_resume",
 }
 """Benchmark name -> module with ``run(quick, repeats=None) -> list[Section]``.
 

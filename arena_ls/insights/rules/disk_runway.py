@@ -16,6 +16,15 @@ or deletes old ones as it saves new ones, does not grow: nothing is said.
 It clears when the rate or the free space changes enough (space freed, old
 checkpoints deleted).
 
+The guarantee, and its tests: a run whose checkpoints will fill their disk
+before its last step is told so, with both times, within about 15 s of its
+start (`tests/lsp/test_disk_runway.py`: a real 48 MB tmpfs mounted by the
+test where it runs as root, CI's case; and, anywhere, the free space read
+through the injected hardware); a trainer that saves over one file is never
+told (the same file); every branch of the rule, pure, in
+`tests/insights/test_disk_runway.py`. At the start, the pre-flight's `disk`
+check counts the job's checkpoints still to come ([preflight.md](preflight.md#disk)).
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 A laptop's one disk holds the system, the datasets and every checkpoint. A
