@@ -21,8 +21,9 @@ the GPUs its processes are on. Then ``judge`` decides:
   ``CPU_WORK_FRACTION`` of the window (at least ``CPU_WORK_MIN_SECONDS``),
   or a GPU it is on was busy (``GPU_BUSY_PERCENT``): a warning only,
   whatever ``stallAction`` says, and the words say why;
-- **unknown**: its CPU time could not be read: a warning only (unsure is
-  never a reason to stop a run);
+- **unknown**: its CPU time could not be read, or the window was too short
+  to tell (under ``MIN_WINDOW_SECONDS``): a warning only (unsure is never a
+  reason to stop a run);
 - **idle** (neither grew): ``stallAction`` ``warn`` warns, ``restart``
   restarts (a cooperative stop, then a relaunch from the last checkpoint,
   counted as a relaunch by the watchdog), unless the job is not relaunched
@@ -48,6 +49,8 @@ CPU_WORK_FRACTION = 0.02
 """CPU time grown by more than this share of the window (of one core) is work."""
 CPU_WORK_MIN_SECONDS = 0.1
 """...and by at least this much (a sleeping interpreter wakes for a few milliseconds now and then)."""
+MIN_WINDOW_SECONDS = 0.5
+"""A window shorter than this tells nothing of the trainer's work (a threshold under a second)."""
 GPU_BUSY_PERCENT = 5
 """A GPU that one of the trainer's processes is on, busy this much or more, is work."""
 
@@ -154,12 +157,12 @@ def judge(
         tail = "; not restarted" if rules.action is StallAction.RESTART else ""
         words = f"{head}, but the trainer is still working ({what}: {use.describe()}){tail}"
         return StallDecision(Verdict.WORKING, False, words)
-    if use.cpu_seconds is None:
-        return StallDecision(
-            Verdict.UNKNOWN,
-            False,
-            f"{head}; whether it still works is unknown ({use.describe()}): not restarted",
+    if use.cpu_seconds is None or use.seconds < MIN_WINDOW_SECONDS:
+        tail = ": not restarted" if rules.action is StallAction.RESTART else ""
+        words = (
+            f"{head}: the trainer is stalled, but whether it still works is unknown ({use.describe()}){tail}"
         )
+        return StallDecision(Verdict.UNKNOWN, False, words)
     if rules.action is StallAction.RESTART and (why_not := restart.why_not()) is not None:
         return StallDecision(
             Verdict.IDLE,

@@ -110,6 +110,14 @@ def test_an_unreadable_cpu_time_is_never_a_reason_to_restart() -> None:
     decision = judge(RESTART, 130, 120, WindowUse(seconds=130, cpu_seconds=None), CAN_RESTART)
     assert decision.verdict is Verdict.UNKNOWN and not decision.restart
     assert "unknown" in decision.message and "not restarted" in decision.message
+    assert "the trainer is stalled" in decision.message
+    under_warn = judge(WARN, 130, 120, WindowUse(seconds=130, cpu_seconds=None), CAN_RESTART)
+    assert under_warn.verdict is Verdict.UNKNOWN and "not restarted" not in under_warn.message
+
+
+def test_a_window_too_short_to_tell_is_never_a_reason_to_restart() -> None:
+    decision = judge(RESTART, 130, 120, WindowUse(seconds=0.4, cpu_seconds=0.0), CAN_RESTART)
+    assert decision.verdict is Verdict.UNKNOWN and not decision.restart
 
 
 def test_an_idle_trainer_under_warn_is_warned_about() -> None:
