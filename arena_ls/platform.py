@@ -1073,26 +1073,6 @@ def tree_pids(pid: int) -> list[int]:
     return [p.pid for p in _collect_tree(pid)]
 
 
-def tree_cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system) a live process tree has used so far; None when the root is gone.
-
-    A member that ends between the listing and the reading is left out (its
-    time is in its parent's ``children_*`` once reaped, on POSIX).
-    """
-    import psutil
-
-    total = 0.0
-    members = _collect_tree(pid)
-    if not members:
-        return None
-    for proc in members:
-        with contextlib.suppress(psutil.Error):
-            times = proc.cpu_times()
-            total += times.user + times.system
-            total += getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0)
-    return total
-
-
 def console_script(name: str) -> str:
     """The file name pip gives a console script (``py-spy``): ``name.exe`` on Windows."""
     if sys.platform == "win32":

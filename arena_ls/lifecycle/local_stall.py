@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import psutil
 
 from arena_ls import platform
 from arena_ls.lifecycle.stall import (
@@ -33,6 +34,8 @@ from arena_ls.lifecycle.stall_probe import StackDump, dump_stacks, find_py_spy, 
 log = logging.getLogger("arena_ls.agent")
 
 CPU_SAMPLE_SECONDS = 1.0
+TREE_SECONDS = 10.0
+"""How often the trainer's process tree is listed again for its CPU time."""
 GPU_SAMPLE_SECONDS = 2.0
 LAST_LINES = 5
 """The trainer's last lines that go with the evidence."""
@@ -77,6 +80,45 @@ class StallFinding:
         return lines
 
 
+class TreeCpu:
+    """The CPU time of the trainer's process tree, cheaply: the tree's members are listed (a walk
+    of every process) at most every ``TREE_SECONDS``, and each member's times read in between.
+
+    A child born since the last listing is missed at the window's start and counted at its end
+    (``fresh``): the growth can only be overstated, which never leads to a restart.
+    """
+
+    def __init__(self) -> None:
+        self._members: list[psutil.Process] = []
+        self._root: int | None = None
+        self._listed_at = float("-inf")
+
+    def seconds(self, pid: int, now: float, *, fresh: bool = False) -> float | None:
+        """CPU seconds (user + system, reaped children included) the tree of ``pid`` used so far."""
+        if fresh or pid != self._root or now - self._listed_at >= TREE_SECONDS or not self._members:
+            self._list(pid, now)
+        total, alive = 0.0, False
+        for member in self._members:
+            try:
+                times = member.cpu_times()
+            except psutil.Error:
+                continue
+            alive = alive or member.pid == pid
+            total += times.user + times.system
+            total += getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0)
+        return total if alive else None
+
+    def _list(self, pid: int, now: float) -> None:
+        self._root, self._listed_at = pid, now
+        members = []
+        for member_pid in platform.tree_pids(pid):
+            try:
+                members.append(psutil.Process(member_pid))
+            except psutil.Error:
+                continue
+        self._members = members
+
+
 class StallWatch:
     """One run's stall watch across its attempts (see the module docstring)."""
 
@@ -99,6 +141,7 @@ class StallWatch:
         self.restart_facts = restart_facts
         """Where a restart would resume from, asked under the lock when a stall is judged."""
         self.clock = StallClock(rules, now)
+        self.tree_cpu = TreeCpu()
         self._dump = dump or (lambda pids: dump_stacks(pids, find_py_spy()))
         self._window_start: tuple[float, float | None] | None = None
         """(when, the tree's CPU seconds then): the start of the silent window."""
@@ -148,7 +191,7 @@ class StallWatch:
 
     def _start_window(self, now: float, pid: int) -> None:
         self._last_cpu_sample = now
-        cpu = platform.tree_cpu_seconds(pid)
+        cpu = self.tree_cpu.seconds(pid, now)
         with self.lock:
             self._window_wanted = False
             self._window_start = (now, cpu)
@@ -170,7 +213,7 @@ class StallWatch:
     def window_use(self, now: float, pid: int) -> WindowUse:
         """What the trainer used since the window began (now, if no sample was taken yet)."""
         start = self._window_start or (now, None)
-        cpu_now = platform.tree_cpu_seconds(pid)
+        cpu_now = self.tree_cpu.seconds(pid, now, fresh=True)
         used = None if cpu_now is None or start[1] is None else max(0.0, cpu_now - start[1])
         return WindowUse(
             seconds=max(0.0, now - start[0]),

@@ -5,8 +5,10 @@ Pure: the clock, the readings and py-spy's runs are given; nothing here starts a
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from arena_ls import platform
 from arena_ls.health.model import GpuReading
-from arena_ls.lifecycle.local_stall import StallFinding
+from arena_ls.lifecycle.local_stall import StallFinding, TreeCpu
 from arena_ls.lifecycle.stall import (
     RestartFacts,
     StallAction,
@@ -309,3 +311,15 @@ def test_the_evidence_carries_the_verdict_the_stack_and_the_last_line() -> None:
     assert evidence.endswith("; last line: hanging at step 7")
     assert finding.log_lines()[0] == "stacks of the trainer (py-spy dump --pid 4242):"
     assert finding.log_lines()[-1] == "  hanging at step 7"
+
+
+def test_the_tree_s_cpu_time_grows_with_work_and_a_gone_tree_has_none() -> None:
+    """The one reading of a real process here: this test's own."""
+    tree = TreeCpu()
+    before = tree.seconds(os.getpid(), 0.0)
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    after = tree.seconds(os.getpid(), 1.0)  # the members listed at 0.0 are read again
+    assert before is not None and after is not None and after >= before + 0.04
+    assert TreeCpu().seconds(2**22 + 12345, 0.0) is None
