@@ -22,7 +22,7 @@ import psutil
 
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.model import Gpu, GpuProcess, GpuReading
-from arena_ls.lifecycle.jobcheckpoint import CheckpointHistory
+from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.lifecycle.rundir import make_state_folder
 from arena_ls.settings import PreflightSettings
 

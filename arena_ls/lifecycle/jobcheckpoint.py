@@ -56,18 +56,6 @@ class JobKnowledge:
         return self.last
 
 
-@attrs.frozen
-class CheckpointHistory:
-    """What a job's runs showed of its checkpoints: the pre-flight's disk check counts on it."""
-
-    paths: tuple[str, ...]
-    """Every path a run of the job announced (bounded), newest last, as announced."""
-    last_step: int
-    """The job's last checkpoint's step."""
-    total_steps: int | None
-    """The last step its latest run announced it goes to; None when unknown."""
-
-
 class JobCheckpoints:
     """Each job's last checkpoint for ``JobInfo``, read again only when its record changed.
 

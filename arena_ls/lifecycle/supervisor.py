@@ -43,16 +43,11 @@ from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.backends.base import Backends, Check, FollowerProcess, RunBackend, RunPlan
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
+from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
-from arena_ls.lifecycle.jobcheckpoint import (
-    CheckpointHistory,
-    JobCheckpoints,
-    JobKnowledge,
-    OverwriteCheck,
-    start_refusal,
-)
+from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
 from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.probe import probe_job
 from arena_ls.lifecycle.retention import FinishedRun, is_log_file, runs_over_budget

@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 
 from arena_ls.health.preflight import CheckpointNeed, check_disk, checkpoint_need, run_preflight
-from arena_ls.lifecycle.jobcheckpoint import CheckpointHistory
+from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.settings import PreflightSettings
 
 from .support import FakeHardware
