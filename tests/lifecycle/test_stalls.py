@@ -39,13 +39,12 @@ ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def stalled_info(client: ArenaClient, run_id: str) -> dict[str, Any] | None:
-    """The first RunInfo of the run that says it is stalled, with its failure."""
+    """The first RunInfo of the run that says it is stalled where the trainer stops (its last line
+    in the evidence): a loaded machine's pause between two early steps, judged first, is not it."""
     for info in client.statuses:
-        if (
-            info["runId"] == run_id
-            and info["stalled"]
-            and (info.get("failure") or {}).get("kind") == "stalled"
-        ):
+        failure = info.get("failure") or {}
+        where = "ing at step 7" in str(failure.get("evidence"))  # hanging / spinning at step 7
+        if info["runId"] == run_id and info["stalled"] and failure.get("kind") == "stalled" and where:
             return info
     return None
 
