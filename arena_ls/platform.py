@@ -1073,6 +1073,13 @@ def tree_pids(pid: int) -> list[int]:
     return [p.pid for p in _collect_tree(pid)]
 
 
+def console_script(name: str) -> str:
+    """The file name pip gives a console script (``py-spy``): ``name.exe`` on Windows."""
+    if sys.platform == "win32":
+        return f"{name}.exe"
+    return name
+
+
 def describe_signal(returncode: int) -> tuple[int | None, str | None]:
     """Split a Popen return code into (exitCode, signal name)."""
     if sys.platform != "win32" and returncode < 0:

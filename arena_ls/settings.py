@@ -31,6 +31,7 @@ from arena_ls.validation import (
 GpuContention = Literal["error", "warn", "off"]
 OnBattery = Literal["stop", "warn", "ignore"]
 AfterReboot = Literal["ask", "resume", "never"]
+StallAction = Literal["warn", "restart"]
 TUNABLE_GATES = ("AR010", "AR011", "AR012")
 """The gates whose severity setting ``gates.severity`` may set (contract 7.3)."""
 GATE_SEVERITIES = ("error", "warning", "information")
@@ -368,7 +369,29 @@ class Settings:
         "watchdog.stallSeconds",
         600.0,
         _POSITIVE,
-        "A running trainer silent for this many seconds is reported as stalled.",
+        "A running trainer silent for this many seconds is reported as stalled: the ceiling of the"
+        " stall threshold (stallFactor x its median step time, at least stallMinSeconds).",
+    )
+    watchdog_stall_factor: float = setting(
+        "watchdog.stallFactor",
+        10.0,
+        _POSITIVE,
+        "A train run silent for this many times its median step time (between stallMinSeconds and"
+        " stallSeconds) is stalled.",
+    )
+    watchdog_stall_min_seconds: float = setting(
+        "watchdog.stallMinSeconds",
+        120.0,
+        _POSITIVE,
+        "The shortest silence that makes a train run stalled, however fast its steps.",
+    )
+    watchdog_stall_action: StallAction = setting(
+        "watchdog.stallAction",
+        "warn",
+        _one_of("warn", "restart"),
+        "What a stalled train run gets once its stacks, CPU time and GPU use are recorded: a warning, or"
+        " a restart (a cooperative stop, then a relaunch from its last checkpoint, counted as a"
+        " relaunch). A trainer whose CPU time or GPU use grew is only warned about.",
     )
     watchdog_after_reboot: AfterReboot = setting(
         "watchdog.afterReboot",

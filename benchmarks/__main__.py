@@ -42,6 +42,7 @@ BENCHMARKS: dict[str, str] = {
     "lint": "benchmarks.bench_lint_section",
     "scale": "benchmarks.bench_scale",
     "cluster": "benchmarks.bench_cluster",
+    "resume": "benchmarks.bench_resume",
 }
 """Benchmark name -> module with ``run(quick, repeats=None) -> list[Section]``.
 
@@ -50,8 +51,10 @@ BENCHMARKS: dict[str, str] = {
 ``history`` and ``checkpoints``.
 """
 
-OPT_IN = frozenset({"cluster"})
-"""Run only when named with ``--only``: the cluster benchmark starts a Ray head (``arena-ls[ray]``)."""
+OPT_IN = frozenset({"cluster", "resume"})
+"""Run only when named with ``--only``: the cluster benchmark starts a Ray head (``arena-ls[ray]``);
+the resume benchmark kills and restarts the torch reference trainer (about a minute per kill under
+load, and torch from the test extras)."""
 
 DEFAULT_OUTPUT = harness.BENCH_DIR / "results.json"
 

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from arena_ls.client.errors import CliError
+from arena_ls.client.render import relaunch_costs
 from arena_ls.validation import finite
 
 MAX_CHECKPOINT_MARKS = 50
@@ -58,6 +59,16 @@ class Resume:
     step: int
     run_id: str
     relaunch: bool = False
+    steps_lost: int | None = None
+    """A relaunch's steps lost (``relaunches[].stepsLost`` of the metrics), when recorded."""
+    downtime_seconds: float | None = None
+    """A relaunch's downtime, crash to first progress (``relaunches[].downtimeSeconds``)."""
+
+    def words(self) -> str:
+        """The mark's text: ``relaunch · 3 steps lost · 2.4 s down``, ``resume RUN``."""
+        if not self.relaunch:
+            return f"resume {self.run_id}"
+        return " · ".join(["relaunch", *relaunch_costs(self.steps_lost, self.downtime_seconds)])
 
 
 @attrs.define
@@ -139,8 +150,16 @@ def _relaunches(run_id: str, relaunches: Any) -> list[Resume]:
     """The relaunches the agent logged in a run, each at the step it relaunched from."""
     if not isinstance(relaunches, list):
         return []
-    found = (_step(item.get("step")) for item in relaunches if isinstance(item, dict))
-    return [Resume(step, run_id, relaunch=True) for step in found if step is not None]
+    found = []
+    for item in relaunches:
+        step = _step(item.get("step")) if isinstance(item, dict) else None
+        if step is None:
+            continue
+        lost = _step(item.get("stepsLost"))
+        down = item.get("downtimeSeconds")
+        down = float(down) if isinstance(down, (int, float)) and not isinstance(down, bool) else None
+        found.append(Resume(step, run_id, relaunch=True, steps_lost=lost, downtime_seconds=down))
+    return found
 
 
 def _add_points(curve: JobCurve, points: list[Any]) -> None:
@@ -211,9 +230,8 @@ def _draw(curve: JobCurve, axes: Any) -> None:
         labelled.add(resume.relaunch)
         style = "--" if resume.relaunch else "-"
         axes.axvline(resume.step, color="C3", linestyle=style, linewidth=1.2, label=label)
-        text = "relaunch" if resume.relaunch else f"resume {resume.run_id}"
         axes.annotate(
-            text, (resume.step, 1.0), xycoords=("data", "axes fraction"),
+            resume.words(), (resume.step, 1.0), xycoords=("data", "axes fraction"),
             rotation=90, va="top", ha="right", fontsize=7, color="C3", xytext=(0, -4),
             textcoords="offset points",
         )  # fmt: skip

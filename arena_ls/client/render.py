@@ -354,3 +354,13 @@ def discard_stdout(stream: IO[str] | None = None) -> None:
         os.dup2(null, fd)
     finally:
         os.close(null)
+
+
+def relaunch_costs(steps_lost: int | None, downtime_seconds: float | None) -> list[str]:
+    """What a relaunch cost, in words: ``3 steps lost``, ``2.4 s down`` (each only when known)."""
+    costs = []
+    if steps_lost is not None:
+        costs.append(f"{steps_lost} step{'s' if steps_lost != 1 else ''} lost")
+    if downtime_seconds is not None and downtime_seconds == downtime_seconds:
+        costs.append(f"{downtime_seconds:.1f} s down")
+    return costs

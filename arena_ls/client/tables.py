@@ -9,7 +9,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 
 from arena_ls.client.interrupted import offer_line, offers
-from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, run_place
+from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, relaunch_costs, run_place
 from arena_ls.client.visible import visible_data
 
 RECENT_RUNS = 5
@@ -113,7 +113,29 @@ def active_table(active: dict[str, Any] | None) -> Table:
         table.add_row(name, value)
     for insight in active.get("insights") or []:
         table.add_row("insight", insight_text(insight))
+    for relaunch in relaunch_rows(active.get("relaunches")):
+        table.add_row("relaunch", relaunch)
     return table
+
+
+def relaunch_rows(relaunches: Any) -> list[str]:
+    """Each relaunch of the run, as a person compares them: ``from step 40 · 3 steps lost · 2.4 s down``."""
+    rows = []
+    for item in relaunches if isinstance(relaunches, list) else []:
+        if not isinstance(item, dict):
+            continue
+        start = item.get("fromStep")
+        where = f"from step {start}" if isinstance(start, int) else "from scratch"
+        lost = item.get("stepsLost")
+        down = item.get("downtimeSeconds")
+        costs = relaunch_costs(
+            lost if isinstance(lost, int) and not isinstance(lost, bool) else None,
+            float(down) if isinstance(down, (int, float)) and not isinstance(down, bool) else None,
+        )
+        if not isinstance(down, (int, float)):
+            costs.append("not resumed yet")
+        rows.append(" · ".join([where, *costs]))
+    return rows
 
 
 def insight_text(insight: Any) -> str:

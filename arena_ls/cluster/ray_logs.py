@@ -111,6 +111,7 @@ class RayLogCopy(TrainerVoice):
             self.writer.request(job_checkpoint=(self.spec.job_id, record))
         elif isinstance(event, Progress):
             with self.lock:
+                self.run_record.progressed(time.time())  # a cluster's relaunch's downtime ends here
                 self.attempt_announced = True
                 self.state.step = event.step
                 self.state.total_steps = event.total or self.state.total_steps

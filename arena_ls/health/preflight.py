@@ -8,6 +8,7 @@ settings; the server turns failed checks into the ``preflight-failed`` error
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -21,6 +22,7 @@ import psutil
 
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.model import Gpu, GpuProcess, GpuReading
+from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.lifecycle.rundir import make_state_folder
 from arena_ls.settings import PreflightSettings
 
@@ -51,6 +53,7 @@ def run_preflight(
     our_pids: AbstractSet[int],
     gate_errors: list[str] | None,
     reboot_pending: Callable[[], str | None] | None = None,
+    checkpoints: CheckpointNeed | None = None,
 ) -> tuple[list[Check], list[str]]:
     """Run the checks for a job of this kind; return them and the warning lines.
 
@@ -70,7 +73,7 @@ def run_preflight(
         check_power(hw, settings),
         check_ram(hw, settings),
         contention,
-        check_disk(hw, settings, checkpoint_dir, state_dir),
+        check_disk(hw, settings, checkpoint_dir, state_dir, checkpoints),
         check_state_dir(state_dir),
         check_gates(gate_errors),
     ]
@@ -180,31 +183,127 @@ def process_name(pid: int) -> str | None:
 
 
 def check_disk(
-    hw: Hardware, settings: PreflightSettings, checkpoint_dir: Path, state_dir: Path | None = None
+    hw: Hardware,
+    settings: PreflightSettings,
+    checkpoint_dir: Path,
+    state_dir: Path | None = None,
+    checkpoints: CheckpointNeed | None = None,
 ) -> Check:
     """Free space where the checkpoints go and where the run's state and log go (the state folder).
 
     The two are often different filesystems; the check fails on the one with
-    the least space, and names it.
+    the least space, and names it. With ``checkpoints`` (what the job's
+    checkpoints will still take, from its earlier runs), their folder needs
+    that much more than the floor (contract 8.2).
     """
-    need = settings.min_free_disk_mb
-    places = [checkpoint_dir] + ([state_dir] if state_dir is not None else [])
-    readings: list[tuple[int, Path]] = []
-    for place in places:
+    floor = settings.min_free_disk_mb
+    places = [checkpoints.folder if checkpoints is not None else checkpoint_dir]
+    places += [state_dir] if state_dir is not None else []
+    readings: list[tuple[int, int, Path]] = []
+    for index, place in enumerate(places):
+        extra = checkpoints.need_mb if checkpoints is not None and index == 0 else 0
         try:
-            readings.append((hw.disk_free_mb(place), place))
+            readings.append((hw.disk_free_mb(place), floor + extra, place))
         except OSError as error:
             return Check("disk", False, f"cannot read free space at {place}: {error}")
-    free, where = min(readings, key=lambda reading: reading[0])
-    if free >= need:
-        text = ", ".join(f"{mb} MB free at {place}" for mb, place in readings)
-        return Check("disk", True, f"{text} (need {need} MB)")
+    short = [reading for reading in readings if reading[0] < reading[1]]
+    why = f": {checkpoints.describe()}, plus the {floor} MB floor" if checkpoints is not None else ""
+    if not short:
+        text = ", ".join(f"{mb} MB free at {place} (need {need} MB)" for mb, need, place in readings)
+        return Check("disk", True, text + why)
+    free, need, where = min(short, key=lambda reading: reading[0] - reading[1])
+    if checkpoints is not None and where == checkpoints.folder:
+        return Check(
+            "disk",
+            False,
+            f"only {free} MB free at {where}, need {need} MB{why}; free some space, keep fewer "
+            "checkpoints, save them to another disk, or lower arena.preflight.minFreeDiskMb",
+        )
     return Check(
         "disk",
         False,
         f"only {free} MB free at {where}, need {need} MB; free some space "
         f"or lower arena.preflight.minFreeDiskMb",
     )
+
+
+MB = 1024 * 1024
+SIZE_ENTRIES = 2000
+"""At most this many files of a checkpoint folder are looked at (the check runs as a start begins)."""
+
+
+@attrs.frozen
+class CheckpointNeed:
+    """What a job's checkpoints will still take on their disk until its last step (contract 8.2).
+
+    A trainer whose every announced checkpoint file still exists keeps them
+    all: each save left adds one checkpoint's size, and the saves left are the
+    steps left over its cadence (the steps per save so far: the last
+    checkpoint's step over the files it kept). A trainer that saves over one
+    file, or deletes old ones as it goes, needs one more checkpoint's size (a
+    save through a temporary file holds two at once).
+    """
+
+    folder: Path
+    save_bytes: int
+    saves_left: int
+    accumulate: bool
+    step: int
+    total: int
+
+    @property
+    def need_mb(self) -> int:
+        saves = self.saves_left if self.accumulate else 1
+        return -(-self.save_bytes * saves // MB)
+
+    def describe(self) -> str:
+        size = f"{-(-self.save_bytes // MB)} MB"
+        if not self.accumulate:
+            return f"the job's checkpoints need room for one more save of {size} (it keeps no more files)"
+        return (
+            f"the job's checkpoints need {self.need_mb} MB more: {self.saves_left} saves of {size} "
+            f"left (step {self.step} of {self.total}; it keeps every checkpoint it saves)"
+        )
+
+
+def checkpoint_need(history: CheckpointHistory | None, cwd: Path) -> CheckpointNeed | None:
+    """What the job's checkpoints will still take, from what its runs announced; None when unknown
+    (no checkpoint yet, no known last step, the last checkpoint gone, or the job at its end)."""
+    if history is None or history.total_steps is None or not history.paths:
+        return None
+    steps_left = history.total_steps - history.last_step
+    if steps_left <= 0 or history.last_step <= 0:
+        return None
+    absolute = [Path(p) if os.path.isabs(p) else cwd / p for p in history.paths]
+    last = absolute[-1]
+    save_bytes = _size(last)
+    if save_bytes is None or save_bytes <= 0:
+        return None
+    kept = sum(1 for path in absolute if path.exists())
+    accumulate = len(absolute) >= 2 and kept == len(absolute)
+    per_save = history.last_step / kept
+    saves_left = max(1, -(-steps_left // max(1, round(per_save))))
+    return CheckpointNeed(
+        last.parent, save_bytes, saves_left, accumulate, history.last_step, history.total_steps
+    )
+
+
+def _size(path: Path) -> int | None:
+    """A checkpoint's bytes: a file's size, or a folder's files' (``SIZE_ENTRIES`` at most)."""
+    try:
+        if not path.is_dir():
+            return path.stat().st_size
+    except OSError:
+        return None
+    total, seen = 0, 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            seen += 1
+            if seen > SIZE_ENTRIES:
+                return total
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(root, name)).st_size
+    return total
 
 
 def check_state_dir(state_dir: Path) -> Check:

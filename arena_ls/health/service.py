@@ -19,9 +19,10 @@ from arena_ls import platform
 from arena_ls.diagnostics import Diag
 from arena_ls.health.device import describe_device_profile, fp32_only
 from arena_ls.health.hardware import Hardware
-from arena_ls.health.preflight import check_to_wire, run_preflight
+from arena_ls.health.preflight import CheckpointNeed, check_to_wire, checkpoint_need, run_preflight
 from arena_ls.health.sampler import HealthSampler
 from arena_ls.health.snapshot import health_to_wire, mark_ours, process_tree_pids
+from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.manifest import Job
 from arena_ls.settings import Settings
 
@@ -48,6 +49,8 @@ class Preflight:
         """The state folder as it is now (settings may move it)."""
         self.reboot_pending = reboot_pending
         """What says the machine waits for a restart (``platform.reboot_pending``; tests fake it)."""
+        self.checkpoint_history: Callable[[str], CheckpointHistory | None] | None = None
+        """A job's checkpoints as its runs showed them (the supervisor's, set once it exists)."""
 
     def run(
         self, job: Job, gate_errors: list[Diag], our_pids: set[int]
@@ -62,8 +65,14 @@ class Preflight:
             our_pids=our_pids,
             gate_errors=[f"{d.code} {d.message}" for d in gate_errors] if job.kind == "train" else None,
             reboot_pending=self.reboot_pending,
+            checkpoints=self._checkpoint_need(job),
         )
         return [check_to_wire(c) for c in checks], warnings
+
+    def _checkpoint_need(self, job: Job) -> CheckpointNeed | None:
+        if job.kind != "train" or self.checkpoint_history is None:
+            return None
+        return checkpoint_need(self.checkpoint_history(job.id), job.resolved_cwd(self.root))
 
 
 class HealthService:

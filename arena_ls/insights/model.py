@@ -10,7 +10,17 @@ import attrs
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.timeutil import iso_utc
 
-__all__ = ["CheckpointMark", "GpuSample", "HealthPoint", "Insight", "LossPoint", "Observations", "Severity"]
+__all__ = [
+    "CheckpointMark",
+    "DiskSample",
+    "DiskWindow",
+    "GpuSample",
+    "HealthPoint",
+    "Insight",
+    "LossPoint",
+    "Observations",
+    "Severity",
+]
 
 Severity = Literal["info", "warning"]
 
@@ -18,6 +28,7 @@ MAX_LOSSES = 512
 MAX_HEALTH = 256
 MAX_CHECKPOINTS = 16
 MAX_GPU_SAMPLES = 2048
+MAX_CHECKPOINT_PATHS = 256
 
 
 @attrs.frozen
@@ -53,6 +64,26 @@ class GpuSample:
     slowdown_temperature: int | None = None
 
 
+@attrs.frozen
+class DiskSample:
+    """One disk as a run uses it, at one reading (``disk-runway``)."""
+
+    at: float
+    used_bytes: int
+    """What the run has on this disk: its checkpoints there and/or its log."""
+    free_bytes: int
+
+
+@attrs.define
+class DiskWindow:
+    """The first and the latest reading of one disk over the run: the rate its use grows at."""
+
+    label: str
+    """What of the run is on it, in words (``the checkpoints in /data/ckpt and the run's log``)."""
+    first: DiskSample
+    last: DiskSample
+
+
 @attrs.define
 class Observations:
     """Everything seen of one run's current launch; bounded."""
@@ -77,9 +108,23 @@ class Observations:
     """The machine's available RAM at the latest health sample (``low-ram``)."""
     ram_floor_mb: int = 5120
     """The pre-flight floor (``preflight.minFreeRamMb``) as it is now."""
+    total_steps: int | None = None
+    """The run's last step, as announced (``disk-runway``)."""
+    pace_from: tuple[int, float] | None = None
+    """The current launch's first progress (step, at): its pace is measured from there."""
+    last_progress: tuple[int, float] | None = None
+    checkpoint_paths: dict[str, None] = attrs.field(factory=dict)
+    """Every checkpoint path this run announced (bounded, oldest first): what it has on disk."""
+    disks: dict[str, DiskWindow] = attrs.field(factory=dict)
+    """Each disk the run's checkpoints or log are on, by its device (``disk-runway``)."""
 
-    def add_progress(self, step: int, loss: float | None, at: float) -> None:
+    def add_progress(self, step: int, loss: float | None, at: float, total: int | None = None) -> None:
         self.step = step
+        if total is not None and total > 0:
+            self.total_steps = total
+        if self.pace_from is None:
+            self.pace_from = (step, at)
+        self.last_progress = (step, at)
         if self.first_progress_at is None:
             self.first_progress_at = at
             if not self.checkpoints or (self.launched_at and self.checkpoints[-1].at < self.launched_at):
@@ -97,11 +142,37 @@ class Observations:
             self.checkpoints.pop()
         self.checkpoints.append(CheckpointMark(step, at))
 
+    def add_checkpoint_path(self, path: str) -> None:
+        self.checkpoint_paths.pop(path, None)
+        self.checkpoint_paths[path] = None
+        while len(self.checkpoint_paths) > MAX_CHECKPOINT_PATHS:
+            del self.checkpoint_paths[next(iter(self.checkpoint_paths))]
+
+    def add_disk_sample(self, device: str, label: str, sample: DiskSample) -> None:
+        """A reading of one disk: the first one of the run stays, the latest replaces the last."""
+        window = self.disks.get(device)
+        if window is None:
+            self.disks[device] = DiskWindow(label, sample, sample)
+        else:
+            window.label, window.last = label, sample
+
+    def seconds_to_last_step(self) -> float | None:
+        """At the current launch's pace, how long until the run's last step; None when unknown."""
+        if self.total_steps is None or self.pace_from is None or self.last_progress is None:
+            return None
+        (from_step, from_at), (step, at) = self.pace_from, self.last_progress
+        if step >= self.total_steps:
+            return None
+        if step <= from_step or at <= from_at:
+            return None
+        return (self.total_steps - step) / ((step - from_step) / (at - from_at))
+
     def relaunched(self, at: float) -> None:
         """A new launch of the trainer: what was computed before no longer says how it runs now."""
         self.launched_at = at
         self.launch_step = self.checkpoints[-1].step if self.checkpoints else 0
         self.first_progress_at = None
+        self.pace_from = None
         self.gpu.clear()
 
 

@@ -6,6 +6,7 @@ from types import MappingProxyType
 
 from arena_ls.insights.rules import (
     checkpoint_overdue,
+    disk_runway,
     edited_during_run,
     gpu_bubble,
     grad_health,
@@ -25,6 +26,7 @@ _MODULES = (
     thermal,
     edited_during_run,
     low_ram,
+    disk_runway,
 )
 
 INSIGHTS: MappingProxyType[str, InsightRule] = MappingProxyType(

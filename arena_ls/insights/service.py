@@ -29,6 +29,8 @@ import attrs
 from arena_ls.health import process_tree_pids
 from arena_ls.health.model import Health
 from arena_ls.health.service import HealthService
+from arena_ls.insights.disk import SAMPLE_SECONDS as DISK_SAMPLE_SECONDS
+from arena_ls.insights.disk import DiskReading, read_run_disks
 from arena_ls.insights.model import Insight
 from arena_ls.insights.tracker import RunTracker
 from arena_ls.lifecycle.probe_id import job_of
@@ -64,6 +66,8 @@ class Prepared:
     health: Health
     pids: dict[str, set[int]]
     """Each live run's trainer process tree (by run id)."""
+    disks: dict[str, list[DiskReading]] = attrs.field(factory=dict)
+    """Each live run's disks (by run id), when this tick read them (``disk-runway``)."""
 
 
 def trainer_pids(health: Health, pid: int) -> set[int]:
@@ -105,6 +109,7 @@ class InsightService:
         self.announced: dict[str, Any] = {}
         self.live_scripts: frozenset[Path] = frozenset()
         self._task: asyncio.Task[None] | None = None
+        self._next_disk_read = 0.0
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -135,7 +140,28 @@ class InsightService:
             self.tick()
             return
         pids = await asyncio.to_thread(_trainer_trees, work, health)
-        self.tick(prepared=Prepared(health, pids))
+        disks = await self._read_disks(work)
+        self.tick(prepared=Prepared(health, pids, disks))
+
+    async def _read_disks(self, work: list[RunView]) -> dict[str, list[DiskReading]]:
+        """Every ``SAMPLE_SECONDS``, on a worker thread: what each live run has on each disk."""
+        now = time.time()
+        if now < self._next_disk_read or not self.settings().insights.enabled:
+            return {}
+        self._next_disk_read = now + DISK_SAMPLE_SECONDS
+        targets = [
+            (view.run_id, Path(view.spec.cwd), list(tracker.obs.checkpoint_paths), view.run_dir.path)
+            for view in work
+            if (tracker := self.trackers.get(view.run_id)) is not None
+        ]
+        free_mb = self.health.hardware.disk_free_mb
+
+        def read() -> dict[str, list[DiskReading]]:
+            return {
+                run: read_run_disks(cwd, paths, folder, free_mb, now) for run, cwd, paths, folder in targets
+            }
+
+        return await asyncio.to_thread(read)
 
     # -- one tick ------------------------------------------------------------------------
 
@@ -161,6 +187,8 @@ class InsightService:
             if state is not None and state.pid and tracker.is_new_sample(health):
                 known = prepared.pids.get(view.run_id) if prepared is not None else None
                 tracker.add_health_sample(health, known or trainer_pids(health, state.pid))
+            for reading in prepared.disks.get(view.run_id, ()) if prepared is not None else ():
+                tracker.obs.add_disk_sample(reading.device, reading.label, reading.sample)
             tracker.note_trainer_file()
             tracker.obs.ram_floor_mb = self.settings().preflight.min_free_ram_mb
             tracker.evaluate(settings, now)

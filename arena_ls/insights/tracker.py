@@ -56,9 +56,10 @@ class RunTracker:
         elif isinstance(item, HealthPoint):
             self.obs.health.append(item)
         elif isinstance(item.event, Progress):
-            self.obs.add_progress(item.event.step, item.event.loss, item.at)
+            self.obs.add_progress(item.event.step, item.event.loss, item.at, item.event.total)
         elif isinstance(item.event, Checkpoint):
             self.obs.add_checkpoint(item.event.step, item.at)
+            self.obs.add_checkpoint_path(item.event.path)
 
     def is_new_sample(self, health: Health) -> bool:
         return health.at != self.last_sample

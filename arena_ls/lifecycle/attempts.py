@@ -33,7 +33,7 @@ import attrs
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.failure import last_line
 from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
-from arena_ls.lifecycle.rundir import Failure, RunSpec, RunState
+from arena_ls.lifecycle.rundir import MAX_RELAUNCH_RECORDS, Failure, RelaunchRecord, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog
@@ -88,6 +88,20 @@ class RunRecord:
         self.tell(events.crashed(self.spec.job_id, code, signal))
         if failure is not None:
             self.tell(events.failure(failure.kind, failure.evidence))
+
+    def relaunched(self, from_step: int | None) -> None:
+        """A relaunch is decided (under the lock): its record, with the steps the crash lost."""
+        state = self.state
+        lost = None if state.step is None else max(0, state.step - (from_step or 0))
+        state.relaunches.append(RelaunchRecord(time.time(), state.ended_at, from_step, lost))
+        del state.relaunches[:-MAX_RELAUNCH_RECORDS]
+
+    def progressed(self, at: float) -> None:
+        """A progress announcement (under the lock): the first after a relaunch ends its downtime."""
+        relaunches = self.state.relaunches
+        if relaunches and relaunches[-1].downtime_seconds is None:
+            last = relaunches[-1]
+            last.downtime_seconds = round(max(0.0, at - (last.crashed_at or last.at)), 3)
 
     def finish(self, status: RunStatus) -> None:
         """The run's final status, through the moves a follower that polls may have missed."""
@@ -189,6 +203,7 @@ class AttemptLoop:
         with record.lock:
             record.state.restarts = decision.restart
             record.state.next_launch_at = time.time() + decision.delay
+            record.relaunched(decision.start_step)
             record.move(RunStatus.RESTARTING)
         record.tell(decision.event())
         return decision if self.trainer.sit_out(decision) else RunStatus.STOPPED
@@ -199,6 +214,7 @@ class AttemptLoop:
         job = record.spec.job_checkpoint
         with record.lock:
             signal_name = record.state.signal
+            stalled = record.state.failure is not None and record.state.failure.kind == "stalled"
         facts = CrashFacts(
             job_checkpoint=job.step if job is not None else None,
             run_checkpoint=record.checkpoint_step(),
@@ -207,6 +223,7 @@ class AttemptLoop:
             announced=trainer.announced,
             by_signal=signal_name is not None,
             last_line=last_line(trainer.tail()),
+            stalled=stalled,
         )
         if not needs_saved_file(facts):
             return facts

@@ -13,6 +13,7 @@ from collections import deque
 
 from arena_ls.lifecycle.attempts import RunRecord
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.lifecycle.local_stall import StallWatch
 from arena_ls.lifecycle.outputlog import OutputWriter, Written
 from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus
@@ -28,6 +29,8 @@ for progress only at the chunk's end: progress is a level, its latest value
 wins, and a flood must not cost a decode and a regex per line."""
 PROGRESS_WRITE_INTERVAL = 1.0
 TAIL_LINES = 200
+STALLED = "stalled"
+"""``failure.kind`` of a stalled trainer (contract 8.2)."""
 TAIL_BYTES = 16384
 """Of each chunk, the end kept raw for ``tail_lines`` (decoded only when a failure is judged)."""
 
@@ -52,6 +55,7 @@ class TrainerOutput(TrainerVoice):
     output: OutputWriter
     disk_evidence: str | None
     seen_write_failures: int
+    stall_watch: StallWatch
 
     def _move(self, target: RunStatus) -> None:
         """Change the status; the writer records it (a failing write never aborts the run)."""
@@ -141,7 +145,7 @@ class TrainerOutput(TrainerVoice):
     def tail_lines(self) -> list[str]:
         """The trainer's last ``TAIL_LINES`` lines, decoded (the failure's evidence)."""
         lines: list[str] = []
-        for piece, cut in reversed(self.tail_chunks):
+        for piece, cut in reversed(list(self.tail_chunks)):  # a copy: the pumps append meanwhile
             raws = piece.splitlines()[1:] if cut else piece.splitlines()
             wanted = TAIL_LINES - len(lines)
             lines[:0] = [raw.decode("utf-8", "replace") for raw in raws[-wanted:]]
@@ -160,6 +164,7 @@ class TrainerOutput(TrainerVoice):
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
         with self.lock:
+            self.record.progressed(time.time())
             self.attempt_announced = True
             self.last_progress_at = now
             self.state.step = event.step
@@ -168,25 +173,18 @@ class TrainerOutput(TrainerVoice):
             if is_bad_loss(event.loss) and self.nan_evidence is None:
                 self.nan_evidence = f"loss is {event.loss} at step {event.step}"
                 self.warn(self.nan_evidence)
-            if self.state.stalled:
-                self.state.stalled = False
-                self.say("progress resumed")
-                self._save()
+            if self.stall_watch.progress(event.step, now) or self.state.stalled:
+                self._stall_ended()
             elif now - self.last_progress_write >= PROGRESS_WRITE_INTERVAL:
                 self.last_progress_write = now
                 self._save()
 
-    # -- stall ---------------------------------------------------------------------------
+    # -- stall (contract 8.2: ``stall``, ``local_stall``) ------------------------------------------
 
-    def _check_stall(self) -> None:
-        if self.spec.kind != "train":
-            return
-        with self.lock:
-            if self.state.stalled or self.state.status is not RunStatus.RUNNING:
-                return
-            silent = time.monotonic() - self.last_progress_at
-            if silent < self.spec.stall_seconds:
-                return
-            self.state.stalled = True
-            self.warn(f"no progress announced for {silent:.0f}s; the trainer may be stalled")
-            self._save()
+    def _stall_ended(self) -> None:
+        """Progress came after a stall (under the lock): ``stalled`` and its failure are cleared."""
+        self.state.stalled = False
+        if self.state.failure is not None and self.state.failure.kind == STALLED:
+            self.state.failure = None
+        self.say("progress resumed")
+        self._save()

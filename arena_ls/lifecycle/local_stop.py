@@ -14,11 +14,12 @@ import time
 import attrs
 
 from arena_ls import platform
+from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_power import GATE_POLL_SECONDS, PowerGuard
-from arena_ls.lifecycle.local_output import TrainerOutput
+from arena_ls.lifecycle.local_output import STALLED, TrainerOutput
 from arena_ls.lifecycle.power import PowerAction
 from arena_ls.lifecycle.relaunch_gate import GateRules, describe_wait, relaunch_gate
-from arena_ls.lifecycle.rundir import RunDir
+from arena_ls.lifecycle.rundir import Failure, RunDir
 from arena_ls.lifecycle.states import RunStatus
 
 BOTH_SIGNAL_DELAY = 5.0
@@ -39,6 +40,9 @@ class StopPlan:
     signal_due_at: float | None = None
     by_battery: bool = False
     """The power rule's stop (``stoppedBy`` ``battery``), not a client's."""
+    by_stall: bool = False
+    """The stall watch's stop (``watchdog.stallAction`` ``restart``): the attempt ends ``stalled``
+    and the watchdog relaunches it from its last checkpoint, as after a crash."""
 
 
 class StopProtocol(TrainerOutput):
@@ -151,6 +155,52 @@ class StopProtocol(TrainerOutput):
                 self.say("stop requested while the relaunch waited: relaunch cancelled")
                 return False
             self.pause(GATE_POLL_SECONDS)
+
+    # -- stalls (contract 8.2: ``stall``, ``local_stall``) ------------------------------------
+
+    def _check_stall(self) -> None:
+        """Judge a silence past the stall threshold; say the finding with its evidence; act on it."""
+        process = self.process
+        if self.spec.kind != "train" or process is None:
+            return
+        with self.lock:
+            if self.state.status is not RunStatus.RUNNING:
+                return
+        finding = self.stall_watch.poll(time.monotonic(), process.pid)
+        if finding is None:
+            return
+        if finding.repeat:
+            self.say(f"still silent: {finding.decision.message}")
+            return
+        with self.lock:
+            if self.state.status is not RunStatus.RUNNING or self.stop_plan is not None:
+                return
+            self.state.stalled = True
+            self.state.failure = Failure(STALLED, finding.evidence())
+            self.warn(finding.decision.message)
+            for line in finding.log_lines():
+                self.say(line)
+            if finding.decision.restart:
+                grace = self.spec.grace_seconds
+                self.stop_plan = StopPlan(
+                    kill=False, grace_seconds=grace, requested_at=time.monotonic(), by_stall=True
+                )
+                self._move(RunStatus.STOPPING)
+            self._save()
+
+    def _after_stall_stop(self, exit_code: int | None, signal_name: str | None) -> None:
+        """The stall watch's stop ended the attempt: ``stalled``, relaunched by the watchdog as a crash."""
+        self.stop_plan = None
+        with contextlib.suppress(OSError):
+            self.run_dir.stop_file.unlink(missing_ok=True)  # or the relaunched trainer stops at once
+        with self.lock:
+            failure = self.state.failure
+            if failure is None or failure.kind != STALLED:
+                failure = Failure(STALLED, "stopped after a stall")
+            self.state.failure = failure
+            self.state.stalled = False
+        self.say(f"the stalled trainer ended ({events.code_words(exit_code, signal_name)})")
+        self.tell(events.failure(failure.kind, failure.evidence))
 
     # -- stop protocol -------------------------------------------------------------------
 

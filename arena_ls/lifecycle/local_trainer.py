@@ -26,11 +26,13 @@ from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.failure import classify
 from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.local_output import TAIL_LINES
+from arena_ls.lifecycle.local_stall import StallWatch
 from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
 from arena_ls.lifecycle.outputlog import OutputWriter, Pump
 from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
 from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
 from arena_ls.lifecycle.savedfiles import find_saved_file
+from arena_ls.lifecycle.stall import RestartFacts, StallAction, StallRules
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.trainer_start import (
@@ -107,6 +109,32 @@ class LocalTrainer(StopProtocol):
             )
         )
         self._launched_from = self.spec.resumed_from_step
+        self.stall_watch = StallWatch(
+            StallRules(
+                factor=self.spec.stall_factor,
+                min_seconds=self.spec.stall_min_seconds,
+                max_seconds=self.spec.stall_seconds,
+                action=StallAction(self.spec.stall_action)
+                if self.spec.stall_action in {a.value for a in StallAction}
+                else StallAction.WARN,
+            ),
+            self.lock,
+            self.power.hardware,
+            self.tail_lines,
+            self._restart_facts,
+            time.monotonic(),
+        )
+
+    def _restart_facts(self) -> RestartFacts:
+        """Where a stall restart would resume from: the run's checkpoint, else the job's as it began."""
+        job = self.spec.job_checkpoint
+        known = [s for s in (self._checkpoint_step(), job.step if job else None, self.spec.resumed_from_step)]
+        steps = [step for step in known if step is not None]
+        rules = self._watchdog.rules
+        return RestartFacts(
+            checkpoint=max(steps) if steps else None,
+            relaunchable=rules.relaunchable and rules.max_restarts > 0,
+        )
 
     # -- the Trainer of the attempt loop (``attempts.Trainer``): a process tree here ------------
 
@@ -212,6 +240,8 @@ class LocalTrainer(StopProtocol):
             self.state.failure = None
             self.state.next_launch_at = None
             self.last_progress_at = time.monotonic()
+            self.stall_watch.attempt_started(self.last_progress_at)
+            self.state.stalled = False
             self.attempt_announced = False
             self._move(RunStatus.RUNNING)
             self._continue_early_stop(stage)
@@ -290,6 +320,9 @@ class LocalTrainer(StopProtocol):
             self.state.signal = signal_name
             self.state.ended_at = time.time()
         self.tell(events.exited(exit_code, signal_name))
+        if self.stop_plan is not None and self.stop_plan.by_stall:
+            self._after_stall_stop(exit_code, signal_name)
+            return None  # the watchdog relaunches it from its last checkpoint, as after a crash
         if self.stop_plan is not None:
             battery = self.stop_plan.by_battery
             by = "battery" if battery else (self.stop_plan.stage or "file")

@@ -55,6 +55,9 @@ class CrashFacts:
     """The trainer's last line of output (the evidence of a refusal)."""
     saved_file: str | None = None
     """A file the trainer saved that exists (found by the agent only when no checkpoint is known)."""
+    stalled: bool = False
+    """The attempt was stopped by the stall watch (``watchdog.stallAction`` ``restart``): however it
+    exited, it did not refuse to resume."""
 
     @property
     def known_step(self) -> int | None:
@@ -65,7 +68,7 @@ class CrashFacts:
     @property
     def refused_resume(self) -> bool:
         """Launched with resume, it exited non-zero by itself before announcing anything."""
-        return self.launched_with_resume and not self.announced and not self.by_signal
+        return self.launched_with_resume and not self.announced and not self.by_signal and not self.stalled
 
 
 @attrs.frozen

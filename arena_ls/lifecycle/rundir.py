@@ -163,6 +163,13 @@ class RunSpec:
     progress_pattern: str | None = None
     checkpoint_pattern: str | None = None
     stall_seconds: float = 600.0
+    """``watchdog.stallSeconds``: the longest silence before a stall (contract 8.2, ``stall``)."""
+    stall_factor: float = 10.0
+    """``watchdog.stallFactor``: the stall threshold in median step times."""
+    stall_min_seconds: float = 120.0
+    """``watchdog.stallMinSeconds``: the shortest silence that is a stall."""
+    stall_action: str = "warn"
+    """``watchdog.stallAction``: ``warn`` or ``restart`` (an idle stalled trainer is relaunched)."""
     resumed_from_step: int | None = None
     created_at: float = attrs.field(factory=time.time)
     backend: str = "local"
@@ -191,6 +198,26 @@ class RunSpec:
     """The boot of this machine the run was launched in (None: a cluster run, an older spec)."""
     record: dict[str, Any] | None = None
     """``RunInfo.record``: the code, interpreter, command and settings of the start (``runrecord.py``)."""
+
+
+@attrs.define
+class RelaunchRecord:
+    """One relaunch of a run by its watchdog, as a person compares them (``RunInfo.relaunches``)."""
+
+    at: float
+    """When the watchdog decided it (its ``restarting`` line)."""
+    crashed_at: float | None
+    """When the trainer before it ended."""
+    from_step: int | None
+    """The checkpoint step it resumed from (None: from scratch)."""
+    steps_lost: int | None
+    """Steps the trainer had reached past ``from_step`` when it ended (None: no step known)."""
+    downtime_seconds: float | None = None
+    """From the end of the trainer to the relaunched trainer's first progress; None until then."""
+
+
+MAX_RELAUNCH_RECORDS = 100
+"""A run keeps its last this many relaunch records."""
 
 
 @attrs.define
@@ -227,6 +254,8 @@ class RunState:
     keep_awake: bool | None = None
     """``keepAwake`` (contract 8.3): the agent keeps the machine awake (True), was told not to or the
     run is not a ``train`` run of this machine (False), or could not (None: the reason is in the log)."""
+    relaunches: list[RelaunchRecord] = attrs.field(factory=list)
+    """The watchdog's relaunches of the run, oldest first (the last ``MAX_RELAUNCH_RECORDS``)."""
 
 
 for _cls in (
@@ -237,6 +266,7 @@ for _cls in (
     PowerSpec,
     NotifySpec,
     BootRecord,
+    RelaunchRecord,
     RunSpec,
     RunState,
 ):

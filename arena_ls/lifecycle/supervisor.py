@@ -44,6 +44,7 @@ from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.backends.base import Backends, Check, FollowerProcess, RunBackend, RunPlan
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
+from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
@@ -537,6 +538,15 @@ class Supervisor:
         candidates.sort(key=lambda v: v.spec.created_at)
         return candidates[-1] if candidates else None
 
+    def checkpoint_history(self, job_id: str) -> CheckpointHistory | None:
+        """The job's checkpoints as its runs showed them (the pre-flight's disk check); None before any."""
+        knowledge = JobKnowledge.read(self.folder, job_id)
+        if knowledge.last is None:
+            return None
+        view = self.latest_view(job_id)
+        total = view.state.total_steps if view is not None and view.state is not None else None
+        return CheckpointHistory(tuple(knowledge.paths), knowledge.last.step, total)
+
     def our_pids(self) -> set[int]:
         """Pids on this machine of every trainer's process tree of the workspace's unfinished runs.
 
@@ -800,6 +810,9 @@ class Supervisor:
                 progress_pattern=job.progress_pattern,
                 checkpoint_pattern=job.checkpoint_pattern,
                 stall_seconds=settings.watchdog_stall_seconds,
+                stall_factor=settings.watchdog_stall_factor,
+                stall_min_seconds=settings.watchdog_stall_min_seconds,
+                stall_action=settings.watchdog_stall_action,
                 resumed_from_step=resume_step,
                 backend=backend.name,
                 cluster=plan.cluster,

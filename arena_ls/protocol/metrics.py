@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from arena_ls.lifecycle.metrics import DEFAULT_LIMIT, MAX_LIMIT, MetricsCursor, MetricsPage, read_metrics
+from arena_ls.lifecycle.rundir import RelaunchRecord
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.protocol.preencoded import PreEncoded
 from arena_ls.timeutil import iso_utc
@@ -40,10 +41,31 @@ async def metrics_answer(view: RunView, cursor: MetricsCursor | None, limit: int
 
 def read_page(view: RunView, cursor: MetricsCursor, limit: int, final_before: bool) -> dict[str, Any]:
     """A page from ``cursor``, as the answer's object (files only: safe in a thread)."""
-    return _wire(view.run_id, read_metrics(view, cursor, limit, final_before))
+    state = view.state
+    relaunches = list(state.relaunches) if state is not None else []
+    return _wire(view.run_id, read_metrics(view, cursor, limit, final_before), relaunches)
 
 
-def _wire(run_id: str, page: MetricsPage) -> dict[str, Any]:
+MATCH_SECONDS = 5.0
+"""A logged relaunch and the agent's record of it were written within this of each other."""
+
+
+def _relaunch(step: int, at: float, records: list[RelaunchRecord]) -> dict[str, Any]:
+    """A relaunch the log shows, with what it cost from the agent's record of it (matched by its
+    step and time: a page holds any part of the log); null figures when no record matches (a run
+    of an earlier agent)."""
+    record = next(
+        (r for r in records if (r.from_step or 0) == step and abs(r.at - at) <= MATCH_SECONDS), None
+    )
+    return {
+        "step": step,
+        "at": iso_utc(at),
+        "stepsLost": record.steps_lost if record is not None else None,
+        "downtimeSeconds": record.downtime_seconds if record is not None else None,
+    }
+
+
+def _wire(run_id: str, page: MetricsPage, relaunches: list[RelaunchRecord]) -> dict[str, Any]:
     return {
         "runId": run_id,
         "points": [
@@ -59,6 +81,6 @@ def _wire(run_id: str, page: MetricsPage) -> dict[str, Any]:
         ],
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in page.checkpoints],
         "evals": [{"step": s, "loss": finite(loss), "at": iso_utc(at)} for s, loss, at in page.evals],
-        "relaunches": [{"step": s, "at": iso_utc(at)} for s, at in page.relaunches],
+        "relaunches": [_relaunch(s, at, relaunches) for s, at in page.relaunches],
         "next": page.next.encode() if page.next is not None else None,
     }

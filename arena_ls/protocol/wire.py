@@ -11,7 +11,7 @@ from typing import Any
 
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.lostwork import lost_work
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, RunState
+from arena_ls.lifecycle.rundir import CheckpointRecord, RelaunchRecord, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import DryRun, LogPage
@@ -67,6 +67,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "keepAwake": state.keep_awake,
         "afterReboot": None,
         "record": view.spec.record,
+        "relaunches": [relaunch_to_wire(relaunch) for relaunch in state.relaunches],
     }
     if extra:
         info.update(extra)
@@ -177,4 +178,15 @@ def _cluster_wire(spec: RunSpec, state: RunState) -> dict[str, Any] | None:
         "kind": spec.cluster.kind,
         "address": spec.cluster.address,
         "submissionId": record.submission_id if record is not None else None,
+    }
+
+
+def relaunch_to_wire(relaunch: RelaunchRecord) -> dict[str, Any]:
+    """``RunInfo.relaunches[]`` (an arena-ls decision, docs/protocol.md): what each relaunch cost."""
+    return {
+        "at": iso_utc(relaunch.at),
+        "crashedAt": iso_utc(relaunch.crashed_at) if relaunch.crashed_at is not None else None,
+        "fromStep": relaunch.from_step,
+        "stepsLost": relaunch.steps_lost,
+        "downtimeSeconds": relaunch.downtime_seconds,
     }

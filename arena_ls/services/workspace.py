@@ -73,6 +73,7 @@ class WorkspaceServices:
             recorder=run_record,
         )
         self.tasks = tasks
+        self.preflight.checkpoint_history = self.supervisor.checkpoint_history
         self.health = HealthService(
             hardware,
             self.settings,

@@ -330,7 +330,7 @@ def test_disabled_insights_hold_nothing() -> None:
 def test_the_registry_has_the_contracts_kinds_each_documented() -> None:
     assert list(INSIGHTS) == [
         "loss-spike", "grad-health", "gpu-bubble", "vram-spill",
-        "checkpoint-overdue", "thermal", "edited-during-run", "low-ram",
+        "checkpoint-overdue", "thermal", "edited-during-run", "low-ram", "disk-runway",
     ]  # fmt: skip
     for rule in INSIGHTS.values():
         assert set(rule.doc.sections) == set(SECTIONS) and rule.doc.summary.startswith(rule.kind)
