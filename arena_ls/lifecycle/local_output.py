@@ -150,10 +150,17 @@ class TrainerOutput(TrainerVoice):
         return lines
 
     def _on_checkpoint(self, event: Checkpoint) -> None:
-        record = CheckpointRecord(step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id)
+        record = CheckpointRecord(
+            step=event.step,
+            path=event.path,
+            at=time.time(),
+            run_id=self.spec.run_id,
+            bytes=event.bytes,
+            sha256=event.sha256,
+        )
         with self.lock:
             self.attempt_announced = True
-            self.state.last_checkpoint = record
+            self.record.add_checkpoint(record)
             self.state.step = max(self.state.step or 0, event.step)
         self.writer.request(job_checkpoint=(self.spec.job_id, record))
 

@@ -21,6 +21,7 @@ from arena_ls import platform
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_power import PowerGuard
 from arena_ls.lifecycle.attempts import Outcome, RunRecord
+from arena_ls.lifecycle.ckptverify import DiskLook, Verification, verify
 from arena_ls.lifecycle.events import EventParser
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.failure import classify
@@ -28,7 +29,7 @@ from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.local_output import TAIL_LINES
 from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
 from arena_ls.lifecycle.outputlog import OutputWriter, Pump
-from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
+from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunDir, StateFolder
 from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
@@ -109,15 +110,23 @@ class LocalTrainer(StopProtocol):
     def announced(self) -> bool:
         return self.attempt_announced
 
-    def launch(self, step: int | None) -> Outcome:
+    def launch(self, step: int | None, path: str | None = None) -> Outcome:
         self._launched_from = step
-        return self._attempt(step)
+        return self._attempt(step, path)
 
     def tail(self) -> list[str]:
         return self.tail_lines()
 
     def saved_file(self) -> str | None:
         return find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
+
+    def verify(self, ordered: list[CheckpointRecord]) -> Verification:
+        """The agent's look at the files (``ckptverify``): a stop request ends a long hash."""
+        look = DiskLook(Path(self.spec.cwd), should_stop=self._stop_asked)
+        return verify(ordered, look)
+
+    def _stop_asked(self) -> bool:
+        return self.run_dir.read_stop_request() is not None
 
     def watchdog(self) -> Watchdog:
         return self._watchdog
@@ -141,9 +150,9 @@ class LocalTrainer(StopProtocol):
     def resume_paused(self) -> tuple[bool, int | None]:
         return self._resume_on_ac()
 
-    def _attempt(self, step: int | None) -> RunStatus | None:
+    def _attempt(self, step: int | None, path: str | None = None) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
-        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step)
+        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step, path)
         if not self._launch(argv):
             return RunStatus.CRASHED
         returncode = self._supervise()

@@ -731,6 +731,8 @@ class Supervisor:
                 cluster=plan.cluster,
                 job_checkpoint=knowledge.for_run(resume_step),
                 checkpoint_paths=list(knowledge.paths),
+                checkpoint_history=job.checkpoint_history,
+                job_history=knowledge.history_for_run(resume_step),
                 exec_check=exec_checked,
                 allowed_roots=allowed_roots,
                 power=power_spec(settings) if plan.runs_here and job.kind == "train" else None,

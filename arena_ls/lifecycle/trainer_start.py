@@ -33,13 +33,17 @@ from arena_ls.lifecycle.interpreter import with_stream_flags
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump, start_pumps
 
 STEP_PLACEHOLDER = "{step}"
+PATH_PLACEHOLDER = "{path}"
 SEED_STEP_PLACEHOLDER = "<step>"
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
 
 
-def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | None) -> list[str]:
-    """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` replaced when resuming.
+def trainer_argv(
+    argv: Sequence[str], resume_args: Sequence[str], step: int | None, path: str | None = None
+) -> list[str]:
+    """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` replaced when resuming
+    (and ``{path}`` by ``path``, the verified checkpoint's path as announced, contract 8.1/8.2).
 
     An interpreter given ``-E``/``-I`` gets ``-u -X utf8`` (``interpreter.with_stream_flags``).
 
@@ -49,7 +53,7 @@ def trainer_argv(argv: Sequence[str], resume_args: Sequence[str], step: int | No
     argv = with_stream_flags(argv)
     if step is None or not resume_args:
         return list(argv)
-    return [*argv, *(_with_step(arg, step) for arg in resume_args)]
+    return [*argv, *(_with_step(arg, step).replace(PATH_PLACEHOLDER, path or "") for arg in resume_args)]
 
 
 def _with_step(arg: str, step: int) -> str:
@@ -176,11 +180,15 @@ def claim_run(run_dir: Path) -> str | None:
 
 
 def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
-    """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly."""
+    """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly,
+    and None for a start that resumes: its checkpoint is verified first (contract 8.2), which is
+    the agent's (``attempts.AttemptLoop``), and only then does a trainer start."""
     try:
         spec: Any = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
         step = spec.get("resumedFromStep")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+            return None
+        if step is not None and spec.get("resumeArgs"):
             return None
         argv = trainer_argv(
             [str(a) for a in spec["argv"]],

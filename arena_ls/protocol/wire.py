@@ -64,6 +64,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "insights": [],
         "lost": _lost(view, state),
         "waitingFor": state.waiting_for if view.status is RunStatus.RESTARTING else None,
+        "resumedFrom": _resumed_from(state),
     }
     if extra:
         info.update(extra)
@@ -132,6 +133,15 @@ def job_checkpoint(record: CheckpointRecord | None) -> dict[str, Any] | None:
     if record is None:
         return None
     return {"step": record.step, "path": record.path, "at": iso_utc(record.at), "runId": record.run_id}
+
+
+def _resumed_from(state: RunState) -> dict[str, Any] | None:
+    """``RunInfo.resumedFrom`` (contract 8.2): the verified checkpoint the run resumed from, or null."""
+    resumed = state.resumed_from
+    if resumed is None:
+        return None
+    skipped = [{"step": s.step, "path": s.path, "why": s.why} for s in resumed.skipped]
+    return {"step": resumed.step, "path": resumed.path, "verified": resumed.verified, "skipped": skipped}
 
 
 def _failure(view: RunView, state: RunState) -> dict[str, str] | None:
