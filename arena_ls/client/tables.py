@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, run_place
+from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, resumed_from_text, run_place
 from arena_ls.client.visible import visible_data
 
 RECENT_RUNS = 5
@@ -71,6 +71,7 @@ def active_table(active: dict[str, Any] | None) -> Table:
         ("speed", f"{speed:.3g} it/s" if isinstance(speed, (int, float)) else "?"),
         ("ETA", fmt_duration(active.get("etaSeconds"))),
         ("last checkpoint", checkpoint_text(active.get("lastCheckpoint"))),
+        ("resumed from", resumed_from_text(active.get("resumedFrom"))),
         ("restarts", str(active.get("restarts"))),
         ("started", str(active.get("startedAt"))),
     ):

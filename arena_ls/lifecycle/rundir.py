@@ -574,8 +574,10 @@ def _recorded_history(payload: dict[str, Any]) -> list[dict[str, Any]]:
     listed = [e for e in history if isinstance(e, dict)] if isinstance(history, list) else []
     entries = [e for e in listed if _is_step(e.get("step")) and isinstance(e.get("path"), str)]
     step, path = payload.get("step"), payload.get("path")
-    if _is_step(step) and isinstance(path, str) and not any(
-        (e["step"], e["path"]) == (step, path) for e in entries
+    if (
+        _is_step(step)
+        and isinstance(path, str)
+        and not any((e["step"], e["path"]) == (step, path) for e in entries)
     ):
         keys = ("step", "path", "at", "runId", "bytes", "sha256")
         entries.append({k: payload[k] for k in keys if k in payload})

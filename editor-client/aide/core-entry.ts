@@ -12,3 +12,4 @@ export { runToShow } from "../vscode/src/core/runProgress";
 export { isLive, Methods } from "../vscode/src/core/protocol";
 export { isAnnouncement } from "../vscode/src/core/announcements";
 export { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt } from "../vscode/src/core/workLost";
+export { resumedFromLine, skippedLines } from "../vscode/src/core/resumedFrom";

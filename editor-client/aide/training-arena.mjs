@@ -127,6 +127,7 @@ export function activeShape(run) {
     stalled: run.stalled === true,
     waitingFor: run.waitingFor ?? null,
     insights: run.insights ?? [],
+    resumedFrom: run.resumedFrom ?? null,
   };
 }
 
@@ -149,6 +150,7 @@ export function runShape(run) {
     lastCheckpoint: run.lastCheckpoint ?? null,
     startedAt: run.startedAt ?? null,
     endedAt: run.endedAt ?? null,
+    resumedFrom: run.resumedFrom ?? null,
   };
 }
 

@@ -6,6 +6,8 @@
  * clients (Neovim 0.7) drop nulls and the server may do the same.
  */
 
+import type { ResumedFrom } from "./resumedFrom";
+
 export const Methods = {
   start: "arena/start",
   stop: "arena/stop",
@@ -77,6 +79,8 @@ export interface RunInfo {
   insights?: Insight[] | null;
   /** Where the run runs (contract 6.2): null on this machine. */
   cluster?: ClusterPlace | null;
+  /** Contract 8.2: the verified checkpoint the run resumed from, and the newer ones skipped. */
+  resumedFrom?: ResumedFrom | null;
 }
 
 export interface ClusterPlace {
