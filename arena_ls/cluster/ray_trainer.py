@@ -143,8 +143,12 @@ class RayTrainer(RayStopAndEnd):
     def announced(self) -> bool:
         return self.attempt_announced
 
-    def launch(self, step: int | None, path: str | None = None) -> Outcome:
+    def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
         return self._attempt(step)
+
+    def rollback_wanted(self) -> None:
+        """A cluster run has no loss-spike rollback (the agent does not follow its losses)."""
+        return None
 
     def verify(self, ordered: list[CheckpointRecord]) -> Verification | None:
         """A cluster's files are on the cluster: not looked at here (the relaunch goes as announced)."""

@@ -34,6 +34,7 @@ from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.ckptverify import Verification, candidates
 from arena_ls.lifecycle.failure import RESUME_UNKNOWN, last_line
 from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file, needs_verification
+from arena_ls.lifecycle.rollback import Rollback
 from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus, transition
 from arena_ls.lifecycle.supervisor_events import SupervisorEvent
@@ -149,9 +150,12 @@ class Trainer(Protocol):
     def announced(self) -> bool:
         """The current attempt announced progress or a checkpoint."""
 
-    def launch(self, step: int | None, path: str | None = None) -> Outcome:
-        """Launch one attempt from ``step`` (the checkpoint at ``path``, for ``{path}``), follow it
-        to its end and judge it."""
+    def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
+        """Launch one attempt from ``step`` (the checkpoint at ``path``, for ``{path}``; ``skip``
+        batches for ``{skip}``), follow it to its end and judge it."""
+
+    def rollback_wanted(self) -> Rollback | None:
+        """After an attempt judged ``RESTARTING``: the loss-spike rollback it stopped for, if any."""
 
     def tail(self) -> list[str]:
         """The trainer's last lines (the evidence of a refusal to resume)."""
@@ -195,6 +199,9 @@ class AttemptLoop:
         """
         outcome = first() if first is not None else self._launch_resuming(self.record.spec.resumed_from_step)
         while True:
+            if outcome is RunStatus.RESTARTING and (rollback := self.trainer.rollback_wanted()) is not None:
+                outcome = self._roll_back(rollback)
+                continue
             if outcome is RunStatus.RESTARTING:
                 resumed, step = self.trainer.resume_paused()
                 if not resumed:
@@ -227,6 +234,21 @@ class AttemptLoop:
             return self._unverified(verification)
         self.record.resumed(verification)
         return self.trainer.launch(verification.chosen.step, verification.chosen.path)
+
+    def _roll_back(self, rollback: Rollback) -> Outcome:
+        """A loss-spike rollback (contract 8.2): said, counted, and launched from its verified
+        checkpoint with ``{skip}`` batches skipped."""
+        record = self.record
+        target = rollback.target
+        with record.lock:
+            record.state.rollbacks = rollback.number
+            record.move(RunStatus.RESTARTING)
+        record.tell(events.rollback(rollback.spike_step, target.step, rollback.skip, rollback.number,
+                                    rollback.budget))  # fmt: skip
+        if not any("{skip}" in arg for arg in record.spec.resume_args):
+            record.warn("resume.args has no {skip}: the rollback resumes without skipping batches")
+        record.resumed(rollback.verification)
+        return self.trainer.launch(target.step, target.path, rollback.skip)
 
     def _unverified(self, verification: Verification) -> RunStatus:
         """No checkpoint passed: no resume, ``crashed`` with ``resume-unknown`` naming what failed."""

@@ -104,15 +104,26 @@ def candidates(
 ) -> list[CheckpointRecord]:
     """The checkpoints a resume may take, newest first: ``history`` (the job's, as the run began)
     and ``announced`` (the run's own, later), each ``(step, path)`` once with its latest
-    announcement (a re-save at the same step replaces the older one's size and hash); with
-    ``at_most``, only those at that step or before (a rollback's bound). Pure."""
+    announcement (a re-save at the same step replaces the older one's size and hash); a path
+    announced again at a later step holds that later one, so the earlier is no candidate (a
+    trainer overwriting one file); with ``at_most``, only those at that step or before (a
+    rollback's bound, applied after: an overwritten file is never rolled back to). Pure."""
     latest: dict[tuple[int, str], CheckpointRecord] = {}
     for record in [*history, *announced]:
         key = (record.step, record.path)
         kept = latest.get(key)
         if kept is None or record.at >= kept.at:
             latest[key] = record
-    kept_records = [r for r in latest.values() if at_most is None or r.step <= at_most]
+    newest_at_path: dict[str, CheckpointRecord] = {}
+    for record in latest.values():
+        held = newest_at_path.get(record.path)
+        if held is None or (record.step, record.at) > (held.step, held.at):
+            newest_at_path[record.path] = record
+    kept_records = [
+        r
+        for r in latest.values()
+        if (at_most is None or r.step <= at_most) and (not r.path or newest_at_path[r.path] is r)
+    ]
     return sorted(kept_records, key=lambda r: (r.step, r.at), reverse=True)
 
 

@@ -14,6 +14,7 @@ from collections import deque
 from arena_ls.lifecycle.attempts import RunRecord
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.outputlog import OutputWriter, Written
+from arena_ls.lifecycle.rollback import SpikeWatch
 from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
@@ -50,6 +51,8 @@ class TrainerOutput(TrainerVoice):
     last_full_scan: float
     nan_evidence: str | None
     output: OutputWriter
+    spike_watch: SpikeWatch | None
+    spike_pending: int | None
     disk_evidence: str | None
     seen_write_failures: int
 
@@ -172,6 +175,9 @@ class TrainerOutput(TrainerVoice):
             self.state.step = event.step
             self.state.total_steps = event.total or self.state.total_steps
             self.state.loss = event.loss
+            watch = self.spike_watch
+            if watch is not None and watch.observe(event.loss) and self.spike_pending is None:
+                self.spike_pending = event.step  # the supervise loop acts on it (``_check_rollback``)
             if is_bad_loss(event.loss) and self.nan_evidence is None:
                 self.nan_evidence = f"loss is {event.loss} at step {event.step}"
                 self.warn(self.nan_evidence)

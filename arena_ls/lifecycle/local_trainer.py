@@ -18,6 +18,7 @@ from collections import deque
 from pathlib import Path
 
 from arena_ls import platform
+from arena_ls.lifecycle import rollback as rollbacks
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_power import PowerGuard
 from arena_ls.lifecycle.attempts import Outcome, RunRecord
@@ -99,6 +100,12 @@ class LocalTrainer(StopProtocol):
             )
         )
         self._launched_from = self.spec.resumed_from_step
+        self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback) if self.spec.rollback else None
+        """The current attempt's losses, judged as they come (loss-spike rollback, contract 8.2)."""
+        self.spike_pending: int | None = None
+        """A spike's step the supervise loop has yet to act on (set on a pump's thread)."""
+        self.rollback_plan: rollbacks.Rollback | None = None
+        """The rollback the cooperative stop in progress leads to."""
 
     # -- the Trainer of the attempt loop (``attempts.Trainer``): a process tree here ------------
 
@@ -110,9 +117,14 @@ class LocalTrainer(StopProtocol):
     def announced(self) -> bool:
         return self.attempt_announced
 
-    def launch(self, step: int | None, path: str | None = None) -> Outcome:
+    def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
         self._launched_from = step
-        return self._attempt(step, path)
+        return self._attempt(step, path, skip)
+
+    def rollback_wanted(self) -> rollbacks.Rollback | None:
+        """The rollback the attempt just stopped for (taken: asked once)."""
+        plan, self.rollback_plan = self.rollback_plan, None
+        return plan
 
     def tail(self) -> list[str]:
         return self.tail_lines()
@@ -150,9 +162,12 @@ class LocalTrainer(StopProtocol):
     def resume_paused(self) -> tuple[bool, int | None]:
         return self._resume_on_ac()
 
-    def _attempt(self, step: int | None, path: str | None = None) -> RunStatus | None:
+    def _attempt(self, step: int | None, path: str | None = None, skip: int = 0) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
-        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step, path)
+        argv = trainer_argv(self.spec.argv, self.spec.resume_args, step, path, skip)
+        if self.spec.rollback is not None:
+            self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback)  # a new attempt, a new window
+            self.spike_pending = None
         if not self._launch(argv):
             return RunStatus.CRASHED
         returncode = self._supervise()
@@ -221,6 +236,7 @@ class LocalTrainer(StopProtocol):
             self._check_power()
             self._advance_stop()
             self._check_stall()
+            self._check_rollback(process)
             self._check_writes()
             self._check_folder(process)
             platform.reap_adopted(keep=process.pid)
@@ -256,6 +272,46 @@ class LocalTrainer(StopProtocol):
                 if self.state.status is RunStatus.RUNNING:
                     self._move(RunStatus.STOPPING)
 
+    def _check_rollback(self, process: subprocess.Popen[bytes]) -> None:
+        """A loss spike the pumps saw: with ``insights.lossSpikeAction`` ``rollback`` and a verified
+        checkpoint far enough before it, a cooperative stop that leads to the rollback (contract 8.2);
+        else the reason in the log. The look happens here, on the agent's loop, never on a pump."""
+        rules, spike = self.spec.rollback, self.spike_pending
+        if rules is None or spike is None or self.stop_plan is not None:
+            return
+        self.spike_pending = None
+        with self.lock:
+            done = self.state.rollbacks
+        verification = None
+        if rollbacks.wants_look(rules, done):
+            ordered = self.record.resume_candidates(at_most=rollbacks.bound(rules, spike))
+            verification = self.verify(ordered) if ordered else None
+        decision = rollbacks.decide(rules, spike, done, verification)
+        if isinstance(decision, rollbacks.NoRollback):
+            if rules.action == rollbacks.ROLLBACK:
+                self.warn(decision.why)
+            return
+        self.rollback_plan = decision
+        self.say(
+            f"loss spike at step {spike}: stopping the trainer cooperatively to roll back to step "
+            f"{decision.target.step}"
+        )
+        self.stop_plan = plan = StopPlan(
+            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+        )
+        plan.stage = self._first_stop_stage(process)
+
+    def _first_stop_stage(self, process: subprocess.Popen[bytes]) -> str:
+        """The cooperative stop's first step for a rollback: the stop file (and the signal when the
+        job's ``stop.method`` asks for it)."""
+        if self.spec.stop_method in ("signal", "both") and platform.send_cooperative_signal(process.pid):
+            return "signal"
+        try:
+            self.run_dir.stop_file.write_text("rollback\n")
+        except OSError:
+            return "signal" if platform.send_cooperative_signal(process.pid) else "file"
+        return "file"
+
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
         self.wake.set()
@@ -269,6 +325,17 @@ class LocalTrainer(StopProtocol):
             self.state.signal = signal_name
             self.state.ended_at = time.time()
         self.tell(events.exited(exit_code, signal_name))
+        if self.stop_plan is not None and self.rollback_plan is not None:
+            self.stop_plan = None
+            self._clear_stop_file()
+            if self.run_dir.read_stop_request() is None:  # a person's stop meanwhile wins
+                return RunStatus.RESTARTING
+            self.rollback_plan = None
+            self.say("a stop was asked for during the rollback's stop: the run stops")
+            with self.lock:
+                self.state.stopped_by = "file"
+            self.tell(events.stopped("file"))
+            return RunStatus.STOPPED
         if self.stop_plan is not None:
             battery = self.stop_plan.by_battery
             by = "battery" if battery else (self.stop_plan.stage or "file")
@@ -287,6 +354,15 @@ class LocalTrainer(StopProtocol):
         )
         self.record.crashed(failure, exit_code if signal_name is None else returncode, signal_name)
         return None
+
+    def _clear_stop_file(self) -> None:
+        """The rollback's stop file goes before the relaunch (the next attempt must not stop at once)."""
+        try:
+            self.run_dir.stop_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            self.warn(f"could not remove the stop file after the rollback's stop: {error}")
 
     def _confirm_gpu_released(self) -> None:
         """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""

@@ -151,6 +151,20 @@ class PowerSpec:
 
 
 @attrs.define
+class RollbackSpec:
+    """Loss-spike rollback (contract 8.2), from the settings at the start: ``insights.lossSpikeAction``,
+    ``rollbackStepsBefore``, ``rollbackSkipBatches``, ``rollbackMax`` and the spike's thresholds."""
+
+    action: str = "warn"
+    steps_before: int = 100
+    skip_batches: int = 200
+    max_rollbacks: int = 3
+    window: int = 20
+    mads: float = 8.0
+    min_jump: float = 0.25
+
+
+@attrs.define
 class RunSpec:
     """What a run executes; written once by the server before the agent starts."""
 
@@ -193,6 +207,8 @@ class RunSpec:
     """``logs.maxRunMb`` at the start: the agent's writer caps the run's log to it (0: no cap)."""
     checkpoint_history: int = 8
     """``checkpoint.history``: how many announced checkpoints the job's record keeps (contract 8.2)."""
+    rollback: RollbackSpec | None = None
+    """None: no rollback (a spec written before it, a task, a cluster run)."""
     job_history: list[CheckpointRecord] = attrs.field(factory=list)
     """The job's recorded checkpoints (oldest first) when this run resumes from the job's last one
     (empty on a fresh start): with the run's own announcements, what a resume may fall back to."""
@@ -231,6 +247,8 @@ class RunState:
     """``waitingFor``: the failing pre-flight checks a relaunch waits on (contract 7.3), or None."""
     resumed_from: ResumedFrom | None = None
     """``resumedFrom``: the verified checkpoint the current attempt resumed from (contract 8.2)."""
+    rollbacks: int = 0
+    """Loss-spike rollbacks of this run so far (at most ``insights.rollbackMax``)."""
 
 
 for _cls in (
@@ -241,6 +259,7 @@ for _cls in (
     ClusterSpec,
     ClusterRecord,
     PowerSpec,
+    RollbackSpec,
     RunSpec,
     RunState,
 ):

@@ -54,6 +54,7 @@ from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     CorruptState,
     Failure,
+    RollbackSpec,
     RunDir,
     RunSpec,
     RunState,
@@ -732,6 +733,7 @@ class Supervisor:
                 job_checkpoint=knowledge.for_run(resume_step),
                 checkpoint_paths=list(knowledge.paths),
                 checkpoint_history=job.checkpoint_history,
+                rollback=rollback_spec(settings) if plan.runs_here and job.kind == "train" else None,
                 job_history=knowledge.history_for_run(resume_step),
                 exec_check=exec_checked,
                 allowed_roots=allowed_roots,
@@ -1035,6 +1037,20 @@ class Supervisor:
             shutil.rmtree(kept[run_id].run_dir.path, ignore_errors=True)
             doomed.append(run_id)
         return doomed
+
+
+def rollback_spec(settings: Settings) -> RollbackSpec:
+    """The loss-spike rollback rules a run keeps from the settings at its start (contract 8.2)."""
+    insights = settings.insights
+    return RollbackSpec(
+        action=insights.loss_spike_action,
+        steps_before=insights.rollback_steps_before,
+        skip_batches=insights.rollback_skip_batches,
+        max_rollbacks=insights.rollback_max,
+        window=insights.loss_spike_window,
+        mads=insights.loss_spike_mads,
+        min_jump=insights.loss_spike_min_jump,
+    )
 
 
 def _finished_run(view: RunView) -> FinishedRun:

@@ -34,16 +34,18 @@ from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump, start_pumps
 
 STEP_PLACEHOLDER = "{step}"
 PATH_PLACEHOLDER = "{path}"
+SKIP_PLACEHOLDER = "{skip}"
 SEED_STEP_PLACEHOLDER = "<step>"
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
 
 
 def trainer_argv(
-    argv: Sequence[str], resume_args: Sequence[str], step: int | None, path: str | None = None
+    argv: Sequence[str], resume_args: Sequence[str], step: int | None, path: str | None = None, skip: int = 0
 ) -> list[str]:
     """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` replaced when resuming
-    (and ``{path}`` by ``path``, the verified checkpoint's path as announced, contract 8.1/8.2).
+    (and ``{path}`` by ``path``, the verified checkpoint's path as announced, contract 8.1/8.2;
+    ``{skip}`` by the batches a loss-spike rollback skips, 0 on any other resume).
 
     An interpreter given ``-E``/``-I`` gets ``-u -X utf8`` (``interpreter.with_stream_flags``).
 
@@ -53,7 +55,11 @@ def trainer_argv(
     argv = with_stream_flags(argv)
     if step is None or not resume_args:
         return list(argv)
-    return [*argv, *(_with_step(arg, step).replace(PATH_PLACEHOLDER, path or "") for arg in resume_args)]
+    return [
+        *argv,
+        *(_with_step(arg, step).replace(PATH_PLACEHOLDER, path or "").replace(SKIP_PLACEHOLDER, str(skip))
+          for arg in resume_args),
+    ]  # fmt: skip
 
 
 def _with_step(arg: str, step: int) -> str:

@@ -113,6 +113,13 @@ def test_a_resave_at_the_same_step_and_path_replaces_the_older_announcement() ->
     assert len(ordered) == 1 and ordered[0].sha256 == OTHER
 
 
+def test_a_file_overwritten_by_a_later_step_is_no_candidate_for_the_earlier_one() -> None:
+    """One ``ckpt.pt`` announced at 100 and 200: it holds 200, whatever the bound."""
+    one = [rec(100, path="ckpt.pt", at=1), rec(200, path="ckpt.pt", at=2), rec(150, at=1.5)]
+    assert [(r.step, r.path) for r in candidates(one, [])] == [(200, "ckpt.pt"), (150, "ckpt-150.pt")]
+    assert [r.step for r in candidates(one, [], at_most=180)] == [150], "never back to an overwritten file"
+
+
 def test_a_bound_keeps_only_the_checkpoints_at_or_before_it() -> None:
     ordered = candidates([rec(100), rec(200), rec(300)], [], at_most=200)
     assert [r.step for r in ordered] == [200, 100]

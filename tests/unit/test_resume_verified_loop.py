@@ -25,9 +25,9 @@ class LookingTrainer(FakeTrainer):
     verified: list[list[int]] = attrs.field(factory=list)
     paths: list[str | None] = attrs.field(factory=list)
 
-    def launch(self, step: int | None, path: str | None = None) -> RunStatus | None:
+    def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> RunStatus | None:
         self.paths.append(path)
-        outcome = super().launch(step, path)
+        outcome = super().launch(step, path, skip)
         current = self.current
         if current is not None and current.checkpoint is not None:
             self.record.add_checkpoint(
