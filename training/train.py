@@ -2,7 +2,7 @@
 """Reference trainer for arena-ls: a tiny character-level GPT on a public-domain corpus.
 
 Copy this file as the template for your own trainer. It passes every arena gate
-(AR001-AR014) without a single suppression comment, and each place a gate looks
+(AR001-AR015) without a single suppression comment, and each place a gate looks
 at carries a short comment saying why the gate exists. docs/trainer-guide.md
 walks through the rules one by one.
 

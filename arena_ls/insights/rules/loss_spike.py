@@ -36,6 +36,9 @@ resumes it from the newest verified checkpoint at least `rollbackStepsBefore`
 `rollbackSkipBatches` (200), at most `rollbackMax` (3) times a run, and never
 without such a checkpoint (PaLM's remedy; contract 8.2). Each rollback is an
 `arena` line, a `rollbacks` entry of `arena/metrics` and a mark on `arena plot`.
+The rollback is tested end to end in `tests/reliability/test_loss_spike_rollback.py`
+(a spike at step 60 rolls back to step 40 with 50 batches skipped; a spike every
+launch stops at `rollbackMax`), its policy in `tests/unit/test_rollback_policy.py`.
 """
 
 from __future__ import annotations
