@@ -230,6 +230,8 @@ class AttemptLoop:
         verification = self.trainer.verify(ordered)
         if verification is None:
             return self.trainer.launch(step, self._resume_path(step))
+        if verification.interrupted:
+            return self._stopped_while_verifying()
         if verification.chosen is None:
             return self._unverified(verification)
         self.record.resumed(verification)
@@ -249,6 +251,11 @@ class AttemptLoop:
             record.warn("resume.args has no {skip}: the rollback resumes without skipping batches")
         record.resumed(rollback.verification)
         return self.trainer.launch(target.step, target.path, rollback.skip)
+
+    def _stopped_while_verifying(self) -> RunStatus:
+        """A stop request arrived while the checkpoint was verified: nothing resumes, nothing failed."""
+        self.record.say("stop requested while the checkpoint was verified: not resuming")
+        return RunStatus.STOPPED
 
     def _unverified(self, verification: Verification) -> RunStatus:
         """No checkpoint passed: no resume, ``crashed`` with ``resume-unknown`` naming what failed."""
@@ -275,6 +282,8 @@ class AttemptLoop:
         watchdog = self.trainer.watchdog()
         facts = self.crash_facts()
         self._verification = facts.verification
+        if facts.verification is not None and facts.verification.interrupted:
+            return self._stopped_while_verifying()
         decision = decide(facts, watchdog)
         self.trainer.decided(watchdog)
         if isinstance(decision, Stop):

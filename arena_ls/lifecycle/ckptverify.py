@@ -134,6 +134,8 @@ class Verification:
     chosen: CheckpointRecord | None
     verified: str | None
     skipped: tuple[SkippedCheckpoint, ...] = ()
+    interrupted: bool = False
+    """A stop request ended the look: nothing was chosen, and the run stops (it did not fail)."""
 
     def resumed_from(self) -> ResumedFrom | None:
         """``RunInfo.resumedFrom`` for the chosen checkpoint (None when none passed)."""
@@ -170,7 +172,10 @@ def verify(ordered: Iterable[CheckpointRecord], look: Look) -> Verification:
     """The newest of ``ordered`` (newest first) that passes ``judge``; files after it are never read."""
     skipped: list[SkippedCheckpoint] = []
     for record in ordered:
-        verdict = judge(record, look(record))
+        reading = look(record)
+        if reading is not None and reading.stopped:
+            return Verification(None, None, tuple(skipped), interrupted=True)
+        verdict = judge(record, reading)
         if isinstance(verdict, Passed):
             return Verification(record, verdict.verified, tuple(skipped))
         skipped.append(SkippedCheckpoint(record.step, record.path, verdict.why))

@@ -146,6 +146,11 @@ def test_verify_takes_the_newest_that_passes_and_reads_no_older_file() -> None:
     )
 
 
+def test_a_look_a_stop_ended_interrupts_the_verification() -> None:
+    result = verify([rec(30), rec(20)], lambda record: Reading(exists=True, stopped=True))
+    assert result.interrupted and result.chosen is None and result.skipped == ()
+
+
 def test_verify_with_none_passing_chooses_nothing_and_names_every_failure() -> None:
     result = verify([rec(30), rec(20)], lambda record: Reading(exists=False))
     assert result.chosen is None and result.resumed_from() is None

@@ -22,6 +22,7 @@ class LookingTrainer(FakeTrainer):
     """A fake trainer whose checkpoints are files: ``whole`` steps pass, the others are torn."""
 
     whole: set[int] = attrs.field(factory=set)
+    stop_during_look: bool = False
     verified: list[list[int]] = attrs.field(factory=list)
     paths: list[str | None] = attrs.field(factory=list)
 
@@ -37,6 +38,8 @@ class LookingTrainer(FakeTrainer):
 
     def verify(self, ordered: list[CheckpointRecord]) -> Verification:  # type: ignore[override]
         self.verified.append([r.step for r in ordered])
+        if self.stop_during_look:
+            return verify(ordered, lambda r: Reading(exists=True, stopped=True))
         return verify(
             ordered, lambda r: Reading(exists=True, size=1 if r.step in self.whole else 0, mtime_ns=1)
         )
@@ -46,7 +49,8 @@ def history(*steps: int) -> list[CheckpointRecord]:
     return [CheckpointRecord(s, f"ckpt-{s}.pt", float(s), bytes=1) for s in steps]
 
 
-def loop(script: list[Attempt], whole: set[int], *, start: int | None, job: list[CheckpointRecord]) -> tuple[
+def loop(script: list[Attempt], whole: set[int], *, start: int | None, job: list[CheckpointRecord],
+         stop_during_look: bool = False) -> tuple[
     RunStatus, LookingTrainer, RunState, list[str]
 ]:  # fmt: skip
     spec = RunSpec(
@@ -57,7 +61,7 @@ def loop(script: list[Attempt], whole: set[int], *, start: int | None, job: list
     state = RunState(run_id="r", job_id="lm")
     said: list[SupervisorEvent] = []
     record = RunRecord(spec, state, threading.RLock(), said.append, lambda: None)
-    trainer = LookingTrainer(record, list(script), "local", whole=whole)
+    trainer = LookingTrainer(record, list(script), "local", whole=whole, stop_during_look=stop_during_look)
     status = AttemptLoop(record, trainer).run()
     return status, trainer, state, [e.render() for e in said]
 
@@ -109,3 +113,9 @@ def test_a_relaunch_with_nothing_whole_is_not_relaunched() -> None:
     assert status is RunStatus.CRASHED and trainer.launches == [None]
     assert state.failure is not None and state.failure.kind == "resume-unknown"
     assert "step 60 (ckpt-60.pt)" in state.failure.evidence
+
+
+def test_a_stop_during_the_look_stops_the_run_without_a_failure_or_a_launch() -> None:
+    status, trainer, state, words = loop([], {20, 40}, start=40, job=history(20, 40), stop_during_look=True)
+    assert status is RunStatus.STOPPED and trainer.launches == []
+    assert state.failure is None and "stop requested while the checkpoint was verified: not resuming" in words
