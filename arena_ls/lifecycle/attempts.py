@@ -63,6 +63,9 @@ class RunRecord:
         """Writes one record on the run's ``arena`` stream."""
         self.save = save
         """Asks for ``state.json`` to be written (never on the calling thread)."""
+        self.abandoned: tuple[int, float] | None = None
+        """After a rollback, (the step it went back to, when): checkpoints past that step announced
+        before then are the stretch the rollback abandoned, never resumed from again."""
         self.announced: list[CheckpointRecord] = []
         """The checkpoints this run announced (every attempt), oldest first, the last
         ``spec.checkpoint_history`` kept: with the job's history, what a resume may fall back to."""
@@ -82,7 +85,12 @@ class RunRecord:
             history.append(spec.job_checkpoint)
         with self.lock:
             announced = list(self.announced)
-        return candidates(history, announced, at_most=at_most)
+            abandoned = self.abandoned
+        ordered = candidates(history, announced, at_most=at_most)
+        if abandoned is None:
+            return ordered
+        back_to, at = abandoned
+        return [r for r in ordered if r.step <= back_to or r.at > at]
 
     def resumed(self, verification: Verification) -> None:
         """A resume takes ``verification.chosen``: ``resumedFrom``, the run's checkpoint, its line."""
@@ -244,6 +252,7 @@ class AttemptLoop:
         target = rollback.target
         with record.lock:
             record.state.rollbacks = rollback.number
+            record.abandoned = (target.step, time.time())
             record.move(RunStatus.RESTARTING)
         record.tell(events.rollback(rollback.spike_step, target.step, rollback.skip, rollback.number,
                                     rollback.budget))  # fmt: skip

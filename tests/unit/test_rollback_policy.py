@@ -85,3 +85,20 @@ def test_skip_fills_resume_args_and_the_rollback_line_says_it_all() -> None:
         == "rolling back: loss spike at step 500; resuming from step 400, skipping 200 batches (rollback 1/3)"
     )
     assert events.parse(line.encode()).is_rollback and events.might_be_relaunch(line.encode().encode())
+
+
+def test_after_a_rollback_the_abandoned_stretchs_checkpoints_are_never_resumed_from() -> None:
+    import threading
+
+    from arena_ls.lifecycle.attempts import RunRecord
+    from arena_ls.lifecycle.rundir import RunSpec, RunState
+
+    spec = RunSpec(run_id="r", job_id="j", job_name="j", kind="train", argv=[], cwd=".", checkpoint_history=8)
+    record = RunRecord(
+        spec, RunState(run_id="r", job_id="j"), threading.RLock(), lambda e: None, lambda: None
+    )
+    for step in (40, 50, 61):
+        record.add_checkpoint(rec(step))
+    record.abandoned = (40, 100.0)  # rolled back to 40 at t=100: 50 and 61 were announced before
+    record.add_checkpoint(CheckpointRecord(50, "ckpt-50.pt", 200.0, bytes=1))  # saved again after it
+    assert [(r.step, r.at) for r in record.resume_candidates()] == [(50, 200.0), (40, 40.0)]
