@@ -85,3 +85,22 @@ def test_a_move_of_another_file_does_not_make_the_save_atomic() -> None:
 def test_an_ignore_comment_silences_it() -> None:
     source = FIRES.replace('"step": step}, "ckpt.pt")', '"step": step}, "ckpt.pt")  # arena: ignore[AR015]')
     assert not _ar015(source)
+
+
+def test_ar014s_fix_announces_the_final_path_of_an_atomic_save_not_its_temporary_file() -> None:
+    atomic = FIRES.replace(
+        '"step": step}, "ckpt.pt")',
+        '"step": step}, "ckpt.pt.tmp")\n        os.replace("ckpt.pt.tmp", "ckpt.pt")',
+    )
+    announce = next(
+        line for line in atomic.splitlines(keepends=True) if line.lstrip().startswith('print("@arena')
+    )
+    silent = atomic.replace(announce, "")
+    assert not _ar015(silent)
+    finding = only(lint_trainer(silent, fp32_only=True), "AR014")[0]
+    fixed = apply_edits(silent, finding.edits)
+    replaced = fixed.index('os.replace("ckpt.pt.tmp", "ckpt.pt")')
+    announced = fixed.index(""""path": str('ckpt.pt')""")
+    assert replaced < announced, "announced once the file is in place, with its final path"
+    assert "str('ckpt.pt.tmp')" not in fixed
+    assert not only(lint_trainer(fixed, fp32_only=True), "AR014") and not _ar015(fixed)
