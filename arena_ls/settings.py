@@ -249,6 +249,29 @@ class InsightSettings:
         "Temperature (Celsius) at which the thermal insight fires."
         " Null: the GPU's own slowdown temperature (NVML).",
     )
+    loss_spike_action: str = setting(
+        "insights.lossSpikeAction",
+        "warn",
+        _one_of("warn", "rollback"),
+        'On a loss spike: "warn" (say so) or "rollback" (stop cooperatively, resume from the newest'
+        " verified checkpoint insights.rollbackStepsBefore steps before the spike, skipping"
+        " insights.rollbackSkipBatches batches through resume.args' {skip}).",
+    )
+    rollback_steps_before: int = setting(
+        "insights.rollbackStepsBefore",
+        100,
+        _COUNT,
+        "A rollback resumes from a checkpoint at least this many steps before the spike.",
+    )
+    rollback_skip_batches: int = setting(
+        "insights.rollbackSkipBatches",
+        200,
+        _COUNT,
+        "Batches a rollback skips: the value of {skip} in resume.args.",
+    )
+    rollback_max: int = setting(
+        "insights.rollbackMax", 3, _COUNT, "The most loss-spike rollbacks of one run."
+    )
 
 
 @attrs.frozen

@@ -165,7 +165,8 @@ _MAIN = """
 
 def save_checkpoint(model, optimizer, step, path):
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "step": step}, path)
+                "step": step}, str(path) + ".tmp")
+    os.replace(str(path) + ".tmp", path)
     print(f"saved checkpoint step={step} path={path}", flush=True)
 
 

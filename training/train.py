@@ -2,7 +2,7 @@
 """Reference trainer for arena-ls: a tiny character-level GPT on a public-domain corpus.
 
 Copy this file as the template for your own trainer. It passes every arena gate
-(AR001-AR014) without a single suppression comment, and each place a gate looks
+(AR001-AR015) without a single suppression comment, and each place a gate looks
 at carries a short comment saying why the gate exists. docs/trainer-guide.md
 walks through the rules one by one.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -89,6 +90,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="the step the checkpoint must be at (refused if it is not)",
     )
+    # Loss-spike rollback (contract 8.2): the supervisor resumes from an earlier checkpoint and
+    # asks the trainer to skip the batches that led to the spike.
+    p.add_argument("--skip-batches", type=int, default=0, help="on resume, skip this many batches")
+    p.add_argument(
+        "--keep-checkpoints", type=int, default=3, help="step checkpoints kept (a rollback's choice)"
+    )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a UTF-8 text file")
     p.add_argument(
@@ -107,6 +114,10 @@ def option_problem(args: argparse.Namespace) -> str | None:
         return "--steps must be at least 1"
     if not 1 <= args.ckpt_every <= 500:
         return "--ckpt-every must be between 1 and 500"
+    if args.skip_batches < 0:
+        return "--skip-batches must not be negative"
+    if args.keep_checkpoints < 1:
+        return "--keep-checkpoints must be at least 1"
     if args.eval_every < 20:
         return "--eval-every must be at least 20"
     if not 0.0 <= args.dropout < 1.0:
@@ -332,14 +343,17 @@ def save_checkpoint(
     step: int,
     best_val_loss: float,
     vocab: str,
-) -> None:
-    """Write a full training state to `path`, atomically.
+    data_offset: int = 0,
+) -> tuple[int, str]:
+    """Write a full training state to `path`, atomically; return its size and SHA-256.
 
     AR006: without the optimizer state a resumed Adam starts from zero moments
     and the loss jumps; without the step the schedule and the data order
     restart. The file is written under a temporary name in the same folder,
     flushed and fsynced, then renamed over the old one: a crash mid-write
-    leaves the previous checkpoint intact instead of a truncated file.
+    leaves the previous checkpoint intact instead of a truncated file. The size and
+    hash are announced with the checkpoint: the supervisor verifies them before it
+    resumes from the file (contract 8.2).
     """
     state = {
         "model": model.state_dict(),
@@ -349,6 +363,7 @@ def save_checkpoint(
         "rng": rng_states(),
         "config": asdict(model.cfg),
         "vocab": vocab,
+        "data_offset": data_offset,
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")  # same folder: same disk
     try:
@@ -356,12 +371,52 @@ def save_checkpoint(
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
+        size, digest = file_digest(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     fsync_directory(path.parent)
+    return size, digest
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """The file's size and SHA-256 (what a checkpoint announcement carries)."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def step_checkpoint(folder: Path, step: int) -> Path:
+    """The checkpoint file of one step (the last `--keep-checkpoints` of them are kept)."""
+    return folder / f"ckpt_{step:08d}.pt"
+
+
+def link_latest(folder: Path, saved: Path) -> None:
+    """Make ckpt_latest.pt the file just saved: a hard link swapped in atomically (no second
+    copy on disk), or a copy where the filesystem has no hard links."""
+    tmp = folder / f".{CKPT_LATEST}.{os.getpid()}{TMP_SUFFIX}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    try:
+        os.link(saved, tmp)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(saved, tmp)
+    os.replace(tmp, folder / CKPT_LATEST)
+
+
+def prune_step_checkpoints(folder: Path, keep: int) -> None:
+    """Delete all but the newest `keep` step checkpoints (never the one just saved)."""
+    saved = sorted(folder.glob("ckpt_[0-9]*.pt"))
+    for old in saved[:-keep]:
+        with contextlib.suppress(FileNotFoundError):
+            old.unlink()
 
 
 def fsync_directory(folder: Path) -> None:
@@ -384,8 +439,11 @@ def remove_stale_temp_files(folder: Path) -> None:
 
 
 def load_for_resume(folder: Path, start_step: int | None, vocab: str) -> dict[str, Any]:
-    """Load ckpt_latest.pt, refusing anything that would not continue this run."""
+    """Load the checkpoint of `start_step` (its step file, else ckpt_latest.pt), refusing
+    anything that would not continue this run."""
     path = folder / CKPT_LATEST
+    if start_step is not None and step_checkpoint(folder, start_step).is_file():
+        path = step_checkpoint(folder, start_step)  # a rollback goes back to an older one
     if not path.is_file():
         raise RefusedError(f"--resume: no checkpoint at {path.as_posix()}")
     state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
@@ -459,9 +517,9 @@ class GradHealth:
         self.steps = self.clipped = 0
 
 
-def announce_checkpoint(step: int, path: Path) -> None:
+def announce_checkpoint(step: int, path: Path, size: int, digest: str) -> None:
     print(f"saved checkpoint step={step} path={path.as_posix()}", flush=True)
-    announce({"event": "checkpoint", "step": step, "path": path.as_posix()})
+    announce({"event": "checkpoint", "step": step, "path": path.as_posix(), "bytes": size, "sha256": digest})
 
 
 @torch.no_grad()
@@ -528,15 +586,25 @@ def resume_from_checkpoint(
     vocab: str,
     model: TinyGPT,
     optimizer: torch.optim.Optimizer,
-) -> tuple[int, float]:
-    """Restore weights, optimizer moments and RNG states; return (step, best val loss)."""
+    skip_batches: int = 0,
+) -> tuple[int, float, int]:
+    """Restore weights, optimizer moments and RNG states; return (step, best val loss, data offset).
+
+    The data offset moves the batch stream past `skip_batches` more batches (a rollback after a
+    loss spike skips the data that led to it); it is saved with every later checkpoint, so a
+    relaunch from one of those continues the same stream."""
     state = load_for_resume(ckpt_dir, start_step, vocab)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     restore_rng_states(state["rng"])
     step = int(state["step"])
-    print(f"resumed from {(ckpt_dir / CKPT_LATEST).as_posix()} at step {step}", flush=True)
-    return step, float(state["best_val_loss"])
+    offset = int(state.get("data_offset", 0)) + skip_batches
+    where = step_checkpoint(ckpt_dir, step)
+    where = where if where.is_file() else ckpt_dir / CKPT_LATEST
+    print(f"resumed from {where.as_posix()} at step {step}", flush=True)
+    if skip_batches:
+        print(f"skipping {skip_batches} batches: the data stream continues {offset} batches on", flush=True)
+    return step, float(state["best_val_loss"]), offset
 
 
 def finish(model: TinyGPT, args: argparse.Namespace, vocab: str, summary: str) -> None:
@@ -561,10 +629,10 @@ def train(args: argparse.Namespace) -> int:
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(ckpt_dir)
 
-    start_step, best_val = 0, math.inf
+    start_step, best_val, data_offset = 0, math.inf, 0
     if args.resume:
-        start_step, best_val = resume_from_checkpoint(
-            ckpt_dir, args.start_step, corpus.vocab, model, optimizer
+        start_step, best_val, data_offset = resume_from_checkpoint(
+            ckpt_dir, args.start_step, corpus.vocab, model, optimizer, args.skip_batches
         )
     if start_step >= args.steps:
         print(f"nothing to do: the checkpoint is at step {start_step} of {args.steps}", flush=True)
@@ -590,7 +658,8 @@ def train(args: argparse.Namespace) -> int:
         lr = learning_rate(step, args.steps, args.lr)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        x, y = (t.to(device) for t in batch_for_step(corpus.train, args.seed, step, args.batch_size, block))
+        batch = batch_for_step(corpus.train, args.seed, step + data_offset, args.batch_size, block)
+        x, y = (t.to(device) for t in batch)
 
         # AR001: an out-of-memory error must not kill a long run. Retry the same
         # step with half the micro-batch (gradients accumulated over the same
@@ -635,7 +704,9 @@ def train(args: argparse.Namespace) -> int:
             announce({"event": "eval", "step": step, "loss": round(val_loss, 6)})
             if val_loss < best_val:
                 best_val = val_loss
-                save_checkpoint(ckpt_dir / CKPT_BEST, model, optimizer, step, best_val, corpus.vocab)
+                save_checkpoint(
+                    ckpt_dir / CKPT_BEST, model, optimizer, step, best_val, corpus.vocab, data_offset
+                )
 
         # AR009: poll the stop file every step; a signal only set a flag.
         stopping = stop.signal_number is not None or (stop_file is not None and os.path.exists(stop_file))
@@ -643,9 +714,11 @@ def train(args: argparse.Namespace) -> int:
         # AR004/AR005: checkpoint every --ckpt-every (<= 500) steps, at the end,
         # and before a cooperative stop, so no stop or crash loses much work.
         if step % args.ckpt_every == 0 or step == args.steps or stopping:
-            latest = ckpt_dir / CKPT_LATEST
-            save_checkpoint(latest, model, optimizer, step, best_val, corpus.vocab)
-            announce_checkpoint(step, latest)
+            saved = step_checkpoint(ckpt_dir, step)
+            size, digest = save_checkpoint(saved, model, optimizer, step, best_val, corpus.vocab, data_offset)
+            link_latest(ckpt_dir, saved)
+            prune_step_checkpoints(ckpt_dir, args.keep_checkpoints)
+            announce_checkpoint(step, saved, size, digest)
 
         if stopping:
             print(f"stopped by {stop.describe()} at step {step}", flush=True)

@@ -26,7 +26,7 @@ from typing import Any
 PAGE_LIMIT = 10_000
 """Points (and checkpoints, and evals) asked for per page: the contract's default and the
 server's largest page."""
-SERIES = ("points", "checkpoints", "evals", "relaunches")
+SERIES = ("points", "checkpoints", "evals", "relaunches", "rollbacks")
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """``LspSession.request`` (or a test client's ``call``): a method, its params, the result."""

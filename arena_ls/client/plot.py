@@ -81,6 +81,8 @@ class JobCurve:
     evals: list[tuple[int, float]] = attrs.field(factory=list)
     checkpoints: list[int] = attrs.field(factory=list)
     resumes: list[Resume] = attrs.field(factory=list)
+    rollbacks: list[tuple[int, int]] = attrs.field(factory=list)
+    """(spike step, step rolled back to) of each loss-spike rollback (contract 8.2)."""
 
     @property
     def empty(self) -> bool:
@@ -133,6 +135,7 @@ def stitch(runs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> JobCurve:
             if position > 0:
                 curve.resumes.append(Resume(resumed_from, run_id))
         curve.resumes.extend(_relaunches(run_id, metrics.get("relaunches")))
+        curve.rollbacks.extend(rollback_marks(metrics.get("rollbacks")))
         _add_points(curve, metrics.get("points") or [])
         for point in metrics.get("evals") or []:
             step = _step(point.get("step")) if isinstance(point, dict) else None
@@ -160,6 +163,19 @@ def _relaunches(run_id: str, relaunches: Any) -> list[Resume]:
         down = float(down) if isinstance(down, (int, float)) and not isinstance(down, bool) else None
         found.append(Resume(step, run_id, relaunch=True, steps_lost=lost, downtime_seconds=down))
     return found
+
+
+def rollback_marks(rollbacks: Any) -> list[tuple[int, int]]:
+    """The loss-spike rollbacks of a run's metrics: (spike step, step rolled back to)."""
+    if not isinstance(rollbacks, list):
+        return []
+    marks = []
+    for item in rollbacks:
+        if isinstance(item, dict):
+            spike, back_to = _step(item.get("spikeStep")), _step(item.get("step"))
+            if spike is not None and back_to is not None:
+                marks.append((spike, back_to))
+    return marks
 
 
 def _add_points(curve: JobCurve, points: list[Any]) -> None:
@@ -233,6 +249,15 @@ def _draw(curve: JobCurve, axes: Any) -> None:
         axes.annotate(
             resume.words(), (resume.step, 1.0), xycoords=("data", "axes fraction"),
             rotation=90, va="top", ha="right", fontsize=7, color="C3", xytext=(0, -4),
+            textcoords="offset points",
+        )  # fmt: skip
+    for index, (spike, back_to) in enumerate(curve.rollbacks):
+        axes.axvline(
+            spike, color="C1", linestyle="-.", linewidth=1.2, label="rollback" if index == 0 else None
+        )
+        axes.annotate(
+            f"spike: rolled back to {back_to}", (spike, 1.0), xycoords=("data", "axes fraction"),
+            rotation=90, va="top", ha="right", fontsize=7, color="C1", xytext=(0, -4),
             textcoords="offset points",
         )  # fmt: skip
     axes.set_xlabel("step")

@@ -201,10 +201,25 @@ def run_summary(info: dict[str, Any]) -> str:
     checkpoint = info.get("lastCheckpoint")
     if isinstance(checkpoint, dict):
         parts.append(f"last checkpoint step {checkpoint.get('step')} ({checkpoint.get('path')})")
+    if isinstance(info.get("resumedFrom"), dict):
+        parts.append("resumed from " + resumed_from_text(info["resumedFrom"]))
     failure = info.get("failure")
     if isinstance(failure, dict):
         parts.append(failure_words(failure))
     return " · ".join(parts)
+
+
+def resumed_from_text(resumed: Any) -> str:
+    """``RunInfo.resumedFrom`` (contract 8.2) in words: which checkpoint the run took and why,
+    ``step 20: ckpt-20.pt (verified by sha256); skipped step 40 (ckpt-40.pt): is 3 bytes, ...``."""
+    if not isinstance(resumed, dict):
+        return "-"
+    text = f"step {resumed.get('step')}: {resumed.get('path')} (verified by {resumed.get('verified')})"
+    skipped = resumed.get("skipped")
+    for entry in skipped if isinstance(skipped, list) else []:
+        if isinstance(entry, dict):
+            text += f"; skipped step {entry.get('step')} ({entry.get('path')}): {entry.get('why')}"
+    return text
 
 
 def failure_words(failure: dict[str, Any]) -> str:

@@ -9,7 +9,14 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 
 from arena_ls.client.interrupted import offer_line, offers
-from arena_ls.client.render import fmt_duration, fmt_loss, fmt_step, relaunch_costs, run_place
+from arena_ls.client.render import (
+    fmt_duration,
+    fmt_loss,
+    fmt_step,
+    relaunch_costs,
+    resumed_from_text,
+    run_place,
+)
 from arena_ls.client.visible import visible_data
 
 RECENT_RUNS = 5
@@ -106,6 +113,7 @@ def active_table(active: dict[str, Any] | None) -> Table:
         ("speed", f"{speed:.3g} it/s" if isinstance(speed, (int, float)) else "?"),
         ("ETA", fmt_duration(active.get("etaSeconds"))),
         ("last checkpoint", checkpoint_text(active.get("lastCheckpoint"))),
+        ("resumed from", resumed_from_text(active.get("resumedFrom"))),
         ("restarts", str(active.get("restarts"))),
         ("started", str(active.get("startedAt"))),
         ("code", record_text(active.get("record"))),

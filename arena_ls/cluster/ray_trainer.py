@@ -33,10 +33,11 @@ from arena_ls.cluster.submission import (
 )
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.attempts import Outcome, RunRecord
+from arena_ls.lifecycle.ckptverify import Verification
 from arena_ls.lifecycle.events import EventParser
 from arena_ls.lifecycle.outputlog import OutputWriter
 from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
-from arena_ls.lifecycle.rundir import ClusterRecord, Failure, RunDir, StateFolder
+from arena_ls.lifecycle.rundir import CheckpointRecord, ClusterRecord, Failure, RunDir, StateFolder
 from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
@@ -143,8 +144,16 @@ class RayTrainer(RayStopAndEnd):
     def announced(self) -> bool:
         return self.attempt_announced
 
-    def launch(self, step: int | None) -> Outcome:
+    def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
         return self._attempt(step)
+
+    def rollback_wanted(self) -> None:
+        """A cluster run has no loss-spike rollback (the agent does not follow its losses)."""
+        return None
+
+    def verify(self, ordered: list[CheckpointRecord]) -> Verification | None:
+        """A cluster's files are on the cluster: not looked at here (the relaunch goes as announced)."""
+        return None
 
     def saved_file(self) -> str | None:
         return self._saved_file()

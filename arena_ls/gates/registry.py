@@ -19,6 +19,7 @@ from arena_ls.gates.rules import (
     ar011_mixed_precision,
     ar012_eval_cadence,
     ar014_checkpoint_announce,
+    ar015_checkpoint_atomic,
 )
 from arena_ls.gates.rules.base import Rule
 
@@ -37,6 +38,7 @@ _MODULES = (
     ar011_mixed_precision,
     ar012_eval_cadence,
     ar014_checkpoint_announce,
+    ar015_checkpoint_atomic,
 )
 
 RULES: MappingProxyType[str, Rule] = MappingProxyType({module.RULE.code: module.RULE for module in _MODULES})

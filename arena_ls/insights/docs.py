@@ -34,6 +34,16 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "thermal_max_celsius",
         "null: the GPU's slowdown temperature; a number overrides it",
     ),
+    "lossSpikeAction": (
+        "loss_spike_action",
+        "`warn` or `rollback`: stop cooperatively and resume from a verified checkpoint before the spike",
+    ),
+    "rollbackStepsBefore": (
+        "rollback_steps_before",
+        "a rollback's checkpoint is at least this many steps before the spike",
+    ),
+    "rollbackSkipBatches": ("rollback_skip_batches", "batches a rollback skips (`{skip}` in `resume.args`)"),
+    "rollbackMax": ("rollback_max", "the most rollbacks of one run"),
 }
 PROBE_SETTINGS: dict[str, tuple[str, str]] = {
     "allowWithoutGpu": (
@@ -87,7 +97,12 @@ def _settings_table(settings: object, rows: dict[str, tuple[str, str]], prefix: 
     lines = ["| setting | default | meaning |", "| --- | --- | --- |"]
     for key, (attr, meaning) in rows.items():
         value = getattr(settings, attr)
-        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else f"{value:g}"
+        shown = (
+        "null" if value is None
+        else str(value).lower() if isinstance(value, bool)
+        else f"`{value}`" if isinstance(value, str)
+        else f"{value:g}"
+    )  # fmt: skip
         lines.append(f"| `{prefix}.{key}` | {shown} | {meaning} |")
     return "\n".join(lines) + "\n"
 

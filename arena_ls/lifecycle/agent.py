@@ -84,6 +84,7 @@ class Agent:
         self.writer = StateWriter(
             run_dir, self.folder, self.state, self.lock, self.tell, reserve=self.reserve
         )
+        self.writer.keep_history = self.spec.checkpoint_history
         self.record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
         """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
         self.trainer = LocalTrainer(

@@ -65,10 +65,12 @@ class Progress:
 
 @attrs.frozen
 class Checkpoint:
-    """A checkpoint announcement."""
+    """A checkpoint announcement; ``bytes`` and ``sha256`` of the file when announced (contract 8.2)."""
 
     step: int
     path: str
+    bytes: int | None = None
+    sha256: str | None = None
 
 
 @attrs.frozen
@@ -172,6 +174,27 @@ def _path(value: object) -> str | None:
     return value
 
 
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _sha256(value: object) -> str | None:
+    """An announced SHA-256: 64 hex digits (read lowercase); anything else is out of range."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or SHA256_HEX.fullmatch(value) is None:
+        raise OutOfRange("sha256 is not 64 hex digits")
+    return value.lower()
+
+
+def _size(value: object) -> int | None:
+    """An announced file size: a whole number of bytes, 0 to 10^15; anything else is out of range."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_NUMBER:
+        raise OutOfRange("bytes is not a whole number of bytes")
+    return value
+
+
 def parse_arena_line(text: str) -> Event | None:
     """Parse one ``@arena {...}`` line; None when it is not a valid announcement.
 
@@ -207,7 +230,9 @@ def _announcement(payload: dict[str, object]) -> Event | None:
         )
     if kind == "checkpoint":
         path = _path(payload.get("path"))
-        return Checkpoint(step=step, path=path) if path is not None else None
+        if path is None:
+            return None
+        return Checkpoint(step, path, _size(payload.get("bytes")), _sha256(payload.get("sha256")))
     return Eval(step=step, loss=_number(payload.get("loss")))
 
 

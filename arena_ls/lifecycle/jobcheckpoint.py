@@ -37,13 +37,22 @@ class JobKnowledge:
     """``JobInfo.lastCheckpoint``: None before any, and after a start that began the job anew."""
     paths: list[str]
     """Every path a run of the job announced (bounded), newest last."""
+    history: list[CheckpointRecord] = attrs.field(factory=list)
+    """The job's last announced checkpoints (``checkpoint.history``), oldest first (contract 8.2)."""
 
     @classmethod
     def read(cls, folder: StateFolder, job_id: str) -> JobKnowledge:
         try:
-            return cls(folder.job_checkpoint(job_id), folder.job_paths(job_id))
+            return cls(folder.job_checkpoint(job_id), folder.job_paths(job_id), folder.job_history(job_id))
         except StateBusy:  # held open (Windows) past the retries: what the agents recorded is kept
             return cls(None, [])
+
+    def history_for_run(self, resume_step: int | None) -> list[CheckpointRecord]:
+        """The job's history a run resuming from ``resume_step`` may fall back to (``RunSpec.job_history``):
+        none on a fresh start; on a resume, the recorded checkpoints up to that step."""
+        if resume_step is None:
+            return []
+        return [record for record in self.history if record.step <= resume_step]
 
     def for_run(self, resume_step: int | None) -> CheckpointRecord | None:
         """The checkpoint a run started from ``resume_step`` takes over (``RunSpec.job_checkpoint``).

@@ -15,6 +15,7 @@ from arena_ls.lifecycle.attempts import RunRecord
 from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.lifecycle.local_stall import StallWatch
 from arena_ls.lifecycle.outputlog import OutputWriter, Written
+from arena_ls.lifecycle.rollback import SpikeWatch
 from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
@@ -53,6 +54,8 @@ class TrainerOutput(TrainerVoice):
     last_full_scan: float
     nan_evidence: str | None
     output: OutputWriter
+    spike_watch: SpikeWatch | None
+    spike_pending: int | None
     disk_evidence: str | None
     seen_write_failures: int
     stall_watch: StallWatch
@@ -154,10 +157,17 @@ class TrainerOutput(TrainerVoice):
         return lines
 
     def _on_checkpoint(self, event: Checkpoint) -> None:
-        record = CheckpointRecord(step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id)
+        record = CheckpointRecord(
+            step=event.step,
+            path=event.path,
+            at=time.time(),
+            run_id=self.spec.run_id,
+            bytes=event.bytes,
+            sha256=event.sha256,
+        )
         with self.lock:
             self.attempt_announced = True
-            self.state.last_checkpoint = record
+            self.record.add_checkpoint(record)
             self.state.step = max(self.state.step or 0, event.step)
         self.writer.request(job_checkpoint=(self.spec.job_id, record))
 
@@ -170,6 +180,9 @@ class TrainerOutput(TrainerVoice):
             self.state.step = event.step
             self.state.total_steps = event.total or self.state.total_steps
             self.state.loss = event.loss
+            watch = self.spike_watch
+            if watch is not None and watch.observe(event.loss) and self.spike_pending is None:
+                self.spike_pending = event.step  # the supervise loop acts on it (``_check_rollback``)
             if is_bad_loss(event.loss) and self.nan_evidence is None:
                 self.nan_evidence = f"loss is {event.loss} at step {event.step}"
                 self.warn(self.nan_evidence)

@@ -18,9 +18,11 @@ from collections import deque
 from pathlib import Path
 
 from arena_ls import platform
+from arena_ls.lifecycle import rollback as rollbacks
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_power import PowerGuard
 from arena_ls.lifecycle.attempts import Outcome, RunRecord
+from arena_ls.lifecycle.ckptverify import DiskLook, Verification, verify
 from arena_ls.lifecycle.events import EventParser
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.failure import classify
@@ -30,7 +32,7 @@ from arena_ls.lifecycle.local_stall import StallWatch
 from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
 from arena_ls.lifecycle.outputlog import OutputWriter, Pump
 from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
-from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
+from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunDir, StateFolder
 from arena_ls.lifecycle.savedfiles import find_saved_file
 from arena_ls.lifecycle.stall import RestartFacts, StallAction, StallRules
 from arena_ls.lifecycle.states import RunStatus
@@ -135,6 +137,12 @@ class LocalTrainer(StopProtocol):
             checkpoint=max(steps) if steps else None,
             relaunchable=rules.relaunchable and rules.max_restarts > 0,
         )
+        self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback) if self.spec.rollback else None
+        """The current attempt's losses, judged as they come (loss-spike rollback, contract 8.2)."""
+        self.spike_pending: int | None = None
+        """A spike's step the supervise loop has yet to act on (set on a pump's thread)."""
+        self.rollback_plan: rollbacks.Rollback | None = None
+        """The rollback the cooperative stop in progress leads to."""
 
     # -- the Trainer of the attempt loop (``attempts.Trainer``): a process tree here ------------
 
@@ -146,15 +154,28 @@ class LocalTrainer(StopProtocol):
     def announced(self) -> bool:
         return self.attempt_announced
 
-    def launch(self, step: int | None) -> Outcome:
+    def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
         self._launched_from = step
-        return self._attempt(step)
+        return self._attempt(step, path, skip)
+
+    def rollback_wanted(self) -> rollbacks.Rollback | None:
+        """The rollback the attempt just stopped for (taken: asked once)."""
+        plan, self.rollback_plan = self.rollback_plan, None
+        return plan
 
     def tail(self) -> list[str]:
         return self.tail_lines()
 
     def saved_file(self) -> str | None:
         return find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
+
+    def verify(self, ordered: list[CheckpointRecord]) -> Verification:
+        """The agent's look at the files (``ckptverify``): a stop request ends a long hash."""
+        look = DiskLook(Path(self.spec.cwd), should_stop=self._stop_asked)
+        return verify(ordered, look)
+
+    def _stop_asked(self) -> bool:
+        return self.run_dir.read_stop_request() is not None
 
     def watchdog(self) -> Watchdog:
         return self._watchdog
@@ -178,12 +199,21 @@ class LocalTrainer(StopProtocol):
     def resume_paused(self) -> tuple[bool, int | None]:
         return self._resume_on_ac()
 
-    def _attempt(self, step: int | None) -> RunStatus | None:
+    def _attempt(self, step: int | None, path: str | None = None, skip: int = 0) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
         try:
-            argv = trainer_argv(self.spec.argv, self.spec.resume_args, step, self._resume_path(step))
+            argv = trainer_argv(
+                self.spec.argv,
+                self.spec.resume_args,
+                step,
+                path if path is not None else self._resume_path(step),
+                skip,
+            )
         except ResumePathUnknown as unknown:
             return self._no_resume_path(unknown)
+        if self.spec.rollback is not None:
+            self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback)  # a new attempt, a new window
+            self.spike_pending = None
         if not self._launch(argv):
             return RunStatus.CRASHED
         returncode = self._supervise()
@@ -272,6 +302,7 @@ class LocalTrainer(StopProtocol):
             self._check_power()
             self._advance_stop()
             self._check_stall()
+            self._check_rollback(process)
             self._check_writes()
             self._check_folder(process)
             platform.reap_adopted(keep=process.pid)
@@ -307,6 +338,46 @@ class LocalTrainer(StopProtocol):
                 if self.state.status is RunStatus.RUNNING:
                     self._move(RunStatus.STOPPING)
 
+    def _check_rollback(self, process: subprocess.Popen[bytes]) -> None:
+        """A loss spike the pumps saw: with ``insights.lossSpikeAction`` ``rollback`` and a verified
+        checkpoint far enough before it, a cooperative stop that leads to the rollback (contract 8.2);
+        else the reason in the log. The look happens here, on the agent's loop, never on a pump."""
+        rules, spike = self.spec.rollback, self.spike_pending
+        if rules is None or spike is None or self.stop_plan is not None:
+            return
+        self.spike_pending = None
+        with self.lock:
+            done = self.state.rollbacks
+        verification = None
+        if rollbacks.wants_look(rules, done):
+            ordered = self.record.resume_candidates(at_most=rollbacks.bound(rules, spike))
+            verification = self.verify(ordered) if ordered else None
+        decision = rollbacks.decide(rules, spike, done, verification)
+        if isinstance(decision, rollbacks.NoRollback):
+            if rules.action == rollbacks.ROLLBACK:
+                self.warn(decision.why)
+            return
+        self.rollback_plan = decision
+        self.say(
+            f"loss spike at step {spike}: stopping the trainer cooperatively to roll back to step "
+            f"{decision.target.step}"
+        )
+        self.stop_plan = plan = StopPlan(
+            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+        )
+        plan.stage = self._first_stop_stage(process)
+
+    def _first_stop_stage(self, process: subprocess.Popen[bytes]) -> str:
+        """The cooperative stop's first step for a rollback: the stop file (and the signal when the
+        job's ``stop.method`` asks for it)."""
+        if self.spec.stop_method in ("signal", "both") and platform.send_cooperative_signal(process.pid):
+            return "signal"
+        try:
+            self.run_dir.stop_file.write_text("rollback\n")
+        except OSError:
+            return "signal" if platform.send_cooperative_signal(process.pid) else "file"
+        return "file"
+
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
         self.wake.set()
@@ -323,6 +394,17 @@ class LocalTrainer(StopProtocol):
         if self.stop_plan is not None and self.stop_plan.by_stall:
             self._after_stall_stop(exit_code, signal_name)
             return None  # the watchdog relaunches it from its last checkpoint, as after a crash
+        if self.stop_plan is not None and self.rollback_plan is not None:
+            self.stop_plan = None
+            self._clear_stop_file()
+            if self.run_dir.read_stop_request() is None:  # a person's stop meanwhile wins
+                return RunStatus.RESTARTING
+            self.rollback_plan = None
+            self.say("a stop was asked for during the rollback's stop: the run stops")
+            with self.lock:
+                self.state.stopped_by = "file"
+            self.tell(events.stopped("file"))
+            return RunStatus.STOPPED
         if self.stop_plan is not None:
             battery = self.stop_plan.by_battery
             by = "battery" if battery else (self.stop_plan.stage or "file")
@@ -349,6 +431,15 @@ class LocalTrainer(StopProtocol):
         if now is None or self.oom_kills_at_launch is None:
             return None
         return max(0, now - self.oom_kills_at_launch)
+
+    def _clear_stop_file(self) -> None:
+        """The rollback's stop file goes before the relaunch (the next attempt must not stop at once)."""
+        try:
+            self.run_dir.stop_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            self.warn(f"could not remove the stop file after the rollback's stop: {error}")
 
     def _confirm_gpu_released(self) -> None:
         """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""

@@ -83,6 +83,8 @@ class MetricsPage:
     by_step: dict[int, int] = attrs.field(factory=dict)
     relaunches: list[tuple[int, float]] = attrs.field(factory=list)
     """(step it relaunched from, 0 for from scratch; time) of each relaunch the agent logged."""
+    rollbacks: list[tuple[int, int, int, float]] = attrs.field(factory=list)
+    """(spike step, step resumed from, batches skipped, time) of each loss-spike rollback (8.2)."""
     next: MetricsCursor | None = None
     """The cursor of the page after it; None once an ended run's log is read to its end."""
 
@@ -124,8 +126,12 @@ def _worth_reading(parser: EventParser, stream: int, data: bytes) -> bool:
 
 def _add(page: MetricsPage, item: Item) -> None:
     if isinstance(item, AgentLine):
-        if item.event.is_relaunch:
-            page.relaunches.append((item.event.step or 0, item.at))
+        event = item.event
+        if event.is_relaunch:
+            page.relaunches.append((event.step or 0, item.at))
+        elif event.is_rollback:
+            spike, skip = event.int_field("spike") or 0, event.int_field("skip") or 0
+            page.rollbacks.append((spike, event.step or 0, skip, item.at))
     elif isinstance(item, HealthPoint):
         _attach_health(page, item.step, item.grad_norm, item.clip_fraction)
     else:

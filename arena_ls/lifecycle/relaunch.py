@@ -16,11 +16,16 @@ a cluster) gather the facts of a crash into ``CrashFacts`` and call
    spec's ``jobCheckpoint``), the run's own announcements and the step the
    run was started from: the latest of them is where a relaunch resumes.
    A relaunch from step 0 is impossible while any of them is known.
-4. **Resume unknown.** None is known, but a file the trainer saved exists
+4. **Verified.** Where a checkpoint is known, the agent has verified the
+   candidates (``ckptverify.verify``, contract 8.2): the relaunch resumes from
+   the newest that passed, which may be earlier than the known step; none
+   passed: no relaunch, ``crashed``, ``resume-unknown`` naming what failed.
+   (``verification`` None: the back end cannot look at the files, a cluster's.)
+5. **Resume unknown.** None is known, but a file the trainer saved exists
    (a path announced by any run of the job, or a file like it in the folder
    of one; the agent looks, ``saved_file``): no relaunch, ``crashed``,
    ``resume-unknown`` naming the file. Only a person knows where it belongs.
-5. Otherwise the watchdog's budget, crash-loop and backoff rules
+6. Otherwise the watchdog's budget, crash-loop and backoff rules
    (``watchdog.Watchdog``) decide, from the known checkpoint or from scratch.
 
 Nothing here reads a file, a clock or a process: the agents look, this decides.
@@ -30,7 +35,8 @@ from __future__ import annotations
 
 import attrs
 
-from arena_ls.lifecycle.failure import resume_refused, resume_unknown
+from arena_ls.lifecycle.ckptverify import Verification
+from arena_ls.lifecycle.failure import RESUME_UNKNOWN, resume_refused, resume_unknown
 from arena_ls.lifecycle.rundir import Failure
 from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog
 
@@ -58,6 +64,8 @@ class CrashFacts:
     stalled: bool = False
     """The attempt was stopped by the stall watch (``watchdog.stallAction`` ``restart``): however it
     exited, it did not refuse to resume."""
+    verification: Verification | None = None
+    """The agent's verification of the known checkpoints (``needs_verification``); None: not looked."""
 
     @property
     def known_step(self) -> int | None:
@@ -86,6 +94,13 @@ def needs_saved_file(facts: CrashFacts) -> bool:
     return facts.known_step is None and not facts.refused_resume
 
 
+def needs_verification(facts: CrashFacts, watchdog: Watchdog) -> bool:
+    """Whether the agent must verify the known checkpoints before ``decide`` (a relaunch may follow)."""
+    rules = watchdog.rules
+    relaunchable = rules.relaunchable and rules.max_restarts > 0
+    return relaunchable and facts.known_step is not None and not facts.refused_resume
+
+
 def decide(facts: CrashFacts, watchdog: Watchdog) -> Decision:
     """The one relaunch decision (see the module docstring for the rules, in order)."""
     if facts.refused_resume:
@@ -94,6 +109,11 @@ def decide(facts: CrashFacts, watchdog: Watchdog) -> Decision:
     step = facts.known_step
     if not rules.relaunchable or rules.max_restarts <= 0:
         return GiveUp(GiveUpReason.NOT_RELAUNCHABLE, step)
+    verification = facts.verification
+    if step is not None and verification is not None:
+        if verification.chosen is None:
+            return Stop(Failure(RESUME_UNKNOWN, verification.evidence()))
+        step = verification.chosen.step
     if step is None and facts.saved_file is not None:
         return Stop(resume_unknown(facts.saved_file))
     return watchdog.after_crash(step)

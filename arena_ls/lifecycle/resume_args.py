@@ -19,6 +19,8 @@ from typing import Protocol
 STEP_PLACEHOLDER = "{step}"
 SEED_STEP_PLACEHOLDER = "<step>"
 PATH_PLACEHOLDER = "{path}"
+SKIP_PLACEHOLDER = "{skip}"
+"""The batches a loss-spike rollback skips (contract 8.2); 0 on any other resume."""
 
 
 class ResumePathUnknown(ValueError):
@@ -64,16 +66,18 @@ def path_at(step: int, known: Iterable[Announced | None]) -> str | None:
     return None
 
 
-def fill(resume_args: Sequence[str], step: int, path: str | None) -> list[str]:
-    """``resume.args`` for a resume at ``step`` from the checkpoint at ``path``.
+def fill(resume_args: Sequence[str], step: int, path: str | None, skip: int = 0) -> list[str]:
+    """``resume.args`` for a resume at ``step`` from the checkpoint at ``path``, skipping ``skip``
+    batches (``{skip}``: a loss-spike rollback's, 0 otherwise).
 
     Raises ``ResumePathUnknown`` when the arguments name ``{path}`` and it is None.
     """
     if path is None and uses_path(resume_args):
         raise ResumePathUnknown(step)
-    return [_filled(arg, step, path) for arg in resume_args]
+    return [_filled(arg, step, path, skip) for arg in resume_args]
 
 
-def _filled(arg: str, step: int, path: str | None) -> str:
+def _filled(arg: str, step: int, path: str | None, skip: int) -> str:
     text = arg.replace(STEP_PLACEHOLDER, str(step)).replace(SEED_STEP_PLACEHOLDER, str(step))
+    text = text.replace(SKIP_PLACEHOLDER, str(skip))
     return text.replace(PATH_PLACEHOLDER, path) if path is not None else text

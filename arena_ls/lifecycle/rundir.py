@@ -70,6 +70,30 @@ class CheckpointRecord:
     at: float
     run_id: str | None = None
     """The run that announced it (the job's record names it: ``JobInfo.lastCheckpoint.runId``)."""
+    bytes: int | None = None
+    """The file's size as announced (contract 8.2; the kit fills it): verified before a resume."""
+    sha256: str | None = None
+    """The file's SHA-256 as announced (lowercase hex): verified before a resume."""
+
+
+@attrs.define
+class SkippedCheckpoint:
+    """A checkpoint a resume did not take: ``RunInfo.resumedFrom.skipped[]`` (contract 8.2)."""
+
+    step: int
+    path: str
+    why: str
+
+
+@attrs.define
+class ResumedFrom:
+    """``RunInfo.resumedFrom``: the checkpoint the current attempt resumed from, how it was
+    verified (``sha256``, ``bytes`` or ``exists``) and the newer ones skipped, with why."""
+
+    step: int
+    path: str
+    verified: str
+    skipped: list[SkippedCheckpoint] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -145,6 +169,20 @@ class BootRecord:
 
 
 @attrs.define
+class RollbackSpec:
+    """Loss-spike rollback (contract 8.2), from the settings at the start: ``insights.lossSpikeAction``,
+    ``rollbackStepsBefore``, ``rollbackSkipBatches``, ``rollbackMax`` and the spike's thresholds."""
+
+    action: str = "warn"
+    steps_before: int = 100
+    skip_batches: int = 200
+    max_rollbacks: int = 3
+    window: int = 20
+    mads: float = 8.0
+    min_jump: float = 0.25
+
+
+@attrs.define
 class RunSpec:
     """What a run executes; written once by the server before the agent starts."""
 
@@ -198,6 +236,13 @@ class RunSpec:
     """The boot of this machine the run was launched in (None: a cluster run, an older spec)."""
     record: dict[str, Any] | None = None
     """``RunInfo.record``: the code, interpreter, command and settings of the start (``runrecord.py``)."""
+    checkpoint_history: int = 8
+    """``checkpoint.history``: how many announced checkpoints the job's record keeps (contract 8.2)."""
+    rollback: RollbackSpec | None = None
+    """None: no rollback (a spec written before it, a task, a cluster run)."""
+    job_history: list[CheckpointRecord] = attrs.field(factory=list)
+    """The job's recorded checkpoints (oldest first) when this run resumes from the job's last one
+    (empty on a fresh start): with the run's own announcements, what a resume may fall back to."""
 
 
 @attrs.define
@@ -256,10 +301,16 @@ class RunState:
     run is not a ``train`` run of this machine (False), or could not (None: the reason is in the log)."""
     relaunches: list[RelaunchRecord] = attrs.field(factory=list)
     """The watchdog's relaunches of the run, oldest first (the last ``MAX_RELAUNCH_RECORDS``)."""
+    resumed_from: ResumedFrom | None = None
+    """``resumedFrom``: the verified checkpoint the current attempt resumed from (contract 8.2)."""
+    rollbacks: int = 0
+    """Loss-spike rollbacks of this run so far (at most ``insights.rollbackMax``)."""
 
 
 for _cls in (
     CheckpointRecord,
+    SkippedCheckpoint,
+    ResumedFrom,
     Failure,
     ClusterSpec,
     ClusterRecord,
@@ -267,6 +318,7 @@ for _cls in (
     NotifySpec,
     BootRecord,
     RelaunchRecord,
+    RollbackSpec,
     RunSpec,
     RunState,
 ):
@@ -504,10 +556,14 @@ class StateFolder:
     def job_record_path(self, job_id: str) -> Path:
         return self.root / "jobs" / f"{job_id}.json"
 
-    def record_job_checkpoint(self, job_id: str, checkpoint: CheckpointRecord) -> None:
-        """Make ``checkpoint`` the job's last one, and add its path to the paths the job saved."""
-        paths = _with_path(_recorded_paths(self._job_payload(job_id)), checkpoint.path)
-        payload = {**_converter.unstructure(checkpoint), "paths": paths}
+    def record_job_checkpoint(self, job_id: str, checkpoint: CheckpointRecord, keep: int = 8) -> None:
+        """Make ``checkpoint`` the job's last one, add its path to the paths the job saved, and keep
+        the job's last ``keep`` announcements (``checkpoint.history``) in its ``history``."""
+        recorded = self._job_payload(job_id)
+        paths = _with_path(_recorded_paths(recorded), checkpoint.path)
+        announced = _converter.unstructure(checkpoint)
+        history = [*_recorded_history(recorded), _checked_entry(announced)][-max(1, keep) :]
+        payload = {**announced, "paths": paths, "history": history}
         self._make_jobs_folder()
         write_json_atomic(self.job_record_path(job_id), payload)
 
@@ -524,6 +580,17 @@ class StateFolder:
         workspace was moved a moment ago (its folder watch follows within a second) must not
         bring the old path back, a ``ws/.aide/training/jobs`` where the user moved ``ws`` away."""
         (self.root / "jobs").mkdir(exist_ok=True)
+
+    def job_history(self, job_id: str) -> list[CheckpointRecord]:
+        """The job's last announced checkpoints (``checkpoint.history`` of them), oldest first; empty
+        when it began anew, and each damaged entry left out."""
+        history: list[CheckpointRecord] = []
+        for entry in _recorded_history(self._job_payload(job_id)):
+            with contextlib.suppress(cattrs.BaseValidationError, TypeError, KeyError, ValueError):
+                record = _converter.structure(entry, CheckpointRecord)
+                if 0 <= record.step <= MAX_STEP:
+                    history.append(record)
+        return history
 
     def job_paths(self, job_id: str) -> list[str]:
         """Every checkpoint path a run of the job announced (the last ``MAX_JOB_PATHS``), newest last."""
@@ -574,6 +641,33 @@ def _recorded_paths(payload: dict[str, Any]) -> list[object]:
     if isinstance(last, str) and last not in listed:
         listed.append(last)
     return listed
+
+
+def _recorded_history(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's ``history`` entries that look like checkpoints, its last checkpoint always among
+    them (a record older than ``history``, or one whose history is damaged); none after a fresh start."""
+    if payload.get("fresh") is True:
+        return []
+    history = payload.get("history")
+    listed = [e for e in history if isinstance(e, dict)] if isinstance(history, list) else []
+    entries = [e for e in listed if _is_step(e.get("step")) and isinstance(e.get("path"), str)]
+    step, path = payload.get("step"), payload.get("path")
+    if (
+        _is_step(step)
+        and isinstance(path, str)
+        and not any((e["step"], e["path"]) == (step, path) for e in entries)
+    ):
+        keys = ("step", "path", "at", "runId", "bytes", "sha256")
+        entries.append({k: payload[k] for k in keys if k in payload})
+    return entries
+
+
+def _is_step(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _checked_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in entry.items() if value is not None}
 
 
 def _with_path(recorded: object, path: str | None) -> list[str]:

@@ -65,6 +65,8 @@ class StateWriter:
         self.reserve_used = False
         """The final state went into the reserved space (the disk was full)."""
         self._observer: Callable[[Any], None] | None = None
+        self.keep_history = 8
+        """``checkpoint.history``: how many announcements the job's record keeps (the agent sets it)."""
         self._failing = False
         self.failures = 0
         """Writes that failed (each was retried)."""
@@ -220,7 +222,7 @@ class StateWriter:
         without it (the state has its reserve, the record has none): the record then lags, and a
         start from it is refused by the trainer (a step mismatch), never an overwrite."""
         try:
-            self._folder.record_job_checkpoint(*checkpoint)
+            self._folder.record_job_checkpoint(*checkpoint, keep=self.keep_history)
         except OSError as error:
             if not self._final or self._reserve is None or not self._reserve.ready:
                 raise

@@ -68,6 +68,7 @@ from arena_ls.lifecycle.rundir import (
     CheckpointRecord,
     CorruptState,
     Failure,
+    RollbackSpec,
     RunDir,
     RunSpec,
     RunState,
@@ -78,7 +79,7 @@ from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
 from arena_ls.lifecycle.runrecord import RunRecorder
 from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.lifecycle.trainer_start import recorded_argv, trainer_argv
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.manifest.cache import ManifestCache
 from arena_ls.manifest.model import PYTHON_PLACEHOLDER
@@ -640,7 +641,7 @@ class Supervisor:
                 self.recorder,
                 root=self.root,
                 python=plan.python,
-                argv=trainer_argv(command, launched.resume_args, resume_step),
+                argv=recorded_argv(command, launched.resume_args, resume_step, resume_path),
                 manifest=self.manifest_path(),
                 settings=self.settings(),
             )
@@ -818,6 +819,9 @@ class Supervisor:
                 cluster=plan.cluster,
                 job_checkpoint=knowledge.for_run(resume_step),
                 checkpoint_paths=list(knowledge.paths),
+                checkpoint_history=job.checkpoint_history,
+                rollback=rollback_spec(settings) if plan.runs_here and job.kind == "train" else None,
+                job_history=knowledge.history_for_run(resume_step),
                 exec_check=exec_checked,
                 allowed_roots=allowed_roots,
                 power=power_spec(settings) if plan.runs_here and job.kind == "train" else None,
@@ -1198,6 +1202,20 @@ def _missing_checkpoint(spec: RunSpec, record: CheckpointRecord | None) -> str |
 def _this_boot() -> BootIdentity:
     """This machine's boot, read from the system (``platform.boot_id``, ``platform.boot_time``)."""
     return BootIdentity(platform.boot_id(), platform.boot_time())
+
+
+def rollback_spec(settings: Settings) -> RollbackSpec:
+    """The loss-spike rollback rules a run keeps from the settings at its start (contract 8.2)."""
+    insights = settings.insights
+    return RollbackSpec(
+        action=insights.loss_spike_action,
+        steps_before=insights.rollback_steps_before,
+        skip_batches=insights.rollback_skip_batches,
+        max_rollbacks=insights.rollback_max,
+        window=insights.loss_spike_window,
+        mads=insights.loss_spike_mads,
+        min_jump=insights.loss_spike_min_jump,
+    )
 
 
 def _finished_run(view: RunView) -> FinishedRun:

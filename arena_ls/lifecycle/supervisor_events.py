@@ -65,9 +65,13 @@ class Kind(str, enum.Enum):
     NOTIFIED = "notified"
     """The person was told of an event (contract 8.3): ``key`` (the event's, told once), ``text``."""
 
+    ROLLBACK = "rollback"
+    """A loss-spike rollback (contract 8.2): ``spike`` (its step), ``step`` (the checkpoint resumed
+    from), ``skip`` (batches skipped), ``attempt`` (the run's n-th), ``budget`` (``rollbackMax``)."""
+
 
 _FIELDS = ("job", "argv", "code", "signal", "failure", "evidence", "final", "step", "attempt", "budget",
-           "delay", "by", "status", "cluster", "sid", "text", "key")  # fmt: skip
+           "delay", "by", "status", "cluster", "sid", "text", "key", "spike", "skip")  # fmt: skip
 
 
 class SupervisorEvent:
@@ -118,6 +122,11 @@ class SupervisorEvent:
     def is_relaunch(self) -> bool:
         """The watchdog relaunches: from here the run is back at ``step`` (0 from scratch)."""
         return self.kind is Kind.RESTARTING
+
+    @property
+    def is_rollback(self) -> bool:
+        """A loss-spike rollback: from here the run is back at ``step``."""
+        return self.kind is Kind.ROLLBACK
 
     @property
     def is_warning(self) -> bool:
@@ -200,6 +209,12 @@ def submitting(cluster: str, sid: str) -> SupervisorEvent:
     return SupervisorEvent(Kind.SUBMITTING, {"cluster": cluster, "sid": sid})
 
 
+def rollback(spike: int, step: int, skip: int, attempt: int, budget: int) -> SupervisorEvent:
+    return SupervisorEvent(
+        Kind.ROLLBACK, {"spike": spike, "step": step, "skip": skip, "attempt": attempt, "budget": budget}
+    )
+
+
 def note(text: str) -> SupervisorEvent:
     return SupervisorEvent(Kind.NOTE, {"text": text})
 
@@ -268,6 +283,10 @@ _RENDERERS: dict[Kind, Any] = {
     Kind.SUBMITTING: lambda e: f"submitting to cluster {e.text_field('cluster')} as {e.text_field('sid')}",
     Kind.NOTE: lambda e: e.text_field("text") or "",
     Kind.NOTIFIED: lambda e: f"notified: {e.text_field('text')}",
+    Kind.ROLLBACK: lambda e: (
+        f"rolling back: loss spike at step {e.int_field('spike')}; resuming from step {e.step}, "
+        f"skipping {e.int_field('skip')} batches (rollback {e.int_field('attempt')}/{e.int_field('budget')})"
+    ),
 }
 
 
@@ -293,8 +312,9 @@ def parse_bytes(raw: bytes) -> SupervisorEvent:
 
 
 def might_be_relaunch(data: bytes) -> bool:
-    """A cheap look at a raw record: False when none of its lines can be a ``restarting`` one."""
-    return b"restarting" in data
+    """A cheap look at a raw record: False when none of its lines can be a ``restarting`` (or a
+    ``rollback``) one."""
+    return b"restarting" in data or b'"rollback"' in data
 
 
 def _from_record(text: str) -> SupervisorEvent | None:

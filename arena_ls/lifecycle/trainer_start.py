@@ -38,11 +38,12 @@ RUNNING = "running"
 
 
 def trainer_argv(
-    argv: Sequence[str], resume_args: Sequence[str], step: int | None, path: str | None = None
+    argv: Sequence[str], resume_args: Sequence[str], step: int | None, path: str | None = None, skip: int = 0
 ) -> list[str]:
     """The trainer's argv: the job's args, plus ``resume.args`` with ``{step}`` and ``{path}``
     replaced when resuming (``resume_args.fill``; ``ResumePathUnknown`` when ``{path}`` is named
-    and ``path`` is None).
+    and ``path`` is None; ``path`` is the verified checkpoint's, as announced, contract 8.1/8.2),
+    and ``{skip}`` by the batches a loss-spike rollback skips (0 on any other resume).
 
     An interpreter given ``-E``/``-I`` gets ``-u -X utf8`` (``interpreter.with_stream_flags``).
 
@@ -52,7 +53,7 @@ def trainer_argv(
     argv = with_stream_flags(argv)
     if step is None or not resume_args:
         return list(argv)
-    return [*argv, *fill(resume_args, step, path)]
+    return [*argv, *fill(resume_args, step, path, skip)]
 
 
 UTF8_OUTPUT = {"PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"}
@@ -193,11 +194,15 @@ def recorded_argv(
 
 
 def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
-    """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly."""
+    """Start the trainer that ``spec.json`` describes; None when the spec cannot be read plainly,
+    and None for a start that resumes: its checkpoint is verified first (contract 8.2), which is
+    the agent's (``attempts.AttemptLoop``), and only then does a trainer start."""
     try:
         spec: Any = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
         step = spec.get("resumedFromStep")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+            return None
+        if step is not None and spec.get("resumeArgs"):
             return None
         argv = trainer_argv(
             [str(a) for a in spec["argv"]],

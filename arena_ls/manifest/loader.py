@@ -78,7 +78,7 @@ KNOWN_SUB = {
     "stop": {"method", "graceSeconds"},
     "restart": {"maxRestarts", "backoffSeconds"},
     "progress": {"pattern"},
-    "checkpoint": {"pattern"},
+    "checkpoint": {"pattern", "history"},
     "probe": {"args", "maxVramMb", "required"},
     "resources": {"gpus", "cpus", "memoryMb"},
 }
@@ -561,6 +561,7 @@ class _JobReader:
             backoff_seconds=float(self.sub("restart", "backoffSeconds", _NON_NEGATIVE, 5)),
             progress_pattern=self.sub("progress", "pattern", REGEX, None),
             checkpoint_pattern=self.sub("checkpoint", "pattern", REGEX, None),
+            checkpoint_history=self.sub("checkpoint", "history", _POSITIVE_INT, 8),
             span=self.loader.span(self.pointer),
             **self.probe_fields(),
             **self.cluster_fields(),

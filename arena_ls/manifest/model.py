@@ -63,6 +63,8 @@ class Job:
     backoff_seconds: float = 5.0
     progress_pattern: str | None = None
     checkpoint_pattern: str | None = None
+    checkpoint_history: int = 8
+    """``checkpoint.history``: the announced checkpoints the job's record keeps (contract 8.2)."""
     probe_args: tuple[str, ...] | None = None
     """``probe.args``: the job's args for a short probe run; None: the probe runs the job's own args."""
     probe_max_vram_mb: int = 5120

@@ -82,5 +82,9 @@ def _wire(run_id: str, page: MetricsPage, relaunches: list[RelaunchRecord]) -> d
         "checkpoints": [{"step": s, "path": p, "at": iso_utc(at)} for s, p, at in page.checkpoints],
         "evals": [{"step": s, "loss": finite(loss), "at": iso_utc(at)} for s, loss, at in page.evals],
         "relaunches": [_relaunch(s, at, relaunches) for s, at in page.relaunches],
+        "rollbacks": [
+            {"step": back_to, "spikeStep": spike, "skipBatches": skip, "at": iso_utc(at)}
+            for spike, back_to, skip, at in page.rollbacks
+        ],
         "next": page.next.encode() if page.next is not None else None,
     }

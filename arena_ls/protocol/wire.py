@@ -68,6 +68,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "afterReboot": None,
         "record": view.spec.record,
         "relaunches": [relaunch_to_wire(relaunch) for relaunch in state.relaunches],
+        "resumedFrom": _resumed_from(state),
     }
     if extra:
         info.update(extra)
@@ -136,6 +137,15 @@ def job_checkpoint(record: CheckpointRecord | None) -> dict[str, Any] | None:
     if record is None:
         return None
     return {"step": record.step, "path": record.path, "at": iso_utc(record.at), "runId": record.run_id}
+
+
+def _resumed_from(state: RunState) -> dict[str, Any] | None:
+    """``RunInfo.resumedFrom`` (contract 8.2): the verified checkpoint the run resumed from, or null."""
+    resumed = state.resumed_from
+    if resumed is None:
+        return None
+    skipped = [{"step": s.step, "path": s.path, "why": s.why} for s in resumed.skipped]
+    return {"step": resumed.step, "path": resumed.path, "verified": resumed.verified, "skipped": skipped}
 
 
 def _failure(view: RunView, state: RunState) -> dict[str, str] | None:

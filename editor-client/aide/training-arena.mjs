@@ -134,6 +134,7 @@ export function activeShape(run) {
     waitingFor: run.waitingFor ?? null,
     insights: run.insights ?? [],
     record: run.record ?? null,
+    resumedFrom: run.resumedFrom ?? null,
   };
 }
 
@@ -158,6 +159,7 @@ export function runShape(run) {
     endedAt: run.endedAt ?? null,
     afterReboot: run.afterReboot ?? null,
     record: run.record ?? null,
+    resumedFrom: run.resumedFrom ?? null,
   };
 }
 

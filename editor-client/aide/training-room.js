@@ -8,7 +8,7 @@
 // /api/training/start and /stop, GET /api/training/logs), so it works against
 // any daemon that serves them. Log text is rendered with textContent only,
 // after its ANSI escapes are stripped: a trainer's output is never markup.
-import { blockedList, commitText, formatEta, formatLoss, healthLines, isAnnouncement, percentDone, resumeOffer, stopPrompt } from "./lib/core.mjs";
+import { blockedList, commitText, formatEta, formatLoss, healthLines, isAnnouncement, percentDone, resumedFromLine, resumeOffer, skippedLines, stopPrompt } from "./lib/core.mjs";
 
 const POLL_MS = 2000;
 const MAX_LOG_LINES = 2000;
@@ -93,6 +93,12 @@ function measuredSpeed(previous, active, now) {
  * section 3): the VS Code core's rule, so a line that only looks like one (not
  * a JSON object naming its `event`, or on stderr) is a readable line.
  */
+/** The checkpoint line, and which checkpoint the run resumed from and why (contract 8.2: `resumedFrom`). */
+export function withResume(text, run) {
+  const resumed = resumedFromLine(run?.resumedFrom);
+  return resumed ? [text, resumed, ...skippedLines(run.resumedFrom)].join(" · ") : text;
+}
+
 export function isRawLine(data) {
   return isAnnouncement({ stream: data?.stream, text: data?.line });
 }
@@ -410,7 +416,7 @@ export class TrainingRoom {
         this.progressText.textContent = finite(last.step)
           ? `${last.status} at step ${last.step}${finite(last.totalSteps) ? `/${last.totalSteps}` : ""}${percent !== undefined ? ` (${percent}%)` : ""}`
           : last.status;
-        this.checkpointText.textContent = last.lastCheckpoint ? `checkpoint: step ${last.lastCheckpoint.step} (${last.lastCheckpoint.path})` : "no checkpoint";
+        this.checkpointText.textContent = withResume(last.lastCheckpoint ? `checkpoint: step ${last.lastCheckpoint.step} (${last.lastCheckpoint.path})` : "no checkpoint", last);
       }
       this.lastReading = null;
       return;
@@ -438,7 +444,7 @@ export class TrainingRoom {
       parts.push(`ETA ${eta}`);
     }
     this.progressText.textContent = parts.join(" · ");
-    this.checkpointText.textContent = active.lastCheckpoint ? `last checkpoint: step ${active.lastCheckpoint.step} (${active.lastCheckpoint.path})` : "no checkpoint yet";
+    this.checkpointText.textContent = withResume(active.lastCheckpoint ? `last checkpoint: step ${active.lastCheckpoint.step} (${active.lastCheckpoint.path})` : "no checkpoint yet", active);
   }
 
   _renderHealth(health) {

@@ -114,3 +114,17 @@ def test_the_curve_renders_to_a_png(tmp_path: Path) -> None:
     write_curve_png(stitch(three_runs()), "lm · 3 runs", out)
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_a_loss_spike_rollback_is_marked_at_the_spike_and_the_curve_goes_back(tmp_path: Path) -> None:
+    """Contract 8.2: each rollback of ``arena/metrics`` is a mark on the plot."""
+    spiked = [*points(1, 60), *points(41, 100)]  # spiked at 60, rolled back to 40
+    data = metrics(spiked, [20, 40, 60])
+    data["rollbacks"] = [{"step": 40, "spikeStep": 60, "skipBatches": 200, "at": "t"}, {"step": "x"}, "junk"]
+    curve = stitch([(run("a", None), data)])
+    assert curve.rollbacks == [(60, 40)], "a malformed entry is ignored"
+    assert [s for s, _ in curve.loss] == list(range(1, 101)), "the rolled-back stretch replaced"
+    pytest.importorskip("matplotlib", reason="arena plot needs the extra `plot` (matplotlib)")
+    out = tmp_path / "rollback.png"
+    write_curve_png(curve, "lm", out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -391,3 +391,32 @@ async def test_a_probe_that_answered_before_it_started_waits_for_its_own_verdict
     verdict = await probe_verdict(ProbeStatusSession(old, new), "lm", since)  # type: ignore[arg-type]
     assert verdict == new, "the earlier probe's verdict is not this one's"
     assert verdict_since({"startedAt": "2026-12-01T05:10:01.000Z"}, since) == "2026-12-01T05:10:01.000Z"
+
+
+def test_arena_status_says_which_checkpoint_a_resume_took_and_why() -> None:
+    """Contract 8.2: ``RunInfo.resumedFrom`` in the active table and in a run's summary line."""
+    from rich.console import Console
+
+    from arena_ls.client.render import resumed_from_text, run_summary
+    from arena_ls.client.tables import active_table
+
+    resumed = {
+        "step": 20,
+        "path": "ckpt-20.pt",
+        "verified": "sha256",
+        "skipped": [{"step": 40, "path": "ckpt-40.pt", "why": "is 3 bytes, 9 announced: torn or replaced"}],
+    }
+    words = (
+        "step 20: ckpt-20.pt (verified by sha256); "
+        "skipped step 40 (ckpt-40.pt): is 3 bytes, 9 announced: torn or replaced"
+    )
+    assert resumed_from_text(resumed) == words
+    assert resumed_from_text(None) == "-" and resumed_from_text({"step": 5, "skipped": "junk"}).startswith(
+        "step 5"
+    )
+    run = {"runId": "r", "jobId": "lm", "status": "running", "resumedFrom": resumed}
+    assert "resumed from " + words in run_summary(run)
+    console = Console(width=400, record=True)
+    console.print(active_table(run))
+    table = console.export_text()
+    assert "resumed from" in table and "verified by sha256" in table

@@ -297,6 +297,15 @@ local function session()
   expect("the core formats on its own", format.format_run(running), "⟳ tiny-lm 45% loss 2.31 ETA 3m")
   expect("arena.status_lines is the core's", arena.status_lines == require("arena.status_view").status_lines, true)
   expect("arena.refusal_message is the core's", arena.refusal_message == require("arena.refusals").refusal_message, true)
+  -- Contract 8.2: the status window says which checkpoint a resume took and why.
+  local status_view = require("arena.status_view")
+  local resumed_run = { runId = "r", jobId = "lm", status = "running", resumedFrom = { step = 20, path = "ckpt-20.pt",
+    verified = "sha256", skipped = { { step = 40, path = "ckpt-40.pt", why = "is 3 bytes, 9 announced: torn or replaced" } } } }
+  expect("resumedFrom in words", table.concat(status_view.resumed_lines(resumed_run), " | "),
+    "resumed from step 20 (ckpt-20.pt), verified by sha256 | skipped step 40 (ckpt-40.pt): is 3 bytes, 9 announced: torn or replaced")
+  expect("no resumedFrom, no lines", #status_view.resumed_lines({ resumedFrom = vim.NIL }), 0)
+  local status_text = table.concat(status_view.status_lines({ active = resumed_run, jobs = {} }), "\n")
+  expect("the status window shows it", status_text:find("resumed from step 20 (ckpt-20.pt), verified by sha256", 1, true) ~= nil, true)
   expect("arena.exit_message is the core's", arena.exit_message == require("arena.stderr").exit_message, true)
   local server_defaults = require("arena.server_defaults")
   expect("generated default: manifest", server_defaults["manifest"], "training/manifest.json")

@@ -45,5 +45,5 @@ def test_torch_accelerator_is_gpu_use() -> None:
     findings = lint_trainer(
         (FIXTURES / "ar002" / "fires_torch_accelerator_device.py").read_bytes(), fp32_only=True
     )
-    assert [(f.code, f.severity) for f in findings] == [("AR002", "error")]
+    assert [(f.code, f.severity) for f in findings] == [("AR002", "error"), ("AR015", "warning")]
     assert not any("never uses CUDA" in f.message for f in findings)

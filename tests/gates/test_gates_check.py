@@ -40,15 +40,19 @@ def test_error_findings_exit_1_with_severity_and_a_summary() -> None:
         f"{ERRORS}:32:9: error AR014 checkpoints are saved but the step saved is never "
         "announced: print an @arena checkpoint line after the save, or the run cannot be "
         "resumed from it",
-        "2 errors, 0 warnings in 1 file",
+        f"{ERRORS}:32:9: warning AR015 a checkpoint is saved straight to its final path: a kill during "
+        "the save tears it: `'checkpoints/ckpt.pt'` is written in place, with no temporary file and "
+        "os.replace, so a kill mid-save leaves no whole checkpoint to resume from",
+        "2 errors, 1 warning in 1 file",
     ]
 
 
 def test_warnings_only_exit_0() -> None:
     code, out = run([str(WARNINGS)])
     assert code == 0
-    assert out.startswith(f"{WARNINGS}:55:8: warning AR012 ")
-    assert out.endswith("\n0 errors, 1 warning in 1 file\n")
+    assert out.startswith(f"{WARNINGS}:29:5: warning AR015 ")
+    assert f"\n{WARNINGS}:55:8: warning AR012 " in out
+    assert out.endswith("\n0 errors, 2 warnings in 1 file\n")
 
 
 def test_summary_counts_files_with_findings_and_information() -> None:
@@ -84,7 +88,7 @@ def test_json_format() -> None:
     code, out = run(["--format", "json", str(ERRORS), str(WARNINGS)])
     assert code == 1
     items = json.loads(out)
-    assert [item["code"] for item in items] == ["AR005", "AR014", "AR012"]
+    assert [item["code"] for item in items] == ["AR005", "AR014", "AR015", "AR015", "AR012"]
     first = items[0]
     assert first == {
         "path": str(ERRORS),
@@ -176,7 +180,7 @@ def test_manifest_hook_lints_the_manifest_and_its_scripts(tmp_path: Path) -> Non
         f"{manifest}:4:5: information AR109 the job needs approval",
         f"{ERRORS}:31:8: error AR005 checkpoint cadence above 500 steps: it saves every 2000 steps",
     ]
-    assert out.splitlines()[-1] == "2 errors, 0 warnings, 1 information in 2 files"
+    assert out.splitlines()[-1] == "2 errors, 1 warning, 1 information in 2 files"
 
 
 def test_no_path_with_the_hook_uses_the_default_manifest(

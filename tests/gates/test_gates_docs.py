@@ -27,6 +27,7 @@ CONTRACT_SEVERITIES = {
     "AR011": "warning",
     "AR012": "warning",
     "AR014": "error",
+    "AR015": "warning",
 }
 
 

@@ -567,12 +567,13 @@ if __name__ == "__main__":
 """
 
 LOOP_LEVEL = {"AR001", "AR002", "AR004", "AR009"}
+"""AR015 (checkpoint-atomic) is in most rows below: their saves overwrite one file in place."""
 
 TABLE: list[tuple[str, str, bool | None, set[str]]] = [
     ("plain_loop", PLAIN_LOOP, True, LOOP_LEVEL | {"AR007", "AR008"}),
-    ("function_wrapped_step", FUNCTION_WRAPPED_STEP, True, {"AR001", "AR014"}),
-    ("argparse_defaults", ARGPARSE_DEFAULTS, True, {"AR005", "AR010", "AR012", "AR014"}),
-    ("while_true_counter", WHILE_TRUE_COUNTER, True, {"AR002", "AR009", "AR014"}),
+    ("function_wrapped_step", FUNCTION_WRAPPED_STEP, True, {"AR001", "AR014", "AR015"}),
+    ("argparse_defaults", ARGPARSE_DEFAULTS, True, {"AR005", "AR010", "AR012", "AR014", "AR015"}),
+    ("while_true_counter", WHILE_TRUE_COUNTER, True, {"AR002", "AR009", "AR014", "AR015"}),
     ("hf_save_state", HF_SAVE_STATE, True, {"AR001", "AR002", "AR009", "AR014"}),
     # Lightning's default checkpoint is saved once per epoch: the cadence is unknown (AR005)
     (
@@ -581,40 +582,40 @@ TABLE: list[tuple[str, str, bool | None, set[str]]] = [
         True,
         {"AR001", "AR002", "AR005", "AR007", "AR008"},
     ),
-    ("fabric_save", FABRIC_SAVE, True, set()),
+    ("fabric_save", FABRIC_SAVE, True, {"AR015"}),
     # empty_cache every `accum` = 8 loop steps is below 10; saves every 8 * 100 = 800 steps
-    ("grad_accum_plus_one", GRAD_ACCUM_PLUS_ONE, True, {"AR001", "AR003", "AR005", "AR014"}),
+    ("grad_accum_plus_one", GRAD_ACCUM_PLUS_ONE, True, {"AR001", "AR003", "AR005", "AR014", "AR015"}),
     (
         "nanogpt_like",
         NANOGPT_LIKE,
         True,
-        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014"},
+        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014", "AR015"},
     ),
     (
         "nanogpt_like_unknown_profile",
         NANOGPT_LIKE,
         None,
-        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR014"},
+        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR014", "AR015"},
     ),
-    ("class_self_loss", CLASS_SELF_LOSS, True, {"AR001", "AR002", "AR009", "AR014"}),
+    ("class_self_loss", CLASS_SELF_LOSS, True, {"AR001", "AR002", "AR009", "AR014", "AR015"}),
     ("imported_trainer", IMPORTED_TRAINER, True, LOOP_LEVEL | {"AR007", "AR008"}),
     ("hf_trainer", HF_TRAINER, True, {"AR001", "AR002", "AR005", "AR009", "AR011", "AR012"}),
     ("lightning_fit", LIGHTNING_FIT, True, {"AR001", "AR002", "AR005", "AR007", "AR008", "AR011", "AR012"}),
-    ("epoch_checkpoint", EPOCH_CHECKPOINT, True, {"AR005", "AR014"}),
+    ("epoch_checkpoint", EPOCH_CHECKPOINT, True, {"AR005", "AR014", "AR015"}),
     ("model_file_only", MODEL_FILE_ONLY, True, LOOP_LEVEL | {"AR007", "AR008"}),
-    ("safetensors_weights", SAFETENSORS_WEIGHTS, True, {"AR006", "AR014"}),
-    ("keyboard_interrupt_main", KEYBOARD_INTERRUPT_MAIN, True, {"AR001", "AR009", "AR014"}),
+    ("safetensors_weights", SAFETENSORS_WEIGHTS, True, {"AR006", "AR014", "AR015"}),
+    ("keyboard_interrupt_main", KEYBOARD_INTERRUPT_MAIN, True, {"AR001", "AR009", "AR014", "AR015"}),
     # `if step % 25 != 0: continue` guards what follows; a helper returns early unless
     # `step % 1000 == 0`
-    ("early_continue_and_return", EARLY_CONTINUE, True, {"AR005", "AR014"}),
+    ("early_continue_and_return", EARLY_CONTINUE, True, {"AR005", "AR014", "AR015"}),
     # the periodic save only runs when validation improves; the other only at the end
     (
         "class_based_gpt",
         CLASS_BASED_GPT,
         True,
-        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014"},
+        {"AR001", "AR002", "AR005", "AR007", "AR008", "AR009", "AR011", "AR014", "AR015"},
     ),
-    ("compact_good", COMPACT_GOOD, True, set()),
+    ("compact_good", COMPACT_GOOD, True, {"AR015"}),
 ]
 
 

@@ -34,7 +34,7 @@ class Crashes:
         self.checkpoints = iter(checkpoints)
         self.started_from: list[int | None] = []
 
-    def __call__(self, step: int | None) -> RunStatus | None:
+    def __call__(self, step: int | None, path: str | None = None, skip: int = 0) -> RunStatus | None:
         self.started_from.append(step)
         self.agent.record.move(RunStatus.RUNNING)
         checkpoint = next(self.checkpoints)

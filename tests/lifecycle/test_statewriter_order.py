@@ -31,9 +31,9 @@ def test_the_job_record_is_written_before_the_state(tmp_path: Path, monkeypatch:
         order.append("state")
         real_write(path, payload)
 
-    def record(self: StateFolder, job_id: str, checkpoint: CheckpointRecord) -> None:
+    def record(self: StateFolder, job_id: str, checkpoint: CheckpointRecord, keep: int = 8) -> None:
         order.append("job record")
-        real_record(self, job_id, checkpoint)
+        real_record(self, job_id, checkpoint, keep)
 
     monkeypatch.setattr(statewriter, "write_json_atomic", write_state)
     monkeypatch.setattr(StateFolder, "record_job_checkpoint", record)
@@ -57,7 +57,7 @@ def test_a_full_disk_at_the_final_write_still_records_the_state(
     run.path.mkdir()
     folder = StateFolder(tmp_path / "state")
 
-    def no_space(self: StateFolder, job_id: str, checkpoint: CheckpointRecord) -> None:
+    def no_space(self: StateFolder, job_id: str, checkpoint: CheckpointRecord, keep: int = 8) -> None:
         raise OSError(28, "No space left on device")
 
     def state_fails(path: Path, payload: object) -> None:

@@ -86,18 +86,21 @@ def test_the_record_is_the_running_state_the_agent_reads(tmp_path: Path) -> None
     assert set(written) <= set(unstructure(RunState(run_id="r", job_id="j"))), "RunState's own names"
 
 
-def test_a_resumed_run_records_the_checkpoint_it_resumes_from(tmp_path: Path) -> None:
+def test_a_start_that_resumes_is_left_to_the_agent_which_verifies_its_checkpoint_first(
+    tmp_path: Path,
+) -> None:
+    """Contract 8.2: no trainer resumes before its checkpoint is verified; the early launch (before
+    the agent loaded) would start it at once, so a start that resumes is the agent's to launch."""
     folder = StateFolder(tmp_path / "state")
     folder.ensure()
     folder.record_job_checkpoint("job", CheckpointRecord(step=40, path="ckpt-40.pt", at=1234.5))
     run = claim_run(tmp_path, QUICK, resume_args=["--start-step", "{step}"], resumed_from_step=40)
-    early = launch_from_spec(run.path)
-    assert early is not None
-    record_launch(run.path, early)
+    assert launch_from_spec(run.path) is None
+    assert not run.state_path.exists(), "nothing started, nothing recorded"
+    plain = claim_run(tmp_path / "plain", QUICK, resumed_from_step=40)  # no resume.args: not a resume
+    early = launch_from_spec(plain.path)
+    assert early is not None and early.process is not None
     finish(early)
-    state = run.read_state()
-    assert state.last_checkpoint == CheckpointRecord(step=40, path="ckpt-40.pt", at=1234.5)
-    assert state.argv == [*QUICK, "--start-step", "40"]
 
 
 def test_a_checkpoint_of_another_step_is_not_the_one_resumed_from(tmp_path: Path) -> None:

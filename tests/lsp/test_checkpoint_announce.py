@@ -48,7 +48,8 @@ if args.resume:
 
 def save(step):
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
-               path)
+               path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
 while step < args.steps:

@@ -7,6 +7,7 @@ paths a CPU cannot trigger for real (out-of-memory).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -152,8 +153,12 @@ def test_a_run_announces_progress_and_checkpoints_as_the_contract_says(tmp_path:
     checkpoints = trainer.events("checkpoint")
     assert [e["step"] for e in checkpoints] == [10, 20, 25]  # every --ckpt-every, and the last
     for event in checkpoints:
-        assert list(event) == ["event", "step", "path"]
-        assert event["path"] == (ckpt / "ckpt_latest.pt").as_posix()
+        assert list(event) == ["event", "step", "path", "bytes", "sha256"]
+        assert event["path"] == (ckpt / f"ckpt_{event['step']:08d}.pt").as_posix()
+    last = checkpoints[-1]
+    saved = (ckpt / "ckpt_00000025.pt").read_bytes()
+    assert (last["bytes"], last["sha256"]) == (len(saved), hashlib.sha256(saved).hexdigest())
+    assert (ckpt / "ckpt_latest.pt").read_bytes() == saved, "the latest is the last step's file"
     assert load_checkpoint(ckpt / "ckpt_latest.pt")["step"] == 25
     assert (ckpt / "ckpt_best.pt").is_file()
     assert not list(ckpt.glob(".*.tmp")), "no temporary file may survive a save"
@@ -163,7 +168,7 @@ def test_default_checkpoint_folder_is_named_after_the_job(tmp_path: Path) -> Non
     trainer = run_to_end([*FAST, "--steps", "3"], tmp_path, {"ARENA_JOB_ID": "my-job"})
 
     assert trainer.proc.returncode == 0, trainer.transcript()
-    assert trainer.events("checkpoint")[-1]["path"] == "checkpoints/my-job/ckpt_latest.pt"
+    assert trainer.events("checkpoint")[-1]["path"] == "checkpoints/my-job/ckpt_00000003.pt"
     assert (tmp_path / "checkpoints" / "my-job" / "ckpt_latest.pt").is_file()
 
 
@@ -216,7 +221,7 @@ def test_stop_file_saves_announces_and_exits_zero(tmp_path: Path) -> None:
 
     assert trainer.finish() == 0, trainer.transcript()
     announced = trainer.events("checkpoint")[-1]
-    assert announced["path"] == (ckpt / "ckpt_latest.pt").as_posix()
+    assert announced["path"] == (ckpt / f"ckpt_{announced['step']:08d}.pt").as_posix()
     assert 5 <= announced["step"] < 100000
     state = load_checkpoint(Path(announced["path"]))
     assert state["step"] == announced["step"]
@@ -243,13 +248,37 @@ def test_resume_refuses_a_start_step_the_checkpoint_does_not_have(tmp_path: Path
     first = run_to_end([*FAST, "--steps", "20", "--ckpt-every", "10", *ckpt], tmp_path)
     assert first.proc.returncode == 0, first.transcript()
 
-    refused = run_to_end([*FAST, "--steps", "40", *ckpt, "--resume", "--start-step", "10"], tmp_path)
+    # 10 and 20 are kept (a rollback may resume from 10); 15 was never saved
+    refused = run_to_end([*FAST, "--steps", "40", *ckpt, "--resume", "--start-step", "15"], tmp_path)
 
     assert refused.proc.returncode == 2, refused.transcript()
     assert len(refused.stderr) == 1, refused.transcript()
-    assert "--start-step 10" in refused.stderr[0] and "step 20" in refused.stderr[0]
+    assert "--start-step 15" in refused.stderr[0] and "step 20" in refused.stderr[0]
     assert not refused.events("progress") and not refused.events("checkpoint")
     assert load_checkpoint(tmp_path / "ck" / "ckpt_latest.pt")["step"] == 20  # untouched
+
+
+def test_a_rollback_resumes_an_older_kept_checkpoint_and_skips_batches(tmp_path: Path) -> None:
+    """Contract 8.2: the last --keep-checkpoints saves stay, so a rollback has somewhere to go;
+    --skip-batches moves the data stream on, and the offset is saved for later resumes."""
+    ckpt = tmp_path / "ck"
+    first = run_to_end([*FAST, "--steps", "40", "--ckpt-every", "10", "--ckpt-dir", str(ckpt)], tmp_path)
+    assert first.proc.returncode == 0, first.transcript()
+    assert sorted(p.name for p in ckpt.glob("ckpt_0*.pt")) == [
+        "ckpt_00000020.pt",
+        "ckpt_00000030.pt",
+        "ckpt_00000040.pt",
+    ], "the newest three are kept"
+    back = [*FAST, "--steps", "30", "--ckpt-every", "10", "--ckpt-dir", str(ckpt), "--resume"]
+    rolled = run_to_end([*back, "--start-step", "20", "--skip-batches", "200"], tmp_path)
+    assert rolled.proc.returncode == 0, rolled.transcript()
+    assert f"resumed from {(ckpt / 'ckpt_00000020.pt').as_posix()} at step 20" in rolled.stdout
+    assert "skipping 200 batches: the data stream continues 200 batches on" in rolled.stdout
+    assert load_checkpoint(ckpt / "ckpt_00000030.pt")["data_offset"] == 200
+    plain = run_to_end([*back, "--start-step", "20"], tmp_path)
+    assert plain.proc.returncode == 0, plain.transcript()
+    assert load_checkpoint(ckpt / "ckpt_00000030.pt")["data_offset"] == 0
+    assert rolled.events("progress")[-1]["loss"] != plain.events("progress")[-1]["loss"], "other batches"
 
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path: Path) -> None:

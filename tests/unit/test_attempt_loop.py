@@ -57,7 +57,7 @@ class FakeTrainer:
     def announced(self) -> bool:
         return self.current is not None and self.current.announced
 
-    def launch(self, step: int | None) -> Outcome:
+    def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
         self.launches.append(step)
         self.current = attempt = self.script.pop(0)
         state = self.record.state
@@ -76,6 +76,12 @@ class FakeTrainer:
 
     def saved_file(self) -> str | None:
         return self.saved
+
+    def verify(self, ordered: list[CheckpointRecord]) -> None:
+        return None  # as a cluster's: the files are not looked at
+
+    def rollback_wanted(self) -> None:
+        return None
 
     def watchdog(self) -> Watchdog:
         spec = self.record.spec

@@ -50,7 +50,8 @@ for step, (x, y) in enumerate(loader):
     optimizer.zero_grad()
     if step % 200 == 0:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "step": step}, "ckpt.pt")
+                    "step": step}, "ckpt.pt.tmp")
+        os.replace("ckpt.pt.tmp", "ckpt.pt")
         print("@arena " + json.dumps({"event": "checkpoint", "step": step,
                                       "path": "ckpt.pt"}), flush=True)
 ```

@@ -42,7 +42,8 @@ Write instead
 ```python
 def save_checkpoint(step):
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "step": step}, "ckpt.pt")
+                "step": step}, "ckpt.pt.tmp")
+    os.replace("ckpt.pt.tmp", "ckpt.pt")
     print("@arena " + json.dumps({"event": "checkpoint", "step": step,
                                   "path": "ckpt.pt"}), flush=True)
 

@@ -57,7 +57,8 @@ for step, (x, y) in enumerate(loader):
     optimizer.zero_grad()
     if step % 200 == 0:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "step": step}, "ckpt.pt")
+                    "step": step}, "ckpt.pt.tmp")
+        os.replace("ckpt.pt.tmp", "ckpt.pt")
         print("@arena " + json.dumps({"event": "checkpoint", "step": step,
                                       "path": "ckpt.pt"}), flush=True)
 ```
@@ -73,7 +74,7 @@ from arena_ls.gates.announce import announces_checkpoints
 from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.facts import LOOP_TYPES, CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import argument, call_name, string_value
+from arena_ls.gates.names import argument, call_name, dotted, string_value
 from arena_ls.gates.patterns import lazy
 from arena_ls.gates.periodic import is_announced, is_periodic
 from arena_ls.gates.reach import Path
@@ -173,6 +174,9 @@ def _announce_after(ctx: TrainerContext, site: CallSite) -> TextEdit | None:
     if step is None:
         return None
     saved_to = _path_expression(site)
+    moved = _move_after(site, stmt)
+    if moved is not None:  # an atomic save: announce once the file is in place
+        end = (moved.end_lineno or moved.lineno) - 1
     code = (
         f'{indent}print("@arena " + json.dumps({{"event": "checkpoint", '
         f'"step": int({step}), "path": str({saved_to})}}), flush=True)'
@@ -281,7 +285,50 @@ def _path_expression(site: CallSite) -> str:
         isinstance(node, ast.Call) and call_name(node) in _NOT_A_PATH for node in ast.walk(target)
     ):
         return '""'  # an open file or a buffer: evaluating it again would do something
-    return ast.unparse(target)
+    final = replaced_into(site, target)
+    return ast.unparse(final if final is not None else target)
+
+
+def _move_after(site: CallSite, stmt: ast.stmt) -> ast.stmt | None:
+    """The ``os.replace(tmp, final)`` statement that follows the save in its block, if any."""
+    target = _save_target(site)
+    if target is None or replaced_into(site, target) is None:
+        return None
+    if site.chain:
+        node, field = site.chain[-1]
+        block = getattr(node, field, None)
+    else:
+        block = getattr(site.scope.node, "body", None)
+    if not isinstance(block, list) or stmt not in block:
+        return None
+    following = block[block.index(stmt) + 1 :]
+    if following and isinstance(following[0], ast.Expr) and isinstance(following[0].value, ast.Call):
+        call = following[0].value
+        if replaced_into(site, target) is (call.args[1] if len(call.args) == 2 else None):
+            return following[0]
+    return None
+
+
+def _save_target(site: CallSite) -> ast.expr | None:
+    return argument(site.node, 1, "f") or argument(site.node, 1, "filename")
+
+
+def replaced_into(site: CallSite, target: ast.expr) -> ast.expr | None:
+    """Where an atomic save puts ``target`` after it (``os.replace(target, FINAL)``, ``os.rename``,
+    ``shutil.move``): the path to announce is the final one, not the temporary file (AR015)."""
+    written = ast.unparse(target)
+    for node in ast.walk(site.scope.node):
+        if (
+            isinstance(node, ast.Call)
+            and node.lineno >= site.node.lineno
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("replace", "rename", "move")
+            and dotted(node.func.value) in ("os", "shutil")
+            and len(node.args) == 2
+            and ast.unparse(node.args[0]) == written
+        ):
+            return node.args[1]
+    return None
 
 
 def _import_json(ctx: TrainerContext) -> TextEdit:

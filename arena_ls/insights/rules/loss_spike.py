@@ -29,32 +29,39 @@ What to do
 Look at the loss plot (`arena plot`). If the loss does not come back down
 within a few hundred steps, stop the run and resume from the checkpoint
 before the spike with a lower learning rate or stronger gradient clipping;
-check the data around that step for a corrupt batch.
+check the data around that step for a corrupt batch. Or let arena-ls do it:
+with `lossSpikeAction` `rollback` the agent stops the run cooperatively and
+resumes it from the newest verified checkpoint at least `rollbackStepsBefore`
+(100) steps before the spike, with `{skip}` in `resume.args` set to
+`rollbackSkipBatches` (200), at most `rollbackMax` (3) times a run, and never
+without such a checkpoint (PaLM's remedy; contract 8.2). Each rollback is an
+`arena` line, a `rollbacks` entry of `arena/metrics` and a mark on `arena plot`.
+The rollback is tested end to end in `tests/reliability/test_loss_spike_rollback.py`
+(a spike at step 60 rolls back to step 40 with 50 batches skipped; a spike every
+launch stops at `rollbackMax`), its policy in `tests/unit/test_rollback_policy.py`.
 """
 
 from __future__ import annotations
 
-from statistics import median
-
 from arena_ls.insights.model import LossPoint, Observations
 from arena_ls.insights.rules.base import InsightRule, parse_doc
+from arena_ls.lifecycle import rollback
 from arena_ls.settings import InsightSettings
 
 KIND = "loss-spike"
-MAD_TO_SIGMA = 1.4826
 CLEAR_POINTS = 5
 
 
 def spike_over(window: list[float], loss: float, settings: InsightSettings) -> float | None:
-    """The baseline median when ``loss`` is a spike over ``window``, else None."""
-    if len(window) < max(2, settings.loss_spike_window // 2):
-        return None
-    middle = median(window)
-    spread = MAD_TO_SIGMA * median(abs(value - middle) for value in window)
-    floor = abs(middle) * settings.loss_spike_min_jump
-    if loss - middle > max(settings.loss_spike_mads * spread, floor):
-        return middle
-    return None
+    """The baseline median when ``loss`` is a spike over ``window``, else None (the one test of a
+    spike, ``lifecycle.rollback.spike_over``, which the agent's loss-spike rollback uses too)."""
+    return rollback.spike_over(
+        window,
+        loss,
+        size=settings.loss_spike_window,
+        mads=settings.loss_spike_mads,
+        min_jump=settings.loss_spike_min_jump,
+    )
 
 
 def latest_spike(
@@ -90,5 +97,14 @@ RULE = InsightRule(
     severity="warning",
     doc=parse_doc(__doc__),
     check=check,
-    settings=("lossSpikeWindow", "lossSpikeMads", "lossSpikeMinJump", "lossSpikeHoldSeconds"),
+    settings=(
+        "lossSpikeWindow",
+        "lossSpikeMads",
+        "lossSpikeMinJump",
+        "lossSpikeHoldSeconds",
+        "lossSpikeAction",
+        "rollbackStepsBefore",
+        "rollbackSkipBatches",
+        "rollbackMax",
+    ),
 )

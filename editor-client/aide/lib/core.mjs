@@ -150,6 +150,23 @@ function interruptedLine(run) {
   return "interrupted by a restart of the machine";
 }
 
+// vscode/src/core/resumedFrom.ts
+function isRecord(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+function resumedFromLine(resumed) {
+  if (!isRecord(resumed)) {
+    return void 0;
+  }
+  return `resumed from step ${String(resumed.step)} (${String(resumed.path)}), verified by ${String(resumed.verified)}`;
+}
+function skippedLines(resumed) {
+  if (!isRecord(resumed) || !Array.isArray(resumed.skipped)) {
+    return [];
+  }
+  return resumed.skipped.filter(isRecord).map((entry) => `skipped step ${String(entry.step)} (${String(entry.path)}): ${String(entry.why)}`);
+}
+
 // vscode/src/core/protocol.ts
 var Methods = {
   start: "arena/start",
@@ -480,7 +497,9 @@ export {
   recordLines,
   refusalDetail,
   resumeOffer,
+  resumedFromLine,
   runToShow,
+  skippedLines,
   startParamsFor,
   stopPrompt
 };

@@ -1,7 +1,7 @@
 // The pure parts: what the panel and the daemon make of arena-ls's shapes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { LogBuffer, isRawLine, lostText, offerStartBody, placeOf, recordText, stripAnsi as panelStrip } from "../training-room.js";
+import { LogBuffer, isRawLine, lostText, offerStartBody, placeOf, recordText, stripAnsi as panelStrip, withResume } from "../training-room.js";
 import { activeShape, interruptedShape, isLoopbackAddress, pageLine, parseCommand, runShape, statusLogLines, stripAnsi } from "../training-arena.mjs";
 
 test("ANSI escapes are stripped (colours, cursor moves, OSC titles), text kept", () => {
@@ -18,6 +18,18 @@ test("a blocking diagnostic is shown as its file relative to the workspace and i
   const diagnostic = { uri: "file:///work/space/trainers/my%20train.py", range: { start: { line: 11, character: 0 } } };
   assert.equal(placeOf(diagnostic, "/work/space"), "trainers/my train.py:12");
   assert.equal(placeOf({ uri: "file:///elsewhere/t.py" }, "/work/space"), "/elsewhere/t.py");
+});
+
+test("the panel says which checkpoint a run resumed from and why (contract 8.2)", () => {
+  const resumedFrom = { step: 20, path: "ckpt-20.pt", verified: "sha256", skipped: [{ step: 40, path: "ckpt-40.pt", why: "is 3 bytes, 9 announced: torn or replaced" }] };
+  assert.equal(
+    withResume("last checkpoint: step 60", { resumedFrom }),
+    "last checkpoint: step 60 · resumed from step 20 (ckpt-20.pt), verified by sha256 · skipped step 40 (ckpt-40.pt): is 3 bytes, 9 announced: torn or replaced",
+  );
+  assert.equal(withResume("no checkpoint yet", { resumedFrom: null }), "no checkpoint yet");
+  const run = { runId: "r", jobId: "lm", status: "running", resumedFrom };
+  assert.deepEqual(activeShape(run).resumedFrom, resumedFrom, "the daemon's status route passes it on");
+  assert.deepEqual(runShape(run).resumedFrom, resumedFrom);
 });
 
 test("what a stop lost, in words; null is unknown unless the checkpoint is at the stop's step", () => {

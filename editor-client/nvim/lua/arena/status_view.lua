@@ -79,6 +79,26 @@ local function run_details(run)
   return table.concat(details, ", ")
 end
 
+--- `RunInfo.resumedFrom` (contract 8.2): which checkpoint a resume took, how it was verified,
+--- and each newer one it skipped with why; no lines for a run that did not resume.
+function M.resumed_lines(run)
+  local resumed = val(run.resumedFrom)
+  if type(resumed) ~= "table" then
+    return {}
+  end
+  local lines = {
+    string.format("resumed from step %s (%s), verified by %s", tostring(val(resumed.step)),
+      tostring(val(resumed.path)), tostring(val(resumed.verified))),
+  }
+  for _, skipped in ipairs(val(resumed.skipped) or {}) do
+    if type(skipped) == "table" then
+      table.insert(lines, string.format("skipped step %s (%s): %s", tostring(val(skipped.step)),
+        tostring(val(skipped.path)), tostring(val(skipped.why))))
+    end
+  end
+  return lines
+end
+
 local function counted(value, noun)
   value = val(value)
   return string.format("%s %s%s", value == nil and "?" or tostring(value), noun, value == 1 and "" or "s")
@@ -155,6 +175,9 @@ function M.status_lines(status)
   if active then
     table.insert(lines, "Active run: " .. format.format_run(active))
     table.insert(lines, "  " .. run_details(active))
+    for _, line in ipairs(M.resumed_lines(active)) do
+      table.insert(lines, "  " .. line)
+    end
     for _, line in ipairs(format.insight_lines(active)) do
       table.insert(lines, "  " .. line)
     end

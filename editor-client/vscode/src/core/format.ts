@@ -6,6 +6,7 @@ import { lostLine } from "./workLost";
 import { insightBadge, insightLines } from "./insights";
 import { interruptedLine, rebootOffers, recordLines } from "./laptop";
 import { probeSummary } from "./probe";
+import { resumedFromLine, skippedLines } from "./resumedFrom";
 import { isLive } from "./protocol";
 import type { ClusterHealth, Health, JobInfo, LogLine, RunInfo, RunStatus, StatusResult } from "./protocol";
 
@@ -121,6 +122,10 @@ export function runTooltip(run: RunInfo): string {
     lines.push(`last checkpoint: step ${run.lastCheckpoint.step} (${run.lastCheckpoint.path})`);
   } else if (isLive(run)) {
     lines.push("no checkpoint yet");
+  }
+  const resumed = resumedFromLine(run.resumedFrom);
+  if (resumed) {
+    lines.push(resumed, ...skippedLines(run.resumedFrom));
   }
   if (finite(run.restarts) && run.restarts > 0) {
     lines.push(`restarts: ${run.restarts}`);

@@ -6,6 +6,8 @@
  * clients (Neovim 0.7) drop nulls and the server may do the same.
  */
 
+import type { ResumedFrom } from "./resumedFrom";
+
 export const Methods = {
   start: "arena/start",
   stop: "arena/stop",
@@ -81,6 +83,8 @@ export interface RunInfo {
   afterReboot?: AfterReboot | null;
   /** Contract 8.3: the code, interpreter, command and settings the run trained with. */
   record?: RunRecord | null;
+  /** Contract 8.2: the verified checkpoint the run resumed from, and the newer ones skipped. */
+  resumedFrom?: ResumedFrom | null;
 }
 
 export interface AfterReboot {
