@@ -14,6 +14,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+import attrs
+
 DEFAULT_TIMEOUT = 10.0
 SUBMIT_TIMEOUT = 60.0
 """A submission can take Ray a while on a busy head (it starts the job's supervisor first)."""
@@ -181,3 +183,17 @@ def _package_path(uri: str) -> str:
     """``gcs://_ray_pkg_x.zip`` → ``gcs/_ray_pkg_x.zip`` (the packages route)."""
     protocol, _, name = uri.partition("://")
     return f"{_quote(protocol)}/{_quote(name)}"
+
+
+@attrs.frozen
+class NotSent:
+    """Why a submission was not accepted; ``definite``: Ray surely lacks it (it refused it, or
+    nothing was sent), else it may have it (no clear answer came)."""
+
+    evidence: str
+    definite: bool
+
+
+def transient(error: ClusterError) -> bool:
+    """No answer about the job at all (unreachable, or the head's own 5xx trouble): waited out."""
+    return error.kind == "unreachable" or (error.status is not None and error.status >= 500)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import attrs
 
-from arena_ls.cluster.jobsapi import ClusterError, JobsClient
+from arena_ls.cluster.jobsapi import ClusterError, JobsClient, NotSent, transient
 from arena_ls.cluster.ray_logs import TAIL_LINES
 from arena_ls.cluster.ray_stop import RayStopAndEnd
 from arena_ls.cluster.status import (
@@ -275,7 +275,7 @@ class RayTrainer(RayStopAndEnd):
             posting = True
             self.client.submit(submit_payload(self.spec, argv, sid, package))
         except ClusterError as error:
-            if posting and _transient(error):
+            if posting and transient(error):
                 self.warn(f"no answer to the submission of {sid} ({error}); asking for it")
                 return NotSent(str(error), definite=False)
             return NotSent(str(error), definite=True)
@@ -343,7 +343,7 @@ class RayTrainer(RayStopAndEnd):
                         self._unreachable(ClusterError("unreachable", failure.evidence))
                         time.sleep(self.timing.unreachable_retry_seconds)
                     continue
-                if not _transient(error) and self._refused_too_long():
+                if not transient(error) and self._refused_too_long():
                     return self._given_up(error)
                 self._unreachable(error)
                 time.sleep(self.timing.unreachable_retry_seconds)
@@ -392,17 +392,3 @@ class RayTrainer(RayStopAndEnd):
             log.warning("could not ask the cluster to stop %s: %s", sid, error)
             return None
         return f"asked cluster {self.cluster.name!r} to stop {sid}"
-
-
-@attrs.frozen
-class NotSent:
-    """Why a submission was not accepted; ``definite``: Ray surely lacks it (it refused it, or
-    nothing was sent), else it may have it (no clear answer came)."""
-
-    evidence: str
-    definite: bool
-
-
-def _transient(error: ClusterError) -> bool:
-    """No answer about the job at all (unreachable, or the head's own 5xx trouble): waited out."""
-    return error.kind == "unreachable" or (error.status is not None and error.status >= 500)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from arena_ls import platform
 from arena_ls.lifecycle.rundir import Failure
 
 EVIDENCE_LINES = 40
@@ -78,6 +79,14 @@ def classify(
     last = _last_meaningful(own)
     how = f"signal {signal_name}" if signal_name else f"exit code {exit_code}"
     return Failure("error", last or f"trainer ended with {how}")
+
+
+def oom_kills_since(before: int | None) -> int | None:
+    """How many processes the kernel's OOM killer ended since ``before`` (None: not known here)."""
+    now = platform.oom_kill_count()
+    if now is None or before is None:
+        return None
+    return max(0, now - before)
 
 
 def _who_killed(oom_kills: int | None) -> str:

@@ -10,16 +10,19 @@ import contextlib
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import attrs
 
 from arena_ls import platform
+from arena_ls.lifecycle import rollback as rollbacks
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_power import GATE_POLL_SECONDS, PowerGuard
+from arena_ls.lifecycle.ckptverify import DiskLook, Verification, verify
 from arena_ls.lifecycle.local_output import STALLED, TrainerOutput
 from arena_ls.lifecycle.power import PowerAction
 from arena_ls.lifecycle.relaunch_gate import GateRules, describe_wait, relaunch_gate
-from arena_ls.lifecycle.rundir import Failure, RunDir
+from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunDir
 from arena_ls.lifecycle.states import RunStatus
 
 BOTH_SIGNAL_DELAY = 5.0
@@ -57,6 +60,8 @@ class StopProtocol(TrainerOutput):
 
     wake: threading.Event
     """Set when the trainer exited: a pause ends at once."""
+    rollback_plan: rollbacks.Rollback | None
+    """The rollback the cooperative stop in progress leads to (``_check_rollback``)."""
 
     # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
 
@@ -286,3 +291,60 @@ class StopProtocol(TrainerOutput):
         survivors = platform.kill_tree(process.pid, timeout=5.0, own_child=True)
         if survivors:
             self.say(f"could not kill processes {survivors}")
+
+    def verify(self, ordered: list[CheckpointRecord]) -> Verification:
+        """The agent's look at the files (``ckptverify``): a stop request ends a long hash."""
+        look = DiskLook(Path(self.spec.cwd), should_stop=self._stop_asked)
+        return verify(ordered, look)
+
+    def _stop_asked(self) -> bool:
+        return self.run_dir.read_stop_request() is not None
+
+    def _check_rollback(self, process: subprocess.Popen[bytes]) -> None:
+        """A loss spike the pumps saw: with ``insights.lossSpikeAction`` ``rollback`` and a verified
+        checkpoint far enough before it, a cooperative stop that leads to the rollback (contract 8.2);
+        else the reason in the log. The look happens here, on the agent's loop, never on a pump."""
+        rules, spike = self.spec.rollback, self.spike_pending
+        if rules is None or spike is None or self.stop_plan is not None:
+            return
+        self.spike_pending = None
+        with self.lock:
+            done = self.state.rollbacks
+        verification = None
+        if rollbacks.wants_look(rules, done):
+            ordered = self.record.resume_candidates(at_most=rollbacks.bound(rules, spike))
+            verification = self.verify(ordered) if ordered else None
+        decision = rollbacks.decide(rules, spike, done, verification)
+        if isinstance(decision, rollbacks.NoRollback):
+            if rules.action == rollbacks.ROLLBACK:
+                self.warn(decision.why)
+            return
+        self.rollback_plan = decision
+        self.say(
+            f"loss spike at step {spike}: stopping the trainer cooperatively to roll back to step "
+            f"{decision.target.step}"
+        )
+        self.stop_plan = plan = StopPlan(
+            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+        )
+        plan.stage = self._first_stop_stage(process)
+
+    def _first_stop_stage(self, process: subprocess.Popen[bytes]) -> str:
+        """The cooperative stop's first step for a rollback: the stop file (and the signal when the
+        job's ``stop.method`` asks for it)."""
+        if self.spec.stop_method in ("signal", "both") and platform.send_cooperative_signal(process.pid):
+            return "signal"
+        try:
+            self.run_dir.stop_file.write_text("rollback\n")
+        except OSError:
+            return "signal" if platform.send_cooperative_signal(process.pid) else "file"
+        return "file"
+
+    def _clear_stop_file(self) -> None:
+        """The rollback's stop file goes before the relaunch (the next attempt must not stop at once)."""
+        try:
+            self.run_dir.stop_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            self.warn(f"could not remove the stop file after the rollback's stop: {error}")

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from arena_ls import platform
@@ -22,23 +23,23 @@ from arena_ls.lifecycle import rollback as rollbacks
 from arena_ls.lifecycle import supervisor_events as events
 from arena_ls.lifecycle.agent_power import PowerGuard
 from arena_ls.lifecycle.attempts import Outcome, RunRecord
-from arena_ls.lifecycle.ckptverify import DiskLook, Verification, verify
 from arena_ls.lifecycle.events import EventParser
 from arena_ls.lifecycle.exec_check import verify_exec
-from arena_ls.lifecycle.failure import classify
+from arena_ls.lifecycle.failure import classify, oom_kills_since
 from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
 from arena_ls.lifecycle.local_output import TAIL_LINES
 from arena_ls.lifecycle.local_stall import StallWatch
 from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
 from arena_ls.lifecycle.outputlog import OutputWriter, Pump
 from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
-from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunDir, StateFolder
+from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
 from arena_ls.lifecycle.savedfiles import find_saved_file
-from arena_ls.lifecycle.stall import RestartFacts, StallAction, StallRules
+from arena_ls.lifecycle.stall import RestartFacts, StallRules
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.statewriter import StateWriter
 from arena_ls.lifecycle.trainer_start import (
     EarlyLaunch,
+    adopt_early,
     recorded_argv,
     start_captured,
     trainer_argv,
@@ -112,13 +113,11 @@ class LocalTrainer(StopProtocol):
         )
         self._launched_from = self.spec.resumed_from_step
         self.stall_watch = StallWatch(
-            StallRules(
-                factor=self.spec.stall_factor,
-                min_seconds=self.spec.stall_min_seconds,
-                max_seconds=self.spec.stall_seconds,
-                action=StallAction(self.spec.stall_action)
-                if self.spec.stall_action in {a.value for a in StallAction}
-                else StallAction.WARN,
+            StallRules.of(
+                self.spec.stall_factor,
+                self.spec.stall_min_seconds,
+                self.spec.stall_seconds,
+                self.spec.stall_action,
             ),
             self.lock,
             self.power.hardware,
@@ -126,6 +125,12 @@ class LocalTrainer(StopProtocol):
             self._restart_facts,
             time.monotonic(),
         )
+        self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback) if self.spec.rollback else None
+        """The current attempt's losses, judged as they come (loss-spike rollback, contract 8.2)."""
+        self.spike_pending: int | None = None
+        """A spike's step the supervise loop has yet to act on (set on a pump's thread)."""
+        self.rollback_plan: rollbacks.Rollback | None = None
+        """The rollback the cooperative stop in progress leads to."""
 
     def _restart_facts(self) -> RestartFacts:
         """Where a stall restart would resume from: the run's checkpoint, else the job's as it began."""
@@ -137,12 +142,6 @@ class LocalTrainer(StopProtocol):
             checkpoint=max(steps) if steps else None,
             relaunchable=rules.relaunchable and rules.max_restarts > 0,
         )
-        self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback) if self.spec.rollback else None
-        """The current attempt's losses, judged as they come (loss-spike rollback, contract 8.2)."""
-        self.spike_pending: int | None = None
-        """A spike's step the supervise loop has yet to act on (set on a pump's thread)."""
-        self.rollback_plan: rollbacks.Rollback | None = None
-        """The rollback the cooperative stop in progress leads to."""
 
     # -- the Trainer of the attempt loop (``attempts.Trainer``): a process tree here ------------
 
@@ -169,14 +168,6 @@ class LocalTrainer(StopProtocol):
     def saved_file(self) -> str | None:
         return find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
 
-    def verify(self, ordered: list[CheckpointRecord]) -> Verification:
-        """The agent's look at the files (``ckptverify``): a stop request ends a long hash."""
-        look = DiskLook(Path(self.spec.cwd), should_stop=self._stop_asked)
-        return verify(ordered, look)
-
-    def _stop_asked(self) -> bool:
-        return self.run_dir.read_stop_request() is not None
-
     def watchdog(self) -> Watchdog:
         return self._watchdog
 
@@ -188,7 +179,7 @@ class LocalTrainer(StopProtocol):
 
     def sit_out(self, relaunch: Relaunch) -> bool:
         """The backoff, then the relaunch gate (contract 7.3); False when a stop cancels the relaunch."""
-        self._confirm_gpu_released()
+        confirm_gpu_released(self.state.pid, self.warn)
         if not Watchdog.sit_out(relaunch, self):
             self.say("stop requested during the backoff: relaunch cancelled")
             with self.lock:
@@ -239,7 +230,9 @@ class LocalTrainer(StopProtocol):
         early, self.early = self.early, None
         try:
             if early is not None:  # launch said "starting" and started its pumps
-                process = self._adopt_early(early)
+                step = self.spec.resumed_from_step
+                expected = recorded_argv(self.spec.argv, self.spec.resume_args, step, self._resume_path(step))
+                process = adopt_early(early, expected)
                 argv = early.argv
                 self.pumps = early.pumps
             else:
@@ -276,16 +269,6 @@ class LocalTrainer(StopProtocol):
             self._move(RunStatus.RUNNING)
             self._continue_early_stop(stage)
         return True
-
-    def _adopt_early(self, early: EarlyLaunch) -> subprocess.Popen[bytes]:
-        """The trainer ``launch`` started (its argv is the spec's, as the first attempt's is)."""
-        step = self.spec.resumed_from_step
-        if early.argv != recorded_argv(self.spec.argv, self.spec.resume_args, step, self._resume_path(step)):
-            log.warning("the early launch ran %s, not what the spec says", early.argv)
-        if early.error is not None:
-            raise early.error
-        assert early.process is not None
-        return early.process
 
     def _supervise(self) -> int:
         """Capture output and watch for stop requests until the trainer exits."""
@@ -338,46 +321,6 @@ class LocalTrainer(StopProtocol):
                 if self.state.status is RunStatus.RUNNING:
                     self._move(RunStatus.STOPPING)
 
-    def _check_rollback(self, process: subprocess.Popen[bytes]) -> None:
-        """A loss spike the pumps saw: with ``insights.lossSpikeAction`` ``rollback`` and a verified
-        checkpoint far enough before it, a cooperative stop that leads to the rollback (contract 8.2);
-        else the reason in the log. The look happens here, on the agent's loop, never on a pump."""
-        rules, spike = self.spec.rollback, self.spike_pending
-        if rules is None or spike is None or self.stop_plan is not None:
-            return
-        self.spike_pending = None
-        with self.lock:
-            done = self.state.rollbacks
-        verification = None
-        if rollbacks.wants_look(rules, done):
-            ordered = self.record.resume_candidates(at_most=rollbacks.bound(rules, spike))
-            verification = self.verify(ordered) if ordered else None
-        decision = rollbacks.decide(rules, spike, done, verification)
-        if isinstance(decision, rollbacks.NoRollback):
-            if rules.action == rollbacks.ROLLBACK:
-                self.warn(decision.why)
-            return
-        self.rollback_plan = decision
-        self.say(
-            f"loss spike at step {spike}: stopping the trainer cooperatively to roll back to step "
-            f"{decision.target.step}"
-        )
-        self.stop_plan = plan = StopPlan(
-            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
-        )
-        plan.stage = self._first_stop_stage(process)
-
-    def _first_stop_stage(self, process: subprocess.Popen[bytes]) -> str:
-        """The cooperative stop's first step for a rollback: the stop file (and the signal when the
-        job's ``stop.method`` asks for it)."""
-        if self.spec.stop_method in ("signal", "both") and platform.send_cooperative_signal(process.pid):
-            return "signal"
-        try:
-            self.run_dir.stop_file.write_text("rollback\n")
-        except OSError:
-            return "signal" if platform.send_cooperative_signal(process.pid) else "file"
-        return "file"
-
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
         self.wake.set()
@@ -420,41 +363,25 @@ class LocalTrainer(StopProtocol):
             tail=self.tail_lines(),
             nan_evidence=self.nan_evidence,
             kind=self.spec.kind,
-            oom_kills=self._oom_kills_since_launch(),
+            oom_kills=oom_kills_since(self.oom_kills_at_launch),
         )
         self.record.crashed(failure, exit_code if signal_name is None else returncode, signal_name)
         return None
 
-    def _oom_kills_since_launch(self) -> int | None:
-        """How many processes the OOM killer ended while this attempt ran (None: not known here)."""
-        now = platform.oom_kill_count()
-        if now is None or self.oom_kills_at_launch is None:
-            return None
-        return max(0, now - self.oom_kills_at_launch)
 
-    def _clear_stop_file(self) -> None:
-        """The rollback's stop file goes before the relaunch (the next attempt must not stop at once)."""
-        try:
-            self.run_dir.stop_file.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as error:
-            self.warn(f"could not remove the stop file after the rollback's stop: {error}")
+def confirm_gpu_released(pid: int | None, warn: Callable[[str], None]) -> None:
+    """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""
+    if not pid:
+        return
+    from arena_ls.health import SystemHardware, wait_gpu_released
 
-    def _confirm_gpu_released(self) -> None:
-        """Where GPUs can be read, check that the old trainer no longer holds GPU memory."""
-        pid = self.state.pid
-        if not pid:
-            return
-        from arena_ls.health import SystemHardware, wait_gpu_released
-
-        hardware = SystemHardware()
-        try:
-            held = wait_gpu_released(hardware, {pid}, GPU_RELEASE_TIMEOUT)
-        except Exception as error:  # a GPU probe must never stop a relaunch
-            log.warning("GPU release check failed: %s", error)
-            return
-        finally:
-            hardware.close()
-        for held_pid, megabytes in held:
-            self.warn(f"process {held_pid} of the old trainer still holds {megabytes} MB of GPU memory")
+    hardware = SystemHardware()
+    try:
+        held = wait_gpu_released(hardware, {pid}, GPU_RELEASE_TIMEOUT)
+    except Exception as error:  # a GPU probe must never stop a relaunch
+        log.warning("GPU release check failed: %s", error)
+        return
+    finally:
+        hardware.close()
+    for held_pid, megabytes in held:
+        warn(f"process {held_pid} of the old trainer still holds {megabytes} MB of GPU memory")

@@ -71,6 +71,12 @@ class StallRules:
     max_seconds: float = 600.0
     action: StallAction = StallAction.WARN
 
+    @classmethod
+    def of(cls, factor: float, min_seconds: float, max_seconds: float, action: str) -> StallRules:
+        """The rules as a run's spec keeps them (an unknown action is ``warn``: never a wrong restart)."""
+        known = action in {a.value for a in StallAction}
+        return cls(factor, min_seconds, max_seconds, StallAction(action) if known else StallAction.WARN)
+
     def threshold(self, step_seconds: list[float] | tuple[float, ...] | deque[float]) -> float:
         """Seconds of silence that make a stall, for an attempt whose step times are ``step_seconds``."""
         if not step_seconds:

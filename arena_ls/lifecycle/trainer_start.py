@@ -17,6 +17,7 @@ reader never sees the run go back to ``starting``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import threading
@@ -377,3 +378,14 @@ def watch_stop(run_dir: Path, early: EarlyLaunch) -> threading.Thread:
     thread = threading.Thread(target=watch, name="stop-watch", daemon=True)
     thread.start()
     return thread
+
+
+def adopt_early(early: EarlyLaunch, expected: list[str]) -> subprocess.Popen[bytes]:
+    """The trainer ``launch`` started, taken over by the agent (its argv is the spec's, as the
+    first attempt's is: ``expected``)."""
+    if early.argv != expected:
+        logging.getLogger(__name__).warning("the early launch ran %s, not what the spec says", early.argv)
+    if early.error is not None:
+        raise early.error
+    assert early.process is not None
+    return early.process

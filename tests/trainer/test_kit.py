@@ -151,7 +151,8 @@ def test_a_non_utf8_console_prints_an_ascii_line(monkeypatch: pytest.MonkeyPatch
     arena_trainer.checkpoint(10, saved)
     console.flush()
     line = raw.getvalue().decode("ascii")
-    assert announced(line) == [Checkpoint(step=10, path=str(saved))]
+    digest = hashlib.sha256(b"weights").hexdigest()
+    assert announced(line) == [Checkpoint(step=10, path=str(saved), bytes=7, sha256=digest)]
 
 
 def test_a_closed_or_missing_stdout_never_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,7 +184,8 @@ def test_a_file_checkpoint_carries_its_bytes_and_sha256(
     saved.write_bytes(b"x" * 5000)
     arena_trainer.checkpoint(500, saved)
     out = capsys.readouterr().out
-    assert announced(out) == [Checkpoint(step=500, path=str(saved))]
+    digest = hashlib.sha256(b"x" * 5000).hexdigest()
+    assert announced(out) == [Checkpoint(step=500, path=str(saved), bytes=5000, sha256=digest)]
     payload = payloads(out)[0]
     assert payload["bytes"] == 5000
     assert payload["sha256"] == hashlib.sha256(b"x" * 5000).hexdigest()
