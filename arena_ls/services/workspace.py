@@ -63,7 +63,7 @@ class WorkspaceServices:
             self.root,
             self.settings,
             listener,
-            gate_checker=self.gates.errors,
+            gate_checker=self.gates.verdict,
             preflight=self.preflight.run,
             backends=backends,
         )
