@@ -523,9 +523,11 @@ def folder_now(handle: FolderHandle, path: Path) -> Path | None:
 
     Linux reads the path of the open folder (``/proc/self/fd``): a folder moved
     or renamed is found at its new place. Elsewhere, or with no handle, the
-    folder is where it was, or gone.
+    folder is where it was, or gone. A folder at ``path`` that is not the one
+    held (the run folder renamed and another made in its place, issue 39) is
+    not where the held one is: its place is asked as for a moved one.
     """
-    if path.is_dir():
+    if path.is_dir() and (sys.platform == "win32" or handle < 0 or _holds(handle, path)):
         return path
     if sys.platform == "win32" or handle < 0:
         return None
@@ -537,6 +539,15 @@ def folder_now(handle: FolderHandle, path: Path) -> Path | None:
         return None
     moved = Path(target)
     return moved if moved.is_dir() else None
+
+
+def _holds(handle: FolderHandle, path: Path) -> bool:
+    """Whether ``path`` is the folder held open by ``handle`` (same device and inode)."""
+    try:
+        held, there = os.fstat(handle), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
 def interpreter_without_launcher(executable: str) -> tuple[str, dict[str, str]]:

@@ -24,7 +24,7 @@ from arena_ls.lifecycle.attempts import Outcome, RunRecord
 from arena_ls.lifecycle.events import EventParser
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.failure import classify
-from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
+from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved, follows_the_workspace
 from arena_ls.lifecycle.local_output import TAIL_LINES
 from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
 from arena_ls.lifecycle.outputlog import OutputWriter, Pump
@@ -74,7 +74,11 @@ class LocalTrainer(StopProtocol):
         self._told_stop_file = told or str(run_dir.stop_file)
         """Where the trainer was told its stop file is: ``launch``'s path, should the folder have
         moved while the agent loaded (the agent then works from the new path, the trainer not)."""
-        if self._told_stop_file != str(run_dir.stop_file):
+        launched_in = Path(self._told_stop_file).parent
+        self.listed_at = run_dir.path if follows_the_workspace(launched_in, run_dir.path) else launched_in
+        """Where a server lists the run: the folder it was launched in, or where a moved workspace
+        took it. The run folder anywhere else (renamed, replaced) stops the trainer (issue 39)."""
+        if self._told_stop_file != str(run_dir.stop_file) and self.listed_at == run_dir.path:
             self.say(f"the run folder moved to {run_dir.path} while the agent loaded: following it there")
         self.pumps: list[Pump] = []
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
@@ -226,12 +230,15 @@ class LocalTrainer(StopProtocol):
     def _check_folder(self, process: subprocess.Popen[bytes]) -> None:
         """Follow a moved run folder; stop the trainer when the folder was deleted (``folderwatch``)."""
         change = self.folder_watch.check(time.monotonic())
-        if isinstance(change, Moved):
+        if isinstance(change, Moved) and follows_the_workspace(self.listed_at, change.path):
             with self.lock:
-                self.run_dir.path = change.path
+                self.run_dir.path = self.listed_at = change.path
                 self.folder.root = change.path.parent.parent
             self.say(f"the run folder moved to {change.path}: following it there")
             self.writer.request()
+        elif isinstance(change, Moved):
+            with self.lock:
+                self.run_dir.path = change.path  # its records go on where the folder is now
         elif isinstance(change, Gone) and self.stop_plan is None:
             print(
                 f"arena agent: the run folder {change.path} is gone; nobody can follow run "
@@ -239,13 +246,33 @@ class LocalTrainer(StopProtocol):
                 file=sys.stderr,
                 flush=True,
             )
-            self.stop_plan = plan = StopPlan(
-                kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
-            )
-            plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
-            with self.lock:
-                if self.state.status is RunStatus.RUNNING:
-                    self._move(RunStatus.STOPPING)
+            self._stop_cooperatively(process)
+        if self.run_dir.path != self.listed_at:
+            self._stop_unlisted(process, self.run_dir.path)
+
+    def _stop_unlisted(self, process: subprocess.Popen[bytes], where: Path) -> None:
+        """The run folder itself was renamed or moved out of the runs folder (or replaced): no
+        server can list the run any more, and its lock would hold the workspace for the trainer's
+        whole life. The trainer is stopped cooperatively (it saves its checkpoint), as for a
+        deleted folder, and the run ends where its folder now is (issue 39)."""
+        if self.stop_plan is not None:
+            return
+        why = (
+            f"the run folder was renamed or replaced: run {self.spec.run_id} is now in {where}, where "
+            "no server lists it, and it would lock the workspace: stopping its trainer cooperatively"
+        )
+        print(f"arena agent: {why} (pid {process.pid})", file=sys.stderr, flush=True)
+        self.say(why)
+        self._stop_cooperatively(process)
+
+    def _stop_cooperatively(self, process: subprocess.Popen[bytes]) -> None:
+        self.stop_plan = plan = StopPlan(
+            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+        )
+        plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
+        with self.lock:
+            if self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
 
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
