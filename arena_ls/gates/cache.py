@@ -17,6 +17,7 @@ from typing import Any
 
 from arena_ls.diagnostics import Diag, Severity, Span
 from arena_ls.gates import lint_trainer
+from arena_ls.gates.budget import GateBudget
 from arena_ls.gates.model import Finding
 from arena_ls.gates.severity import with_severities
 from arena_ls.lifecycle.gate_verdict import GateVerdict
@@ -48,8 +49,12 @@ class TrainerGates:
         manifest: Callable[[], ManifestResult],
         fp32_only: Callable[[], bool | None],
         severities: Callable[[], Mapping[str, Severity]] | None = None,
+        budget: GateBudget | None = None,
     ) -> None:
         self.root = root
+        self.budget = budget
+        """The worker process each lint runs in, within a time and memory budget (the server's);
+        None: in this process (``arena check``, unit tests)."""
         self.manifest = manifest
         """The workspace's manifest as it is now (for each job's ``checkpoint.pattern``: AR014)."""
         self.fp32_only = fp32_only
@@ -103,6 +108,20 @@ class TrainerGates:
             self.rewrites_seen += 1
         diags = self._lint_text(path, digest, source)
         return GateVerdict([d for d in diags if d.is_error], path, digest, changed)
+
+    def known_errors(self, job: Job) -> list[Diag] | None:
+        """``errors`` when the trainer's current content is linted already, else None (nothing is
+        linted here: status answers at once while a lint runs, ``JobInfos``)."""
+        script = job.resolved_script(self.root) if job.kind == "train" else None
+        if script is None:
+            return []
+        if not self._linted(str(script)):
+            return None
+        return self.errors(job)
+
+    def pending(self, manifest: ManifestResult) -> frozenset[str]:
+        """The trainers of ``manifest`` whose current content is not linted yet."""
+        return frozenset(path for path in self.trainers(manifest) if not self._linted(path))
 
     def trainers(self, manifest: ManifestResult) -> dict[str, Job]:
         """One ``train`` job per trainer file of ``manifest`` (computed once per parsed manifest)."""
@@ -207,7 +226,10 @@ class TrainerGates:
         return digest, source
 
     def _lint(self, path: str, source: str | bytes, key: LintKey) -> list[Diag]:
-        findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3])
+        if self.budget is not None:
+            findings = self.budget.lint(source, key[2], key[3])
+        else:
+            findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3])
         return with_severities(
             (
                 Diag(
