@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from tests.fixtures.hostile_gates import hostile_sources
+from benchmarks.hostile_gates import hostile_sources
 from tests.helpers.lsp import ArenaClient, job, make_workspace, start_server, stop_server, wait_for
 
 
