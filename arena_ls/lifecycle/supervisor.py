@@ -559,6 +559,8 @@ class Supervisor:
         plan = backend.plan(launched, manifest, self.settings())
         command = launched.argv(plan.python)
         """The job's command line, built once: the dry run's answer, the spec and the exec check."""
+        if plan.runs_here:
+            self._refuse_a_command_too_long(launched, command)
         verdict = await self.gate_verdict(job)
         gate_errors = verdict.errors
         resume_step = None if request.probe else self._resume_step(job, request)
@@ -584,6 +586,17 @@ class Supervisor:
         for warning in warnings:
             self.listener.lifecycle(view, supervisor_events.warning(warning))
         return await self._await_started(view)
+
+    @staticmethod
+    def _refuse_a_command_too_long(job: Job, command: list[str]) -> None:
+        """1009 before anything of the run exists when the OS would refuse to exec the command line
+        (issue 39: a 20 MB argument failed inside the agent, and the run ended ``lost``)."""
+        refused = platform.command_line_refusal(
+            [*command, *job.resume_args], {**os.environ, **job.env_dict()}
+        )
+        if refused is not None:
+            evidence = f"job {job.id!r} cannot be started: {refused}; nothing was started"
+            raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence)
 
     async def gate_verdict(self, job: Job) -> GateVerdict:
         """The gates' verdict on the job's trainer as it is now (read, hashed and, when not cached,
