@@ -1,6 +1,6 @@
 """Hostile trainers open in the editor (issue 39 item 6): ``arena/status`` while the gates check them.
 
-Fifteen jobs whose scripts are the files of ``benchmarks/hostile_gates.py``
+Fifteen jobs whose scripts are the files of ``tests/helpers/hostile_gates.py``
 (200,000-deep nesting, a 3,000-helper chain, 50,000 lines, 2.6 MB, Latin-1,
 NULs, 20,000 decorators...), all opened at once. The client then sends
 ``arena/status`` every 50 ms until no job says the gates are still checking
@@ -22,7 +22,7 @@ from lsprotocol import types
 from benchmarks import arena, harness
 from benchmarks.client import BenchClient
 from benchmarks.harness import Section
-from benchmarks.hostile_gates import hostile_sources
+from tests.helpers.hostile_gates import hostile_sources
 
 PERIOD = 0.050
 GIVE_UP = 300.0

@@ -1,6 +1,6 @@
 """Issue 39 item 6: hostile trainers open in the editor do not block the server.
 
-Fifteen trainers made to be hard to check (``tests/fixtures/hostile_gates.py``:
+Fifteen trainers made to be hard to check (``tests/helpers/hostile_gates.py``:
 200,000-deep nesting, a 3,000-helper chain, 50,000 lines, 2.6 MB, Latin-1,
 NULs, 20,000 decorators...) are the scripts of fifteen jobs, all open in the
 editor. On main ``arena/status`` waited for every lint (17 s) and the server
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from benchmarks.hostile_gates import hostile_sources
+from tests.helpers.hostile_gates import hostile_sources
 from tests.helpers.lsp import ArenaClient, job, make_workspace, start_server, stop_server, wait_for
 
 
