@@ -583,6 +583,12 @@ def command_line_refusal(argv: Sequence[str], env: Mapping[str, str]) -> str | N
     return None
 
 
+def helper_process_flags() -> int:
+    """``creationflags`` for a helper process of the server (the gates' worker): Windows, no
+    console window; elsewhere none."""
+    return CREATE_NO_WINDOW if sys.platform == "win32" else 0
+
+
 def _arg_max() -> int:
     if sys.platform == "win32":
         return WINDOWS_COMMAND_LINE

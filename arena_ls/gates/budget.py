@@ -27,6 +27,7 @@ from typing import BinaryIO
 
 import psutil
 
+from arena_ls import platform
 from arena_ls.gates.model import Finding
 from arena_ls.gates.worker import read_message, write_message
 
@@ -147,6 +148,7 @@ class GateBudget:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=None,  # the server's stderr: its log
+                creationflags=platform.helper_process_flags(),
             )
         return process
 

@@ -14,10 +14,13 @@ before the last hostile file's diagnostics (the timings are in
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 
+from arena_ls import platform
 from tests.helpers.hostile_gates import hostile_sources
 from tests.helpers.lsp import ArenaClient, job, make_workspace, start_server, stop_server, wait_for
 
@@ -105,3 +108,9 @@ async def test_a_trainer_past_the_budget_gets_one_finding_and_the_worker_recover
             tight.close()
     finally:
         budget.close()
+
+
+def test_the_gates_worker_opens_no_console_window_on_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert platform.helper_process_flags() == (platform.CREATE_NO_WINDOW if sys.platform == "win32" else 0)
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert platform.helper_process_flags() == platform.CREATE_NO_WINDOW

@@ -15,7 +15,7 @@ from pathlib import Path
 from arena_ls.gates.cache import TrainerGates
 from arena_ls.lifecycle.exec_check import exec_check, exec_refusal
 from arena_ls.manifest.cache import ManifestCache
-from tests.helpers.lsp import job, make_workspace, start_server, stop_server
+from tests.helpers.lsp import ArenaClient, job, make_workspace, poll_until, start_server, stop_server
 
 UNGATED = b"# arena: ignore-file["
 """The fake trainer's first line, which keeps the gates off it."""
@@ -42,6 +42,7 @@ async def test_a_trainer_rewritten_in_place_with_its_mtime_put_back_is_refused(t
     try:
         dry = await client.call("arena/start", {"id": "t", "dryRun": True})
         assert dry["gates"] == [], dry  # the gates passed, and their verdict is cached
+        await poll_until(lambda: _checked(client), "no lint of the trainer in flight")  # none reads after
         _rewrite_keeping_the_signature(root / "fake_trainer.py")
         error = await client.call_error("arena/start", {"id": "t"})
         assert (error.code, error.data["reason"]) == (1004, "gates-failed"), error
@@ -52,6 +53,13 @@ async def test_a_trainer_rewritten_in_place_with_its_mtime_put_back_is_refused(t
         assert blocked, "status tells the new verdict too once a start read the file"
     finally:
         await stop_server(client)
+
+
+async def _checked(client: ArenaClient) -> bool:
+    """The status's lints have ended (a lint begun before the rewrite would cache the new bytes
+    under the old signature if it read them after it: the start would then not know they changed)."""
+    status = await client.call("arena/status", {})
+    return not any("still checking" in d["message"] for j in status["jobs"] for d in j["blockedBy"])
 
 
 def test_the_exec_check_compares_the_bytes_the_gates_judged(tmp_path: Path) -> None:
