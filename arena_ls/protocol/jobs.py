@@ -153,8 +153,10 @@ class JobInfos:
         return [{**info, "lastCheckpoint": job_checkpoint(self.checkpoints(info["id"]))} for info in infos]
 
 
-STATUS_GATE_WAIT = 1.0
-"""How long after a batch of lints began a status waits for it (then answers "still checking")."""
+STATUS_GATE_WAIT = 3.0
+"""How long after a batch of lints began a status waits for it (then answers "still checking"): an
+ordinary trainer is linted in well under a second even on a loaded machine, so a status answers its
+real verdict; fifteen hostile ones take half a minute, and status does not wait for them."""
 
 
 class _Warmer(NamedTuple):

@@ -60,6 +60,7 @@ class WorkspaceServices:
 
         self.gate_budget = GateBudget()
         """The gates' worker process: every lint within a time and memory budget (issue 39)."""
+        self.gate_budget.start_soon()
         self.gates = TrainerGates(
             self.root, self.manifest, self._fp32_only, self._gate_severities, budget=self.gate_budget
         )
