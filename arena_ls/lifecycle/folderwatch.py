@@ -52,6 +52,10 @@ class FolderWatch:
         self.gone = False
         self._next_check = 0.0
 
+    def check_now(self) -> None:
+        """The next ``check`` looks at once (a read found a file where the folder was)."""
+        self._next_check = 0.0
+
     def check(self, now: float) -> Change | None:
         """None while the folder stays put (or was already reported gone), else what happened."""
         if self.gone or now < self._next_check:

@@ -212,11 +212,14 @@ class LocalTrainer(StopProtocol):
         while process.poll() is None:
             self.wake.wait(POLL_SECONDS)
             self.wake.clear()
-            self._check_stop_request()
-            self._check_power()
-            self._advance_stop()
-            self._check_stall()
-            self._check_writes()
+            try:
+                self._check_stop_request()
+                self._check_power()
+                self._advance_stop()
+                self._check_stall()
+                self._check_writes()
+            except NotADirectoryError:  # a file put where the run folder was (issue 39): where is it?
+                self.folder_watch.check_now()
             self._check_folder(process)
             platform.reap_adopted(keep=process.pid)
         returncode = process.wait()
