@@ -84,16 +84,6 @@ class GateBudget:
         with self._lock:
             return self._ask(request)
 
-    def start_soon(self) -> None:
-        """Start the worker in a thread now (its interpreter and the gates take a second to load
-        under load): the first lint, often a status's, does not wait for it."""
-
-        def start() -> None:
-            with self._lock:
-                self._worker()
-
-        threading.Thread(target=start, name="gate-worker-start", daemon=True).start()
-
     def close(self) -> None:
         """Kill the worker now (the server is leaving; a lint in flight answers too-large)."""
         self._stop()

@@ -59,8 +59,8 @@ class WorkspaceServices:
         from arena_ls.gates.cache import TrainerGates
 
         self.gate_budget = GateBudget()
-        """The gates' worker process: every lint within a time and memory budget (issue 39)."""
-        self.gate_budget.start_soon()
+        """The gates' worker process: every lint within a time and memory budget (issue 39),
+        started at the first lint."""
         self.gates = TrainerGates(
             self.root, self.manifest, self._fp32_only, self._gate_severities, budget=self.gate_budget
         )
