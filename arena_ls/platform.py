@@ -523,9 +523,11 @@ def folder_now(handle: FolderHandle, path: Path) -> Path | None:
 
     Linux reads the path of the open folder (``/proc/self/fd``): a folder moved
     or renamed is found at its new place. Elsewhere, or with no handle, the
-    folder is where it was, or gone.
+    folder is where it was, or gone. A folder at ``path`` that is not the one
+    held (the run folder renamed and another made in its place, issue 39) is
+    not where the held one is: its place is asked as for a moved one.
     """
-    if path.is_dir():
+    if path.is_dir() and (sys.platform == "win32" or handle < 0 or _holds(handle, path)):
         return path
     if sys.platform == "win32" or handle < 0:
         return None
@@ -537,6 +539,63 @@ def folder_now(handle: FolderHandle, path: Path) -> Path | None:
         return None
     moved = Path(target)
     return moved if moved.is_dir() else None
+
+
+def _holds(handle: FolderHandle, path: Path) -> bool:
+    """Whether ``path`` is the folder held open by ``handle`` (same device and inode)."""
+    try:
+        held, there = os.fstat(handle), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
+
+# --------------------------------------------------------------------------- command-line limits (issue 39)
+
+LINUX_ARG_STRLEN = 32 * 4096
+"""Linux: one argument (or one environment entry) longer than this fails ``execve`` (``MAX_ARG_STRLEN``)."""
+WINDOWS_COMMAND_LINE = 32_767
+"""Windows: ``CreateProcess`` takes a command line of at most this many characters."""
+
+
+def command_line_refusal(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """Why the OS would refuse to start ``argv`` with ``env`` (too long), or None.
+
+    Checked before anything of a run exists: a 20 MB argument failed the
+    exec inside the agent, and the run ended ``lost`` ten seconds later.
+    Linux: each string at most ``MAX_ARG_STRLEN``, all of them (with their
+    pointers) at most ``ARG_MAX``. Windows: the command line as
+    ``subprocess.list2cmdline`` writes it, at most 32,767 characters.
+    """
+    if sys.platform == "win32":
+        length = len(subprocess.list2cmdline(list(argv)))
+        if length > WINDOWS_COMMAND_LINE:
+            return f"the command line is {length:,} characters, more than Windows' {WINDOWS_COMMAND_LINE:,}"
+        return None
+    longest = max((len(arg.encode("utf-8", "surrogateescape")) for arg in argv), default=0)
+    if longest > LINUX_ARG_STRLEN:
+        return f"one argument is {longest:,} bytes, more than the {LINUX_ARG_STRLEN:,} an exec takes"
+    strings = [*argv, *(f"{key}={value}" for key, value in env.items())]
+    total = sum(len(text.encode("utf-8", "surrogateescape")) + 1 + 8 for text in strings)
+    limit = _arg_max()
+    if total > limit:
+        return f"the command line and environment take {total:,} bytes, more than the {limit:,} an exec takes"
+    return None
+
+
+def helper_process_flags() -> int:
+    """``creationflags`` for a helper process of the server (the gates' worker): Windows, no
+    console window; elsewhere none."""
+    return CREATE_NO_WINDOW if sys.platform == "win32" else 0
+
+
+def _arg_max() -> int:
+    if sys.platform == "win32":
+        return WINDOWS_COMMAND_LINE
+    try:
+        return int(os.sysconf("SC_ARG_MAX"))
+    except (OSError, ValueError):
+        return 128 * 1024
 
 
 def interpreter_without_launcher(executable: str) -> tuple[str, dict[str, str]]:

@@ -17,8 +17,10 @@ from typing import Any
 
 from arena_ls.diagnostics import Diag, Severity, Span
 from arena_ls.gates import lint_trainer
+from arena_ls.gates.budget import GateBudget
 from arena_ls.gates.model import Finding
 from arena_ls.gates.severity import with_severities
+from arena_ls.lifecycle.gate_verdict import GateVerdict
 from arena_ls.manifest import Job, ManifestResult
 
 CACHE_LIMIT = 1024
@@ -47,8 +49,12 @@ class TrainerGates:
         manifest: Callable[[], ManifestResult],
         fp32_only: Callable[[], bool | None],
         severities: Callable[[], Mapping[str, Severity]] | None = None,
+        budget: GateBudget | None = None,
     ) -> None:
         self.root = root
+        self.budget = budget
+        """The worker process each lint runs in, within a time and memory budget (the server's);
+        None: in this process (``arena check``, unit tests)."""
         self.manifest = manifest
         """The workspace's manifest as it is now (for each job's ``checkpoint.pattern``: AR014)."""
         self.fp32_only = fp32_only
@@ -64,6 +70,9 @@ class TrainerGates:
         self._trainers: tuple[ManifestResult, dict[str, Job]] | None = None
         self.lints = 0
         """How many lints ran (tests and benchmarks read it)."""
+        self.rewrites_seen = 0
+        """How many times a start found a trainer rewritten behind an unchanged signature (part of
+        ``signature``: what status answered from the old verdict is answered again)."""
 
     def errors(self, job: Job) -> list[Diag]:
         """Error-severity gate diagnostics of the job's trainer file (empty when it passes)."""
@@ -73,6 +82,46 @@ class TrainerGates:
         if script is None:
             return []
         return [d for d in self.lint_file(str(script)) if d.is_error]
+
+    def verdict(self, job: Job) -> GateVerdict:
+        """The gates' verdict on the trainer's bytes as they are now, for a start (issue 39).
+
+        The file is read and hashed here, once per start, whatever its signature says (a rewrite
+        in place with its mtime put back keeps size, mtime and inode): the lint is still cached by
+        that hash, and the hash goes to the exec-time check, which compares the file with it right
+        before the exec. What status and the lenses read stays keyed by the signature (cheap).
+        """
+        script = job.resolved_script(self.root) if job.kind == "train" else None
+        if script is None:
+            return GateVerdict([])
+        path = str(script)
+        signature = _signature(path)
+        source = _read(path)
+        if signature is None or source is None:
+            return GateVerdict([])  # gone or unreadable: the exec-time check says so at the exec
+        digest = _digest(source)
+        with self._lock:
+            known = self._digests.get(path)
+            self._digests[path] = (signature, digest)
+        changed = known is not None and known[0] == signature and known[1] != digest
+        if changed:
+            self.rewrites_seen += 1
+        diags = self._lint_text(path, digest, source)
+        return GateVerdict([d for d in diags if d.is_error], path, digest, changed)
+
+    def known_errors(self, job: Job) -> list[Diag] | None:
+        """``errors`` when the trainer's current content is linted already, else None (nothing is
+        linted here: status answers at once while a lint runs, ``JobInfos``)."""
+        script = job.resolved_script(self.root) if job.kind == "train" else None
+        if script is None:
+            return []
+        if not self._linted(str(script)):
+            return None
+        return self.errors(job)
+
+    def pending(self, manifest: ManifestResult) -> frozenset[str]:
+        """The trainers of ``manifest`` whose current content is not linted yet."""
+        return frozenset(path for path in self.trainers(manifest) if not self._linted(path))
 
     def trainers(self, manifest: ManifestResult) -> dict[str, Job]:
         """One ``train`` job per trainer file of ``manifest`` (computed once per parsed manifest)."""
@@ -94,6 +143,7 @@ class TrainerGates:
         return (
             self.fp32_only(),
             self._chosen(),
+            self.rewrites_seen,
             *((path, _signature(path)) for path in self.trainers(manifest)),
         )
 
@@ -132,6 +182,10 @@ class TrainerGates:
                 return []
         else:
             digest, source = _digest(text.encode("utf-8", "surrogatepass")), text
+        return self._lint_text(path, digest, source)
+
+    def _lint_text(self, path: str, digest: str, source: str | bytes | None) -> list[Diag]:
+        """The diagnostics of ``path`` whose text hashes to ``digest`` (``source``, or read when None)."""
         key = (path, digest, self.fp32_only(), self.checkpoint_patterns(path), self._chosen())
         with self._lock:
             found = self._results.get(key)
@@ -142,6 +196,8 @@ class TrainerGates:
             source = _read(path)
             if source is None:
                 return []
+            if _digest(source) != digest:  # rewritten since it was hashed: judge what is there now
+                return self._lint_text(path, _digest(source), source)
         diags = self._lint(path, source, key)
         with self._lock:
             self.lints += 1
@@ -170,7 +226,10 @@ class TrainerGates:
         return digest, source
 
     def _lint(self, path: str, source: str | bytes, key: LintKey) -> list[Diag]:
-        findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3])
+        if self.budget is not None:
+            findings = self.budget.lint(source, key[2], key[3])
+        else:
+            findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3])
         return with_severities(
             (
                 Diag(

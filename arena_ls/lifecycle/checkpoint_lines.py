@@ -46,23 +46,45 @@ CHECKPOINT_WORD = "checkpoint"
 """The word every built-in spelling holds (they ignore case): a line without it, in any case,
 announces no checkpoint to a job without a ``checkpoint.pattern``."""
 _CHECKPOINT_WORD_BYTES = CHECKPOINT_WORD.encode()
+_CHECKPOINT_WORD_ANY_CASE = re.compile(CHECKPOINT_WORD, re.IGNORECASE)
+"""The word as the built-in patterns match it: ``re.IGNORECASE`` folds four letters outside ASCII
+into ASCII ones, and three of them into letters of the word (``FOLDED_INTO_THE_WORD``)."""
+
+FOLDED_INTO_THE_WORD = ("\u0130", "\u0131", "\u212a")
+"""The characters outside ASCII that ``re.IGNORECASE`` takes for a letter of "checkpoint":
+LATIN CAPITAL LETTER I WITH DOT ABOVE and LATIN SMALL LETTER DOTLESS I (for ``i``), KELVIN SIGN
+(for ``k``). ``str.lower`` turns only the KELVIN SIGN into its letter, and the byte search only
+ASCII: each level once saw a different word (issue 39). A unit test checks every code point."""
+_FOLDED_UTF8 = tuple(char.encode() for char in FOLDED_INTO_THE_WORD)
 
 
 def mentions_checkpoint(text: str) -> bool:
     """The cheap test before the built-in patterns: the word in any case (``CheckPoint``,
-    ``CHECKpoint``), as the patterns match it. The gate AR014 and the supervisor use this one
-    test, so that they agree on which lines may announce a checkpoint."""
-    return CHECKPOINT_WORD in text.lower()
+    ``CHECKpoint``, ``CHEC\u212aPOINT`` with a KELVIN SIGN), exactly as the patterns match it
+    (``re.IGNORECASE``). The gate AR014, the supervisor's line parser and the byte-level check of a
+    chunk (``chunk_mentions_checkpoint``) use this one rule, so that they agree on which lines may
+    announce a checkpoint."""
+    if text.isascii():  # a flag of the string: no scan
+        return CHECKPOINT_WORD in text.lower()
+    return _CHECKPOINT_WORD_ANY_CASE.search(text) is not None
 
 
 def chunk_mentions_checkpoint(data: bytes) -> bool:
-    """``mentions_checkpoint`` for a chunk of lines: libc's ``strcasestr`` where it folds ASCII
-    (0.27 ms a MiB, ``platform.case_blind_search``), else one lowering and one search (0.6 ms; the
-    three case spellings searched one after the other took 1 ms and missed mixed cases)."""
+    """``mentions_checkpoint`` of a chunk of lines as the parser decodes them (UTF-8, undecodable
+    bytes replaced), at the cost of a byte search: libc's ``strcasestr`` where it folds ASCII
+    (0.27 ms a MiB, ``platform.case_blind_search``), else one lowering and one search (0.6 ms).
+    The word spelt with a letter from outside ASCII can only be there when one of the three
+    characters' UTF-8 bytes is (a ``memmem`` each, and only for a chunk that is not all ASCII):
+    then the chunk is decoded and asked the text's question, so bytes and text never disagree."""
     search = _case_blind_search()
     if search is not None and b"\0" not in data:  # strcasestr stops at a NUL
-        return search(data, _CHECKPOINT_WORD_BYTES)
-    return _CHECKPOINT_WORD_BYTES in data.lower()
+        if search(data, _CHECKPOINT_WORD_BYTES):
+            return True
+    elif _CHECKPOINT_WORD_BYTES in data.lower():
+        return True
+    if data.isascii() or not any(folded in data for folded in _FOLDED_UTF8):
+        return False
+    return mentions_checkpoint(data.decode("utf-8", "replace"))
 
 
 @functools.cache

@@ -309,8 +309,9 @@ class EventParser:
             return True
         if _has_announcement(data):
             return True
-        lowered = data.lower()
-        return self.use_defaults and (b"/" in data or b"loss" in lowered or b"checkpoint" in lowered)
+        return self.use_defaults and (
+            b"/" in data or b"loss" in data.lower() or chunk_mentions_checkpoint(data)
+        )
 
     def parse_chunk(self, data: bytes) -> Iterator[Event]:
         """Events in a chunk of complete lines (undecodable bytes replaced)."""

@@ -40,13 +40,22 @@ class ExecRefused(OSError):
 
 
 def exec_check(
-    cwd: str, argv: Sequence[str], script: str | None, roots: Sequence[str], *, command_is_path: bool
+    cwd: str,
+    argv: Sequence[str],
+    script: str | None,
+    roots: Sequence[str],
+    *,
+    command_is_path: bool,
+    judged: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """What ``spec.json`` records as ``execCheck`` for a run of ``argv`` in ``cwd``.
 
     ``roots``: the folders the job may take files from, the workspace first.
     ``command_is_path``: the manifest's ``command`` names a path (not ``{python}``).
+    ``judged``: the SHA-256 of the bytes the gates judged, by real path (issue 39): recorded as is,
+    not hashed again, so that the exec runs only the bytes the gates passed.
     """
+    judged_real = {os.path.realpath(path): digest for path, digest in (judged or {}).items()}
     real_roots = [os.path.realpath(root) for root in roots]
     paths: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -59,7 +68,7 @@ def exec_check(
         if not _inside(real, real_roots):
             return  # outside at start: AR110's to refuse, or the owner's interpreter
         seen.add(path)
-        digest = _digest(real) if hashed and os.path.isfile(real) else None
+        digest = judged_real.get(real) or (_digest(real) if hashed and os.path.isfile(real) else None)
         paths.append({"path": path, "real": real, "sha256": digest})
 
     gate(cwd, hashed=False)

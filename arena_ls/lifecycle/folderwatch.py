@@ -8,7 +8,11 @@ open (``platform.open_folder``) and, about once a second, asks where it is
 state, stop requests and job records at the new path). Gone for good (the
 folder deleted), nobody can follow the run any more: the agent stops the
 trainer cooperatively (the stop signal, then the kill at the grace window's
-end) and says so on its stderr.
+end) and says so on its stderr. So it does when the run folder itself was
+renamed or moved out of its runs folder, or another folder was made in its
+place (issue 39): no server lists a run by any other name, and a run no one
+can list would hold the workspace's lock for the trainer's whole life
+(``follows_the_workspace``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import attrs
 
 from arena_ls import platform
 
+LISTED_PARTS = 4
+"""``.aide/training/runs/<runId>``: the tail of a run folder's path that a server lists it by."""
 CHECK_SECONDS = 1.0
 """How often the run folder's place is checked (one ``stat`` while it stays put)."""
 
@@ -46,6 +52,10 @@ class FolderWatch:
         self.gone = False
         self._next_check = 0.0
 
+    def check_now(self) -> None:
+        """The next ``check`` looks at once (a read found a file where the folder was)."""
+        self._next_check = 0.0
+
     def check(self, now: float) -> Change | None:
         """None while the folder stays put (or was already reported gone), else what happened."""
         if self.gone or now < self._next_check:
@@ -59,3 +69,10 @@ class FolderWatch:
             return Gone(self.path)
         self.path = where
         return Moved(where)
+
+
+def follows_the_workspace(before: Path, now: Path) -> bool:
+    """Whether a run folder moved from ``before`` to ``now`` is still where a server finds it: the
+    workspace (or a folder above it) moved, and the folder's tail (``.aide/training/runs/<runId>``)
+    is the same. Otherwise the run folder itself was renamed or moved elsewhere."""
+    return now.parts[-LISTED_PARTS:] == before.parts[-LISTED_PARTS:]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -328,6 +329,30 @@ class StopProtocol(TrainerOutput):
             kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
         )
         plan.stage = self._first_stop_stage(process)
+
+    def _stop_unlisted(self, process: subprocess.Popen[bytes], where: Path) -> None:
+        """The run folder itself was renamed or moved out of the runs folder (or replaced): no
+        server can list the run any more, and its lock would hold the workspace for the trainer's
+        whole life. The trainer is stopped cooperatively (it saves its checkpoint), as for a
+        deleted folder, and the run ends where its folder now is (issue 39)."""
+        if self.stop_plan is not None:
+            return
+        why = (
+            f"the run folder was renamed or replaced: run {self.spec.run_id} is now in {where}, where "
+            "no server lists it, and it would lock the workspace: stopping its trainer cooperatively"
+        )
+        print(f"arena agent: {why} (pid {process.pid})", file=sys.stderr, flush=True)
+        self.say(why)
+        self._stop_cooperatively(process)
+
+    def _stop_cooperatively(self, process: subprocess.Popen[bytes]) -> None:
+        self.stop_plan = plan = StopPlan(
+            kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
+        )
+        plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
+        with self.lock:
+            if self.state.status is RunStatus.RUNNING:
+                self._move(RunStatus.STOPPING)
 
     def _first_stop_stage(self, process: subprocess.Popen[bytes]) -> str:
         """The cooperative stop's first step for a rollback: the stop file (and the signal when the

@@ -26,10 +26,10 @@ from arena_ls.lifecycle.attempts import Outcome, RunRecord
 from arena_ls.lifecycle.events import EventParser
 from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.failure import classify, oom_kills_since
-from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved
+from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved, follows_the_workspace
 from arena_ls.lifecycle.local_output import TAIL_LINES
 from arena_ls.lifecycle.local_stall import StallWatch
-from arena_ls.lifecycle.local_stop import StopPlan, StopProtocol
+from arena_ls.lifecycle.local_stop import StopProtocol
 from arena_ls.lifecycle.outputlog import OutputWriter, Pump
 from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
 from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
@@ -86,7 +86,11 @@ class LocalTrainer(StopProtocol):
         self._told_stop_file = told or str(run_dir.stop_file)
         """Where the trainer was told its stop file is: ``launch``'s path, should the folder have
         moved while the agent loaded (the agent then works from the new path, the trainer not)."""
-        if self._told_stop_file != str(run_dir.stop_file):
+        launched_in = Path(self._told_stop_file).parent
+        self.listed_at = run_dir.path if follows_the_workspace(launched_in, run_dir.path) else launched_in
+        """Where a server lists the run: the folder it was launched in, or where a moved workspace
+        took it. The run folder anywhere else (renamed, replaced) stops the trainer (issue 39)."""
+        if self._told_stop_file != str(run_dir.stop_file) and self.listed_at == run_dir.path:
             self.say(f"the run folder moved to {run_dir.path} while the agent loaded: following it there")
         self.pumps: list[Pump] = []
         self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
@@ -281,12 +285,15 @@ class LocalTrainer(StopProtocol):
         while process.poll() is None:
             self.wake.wait(POLL_SECONDS)
             self.wake.clear()
-            self._check_stop_request()
-            self._check_power()
-            self._advance_stop()
-            self._check_stall()
-            self._check_rollback(process)
-            self._check_writes()
+            try:
+                self._check_stop_request()
+                self._check_power()
+                self._advance_stop()
+                self._check_stall()
+                self._check_rollback(process)
+                self._check_writes()
+            except NotADirectoryError:  # a file put where the run folder was (issue 39): where is it?
+                self.folder_watch.check_now()
             self._check_folder(process)
             platform.reap_adopted(keep=process.pid)
         returncode = process.wait()
@@ -300,12 +307,15 @@ class LocalTrainer(StopProtocol):
     def _check_folder(self, process: subprocess.Popen[bytes]) -> None:
         """Follow a moved run folder; stop the trainer when the folder was deleted (``folderwatch``)."""
         change = self.folder_watch.check(time.monotonic())
-        if isinstance(change, Moved):
+        if isinstance(change, Moved) and follows_the_workspace(self.listed_at, change.path):
             with self.lock:
-                self.run_dir.path = change.path
+                self.run_dir.path = self.listed_at = change.path
                 self.folder.root = change.path.parent.parent
             self.say(f"the run folder moved to {change.path}: following it there")
             self.writer.request()
+        elif isinstance(change, Moved):
+            with self.lock:
+                self.run_dir.path = change.path  # its records go on where the folder is now
         elif isinstance(change, Gone) and self.stop_plan is None:
             print(
                 f"arena agent: the run folder {change.path} is gone; nobody can follow run "
@@ -313,13 +323,9 @@ class LocalTrainer(StopProtocol):
                 file=sys.stderr,
                 flush=True,
             )
-            self.stop_plan = plan = StopPlan(
-                kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
-            )
-            plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
-            with self.lock:
-                if self.state.status is RunStatus.RUNNING:
-                    self._move(RunStatus.STOPPING)
+            self._stop_cooperatively(process)
+        if self.run_dir.path != self.listed_at:
+            self._stop_unlisted(process, self.run_dir.path)
 
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()

@@ -47,6 +47,7 @@ from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
 from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
+from arena_ls.lifecycle.gate_verdict import GateVerdict
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
 from arena_ls.lifecycle.notify_events import notify_spec
@@ -108,8 +109,9 @@ STOP_ANSWER_MARGIN = 30.0
 answers the run as it stands (a follower that cannot reach its cluster keeps asking it to stop)."""
 
 
-GateChecker = Callable[[Job], list[Diag]]
-"""Error-severity gate diagnostics for a job's trainer (empty: it passes): ``TrainerGates.errors``."""
+GateChecker = Callable[[Job], GateVerdict]
+"""The gates' verdict on a job's trainer as its bytes are now (no errors: it passes), with the digest
+of the bytes judged: ``TrainerGates.verdict``."""
 PreflightRunner = Callable[[Job, list[Diag], set[int]], tuple[list[dict[str, Any]], list[str]]]
 """(checks as wire dicts, warning lines) for a job about to start: ``Preflight.run``."""
 StartHook = Callable[[Job], None]
@@ -148,6 +150,8 @@ class Planned:
     command: list[str]
     """The job's command line with ``{python}`` resolved (``RunSpec.argv``), built once."""
     manifest: ManifestResult
+    judged: dict[str, str] = attrs.field(factory=dict)
+    """The digest of the bytes the gates judged, by file (the exec-time check compares them)."""
 
 
 @attrs.define
@@ -614,7 +618,10 @@ class Supervisor:
         plan = backend.plan(launched, manifest, self.settings())
         command = launched.argv(plan.python)
         """The job's command line, built once: the dry run's answer, the spec and the exec check."""
-        gate_errors = await self.gate_errors(job)
+        if plan.runs_here:
+            self._refuse_a_command_too_long(launched, command)
+        verdict = await self.gate_verdict(job)
+        gate_errors = verdict.errors
         resume_step = None if request.probe else self._resume_step(job, request)
         resume_path = self._resume_path(launched, resume_step)
         if request.dry_run:
@@ -630,11 +637,11 @@ class Supervisor:
         if knowledge is not None:
             self._refuse_overwrite(job, request, knowledge)
         own_check = await self._own_check(plan) if not gate_errors else None
-        warnings = self._refuse_if_unsafe(job, plan, gate_errors, own_check)
+        warnings = self._refuse_if_unsafe(job, plan, verdict, own_check)
         if launching is not None:
             launching(job)
         fresh = knowledge is not None and job.kind == "train" and request.resume is False
-        planned = Planned(backend, plan, command, manifest)
+        planned = Planned(backend, plan, command, manifest, verdict.judged())
         record = None
         if self.recorder is not None:
             record = await asyncio.to_thread(  # git is a process: never on the event loop
@@ -650,10 +657,22 @@ class Supervisor:
             self.listener.lifecycle(view, supervisor_events.warning(warning))
         return await self._await_started(view)
 
-    async def gate_errors(self, job: Job) -> list[Diag]:
-        """The job's error-severity gate diagnostics, linted (when not cached) in a worker thread."""
+    @staticmethod
+    def _refuse_a_command_too_long(job: Job, command: list[str]) -> None:
+        """1009 before anything of the run exists when the OS would refuse to exec the command line
+        (issue 39: a 20 MB argument failed inside the agent, and the run ended ``lost``)."""
+        refused = platform.command_line_refusal(
+            [*command, *job.resume_args], {**os.environ, **job.env_dict()}
+        )
+        if refused is not None:
+            evidence = f"job {job.id!r} cannot be started: {refused}; nothing was started"
+            raise ArenaError(LAUNCH_FAILED, evidence, evidence=evidence)
+
+    async def gate_verdict(self, job: Job) -> GateVerdict:
+        """The gates' verdict on the job's trainer as it is now (read, hashed and, when not cached,
+        linted in a worker thread)."""
         if self.gate_checker is None or job.kind != "train":
-            return []
+            return GateVerdict([])
         return await asyncio.to_thread(self.gate_checker, job)
 
     async def _dry_run(self, job: Job, plan: RunPlan, argv: list[str], gate_errors: list[Diag]) -> DryRun:
@@ -662,17 +681,24 @@ class Supervisor:
         return DryRun(argv, str(job.resolved_cwd(self.root)), gate_errors, checks)
 
     def _refuse_if_unsafe(
-        self, job: Job, plan: RunPlan, gate_errors: list[Diag], own_check: Check | None
+        self, job: Job, plan: RunPlan, verdict: GateVerdict, own_check: Check | None
     ) -> list[str]:
         """1004 when the trainer fails error-severity gates, 1005 when a pre-flight check fails.
 
         Returns the pre-flight warnings of a job that may start (a start and a probe alike).
         """
+        gate_errors = verdict.errors
         if gate_errors:
             first = gate_errors[0]
+            changed = (
+                f"{job.script} changed since the gates last read it (its size, modification time "
+                "and inode were kept): the trainer now "
+                if verdict.changed_unseen
+                else f"{job.script} "
+            )
             raise ArenaError(
                 GATES_FAILED,
-                f"{job.script} fails {len(gate_errors)} gate(s): {first.code} {first.message}",
+                f"{changed}fails {len(gate_errors)} gate(s): {first.code} {first.message}",
                 diagnostics=[d.to_wire() for d in gate_errors],
             )
         checks, warnings = self._preflight(job, plan, gate_errors, own_check)
@@ -792,7 +818,9 @@ class Supervisor:
         backend, plan = planned.backend, planned.plan
         specs: list[RunSpec] = []
         allowed_roots = [str(self.root.resolve()), *(str(folder) for folder in planned.manifest.roots)]
-        exec_checked = self._exec_check(job, planned.command, allowed_roots) if plan.runs_here else None
+        exec_checked = (
+            self._exec_check(job, planned.command, allowed_roots, planned.judged) if plan.runs_here else None
+        )
 
         def build(run_id: str) -> RunSpec:
             spec = RunSpec(
@@ -871,7 +899,9 @@ class Supervisor:
         except OSError as error:
             log.warning("could not record that job %s begins anew: %s", job_id, error)
 
-    def _exec_check(self, job: Job, command: list[str], roots: list[str]) -> dict[str, Any] | None:
+    def _exec_check(
+        self, job: Job, command: list[str], roots: list[str], judged: dict[str, str]
+    ) -> dict[str, Any] | None:
         """The gated paths whatever execs the trainer checks again right before it (issue 24),
         inside ``roots``: the workspace, then the manifest's ``roots`` (contract 7.3). Only for a
         trainer that runs on this machine (a cluster's runs from the package its follower submits)."""
@@ -882,6 +912,7 @@ class Supervisor:
             job.script,
             roots,
             command_is_path=command_is_path,
+            judged=judged,
         )
 
     async def _await_started(self, view: RunView) -> RunView:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from arena_ls.diagnostics import Diag
+from arena_ls.diagnostics import Diag, Span
 from arena_ls.lifecycle.probe_service import ProbeService
 from arena_ls.lifecycle.rundir import CheckpointRecord
 from arena_ls.manifest import Job, ManifestResult
@@ -92,6 +94,8 @@ class JobInfos:
         self._lock = threading.Lock()
         """One build at a time (two status requests may ask at once, each from its thread)."""
         self._built: tuple[ManifestResult, tuple[object, ...], list[dict[str, Any]]] | None = None
+        self._warm_lock = threading.Lock()
+        self._warmer: _Warmer | None = None
         self._latest: list[dict[str, Any]] | None = None
 
     def latest(self) -> list[dict[str, Any]] | None:
@@ -100,20 +104,76 @@ class JobInfos:
 
     def build(self, manifest: ManifestResult) -> list[dict[str, Any]]:
         """The list as it is now: the trainers new or changed linted, the list made again if its
-        key changed, each job's ``lastCheckpoint`` read (a worker thread's job)."""
+        key changed, each job's ``lastCheckpoint`` read (a worker thread's job).
+
+        The lints run in a thread of their own (``_warm``), one batch at a time; a status waits for
+        them at most ``STATUS_GATE_WAIT`` after the batch began, then answers with a "still
+        checking" finding for each trainer not linted yet (RUN stays gated): hostile trainers
+        (issue 39) take seconds each to check, and status never waits for them all."""
+        warmer = self._warm(manifest)
+        if warmer is not None:
+            warmer.done.wait(max(0.0, warmer.began + STATUS_GATE_WAIT - time.monotonic()))
         with self._lock:
-            self.gates.warm(self.gates.missing(manifest))
-            key = (self.gates.signature(manifest), self.probes.signature())
+            pending = self.gates.pending(manifest)
+            key = (self.gates.signature(manifest), self.probes.signature(), pending)
             built = self._built
             if built is None or built[0] is not manifest or built[1] != key:
-                built = self._built = (manifest, key, job_infos(manifest, self.gates.errors, self.probes))
+
+                def gate_errors(job: Job) -> list[Diag]:
+                    known = self.gates.known_errors(job)
+                    return known if known is not None else [still_checking(job, self.gates.root)]
+
+                built = self._built = (manifest, key, job_infos(manifest, gate_errors, self.probes))
             infos = self._with_checkpoints(built[2])
             self._latest = infos
             return infos
 
+    def _warm(self, manifest: ManifestResult) -> _Warmer | None:
+        """The batch linting ``manifest``'s trainers not linted yet (started if none runs)."""
+        with self._warm_lock:
+            warmer = self._warmer
+            if warmer is not None and not warmer.done.is_set():
+                return warmer
+            missing = self.gates.missing(manifest)
+            if not missing:
+                return None
+            warmer = self._warmer = _Warmer(time.monotonic(), threading.Event())
+
+            def lint() -> None:
+                try:
+                    self.gates.warm(missing)
+                finally:
+                    warmer.done.set()
+
+            threading.Thread(target=lint, name="gates-warm", daemon=True).start()
+            return warmer
+
     def _with_checkpoints(self, infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``lastCheckpoint`` changes with the runs, not the manifest: the per-request pass."""
         return [{**info, "lastCheckpoint": job_checkpoint(self.checkpoints(info["id"]))} for info in infos]
+
+
+STATUS_GATE_WAIT = 3.0
+"""How long after a batch of lints began a status waits for it (then answers "still checking"): an
+ordinary trainer is linted in well under a second even on a loaded machine, so a status answers its
+real verdict; fifteen hostile ones take half a minute, and status does not wait for them."""
+
+
+class _Warmer(NamedTuple):
+    began: float
+    done: threading.Event
+
+
+def still_checking(job: Job, root: Path) -> Diag:
+    """The finding of a trainer whose lint has not ended yet: RUN stays gated meanwhile."""
+    script = job.resolved_script(root)
+    return Diag(
+        code="AR000",
+        message=f"the gates are still checking {job.script}: it cannot run until they pass",
+        severity="error",
+        span=Span(0, 0, 0, 0),
+        path=str(script) if script is not None else "",
+    )
 
 
 def stage_infos(manifest: ManifestResult) -> list[dict[str, Any]]:

@@ -71,6 +71,7 @@ class Workspace(WorkspaceServices):
         await self.probes.close()
         await self.supervisor.close()
         await asyncio.to_thread(self.health.close)
+        await asyncio.to_thread(self.gate_budget.close)
 
     def _settings_changed(self, settings: Settings) -> None:
         self.supervisor.wake()

@@ -57,15 +57,21 @@ class WorkspaceServices:
         self._current_settings = settings
         # The gates (arena_ls.gates) and the pre-flight checks (arena_ls.health) are the
         # supervisor's collaborators; what they read of the workspace they read when asked.
-        from arena_ls.gates.cache import TrainerGates  # start-up speed: no gates before `initialize`
+        from arena_ls.gates.budget import GateBudget  # start-up speed: no gates before `initialize`
+        from arena_ls.gates.cache import TrainerGates
 
-        self.gates = TrainerGates(self.root, self.manifest, self._fp32_only, self._gate_severities)
+        self.gate_budget = GateBudget()
+        """The gates' worker process: every lint within a time and memory budget (issue 39),
+        started at the first lint."""
+        self.gates = TrainerGates(
+            self.root, self.manifest, self._fp32_only, self._gate_severities, budget=self.gate_budget
+        )
         self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
         self.supervisor = Supervisor(
             self.root,
             self.settings,
             listener,
-            gate_checker=self.gates.errors,
+            gate_checker=self.gates.verdict,
             preflight=self.preflight.run,
             backends=backends,
             boot=hardware.boot_identity,

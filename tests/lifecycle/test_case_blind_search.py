@@ -1,6 +1,6 @@
 """The checkpoint word in any case, at C speed where the platform allows (``platform.case_blind_search``).
 
-``chunk_mentions_checkpoint`` must answer exactly as a lowering and a search do, whatever the bytes
+``chunk_mentions_checkpoint`` must answer exactly as the text's test does, whatever the bytes
 (NUL, non-ASCII, the word cut anywhere): a wrong "no" would make a record quiet and hide a checkpoint
 from the agent. The libc search is used only where it folds ASCII as Python does; a C library that
 does not (Turkish ISO-8859-9: ``tolower('I')`` is dotless ``ı``) or Windows gets the Python way.
@@ -16,13 +16,15 @@ from hypothesis import strategies as st
 
 from arena_ls import platform
 from arena_ls.lifecycle import checkpoint_lines
-from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint
+from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
 
 WORD = b"checkpoint"
 
 
 def python_way(data: bytes) -> bool:
-    return WORD in data.lower()
+    """The text's answer (``mentions_checkpoint``) of the bytes as the parser decodes them: the ASCII
+    word in any case, or the word with a letter that ``re.IGNORECASE`` folds (KELVIN SIGN, dotless i)."""
+    return mentions_checkpoint(data.decode("utf-8", "replace"))
 
 
 MASKS = (0, 1, 0b1111111111, 0b0000100001, 0b1010101010, 0b0101010101, 0b1000000000)
@@ -86,6 +88,9 @@ PIECES = st.sampled_from(
         b"CHECK",
         b"\x00",
         b"\xc4\xb0",
+        b"\xc4\xb1",
+        b"\xe2\x84\xaa",
+        b"\xe2\x84",
         b"\xfd",
         b"I",
         b"i",

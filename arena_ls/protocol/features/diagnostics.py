@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lsprotocol import types
@@ -27,6 +28,8 @@ from arena_ls.uris import path_to_uri, uri_to_path
 log = logging.getLogger(__name__)
 
 DEBOUNCE_SECONDS = 0.3
+LINT_THREADS = 2
+"""Diagnostics passes at once (the gates' worker lints one file at a time anyway)."""
 SOURCE = "arena"
 
 _SEVERITY = {
@@ -84,6 +87,10 @@ class DiagnosticsFeature(LanguageFeature):
         self.sent_sequence: dict[str, int] = {}
         self.session = 0
         """Counts the clients that left: a pass of an earlier session sends nothing."""
+        self._lints = ThreadPoolExecutor(max_workers=LINT_THREADS, thread_name_prefix="diagnostics")
+        """The passes' own threads: a pass waits for the gates' worker (one lint at a time, seconds
+        for a hostile trainer, issue 39), and fifteen such passes must not take every thread of the
+        event loop's default executor, which status and every other request reads files with."""
         server.configuration.subscribe(self.settings_changed)
 
     # -- what makes it publish ------------------------------------------------------------
@@ -177,7 +184,8 @@ class DiagnosticsFeature(LanguageFeature):
             ws.supervisor.folder.root,
             {u: d.source for u, d in self.server.workspace.text_documents.items()},
         )
-        found = await asyncio.to_thread(snapshot.diagnostics, path.resolve())
+        loop = asyncio.get_running_loop()
+        found = await loop.run_in_executor(self._lints, snapshot.diagnostics, path.resolve())
         if session != self.session:
             return  # the client left meanwhile
         for target, diags, trainer in found:

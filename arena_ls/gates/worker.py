@@ -1,0 +1,54 @@
+"""The gates' worker process (issue 39 item 6): ``python -m arena_ls.gates.worker``.
+
+Reads requests from stdin and answers on stdout, one at a time, each a
+4-byte big-endian length and a pickle: the request ``(source, fp32_only,
+checkpoint_patterns)``, the answer the list of ``Finding``. Only the server
+that started it writes to it (its own child, through a pipe). It ends at the
+end of its input (its server gone). A lint that runs past the budget or grows
+past it is the server's to stop: it kills this process (``budget.GateBudget``).
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import sys
+from typing import BinaryIO
+
+from arena_ls.gates import lint_trainer
+
+HEADER = struct.Struct(">I")
+
+
+def read_message(stream: BinaryIO) -> bytes | None:
+    """One length-prefixed message, or None at the end of the stream."""
+    head = stream.read(HEADER.size)
+    if len(head) < HEADER.size:
+        return None
+    (length,) = HEADER.unpack(head)
+    body = stream.read(length)
+    return body if len(body) == length else None
+
+
+def write_message(stream: BinaryIO, body: bytes) -> None:
+    stream.write(HEADER.pack(len(body)) + body)
+    stream.flush()
+
+
+def serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
+    while True:
+        message = read_message(inbox)
+        if message is None:
+            return 0
+        source, fp32_only, patterns = pickle.loads(message)
+        findings = lint_trainer(source, fp32_only=fp32_only, checkpoint_patterns=tuple(patterns))
+        write_message(outbox, pickle.dumps(findings))
+
+
+def main() -> int:
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
+    return serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
