@@ -13,3 +13,4 @@ export { isLive, Methods } from "../vscode/src/core/protocol";
 export { isAnnouncement } from "../vscode/src/core/announcements";
 export { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt } from "../vscode/src/core/workLost";
 export { rebootOffer, rebootOffers, commitText, recordLines, interruptedLine } from "../vscode/src/core/laptop";
+export { keepAwakeText, keepAwakeReason, KEEP_AWAKE_LINE, REASON_LOG_LINES } from "../vscode/src/core/keepAwake";

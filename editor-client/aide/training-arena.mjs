@@ -134,6 +134,8 @@ export function activeShape(run) {
     waitingFor: run.waitingFor ?? null,
     insights: run.insights ?? [],
     record: run.record ?? null,
+    // Contract 8.3: true, false, or null (why is in the run's log); absent when the server does not say.
+    ...("keepAwake" in run ? { keepAwake: run.keepAwake } : {}),
   };
 }
 

@@ -81,6 +81,8 @@ export interface RunInfo {
   afterReboot?: AfterReboot | null;
   /** Contract 8.3: the code, interpreter, command and settings the run trained with. */
   record?: RunRecord | null;
+  /** Contract 8.3: the agent keeps the machine awake (true), was told not to (false), or cannot (null: why is in the log). */
+  keepAwake?: boolean | null;
 }
 
 export interface AfterReboot {
