@@ -14,8 +14,9 @@ from typing import Any
 
 KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: "
 """The agent's log line when the platform does not allow keeping the machine awake."""
-REASON_LOG_LINES = 200
-"""How many of the run's first log lines are read for that line (it comes right after the start)."""
+REASON_LOG_LINES = 1000
+"""How many of the run's first log lines are read for that line: it comes as the agent starts, after
+what the trainer (started first, for speed) printed by then."""
 REASON_IN_THE_LOG = "the reason is in the run's log"
 
 

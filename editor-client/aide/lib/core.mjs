@@ -105,7 +105,7 @@ function isLive(run) {
 
 // vscode/src/core/keepAwake.ts
 var KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: ";
-var REASON_LOG_LINES = 200;
+var REASON_LOG_LINES = 1e3;
 var REASON_IN_THE_LOG = "the reason is in the run's log";
 function keepAwakeReason(lines) {
   for (const line of lines) {

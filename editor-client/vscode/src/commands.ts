@@ -184,7 +184,10 @@ export class Commands implements vscode.Disposable {
   private async readKeepAwakeReason(run: RunInfo): Promise<void> {
     try {
       const result = await this.request<LogsResult>(Methods.logs, { runId: run.runId, limit: REASON_LOG_LINES });
-      this.learnKeepAwakeReason(run.runId, result.lines ?? []);
+      if (this.awakeReasons.answered(run.runId, result.lines ?? []) && this.shownRun?.runId === run.runId) {
+        this.statusBar.show(this.shownRun, this.awakeReasons.reasonOf(run.runId));
+        this.refreshOpenDocument();
+      }
     } catch (error: unknown) {
       this.log.warn(`Reading why the machine may sleep: ${String(error)}`);
     }

@@ -106,8 +106,9 @@ end
 
 --- The agent's log line when the platform does not allow keeping the machine awake (contract 8.3).
 M.KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: "
---- How many of the run's first log lines are read for that line (it comes at the run's start).
-M.REASON_LOG_LINES = 200
+--- How many of the run's first log lines are read for that line (it comes as the agent starts,
+--- after what the trainer printed by then).
+M.REASON_LOG_LINES = 1000
 
 --- The reason of the first `arena` line saying the machine cannot be kept awake, or nil.
 function M.keep_awake_reason(lines)

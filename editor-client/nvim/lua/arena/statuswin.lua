@@ -62,7 +62,8 @@ local function learn_keep_awake_reason(run_id, lines)
 end
 
 --- The active run says `keepAwake` null and its reason is not known: read the first page of its
---- log once (the agent's line comes at the run's start), then show the window again.
+--- log (the agent's line comes as it starts), then show the window again; asked again at a later
+--- refresh while the log is shorter than the page (the agent may not have decided yet).
 local function ask_keep_awake_reason(active)
   local run_id = util.val(active.runId)
   local value = util.val(active.keepAwake)
@@ -77,6 +78,8 @@ local function ask_keep_awake_reason(active)
     learn_keep_awake_reason(run_id, page.lines)
     if awake_reasons[run_id] then
       M.status({ refresh_only = true })
+    elseif #(util.val(page.lines) or {}) < laptop.REASON_LOG_LINES then
+      awake_asked[run_id] = nil -- the agent has not decided yet (keepAwake is null until then): ask again later
     end
   end)
 end

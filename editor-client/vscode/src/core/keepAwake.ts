@@ -12,8 +12,8 @@ import type { LogLine, RunInfo } from "./protocol";
 
 /** The agent's log line when the platform does not allow keeping the machine awake. */
 export const KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: ";
-/** How many of the run's first log lines are read for that line. */
-export const REASON_LOG_LINES = 200;
+/** How many of the run's first log lines are read for that line (it comes as the agent starts, after what the trainer printed by then). */
+export const REASON_LOG_LINES = 1000;
 export const REASON_IN_THE_LOG = "the reason is in the run's log";
 
 /** The reason of the first `arena` line saying the machine cannot be kept awake, or undefined. */
@@ -57,6 +57,19 @@ export class KeepAwakeReasons {
     }
     this.reasons.set(runId, reason);
     return true;
+  }
+
+  /**
+   * The answer to the ask: the reason, if the lines have it. A log still shorter than the page may
+   * not have the line yet (the agent decides just after the trainer starts, and `keepAwake` is null
+   * until then): the run may be asked again; a full page without it is not read further.
+   */
+  answered(runId: string, lines: readonly LogLine[]): boolean {
+    const learned = this.see(runId, lines);
+    if (!learned && !this.reasons.has(runId) && lines.length < REASON_LOG_LINES) {
+      this.asked.delete(runId);
+    }
+    return learned;
   }
 
   reasonOf(runId: string): string | undefined {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { runTooltip, statusReport } from "../core/format";
-import { KEEP_AWAKE_LINE, KeepAwakeReasons, keepAwakeReason, keepAwakeText } from "../core/keepAwake";
+import { KEEP_AWAKE_LINE, KeepAwakeReasons, REASON_LOG_LINES, keepAwakeReason, keepAwakeText } from "../core/keepAwake";
 import type { LogLine, RunInfo } from "../core/protocol";
 
 const REASON = "cannot reach the system bus: no such file";
@@ -63,5 +63,21 @@ describe("KeepAwakeReasons", () => {
     assert.equal(other.reasonOf("r1"), REASON);
     assert.equal(other.shouldAsk(run(null)), false, "already known from the live log");
     assert.equal(other.reasonOf("r2"), undefined);
+  });
+});
+
+describe("KeepAwakeReasons.answered", () => {
+  it("asks again while the log is shorter than the page (the agent has not decided yet), not after a full page", () => {
+    const reasons = new KeepAwakeReasons();
+    assert.equal(reasons.shouldAsk(run(null)), true);
+    assert.equal(reasons.answered("r1", [line("starting")]), false);
+    assert.equal(reasons.shouldAsk(run(null)), true, "a short log: asked again");
+    const full = Array.from({ length: REASON_LOG_LINES }, (_, seq) => line(`line ${seq}`, "stdout", seq));
+    assert.equal(reasons.answered("r1", full), false);
+    assert.equal(reasons.shouldAsk(run(null)), false, "a full page without it: not read further");
+    const other = new KeepAwakeReasons();
+    assert.equal(other.shouldAsk(run(null, "running", "r2")), true);
+    assert.equal(other.answered("r2", [line(KEEP_AWAKE_LINE + REASON)]), true);
+    assert.equal(other.reasonOf("r2"), REASON);
   });
 });
