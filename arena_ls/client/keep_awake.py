@@ -3,8 +3,9 @@
 The server says ``true`` (the agent keeps the machine awake), ``false`` (told not
 to, or not a ``train`` run of this machine) or ``null``, whose reason is the
 run's log line ``the machine cannot be kept awake during this run: …``: the
-client reads it from the first page of the run's log (the line comes at the
-run's start) and shows it beside the state.
+client reads it from the first page of the run's log (the line comes as the
+agent starts) and shows it beside the state; a null without that line says
+nothing (the agent, started just after the trainer, may not have decided yet).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: "
 REASON_LOG_LINES = 1000
 """How many of the run's first log lines are read for that line: it comes as the agent starts, after
 what the trainer (started first, for speed) printed by then."""
-REASON_IN_THE_LOG = "the reason is in the run's log"
 
 
 def keep_awake_reason(lines: Iterable[Any]) -> str | None:
@@ -37,7 +37,9 @@ def needs_reason(run: Any) -> bool:
 
 
 def keep_awake_text(run: Any, reason: str | None = None) -> str | None:
-    """A live run's keep-awake state in words; None when the server does not say (an older one)."""
+    """A live run's keep-awake state in words; None when the server does not say (an older one), and
+    for a null without its log's line: the agent, started after the trainer, may not have decided yet
+    (``keepAwake`` is null until then), so nothing is claimed until the line says why."""
     if not isinstance(run, dict) or "keepAwake" not in run:
         return None
     value = run["keepAwake"]
@@ -45,4 +47,4 @@ def keep_awake_text(run: Any, reason: str | None = None) -> str | None:
         return "keeping the machine awake"
     if value is False:
         return "not keeping the machine awake"
-    return f"the machine may sleep: {reason or REASON_IN_THE_LOG}"
+    return f"the machine may sleep: {reason}" if reason else None

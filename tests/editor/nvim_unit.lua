@@ -401,7 +401,8 @@ local function session()
   expect("keep awake: true", arena.keep_awake_text(awake(true)), "keeping the machine awake")
   expect("keep awake: false", arena.keep_awake_text(awake(false)), "not keeping the machine awake")
   expect("keep awake: null, the reason", arena.keep_awake_text(awake(vim.NIL), reason), "the machine may sleep: " .. reason)
-  expect("keep awake: null (a missing key on 0.7)", arena.keep_awake_text(running), "the machine may sleep: the reason is in the run's log")
+  expect("keep awake: null without its line claims nothing", arena.keep_awake_text(awake(vim.NIL)), nil)
+  expect("keep awake: null (a missing key on 0.7)", arena.keep_awake_text(running, reason), "the machine may sleep: " .. reason)
   expect("keep awake: nothing once the run ended", arena.keep_awake_text(vim.tbl_extend("force", awake(true), { status = "succeeded" })), nil)
   local said = { seq = 2, stream = "arena", text = laptop.KEEP_AWAKE_LINE .. reason }
   local lie = { seq = 1, stream = "stdout", text = laptop.KEEP_AWAKE_LINE .. "a trainer's print" }

@@ -106,7 +106,6 @@ function isLive(run) {
 // vscode/src/core/keepAwake.ts
 var KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: ";
 var REASON_LOG_LINES = 1e3;
-var REASON_IN_THE_LOG = "the reason is in the run's log";
 function keepAwakeReason(lines) {
   for (const line of lines) {
     if (line?.stream === "arena" && typeof line.text === "string" && line.text.startsWith(KEEP_AWAKE_LINE)) {
@@ -126,7 +125,7 @@ function keepAwakeText(run, reason) {
   if (run.keepAwake === false) {
     return "not keeping the machine awake";
   }
-  return `the machine may sleep: ${reason ?? REASON_IN_THE_LOG}`;
+  return reason === void 0 ? void 0 : `the machine may sleep: ${reason}`;
 }
 
 // vscode/src/core/laptop.ts

@@ -109,6 +109,8 @@ M.KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: "
 --- How many of the run's first log lines are read for that line (it comes as the agent starts,
 --- after what the trainer printed by then).
 M.REASON_LOG_LINES = 1000
+--- At most this many reads of a run's log for the line (a run whose agent has not decided yet).
+M.REASON_ASKS = 3
 
 --- The reason of the first `arena` line saying the machine cannot be kept awake, or nil.
 function M.keep_awake_reason(lines)
@@ -123,7 +125,8 @@ function M.keep_awake_reason(lines)
   return nil
 end
 
---- A live run's `RunInfo.keepAwake` in the words every client uses; nil once the run ended.
+--- A live run's `RunInfo.keepAwake` in the words every client uses; nil once the run ended, and for
+--- a null without its log's line (the agent, started after the trainer, may not have decided yet).
 --- A null arrives as a missing key on 0.7, so a missing one reads as null (this server always sends it).
 function M.keep_awake_text(run, reason)
   if type(run) ~= "table" or not format.is_live(run) then
@@ -136,7 +139,7 @@ function M.keep_awake_text(run, reason)
   if value == false then
     return "not keeping the machine awake"
   end
-  return "the machine may sleep: " .. (reason or "the reason is in the run's log")
+  return reason and ("the machine may sleep: " .. reason) or nil
 end
 
 return M

@@ -52,7 +52,7 @@ local function open_float(lines)
 end
 
 --- Why each run cannot keep the machine awake (run id -> reason), learned from its log lines;
---- the runs whose log was asked for it, once each.
+--- the runs whose log is being asked for it (true), or how many times it was (a count).
 local awake_reasons, awake_asked = {}, {}
 
 local function learn_keep_awake_reason(run_id, lines)
@@ -67,7 +67,11 @@ end
 local function ask_keep_awake_reason(active)
   local run_id = util.val(active.runId)
   local value = util.val(active.keepAwake)
-  if not format.is_live(active) or type(value) == "boolean" or run_id == nil or awake_reasons[run_id] or awake_asked[run_id] then
+  local asks = awake_asked[run_id]
+  if not format.is_live(active) or type(value) == "boolean" or run_id == nil or awake_reasons[run_id] or asks == true then
+    return
+  end
+  if (asks or 0) >= laptop.REASON_ASKS then
     return
   end
   awake_asked[run_id] = true
@@ -79,7 +83,7 @@ local function ask_keep_awake_reason(active)
     if awake_reasons[run_id] then
       M.status({ refresh_only = true })
     elseif #(util.val(page.lines) or {}) < laptop.REASON_LOG_LINES then
-      awake_asked[run_id] = nil -- the agent has not decided yet (keepAwake is null until then): ask again later
+      awake_asked[run_id] = (asks or 0) + 1 -- the agent may not have decided yet (keepAwake is null until then): ask again later
     end
   end)
 end

@@ -14,7 +14,8 @@ import type { LogLine, RunInfo } from "./protocol";
 export const KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: ";
 /** How many of the run's first log lines are read for that line (it comes as the agent starts, after what the trainer printed by then). */
 export const REASON_LOG_LINES = 1000;
-export const REASON_IN_THE_LOG = "the reason is in the run's log";
+/** At most this many reads of a run's log for the line (a run whose agent has not decided yet). */
+export const REASON_ASKS = 3;
 
 /** The reason of the first `arena` line saying the machine cannot be kept awake, or undefined. */
 export function keepAwakeReason(lines: readonly LogLine[]): string | undefined {
@@ -27,7 +28,11 @@ export function keepAwakeReason(lines: readonly LogLine[]): string | undefined {
   return undefined;
 }
 
-/** A live run's keep-awake state in words; undefined once it ended or when the server does not say. */
+/**
+ * A live run's keep-awake state in words; undefined once it ended, when the server does not say, and
+ * for a null without its log's line: the agent, started after the trainer, may not have decided yet
+ * (`keepAwake` is null until then), so nothing is claimed until the line says why.
+ */
 export function keepAwakeText(run: RunInfo, reason?: string): string | undefined {
   if (!isLive(run) || run.keepAwake === undefined) {
     return undefined;
@@ -38,13 +43,14 @@ export function keepAwakeText(run: RunInfo, reason?: string): string | undefined
   if (run.keepAwake === false) {
     return "not keeping the machine awake";
   }
-  return `the machine may sleep: ${reason ?? REASON_IN_THE_LOG}`;
+  return reason === undefined ? undefined : `the machine may sleep: ${reason}`;
 }
 
 /** Each run's reason, learned from its log lines; each run's log is asked for at most once. */
 export class KeepAwakeReasons {
   private readonly reasons = new Map<string, string>();
   private readonly asked = new Set<string>();
+  private readonly asks = new Map<string, number>();
 
   /** Learns the reason from lines of the run's log; true when it was new. */
   see(runId: string, lines: readonly LogLine[]): boolean {
@@ -76,11 +82,16 @@ export class KeepAwakeReasons {
     return this.reasons.get(runId);
   }
 
-  /** Whether the run's log is to be read for its reason now (live, `keepAwake` null, not known, not asked). */
+  /** Whether the run's log is to be read for its reason now (live, `keepAwake` null, not known, not being asked, at most `REASON_ASKS` times). */
   shouldAsk(run: RunInfo | undefined): run is RunInfo {
     if (!run || !isLive(run) || run.keepAwake !== null || this.reasons.has(run.runId) || this.asked.has(run.runId)) {
       return false;
     }
+    const asks = this.asks.get(run.runId) ?? 0;
+    if (asks >= REASON_ASKS) {
+      return false;
+    }
+    this.asks.set(run.runId, asks + 1);
     this.asked.add(run.runId);
     return true;
   }

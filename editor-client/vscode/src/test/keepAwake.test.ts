@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { runTooltip, statusReport } from "../core/format";
-import { KEEP_AWAKE_LINE, KeepAwakeReasons, REASON_LOG_LINES, keepAwakeReason, keepAwakeText } from "../core/keepAwake";
+import { KEEP_AWAKE_LINE, KeepAwakeReasons, REASON_ASKS, REASON_LOG_LINES, keepAwakeReason, keepAwakeText } from "../core/keepAwake";
 import type { LogLine, RunInfo } from "../core/protocol";
 
 const REASON = "cannot reach the system bus: no such file";
@@ -23,7 +23,7 @@ describe("keepAwakeText", () => {
     assert.equal(keepAwakeText(run(true)), "keeping the machine awake");
     assert.equal(keepAwakeText(run(false)), "not keeping the machine awake");
     assert.equal(keepAwakeText(run(null), REASON), `the machine may sleep: ${REASON}`);
-    assert.equal(keepAwakeText(run(null)), "the machine may sleep: the reason is in the run's log");
+    assert.equal(keepAwakeText(run(null)), undefined, "not decided yet, or no line: nothing is claimed");
   });
 
   it("claims nothing for a server that does not say, nor for a run that ended", () => {
@@ -75,6 +75,13 @@ describe("KeepAwakeReasons.answered", () => {
     const full = Array.from({ length: REASON_LOG_LINES }, (_, seq) => line(`line ${seq}`, "stdout", seq));
     assert.equal(reasons.answered("r1", full), false);
     assert.equal(reasons.shouldAsk(run(null)), false, "a full page without it: not read further");
+    const bounded = new KeepAwakeReasons();
+    const asked = Array.from({ length: REASON_ASKS + 2 }, () => {
+      const ask = bounded.shouldAsk(run(null));
+      bounded.answered("r1", [line("starting")]);
+      return ask;
+    });
+    assert.deepEqual(asked.filter(Boolean).length, REASON_ASKS, "a run whose line never comes is asked a few times, not at every progress");
     const other = new KeepAwakeReasons();
     assert.equal(other.shouldAsk(run(null, "running", "r2")), true);
     assert.equal(other.answered("r2", [line(KEEP_AWAKE_LINE + REASON)]), true);
