@@ -1,11 +1,14 @@
 """``RunInfo.keepAwake`` null through a real arena-ls on a machine without logind (contract 8.3):
 no system bus to ask (this CI machine has none; the test points the system bus at a socket that
 does not exist, so a developer's machine with one answers the same), the run goes on, and its log
-says why in the line the clients read from its first page. The fake-logind ``true`` case is
-tests/lsp/test_laptop_settings.py's; the agent alone, tests/lifecycle/test_keep_awake_agent.py's."""
+says why in the line the clients read from its first page; ``arena status`` shows it. The
+fake-logind ``true`` case is tests/lsp/test_laptop_settings.py's; the agent alone,
+tests/lifecycle/test_keep_awake_agent.py's."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import sys
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 
 from arena_ls.client.keep_awake import REASON_LOG_LINES, keep_awake_reason, keep_awake_text
 from arena_ls.platform_awake import LOGIND_BUS_ENV
+from tests.client.support import run_arena
 from tests.helpers.lsp import (
     ArenaClient,
     all_logs,
@@ -69,6 +73,10 @@ async def test_without_logind_the_run_goes_on_with_keep_awake_null_and_its_log_s
         lines = await all_logs(client, run_id)
         said = [line for line in lines if line["text"].startswith("the machine cannot be kept awake")]
         assert len(said) == 1 and said[0]["stream"] == "arena", "said once, by the agent"
+        shown = await asyncio.to_thread(run_arena, root, "status")
+        assert shown.returncode == 0, shown.stderr
+        words = " ".join(re.sub("[│┃|]", " ", shown.stdout).split())  # the table may wrap the cell
+        assert "the machine may sleep: cannot reach the system bus" in words, shown.stdout
         await client.call("arena/stop", {"runId": run_id, "kill": True, "confirm": True})
         assert (await wait_status(client, run_id, "stopped"))["keepAwake"] is None
 
