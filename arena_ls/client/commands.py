@@ -20,6 +20,7 @@ from arena_ls.client.announcements import shown
 from arena_ls.client.asks import ALREADY_FINISHED, Question, lost_line, start_question, stop_question
 from arena_ls.client.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
+from arena_ls.client.keep_awake import REASON_LOG_LINES, keep_awake_reason, needs_reason
 from arena_ls.client.lspclient import JsonRpcError, LspSession
 from arena_ls.client.manifest_state import manifest_path, manifest_problem
 from arena_ls.client.metrics import read_all_metrics
@@ -267,6 +268,7 @@ async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
 async def cmd_status(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
         status = await session.request("arena/status", {})
+        reason = None if args.json else await active_keep_awake_reason(session, status)
     problem = (
         None
         if known_job_ids(status)
@@ -277,8 +279,19 @@ async def cmd_status(options: Options, args: argparse.Namespace) -> int:
     if args.json:
         write_line(sys.stdout, json.dumps(status, indent=2), lines=True)
     else:
-        print_status(options.console, status, no_jobs=BROKEN_MANIFEST if problem else NO_JOBS)
+        no_jobs = BROKEN_MANIFEST if problem else NO_JOBS
+        print_status(options.console, status, no_jobs=no_jobs, keep_awake_reason=reason)
     return EXIT_FAILED if problem else EXIT_OK
+
+
+async def active_keep_awake_reason(session: LspSession, status: dict[str, Any]) -> str | None:
+    """Why the active run cannot keep the machine awake (``keepAwake`` null): its log's first page says."""
+    active = status.get("active")
+    if not needs_reason(active) or not isinstance(active, dict):
+        return None
+    params = {"runId": active.get("runId"), "limit": REASON_LOG_LINES}
+    page = await session.request("arena/logs", params)
+    return keep_awake_reason(page.get("lines") or []) if isinstance(page, dict) else None
 
 
 # -- logs ----------------------------------------------------------------------------------

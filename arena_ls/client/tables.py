@@ -9,6 +9,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 
 from arena_ls.client.interrupted import offer_line, offers
+from arena_ls.client.keep_awake import keep_awake_text
 from arena_ls.client.render import (
     fmt_duration,
     fmt_loss,
@@ -26,17 +27,24 @@ NO_JOBS = "no jobs in the manifest"
 BROKEN_MANIFEST = "none: the manifest has a problem (said above)"
 
 
-def print_status(console: Console, status: dict[str, Any], *, no_jobs: str = NO_JOBS) -> None:
-    """The tables; ``no_jobs`` is what the jobs table says when it is empty."""
-    for renderable in status_renderables(visible_data(status), no_jobs=no_jobs):
+def print_status(
+    console: Console, status: dict[str, Any], *, no_jobs: str = NO_JOBS, keep_awake_reason: str | None = None
+) -> None:
+    """The tables; ``no_jobs`` is what the jobs table says when it is empty; ``keep_awake_reason``
+    why the active run cannot keep the machine awake (its log's line, read by the caller)."""
+    reason = visible_data(keep_awake_reason)
+    renderables = status_renderables(visible_data(status), no_jobs=no_jobs, keep_awake_reason=reason)
+    for renderable in renderables:
         console.print(renderable)
 
 
-def status_renderables(status: dict[str, Any], *, no_jobs: str = NO_JOBS) -> list[RenderableType]:
+def status_renderables(
+    status: dict[str, Any], *, no_jobs: str = NO_JOBS, keep_awake_reason: str | None = None
+) -> list[RenderableType]:
     runs = [r for r in status.get("runs") or [] if isinstance(r, dict)]
     return [
         jobs_table(status.get("jobs") or [], no_jobs=no_jobs),
-        active_table(status.get("active")),
+        active_table(status.get("active"), keep_awake_reason),
         runs_table(runs[-RECENT_RUNS:]),
         *interrupted_tables(runs),
         health_table(status.get("health") or {}, status.get("deviceProfile")),
@@ -96,7 +104,7 @@ def jobs_table(jobs: list[dict[str, Any]], *, no_jobs: str = NO_JOBS) -> Table:
     return table
 
 
-def active_table(active: dict[str, Any] | None) -> Table:
+def active_table(active: dict[str, Any] | None, keep_awake_reason: str | None = None) -> Table:
     table = Table(title="Active run", title_justify="left", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
@@ -119,6 +127,9 @@ def active_table(active: dict[str, Any] | None) -> Table:
         ("code", record_text(active.get("record"))),
     ):
         table.add_row(name, value)
+    awake = keep_awake_text(active, keep_awake_reason)
+    if awake is not None:
+        table.add_row("machine", awake)
     for insight in active.get("insights") or []:
         table.add_row("insight", insight_text(insight))
     for relaunch in relaunch_rows(active.get("relaunches")):

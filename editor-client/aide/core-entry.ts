@@ -14,3 +14,4 @@ export { isAnnouncement } from "../vscode/src/core/announcements";
 export { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt } from "../vscode/src/core/workLost";
 export { rebootOffer, rebootOffers, commitText, recordLines, interruptedLine } from "../vscode/src/core/laptop";
 export { resumedFromLine, skippedLines } from "../vscode/src/core/resumedFrom";
+export { keepAwakeText, keepAwakeReason, KEEP_AWAKE_LINE, REASON_LOG_LINES } from "../vscode/src/core/keepAwake";

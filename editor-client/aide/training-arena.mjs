@@ -135,6 +135,8 @@ export function activeShape(run) {
     insights: run.insights ?? [],
     record: run.record ?? null,
     resumedFrom: run.resumedFrom ?? null,
+    // Contract 8.3: true, false, or null (why is in the run's log); absent when the server does not say.
+    ...("keepAwake" in run ? { keepAwake: run.keepAwake } : {}),
   };
 }
 

@@ -8,7 +8,7 @@
 // /api/training/start and /stop, GET /api/training/logs), so it works against
 // any daemon that serves them. Log text is rendered with textContent only,
 // after its ANSI escapes are stripped: a trainer's output is never markup.
-import { blockedList, commitText, formatEta, formatLoss, healthLines, isAnnouncement, percentDone, resumedFromLine, resumeOffer, skippedLines, stopPrompt } from "./lib/core.mjs";
+import { blockedList, commitText, formatEta, keepAwakeReason, keepAwakeText, formatLoss, healthLines, isAnnouncement, percentDone, resumedFromLine, resumeOffer, skippedLines, stopPrompt } from "./lib/core.mjs";
 
 const POLL_MS = 2000;
 const MAX_LOG_LINES = 2000;
@@ -196,6 +196,19 @@ export function recordText(run) {
   return `code: ${commitText(run.record) ?? "not in a git repository"}`;
 }
 
+/**
+ * Whether the active run keeps the machine awake (contract 8.3), in the words of every client;
+ * `reason` is the run's log line's (`the machine cannot be kept awake during this run: …`) when seen.
+ */
+export function keepAwakeLine(active, reason) {
+  return active ? keepAwakeText(active, reason) ?? "" : "";
+}
+
+/** The reason a page's log line (`{line, stream}`) gives why the machine may sleep, or undefined. */
+export function keepAwakeReasonOf(data) {
+  return data?.stream === "arena" ? keepAwakeReason([{ seq: 0, stream: "arena", text: String(data.line ?? "") }]) : undefined;
+}
+
 /** The body the offer's button posts: the person's click approves the resume at the offered step. */
 export function offerStartBody(offer) {
   return { id: offer.id, approved: true, resume: true, startStep: offer.startStep };
@@ -221,6 +234,8 @@ export class TrainingRoom {
     this.storage = storage === undefined ? pageStorage() : storage;
     this.showRaw = storedShowRaw(this.storage);
     this.logLines = new LogBuffer(MAX_LOG_LINES);
+    /** Why each run cannot keep the machine awake, from its log (run id → reason). */
+    this.awakeReasons = new Map();
     this._build();
   }
 
@@ -235,6 +250,7 @@ export class TrainingRoom {
     this.progressText = el("div", { class: "tr-progress-text", id: "arena-progress-text", text: "" });
     this.checkpointText = el("div", { class: "tr-checkpoint", id: "arena-checkpoint", text: "" });
     this.recordLine = el("div", { class: "tr-record", id: "arena-record", text: "" });
+    this.awakeLine = el("div", { class: "tr-keep-awake", id: "arena-keep-awake", text: "" });
     this.offerBox = el("div", { class: "tr-offers", id: "arena-offers" });
     this.stopButton = el("button", { type: "button", class: "tr-stop", id: "arena-stop", disabled: true, text: "■ Stop" });
     this.stopButton.addEventListener("click", () => this.stop());
@@ -259,6 +275,7 @@ export class TrainingRoom {
         this.progress,
         this.progressText,
         this.checkpointText,
+        this.awakeLine,
         this.recordLine,
       ),
       el("section", { class: "tr-section" }, el("div", { class: "tr-log-head" }, el("h3", { text: "Log" }), rawLabel), this.log),
@@ -317,6 +334,7 @@ export class TrainingRoom {
     this._renderNotices(status);
     this._renderOffers(status);
     this.recordLine.textContent = recordText(status.active ?? status.lastRun);
+    this._renderKeepAwake();
     this._follow(status);
   }
 
@@ -540,7 +558,17 @@ export class TrainingRoom {
     });
   }
 
+  _renderKeepAwake() {
+    const active = this.status?.active;
+    this.awakeLine.textContent = keepAwakeLine(active, active ? this.awakeReasons.get(active.runId) : undefined);
+  }
+
   _appendLog(data) {
+    const reason = this.streamRunId && !this.awakeReasons.has(this.streamRunId) ? keepAwakeReasonOf(data) : undefined;
+    if (reason !== undefined) {
+      this.awakeReasons.set(this.streamRunId, reason);
+      this._renderKeepAwake();
+    }
     const stderr = data.stream === "stderr";
     const text = stripAnsi(stderr ? String(data.line).replace(/^stderr: /, "") : data.line);
     const row = el("div", { class: `tr-line tr-${data.stream ?? "stdout"}`, "data-seq": data.seq });

@@ -402,6 +402,26 @@ local function session()
   expect("the status window shows the record", with_record:find("  code: abc\n  python: py %-3.10 %-E %(3.10%)\n  host: LAPTOP") ~= nil, true)
   expect("a record without git", table.concat(arena.record_lines({ git = vim.NIL }), "|"), "code: not in a git repository")
 
+  -- RunInfo.keepAwake (contract 8.3), in the words of every client; the reason is the agent's log line.
+  local reason = "cannot reach the system bus: no such file"
+  local function awake(value)
+    return vim.tbl_extend("force", running, { keepAwake = value })
+  end
+  expect("keep awake: true", arena.keep_awake_text(awake(true)), "keeping the machine awake")
+  expect("keep awake: false", arena.keep_awake_text(awake(false)), "not keeping the machine awake")
+  expect("keep awake: null, the reason", arena.keep_awake_text(awake(vim.NIL), reason), "the machine may sleep: " .. reason)
+  expect("keep awake: null without its line claims nothing", arena.keep_awake_text(awake(vim.NIL)), nil)
+  expect("keep awake: null (a missing key on 0.7)", arena.keep_awake_text(running, reason), "the machine may sleep: " .. reason)
+  expect("keep awake: nothing once the run ended", arena.keep_awake_text(vim.tbl_extend("force", awake(true), { status = "succeeded" })), nil)
+  local said = { seq = 2, stream = "arena", text = laptop.KEEP_AWAKE_LINE .. reason }
+  local lie = { seq = 1, stream = "stdout", text = laptop.KEEP_AWAKE_LINE .. "a trainer's print" }
+  expect("keep awake: the agent's line, not a trainer's", arena.keep_awake_reason({ { seq = 0, stream = "arena", text = "started" }, lie, said }), reason)
+  expect("keep awake: no line, no reason", arena.keep_awake_reason({ lie }), nil)
+  local sleepy = awake(vim.NIL)
+  sleepy.runId = "r-sleepy"
+  local awake_status = table.concat(arena.status_lines({ active = sleepy, jobs = {} }, { ["r-sleepy"] = reason }), "\n")
+  expect("the status window says why the machine may sleep", awake_status:find("\n  the machine may sleep: " .. reason, 1, true) ~= nil, true)
+
   -- setup{} refills the one config table every module reads.
   local settings = require("arena.settings")
   local config = arena.config

@@ -83,6 +83,51 @@ function oldCheckpointStopPrompt(data, now) {
   return `This run's last checkpoint is ${checkpointWords(last, now)}; stopping it now loses ${lostAmount(lost)} of training. Stop anyway?`;
 }
 
+// vscode/src/core/protocol.ts
+var Methods = {
+  start: "arena/start",
+  stop: "arena/stop",
+  status: "arena/status",
+  logs: "arena/logs",
+  metrics: "arena/metrics",
+  log: "arena/log",
+  statusChanged: "arena/statusChanged"
+};
+var LIVE_STATUSES = /* @__PURE__ */ new Set([
+  "starting",
+  "running",
+  "stopping",
+  "restarting"
+]);
+function isLive(run) {
+  return run != null && LIVE_STATUSES.has(run.status);
+}
+
+// vscode/src/core/keepAwake.ts
+var KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: ";
+var REASON_LOG_LINES = 1e3;
+function keepAwakeReason(lines) {
+  for (const line of lines) {
+    if (line?.stream === "arena" && typeof line.text === "string" && line.text.startsWith(KEEP_AWAKE_LINE)) {
+      const reason = line.text.slice(KEEP_AWAKE_LINE.length).trim();
+      return reason === "" ? void 0 : reason;
+    }
+  }
+  return void 0;
+}
+function keepAwakeText(run, reason) {
+  if (!isLive(run) || run.keepAwake === void 0) {
+    return void 0;
+  }
+  if (run.keepAwake === true) {
+    return "keeping the machine awake";
+  }
+  if (run.keepAwake === false) {
+    return "not keeping the machine awake";
+  }
+  return reason === void 0 ? void 0 : `the machine may sleep: ${reason}`;
+}
+
 // vscode/src/core/laptop.ts
 function finite(value) {
   return typeof value === "number" && Number.isFinite(value);
@@ -165,26 +210,6 @@ function skippedLines(resumed) {
     return [];
   }
   return resumed.skipped.filter(isRecord).map((entry) => `skipped step ${String(entry.step)} (${String(entry.path)}): ${String(entry.why)}`);
-}
-
-// vscode/src/core/protocol.ts
-var Methods = {
-  start: "arena/start",
-  stop: "arena/stop",
-  status: "arena/status",
-  logs: "arena/logs",
-  metrics: "arena/metrics",
-  log: "arena/log",
-  statusChanged: "arena/statusChanged"
-};
-var LIVE_STATUSES = /* @__PURE__ */ new Set([
-  "starting",
-  "running",
-  "stopping",
-  "restarting"
-]);
-function isLive(run) {
-  return run != null && LIVE_STATUSES.has(run.status);
 }
 
 // vscode/src/core/format.ts
@@ -472,7 +497,9 @@ function isAnnouncement(line) {
   }
 }
 export {
+  KEEP_AWAKE_LINE,
   Methods,
+  REASON_LOG_LINES,
   Refusal,
   asRpcError,
   blockedList,
@@ -485,6 +512,8 @@ export {
   interruptedLine,
   isAnnouncement,
   isLive,
+  keepAwakeReason,
+  keepAwakeText,
   kindLabel,
   lastCheckpointOf,
   minutesLost,

@@ -1,7 +1,7 @@
 // The pure parts: what the panel and the daemon make of arena-ls's shapes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { LogBuffer, isRawLine, lostText, offerStartBody, placeOf, recordText, stripAnsi as panelStrip, withResume } from "../training-room.js";
+import { LogBuffer, isRawLine, keepAwakeLine, keepAwakeReasonOf, lostText, offerStartBody, placeOf, recordText, stripAnsi as panelStrip, withResume } from "../training-room.js";
 import { activeShape, interruptedShape, isLoopbackAddress, pageLine, parseCommand, runShape, statusLogLines, stripAnsi } from "../training-arena.mjs";
 
 test("ANSI escapes are stripped (colours, cursor moves, OSC titles), text kept", () => {
@@ -148,4 +148,19 @@ test("a run a restart of the machine interrupted is offered for resume, and the 
   assert.equal(recordText(activeShape({ runId: "r", jobId: "j", status: "running", record: { git: null } })), "code: not in a git repository");
   assert.equal(recordText(activeShape({ runId: "r", jobId: "j", status: "running" })), "");
   assert.equal(recordText(null), "");
+});
+
+test("the panel says whether the active run keeps the machine awake, in every client's words (contract 8.3)", () => {
+  const running = (fields) => activeShape({ runId: "r", jobId: "j", status: "running", ...fields });
+  assert.equal(keepAwakeLine(running({ keepAwake: true })), "keeping the machine awake");
+  assert.equal(keepAwakeLine(running({ keepAwake: false })), "not keeping the machine awake");
+  assert.equal(keepAwakeLine(running({ keepAwake: null })), "", "not decided yet, or no line: nothing is claimed");
+  assert.equal(keepAwakeLine(running({ keepAwake: null }), "no system bus"), "the machine may sleep: no system bus");
+  assert.equal("keepAwake" in running({}), false, "a server that does not say: nothing is claimed");
+  assert.equal(keepAwakeLine(running({})), "");
+  assert.equal(keepAwakeLine(null), "");
+  const said = { id: "j", line: "the machine cannot be kept awake during this run: no system bus", stream: "arena", seq: 3 };
+  assert.equal(keepAwakeReasonOf(said), "no system bus");
+  assert.equal(keepAwakeReasonOf({ ...said, stream: "stdout" }), undefined, "a trainer's print is not the agent's word");
+  assert.equal(keepAwakeReasonOf({ id: "j", line: "started", stream: "arena" }), undefined);
 });

@@ -7,11 +7,12 @@ import type { LanguageClient, ProgressToken } from "vscode-languageclient/node";
 import type { ProgressValue } from "./client";
 import { addToManifestArgs, canAddToManifest } from "./core/adoption";
 import { blockedDialog, statusReport } from "./core/format";
+import { KeepAwakeReasons, REASON_LOG_LINES } from "./core/keepAwake";
 import { LogRouter } from "./core/logRouter";
 import { lostLine } from "./core/workLost";
 import { probeCandidates, probedJobOf, verdictMessage, waitForVerdict } from "./core/probe";
 import { Methods, isLive } from "./core/protocol";
-import type { JobInfo, LogNotification, LogsResult, ProbeVerdict, RunInfo, StartParams, StatusResult } from "./core/protocol";
+import type { JobInfo, LogLine, LogNotification, LogsResult, ProbeVerdict, RunInfo, StartParams, StatusResult } from "./core/protocol";
 import { asRpcError, decide } from "./core/refusals";
 import type { Operation } from "./core/refusals";
 import { newRebootOffers } from "./core/laptop";
@@ -52,6 +53,8 @@ export class Commands implements vscode.Disposable {
   private readonly pendingProbes = new Map<string, PendingProbe>();
   /** Probe runs seen ended (a probe start's answer may come after a short probe's end). */
   private readonly endedProbes = new Set<string>();
+  /** Why a run cannot keep the machine awake (contract 8.3), from its log. */
+  private readonly awakeReasons = new KeepAwakeReasons();
 
   constructor(private readonly log: vscode.LogOutputChannel) {}
 
@@ -109,8 +112,11 @@ export class Commands implements vscode.Disposable {
     for (const job of status.jobs ?? []) {
       this.probes.set(job.id, job.probe ?? null);
     }
+    if (status.active) {
+      this.awakeReasons.see(status.active.runId, status.logs ?? []);
+    }
     this.shownRun = runToShow(status);
-    this.statusBar.show(this.shownRun);
+    this.showRun(this.shownRun);
     this.offerRebootResumes(status.runs ?? []);
     return status;
   }
@@ -133,7 +139,7 @@ export class Commands implements vscode.Disposable {
       return;
     }
     this.shownRun = applyProgressMessage(this.shownRun, value.message);
-    this.statusBar.show(this.shownRun);
+    this.showRun(this.shownRun);
   }
 
   private async request<T>(method: string, params: object): Promise<T> {
@@ -156,10 +162,43 @@ export class Commands implements vscode.Disposable {
     this.router.remember(run);
     if (!isLive(this.shownRun) || this.shownRun.runId === run.runId || isLive(run)) {
       this.shownRun = run;
-      this.statusBar.show(run);
+      this.showRun(run);
     }
     this.followProbe(run);
     this.refreshOpenDocument();
+  }
+
+  private activeKeepAwakeReason(status: StatusResult): string | undefined {
+    return status.active ? this.awakeReasons.reasonOf(status.active.runId) : undefined;
+  }
+
+  /** The run's item, with why it cannot keep the machine awake once its log has said (read once if need be). */
+  private showRun(run: RunInfo | undefined): void {
+    this.statusBar.show(run, run ? this.awakeReasons.reasonOf(run.runId) : undefined);
+    if (this.awakeReasons.shouldAsk(run)) {
+      void this.readKeepAwakeReason(run);
+    }
+  }
+
+  /** Reads the first page of the run's log, where the agent says why the machine may sleep. */
+  private async readKeepAwakeReason(run: RunInfo): Promise<void> {
+    try {
+      const result = await this.request<LogsResult>(Methods.logs, { runId: run.runId, limit: REASON_LOG_LINES });
+      if (this.awakeReasons.answered(run.runId, result.lines ?? []) && this.shownRun?.runId === run.runId) {
+        this.statusBar.show(this.shownRun, this.awakeReasons.reasonOf(run.runId));
+        this.refreshOpenDocument();
+      }
+    } catch (error: unknown) {
+      this.log.warn(`Reading why the machine may sleep: ${String(error)}`);
+    }
+  }
+
+  /** Lines of a run's log: a reason learned shows at once in the run's item and the status document. */
+  private learnKeepAwakeReason(runId: string, lines: readonly LogLine[]): void {
+    if (this.awakeReasons.see(runId, lines) && this.shownRun?.runId === runId) {
+      this.statusBar.show(this.shownRun, this.awakeReasons.reasonOf(runId));
+      this.refreshOpenDocument();
+    }
   }
 
   /** A followed probe run that ended: wait for its verdict and show it. */
@@ -200,7 +239,7 @@ export class Commands implements vscode.Disposable {
     }
     this.documentRefresh = "busy";
     void this.request<StatusResult>(Methods.status, {})
-      .then((status) => this.statusDocument.update(statusReport(status)))
+      .then((status) => this.statusDocument.update(statusReport(status, this.activeKeepAwakeReason(status))))
       .catch((error: unknown) => this.log.warn(`Updating the status document: ${String(error)}`))
       .finally(() => {
         const again = this.documentRefresh === "again";
@@ -344,7 +383,7 @@ export class Commands implements vscode.Disposable {
     await this.guard(async () => {
       const status = await this.refresh();
       if (status) {
-        await this.statusDocument.show(statusReport(status));
+        await this.statusDocument.show(statusReport(status, this.activeKeepAwakeReason(status)));
       }
     });
   }
@@ -372,6 +411,7 @@ export class Commands implements vscode.Disposable {
       const params = cursor === undefined ? { runId: run.runId } : { runId: run.runId, cursor };
       const result = await this.request<LogsResult>(Methods.logs, params);
       const lines = result.lines ?? [];
+      this.learnKeepAwakeReason(run.runId, lines);
       this.router.route(run.runId, lines).texts.forEach((text) => channel.appendLine(text));
       if (lines.length === 0 || result.done === true) {
         return;
@@ -384,6 +424,7 @@ export class Commands implements vscode.Disposable {
     if (this.router.jobOf(params.runId) === undefined) {
       await this.refresh().catch(() => undefined);
     }
+    this.learnKeepAwakeReason(params.runId, params.lines ?? []);
     const routed = this.router.route(params.runId, params.lines ?? []);
     const channel = this.channels.get(routed.jobId ?? `run ${params.runId}`);
     routed.texts.forEach((text) => channel.appendLine(text));

@@ -33,7 +33,7 @@ export class StatusBar implements vscode.Disposable {
    * last run's state with its insights (the leading one's icon and kind; all
    * of their messages in the tooltip).
    */
-  show(run: RunInfo | undefined): void {
+  show(run: RunInfo | undefined, keepAwakeReason?: string): void {
     if (isLive(run)) {
       this.run.hide();
       this.stop.show();
@@ -43,7 +43,7 @@ export class StatusBar implements vscode.Disposable {
     }
     if (run) {
       this.state.text = runItemText(run);
-      this.state.tooltip = runTooltip(run);
+      this.state.tooltip = runTooltip(run, keepAwakeReason);
       this.state.backgroundColor = stateBackground(run);
       this.state.show();
     } else {

@@ -71,7 +71,7 @@ local EXPORTS = {
     "complete_probe_jobs",
     "resume_interrupted",
   },
-  [laptop] = { "reboot_offer", "reboot_offers", "commit_text", "record_lines", "offer_lines" },
+  [laptop] = { "reboot_offer", "reboot_offers", "commit_text", "record_lines", "offer_lines", "keep_awake_text", "keep_awake_reason" },
   [statuswin] = { "status" },
   [logwin] = { "toggle_raw_lines", "render_logs", "follow_logs", "logs" },
 }

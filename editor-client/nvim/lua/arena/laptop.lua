@@ -2,6 +2,7 @@
 -- run record. `RunInfo.afterReboot.offer` ("Resume from step N") is set while a person may
 -- resume the run; taking it starts the job with resume = true at that step. Pure.
 
+local format = require("arena.format")
 local util = require("arena.util")
 
 local val, is_number = util.val, util.is_number
@@ -101,6 +102,44 @@ function M.offer_lines(runs)
     table.insert(lines, string.format("  %s [%s]: %s", tostring(offer.job_id), tostring(offer.run_id), offer.label))
   end
   return lines
+end
+
+--- The agent's log line when the platform does not allow keeping the machine awake (contract 8.3).
+M.KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: "
+--- How many of the run's first log lines are read for that line (it comes as the agent starts,
+--- after what the trainer printed by then).
+M.REASON_LOG_LINES = 1000
+--- At most this many reads of a run's log for the line (a run whose agent has not decided yet).
+M.REASON_ASKS = 3
+
+--- The reason of the first `arena` line saying the machine cannot be kept awake, or nil.
+function M.keep_awake_reason(lines)
+  local prefix = M.KEEP_AWAKE_LINE
+  for _, line in ipairs(val(lines) or {}) do
+    local text = type(line) == "table" and val(line.text) or nil
+    if type(line) == "table" and val(line.stream) == "arena" and type(text) == "string" and text:sub(1, #prefix) == prefix then
+      local reason = vim.trim(text:sub(#prefix + 1))
+      return reason ~= "" and reason or nil
+    end
+  end
+  return nil
+end
+
+--- A live run's `RunInfo.keepAwake` in the words every client uses; nil once the run ended, and for
+--- a null without its log's line (the agent, started after the trainer, may not have decided yet).
+--- A null arrives as a missing key on 0.7, so a missing one reads as null (this server always sends it).
+function M.keep_awake_text(run, reason)
+  if type(run) ~= "table" or not format.is_live(run) then
+    return nil
+  end
+  local value = val(run.keepAwake)
+  if value == true then
+    return "keeping the machine awake"
+  end
+  if value == false then
+    return "not keeping the machine awake"
+  end
+  return reason and ("the machine may sleep: " .. reason) or nil
 end
 
 return M

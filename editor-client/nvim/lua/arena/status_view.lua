@@ -168,8 +168,9 @@ function M.health_lines(health)
   return lines
 end
 
---- The lines of the :ArenaStatus window for an `arena/status` result.
-function M.status_lines(status)
+--- The lines of the :ArenaStatus window for an `arena/status` result; `keep_awake_reasons`
+--- (run id -> why it cannot keep the machine awake, from its log) when known.
+function M.status_lines(status, keep_awake_reasons)
   local lines = {}
   local active = val(status.active)
   if active then
@@ -180,6 +181,10 @@ function M.status_lines(status)
     end
     for _, line in ipairs(format.insight_lines(active)) do
       table.insert(lines, "  " .. line)
+    end
+    local awake = laptop.keep_awake_text(active, (keep_awake_reasons or {})[val(active.runId)])
+    if awake then
+      table.insert(lines, "  " .. awake)
     end
     for _, line in ipairs(laptop.record_lines(active.record)) do
       table.insert(lines, "  " .. line)

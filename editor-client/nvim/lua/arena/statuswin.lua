@@ -2,8 +2,11 @@
 -- its lines from arena.status_view, refreshed in place while it is open.
 
 local client = require("arena.client")
+local format = require("arena.format")
+local laptop = require("arena.laptop")
 local runstate = require("arena.state")
 local status_view = require("arena.status_view")
+local util = require("arena.util")
 
 local state = runstate.state
 
@@ -48,6 +51,43 @@ local function open_float(lines)
   return win, buf
 end
 
+--- Why each run cannot keep the machine awake (run id -> reason), learned from its log lines;
+--- the runs whose log is being asked for it (true), or how many times it was (a count).
+local awake_reasons, awake_asked = {}, {}
+
+local function learn_keep_awake_reason(run_id, lines)
+  if run_id ~= nil and awake_reasons[run_id] == nil then
+    awake_reasons[run_id] = laptop.keep_awake_reason(lines)
+  end
+end
+
+--- The active run says `keepAwake` null and its reason is not known: read the first page of its
+--- log (the agent's line comes as it starts), then show the window again; asked again at a later
+--- refresh while the log is shorter than the page (the agent may not have decided yet).
+local function ask_keep_awake_reason(active)
+  local run_id = util.val(active.runId)
+  local value = util.val(active.keepAwake)
+  local asks = awake_asked[run_id]
+  if not format.is_live(active) or type(value) == "boolean" or run_id == nil or awake_reasons[run_id] or asks == true then
+    return
+  end
+  if (asks or 0) >= laptop.REASON_ASKS then
+    return
+  end
+  awake_asked[run_id] = true
+  client.request("arena/logs", { runId = run_id, limit = laptop.REASON_LOG_LINES }, function(err, page)
+    if err or type(page) ~= "table" then
+      return
+    end
+    learn_keep_awake_reason(run_id, page.lines)
+    if awake_reasons[run_id] then
+      M.status({ refresh_only = true })
+    elseif #(util.val(page.lines) or {}) < laptop.REASON_LOG_LINES then
+      awake_asked[run_id] = (asks or 0) + 1 -- the agent may not have decided yet (keepAwake is null until then): ask again later
+    end
+  end)
+end
+
 --- :ArenaStatus: a floating window with the jobs, the active run and the machine's health.
 function M.status(opts)
   opts = opts or {}
@@ -57,7 +97,14 @@ function M.status(opts)
       return
     end
     runstate.remember_status(status)
-    local lines = status_view.status_lines(status)
+    local active = util.val(status.active)
+    if type(active) == "table" then
+      local known = state.logs[util.val(active.runId)]
+      learn_keep_awake_reason(util.val(active.runId), known and known.lines)
+      learn_keep_awake_reason(util.val(active.runId), status.logs)
+      ask_keep_awake_reason(active)
+    end
+    local lines = status_view.status_lines(status, awake_reasons)
     state.status_lines = lines
     local win = state.status_win
     if win and vim.api.nvim_win_is_valid(win) then

@@ -4,6 +4,7 @@
  */
 import { lostLine } from "./workLost";
 import { insightBadge, insightLines } from "./insights";
+import { keepAwakeText } from "./keepAwake";
 import { interruptedLine, rebootOffers, recordLines } from "./laptop";
 import { probeSummary } from "./probe";
 import { resumedFromLine, skippedLines } from "./resumedFrom";
@@ -112,8 +113,11 @@ export function runItemText(run: RunInfo): string {
   return badge ? `${text} · ${badge}` : text;
 }
 
-/** The hover of the run's status-bar item: everything worth a glance, and every insight's message. */
-export function runTooltip(run: RunInfo): string {
+/**
+ * The hover of the run's status-bar item: everything worth a glance, and every insight's message.
+ * `keepAwakeReason`: why the run cannot keep the machine awake (its log's line), when known.
+ */
+export function runTooltip(run: RunInfo, keepAwakeReason?: string): string {
   const lines = [`${runPlace(run)} (run ${run.runId}): ${run.status}`];
   if (finite(run.stepsPerSecond)) {
     lines.push(`${run.stepsPerSecond.toFixed(1)} steps/s`);
@@ -146,6 +150,10 @@ export function runTooltip(run: RunInfo): string {
   const interrupted = interruptedLine(run);
   if (interrupted) {
     lines.push(interrupted);
+  }
+  const awake = keepAwakeText(run, keepAwakeReason);
+  if (awake) {
+    lines.push(awake);
   }
   lines.push(...recordLines(run.record));
   lines.push(...insightLines(run));
@@ -303,12 +311,12 @@ export function healthLines(health: Health | null | undefined): string[] {
   return lines;
 }
 
-/** The whole `Arena: Show Status` report, plain text. */
-export function statusReport(status: StatusResult): string {
+/** The whole `Arena: Show Status` report, plain text; `keepAwakeReason` as `runTooltip`'s, of the active run. */
+export function statusReport(status: StatusResult, keepAwakeReason?: string): string {
   const lines: string[] = [];
   lines.push(status.active ? `Active run: ${runStatusText(status.active)}` : "Active run: none");
   if (status.active) {
-    lines.push(...runTooltip(status.active).split("\n").map((line) => `  ${line}`));
+    lines.push(...runTooltip(status.active, keepAwakeReason).split("\n").map((line) => `  ${line}`));
   }
   lines.push("", "Jobs:");
   const jobs = status.jobs ?? [];

@@ -85,6 +85,8 @@ export interface RunInfo {
   record?: RunRecord | null;
   /** Contract 8.2: the verified checkpoint the run resumed from, and the newer ones skipped. */
   resumedFrom?: ResumedFrom | null;
+  /** Contract 8.3: the agent keeps the machine awake (true), was told not to (false), or cannot (null: why is in the log). */
+  keepAwake?: boolean | null;
 }
 
 export interface AfterReboot {
