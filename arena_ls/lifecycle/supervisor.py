@@ -640,7 +640,7 @@ class Supervisor:
                 self.recorder,
                 root=self.root,
                 python=plan.python,
-                argv=trainer_argv(command, launched.resume_args, resume_step),
+                argv=trainer_argv(command, launched.resume_args, resume_step, resume_path),
                 manifest=self.manifest_path(),
                 settings=self.settings(),
             )
