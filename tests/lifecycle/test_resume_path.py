@@ -124,6 +124,8 @@ async def test_a_start_resumes_from_the_announced_path_and_refuses_a_step_withou
         last = final["lastCheckpoint"]
         dry = await client.call("arena/start", {"id": "lm", "dryRun": True, "confirm": True})
         assert dry["argv"][-5:] == ["--resume", "--start-step", str(last["step"]), "--from", last["path"]]
+        (info,) = [j for j in (await client.call("arena/status", {}))["jobs"] if j["id"] == "lm"]
+        assert info["resumesFromPath"] is True and info["lastCheckpoint"]["path"] == last["path"]
         error = await client.call_error("arena/start", {"id": "lm", "startStep": 3, "confirm": True})
         assert error.code == -32602 and "{path}" in str(error) and "step 3" in str(error)
         status = await client.call("arena/status", {})
