@@ -215,14 +215,16 @@ def save(obj: object, path: str | os.PathLike[str], step: int) -> str:
 
     The object is written to a temporary file in the same folder (same disk),
     flushed and fsynced, then renamed over ``path`` with ``os.replace``: a
-    kill in the middle of the save leaves the previous checkpoint whole.
-    The folder is created when it does not exist.
+    kill in the middle of the save leaves the previous checkpoint whole, and
+    the next save to ``path`` removes the temporary the killed process left
+    (``remove_stale_temporaries``). The folder is created when it does not exist.
     """
     import torch  # only now: a trainer that never saves with the kit never imports it here
 
     name = os.fspath(path)
     folder = os.path.dirname(name) or "."
     os.makedirs(folder, exist_ok=True)
+    remove_stale_temporaries(name)
     temporary = os.path.join(folder, "." + os.path.basename(name) + "." + str(os.getpid()) + TEMPORARY_SUFFIX)
     try:
         with open(temporary, "wb") as f:
@@ -237,6 +239,69 @@ def save(obj: object, path: str | os.PathLike[str], step: int) -> str:
     _fsync_folder(folder)
     checkpoint(step, name)
     return name
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[str]:
+    """Remove what a save of ``path`` killed mid-write left: ``.NAME.PID.tmp`` in its folder
+    whose process is gone. A live process's (another save under way, this one's own, a PID that
+    cannot be read) is never touched, nor any other file. Returns the paths removed; a removal
+    that fails is left for the next save (a cleanup never fails the save it precedes)."""
+    name = os.fspath(path)
+    folder = os.path.dirname(name) or "."
+    prefix = "." + os.path.basename(name) + "."
+    removed: list[str] = []
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(TEMPORARY_SUFFIX)):
+            continue
+        pid = entry[len(prefix) : -len(TEMPORARY_SUFFIX)]
+        if not (pid.isascii() and pid.isdigit()) or _process_alive(int(pid)):
+            continue
+        stale = os.path.join(folder, entry)
+        with contextlib.suppress(OSError):
+            if os.path.isfile(stale) and not os.path.islink(stale):
+                os.unlink(stale)
+                removed.append(stale)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether ``pid`` may be a live process (True whenever it cannot be told: keep the file)."""
+    if pid <= 0 or pid == os.getpid():
+        return True
+    if os.name == "nt":
+        return _windows_process_alive(pid)
+    try:
+        os.kill(pid, 0)  # POSIX: signal 0 only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # PermissionError: it exists, another user's
+        return True
+    return True
+
+
+def _windows_process_alive(pid: int) -> bool:
+    """Windows: ``os.kill`` would terminate the process, so ask ``OpenProcess`` instead."""
+    import ctypes
+
+    kernel32 = getattr(ctypes, "windll").kernel32  # noqa: B009 (no ``windll`` off Windows)
+    query_limited_information, still_active, invalid_parameter = 0x1000, 259, 87
+    try:
+        handle = kernel32.OpenProcess(query_limited_information, False, pid)
+    except (OSError, OverflowError, ctypes.ArgumentError):
+        return True
+    if not handle:
+        return bool(kernel32.GetLastError() != invalid_parameter)  # none such; anything else: keep
+    try:
+        code = ctypes.c_ulong()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return True
+        return code.value == still_active
+    finally:
+        kernel32.CloseHandle(handle)
 
 
 def _replace(source: str, target: str) -> None:

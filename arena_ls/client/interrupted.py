@@ -41,9 +41,11 @@ def offer_line(run: dict[str, Any]) -> str:
     """One run's offer in words, with the command that takes it."""
     info = after_reboot(run) or {}
     step, job = info.get("step"), run.get("jobId")
+    path = info.get("path")  # contract 8.1: a {path} resume names the file it resumes from
+    from_path = f" (its checkpoint {path})" if isinstance(path, str) and path else ""
     line = (
         f"run {run.get('runId')} of job {job} was interrupted by a restart of the machine: "
-        f"{info.get('offer')} with `arena start {job} --start-step {step}`"
+        f"{info.get('offer')}{from_path} with `arena start {job} --start-step {step}`"
     )
     if info.get("problem"):
         line += f" (not resumed by itself: {info['problem']})"

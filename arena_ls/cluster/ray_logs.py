@@ -100,6 +100,9 @@ class RayLogCopy(TrainerVoice):
         line = line.rstrip("\r").rsplit("\r", 1)[-1]
         self.tail_buffer.append(line)
         event = self.parser.parse_safely(line)
+        note = self.parser.take_protocol_note()  # another @arena protocol: told once, never failed
+        if note is not None:
+            self.warn(note)
         if isinstance(event, Checkpoint):
             record = CheckpointRecord(
                 step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id

@@ -200,18 +200,42 @@ def parse_arena_line(text: str) -> Event | None:
 
     Never raises: a line whose values are out of range (``OutOfRange``), whose
     JSON is invalid or nested too deep, is an ordinary log line."""
+    return _arena_line(text)[0]
+
+
+PROTOCOL = 1
+"""The version of the ``@arena`` lines this agent reads (the kit's ``arena_trainer.PROTOCOL``)."""
+
+
+def _arena_line(text: str) -> tuple[Event | None, str | None]:
+    """The line's event, and what its ``protocol`` is when it is not ``PROTOCOL`` (else None)."""
     if not text.startswith(ARENA_PREFIX):
-        return None
+        return None, None
     try:
         payload = load_bounded_json(text[len(ARENA_PREFIX) :])
     except (ValueError, RecursionError, MemoryError):
-        return None
+        return None, None
     if not isinstance(payload, dict):
-        return None
+        return None, None
+    other = other_protocol(payload)
     try:
-        return _announcement(payload)
+        return _announcement(payload), other
     except OutOfRange:
+        return None, other
+
+
+def other_protocol(payload: dict[str, object]) -> str | None:
+    """How an announcement's ``protocol`` differs from ``PROTOCOL``, for a message; None when it
+    does not (absent, as in a hand-written line, means ``PROTOCOL``). Contract 8.1: such a
+    trainer is told so in the log, and its lines are still read as ``PROTOCOL``'s."""
+    if "protocol" not in payload:
         return None
+    value = payload["protocol"]
+    if value is BEYOND:
+        return "a number too large to read"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if value == PROTOCOL else _abridged(value)
+    return f"{_abridged(value)}, not an integer"
 
 
 def _announcement(payload: dict[str, object]) -> Event | None:
@@ -268,6 +292,10 @@ class EventParser:
     speaks_arena: bool = False
     """Set once an ``@arena`` checkpoint line is seen: the built-in spellings are then
     ignored, so a trainer that prints both (the reference does) is not counted twice."""
+    protocol_note: str | None = None
+    """The first ``protocol`` announced that is not ``PROTOCOL``, until ``take_protocol_note``."""
+    protocol_noted: bool = False
+    """A different protocol was seen (and so is never noted again by this parser: one line a run)."""
 
     @classmethod
     def for_patterns(cls, progress: str | None, checkpoint: str | None) -> EventParser:
@@ -280,7 +308,10 @@ class EventParser:
     def parse(self, text: str) -> Event | None:
         """The event a line announces, or None (never raises: see ``parse_safely``)."""
         if text.startswith(ARENA_PREFIX):
-            event = parse_arena_line(text)
+            event, other = _arena_line(text)
+            if other is not None and not self.protocol_noted:
+                self.protocol_noted = True
+                self.protocol_note = other
             if isinstance(event, Checkpoint):
                 self.speaks_arena = True
             return event
@@ -302,6 +333,17 @@ class EventParser:
         if self.use_defaults:
             return _default_progress(text)
         return None
+
+    def take_protocol_note(self) -> str | None:
+        """The message, once, that the trainer announces a protocol other than ``PROTOCOL``."""
+        other, self.protocol_note = self.protocol_note, None
+        if other is None:
+            return None
+        return (
+            f"the trainer announces @arena protocol {other}; this arena-ls reads protocol {PROTOCOL}: "
+            f"its lines are read as protocol {PROTOCOL} (arena_trainer.py and arena-ls are of "
+            "different versions)"
+        )
 
     def might_match(self, data: bytes) -> bool:
         """Cheap pre-filter over a chunk: can any line in it be an event?"""

@@ -136,6 +136,13 @@ class TrainerOutput(TrainerVoice):
                 self._on_checkpoint(event)
             elif isinstance(event, Progress):
                 self._on_progress(event)
+        self._tell_protocol()
+
+    def _tell_protocol(self) -> None:
+        """A trainer of another ``@arena`` protocol is told so once a run, never failed (contract 8.1)."""
+        note = self.parser.take_protocol_note()
+        if note is not None:
+            self.warn(note)
 
     def _scan_update(self, update: bytes) -> None:
         """An unfinished line redrawn in place (a progress bar): its latest state."""
@@ -144,6 +151,7 @@ class TrainerOutput(TrainerVoice):
             event = self.parser.parse_safely(segments[-1].decode("utf-8", "replace"))
             if isinstance(event, Progress):
                 self._on_progress(event)
+            self._tell_protocol()
 
     def tail_lines(self) -> list[str]:
         """The trainer's last ``TAIL_LINES`` lines, decoded (the failure's evidence)."""

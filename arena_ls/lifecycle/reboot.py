@@ -90,6 +90,9 @@ class AfterReboot:
     """A later run of the same job, started since (by a person): the offer is gone too."""
     problem: str | None = None
     """Why the automatic resume did not happen (a failed pre-flight...), for the clients."""
+    path: str | None = None
+    """The path of the checkpoint the resume would start from, when the job's ``resume.args``
+    name ``{path}`` (contract 8.1: the clients name it beside the step); else None."""
 
     @property
     def offer(self) -> str | None:
@@ -106,6 +109,7 @@ class AfterReboot:
             "resumedBy": self.resumed_by,
             "newerRun": self.newer_run,
             "problem": self.problem,
+            "path": self.path,
         }
 
 

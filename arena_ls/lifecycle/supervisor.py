@@ -994,7 +994,10 @@ class Supervisor:
         latest = self.latest_view(view.spec.job_id)
         newer = latest.run_id if latest is not None and latest.run_id != view.run_id else None
         policy = self.settings().watchdog_after_reboot
-        return after_reboot(view.run_dir, policy, record.step if record is not None else None, newer)
+        offered = after_reboot(view.run_dir, policy, record.step if record is not None else None, newer)
+        if record is not None and record.path and uses_path(view.spec.resume_args):
+            offered = attrs.evolve(offered, path=record.path)  # the step alone would mislead
+        return offered
 
     def interrupted_runs(self) -> list[RunView]:
         """The runs a restart of this boot interrupted that may still be resumed (an offer stands,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from arena_ls.diagnostics import Diag, Span
 from arena_ls.lifecycle.probe_service import ProbeService
+from arena_ls.lifecycle.resume_args import uses_path
 from arena_ls.lifecycle.rundir import CheckpointRecord
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.protocol.wire import job_checkpoint
@@ -44,6 +45,7 @@ def job_infos(
                     "blockedBy": blocked,
                     "probe": None,
                     "lastCheckpoint": job_checkpoint(checkpoints(job_id)),
+                    "resumesFromPath": False,
                 }
             )
             continue
@@ -58,6 +60,7 @@ def job_infos(
                 "blockedBy": blocked,
                 "probe": probes.info(job),
                 "lastCheckpoint": job_checkpoint(checkpoints(job.id)),
+                "resumesFromPath": job.kind == "train" and uses_path(job.resume_args),
             }
         )
     infos.extend(stage_infos(manifest))
@@ -187,6 +190,7 @@ def stage_infos(manifest: ManifestResult) -> list[dict[str, Any]]:
             "runnable": False,
             "blockedBy": [stage.diagnostic.to_wire()],
             "probe": None,
+            "resumesFromPath": False,
         }
         for stage in manifest.stages
     ]

@@ -44,6 +44,9 @@ def test_the_offer_says_the_command_that_takes_it() -> None:
         "(not resumed by itself: pre-flight failed)"
     )
     assert start_params(run) == {"id": "tiny-lm", "resume": True, "startStep": 500}
+    assert "Resume from step 500 (its checkpoint out/checkpoint-500) with `arena start" in offer_line(
+        interrupted("r1", path="out/checkpoint-500")
+    )
 
 
 def test_only_runs_with_an_offer_are_offered_and_a_resume_is_settled_once_told() -> None:

@@ -377,6 +377,16 @@ local function session()
     "tiny-lm was interrupted by a restart of the machine (run r1). Resume from step 500?"
   )
   expect("taking the offer resumes at its step", offer and offer.extra.resume == true and offer.extra.startStep, 500)
+  local by_path = arena.reboot_offer(interrupted("r1", { path = "out/checkpoint-500" }))
+  expect(
+    "a {path} resume's offer names the checkpoint's path (contract 8.1)",
+    by_path and (by_path.label .. " | " .. by_path.message),
+    "Resume from step 500 | tiny-lm was interrupted by a restart of the machine (run r1). "
+      .. "Resume from step 500 (its checkpoint out/checkpoint-500)?"
+  )
+  expect("a null path names none", arena.reboot_offer(interrupted("r1", { path = vim.NIL })).message:sub(-21), "Resume from step 500?")
+  local listed = table.concat(arena.status_lines({ runs = { interrupted("p", { path = "out/c-500" }) }, jobs = {} }), "\n")
+  expect("the status window names it too", listed:find("tiny%-lm %[p%]: Resume from step 500 %(its checkpoint out/c%-500%)") ~= nil, true)
   expect("a resumed run offers nothing", arena.reboot_offer(interrupted("r1", { offer = vim.NIL, resumedBy = "r2" })), nil)
   expect("never offers nothing", arena.reboot_offer(interrupted("r1", { policy = "never", offer = vim.NIL })), nil)
   expect("a run no restart ended offers nothing", arena.reboot_offer(running), nil)

@@ -111,7 +111,7 @@ def test_ar106_still_fires_without_step_or_path(tmp_path: Path) -> None:
 async def test_a_start_resumes_from_the_announced_path_and_refuses_a_step_without_one(tmp_path: Path) -> None:
     """Through a real server: the dry run of a resume names the last checkpoint's path; a confirmed
     start at a step whose checkpoint path is unknown is refused (-32602), nothing launched."""
-    from tests.helpers.lsp import job, make_workspace, start_server, stop_server, wait_status
+    from tests.helpers.lsp import all_logs, job, make_workspace, start_server, stop_server, wait_status
 
     resume = {"args": ["--resume", "--start-step", "{step}", "--from", "{path}"]}
     spec = job("lm", "--steps", "10", "--ckpt-every", "5", kind="train", resume=resume)
@@ -124,9 +124,18 @@ async def test_a_start_resumes_from_the_announced_path_and_refuses_a_step_withou
         last = final["lastCheckpoint"]
         dry = await client.call("arena/start", {"id": "lm", "dryRun": True, "confirm": True})
         assert dry["argv"][-5:] == ["--resume", "--start-step", str(last["step"]), "--from", last["path"]]
+        (info,) = [j for j in (await client.call("arena/status", {}))["jobs"] if j["id"] == "lm"]
+        assert info["resumesFromPath"] is True and info["lastCheckpoint"]["path"] == last["path"]
         error = await client.call_error("arena/start", {"id": "lm", "startStep": 3, "confirm": True})
         assert error.code == -32602 and "{path}" in str(error) and "step 3" in str(error)
         status = await client.call("arena/status", {})
         assert status["active"] is None and len(status["runs"]) == 1
+        # a real start too: the run record's argv is built with the path (it once raised there)
+        resumed = await client.call("arena/start", {"id": "lm", "confirm": True})
+        after = await wait_status(client, resumed["runId"], "succeeded", "crashed")
+        assert after["status"] == "succeeded", after
+        texts = [line["text"] for line in await all_logs(client, resumed["runId"])]
+        argvs = [json.loads(t[len("argv: ") :]) for t in texts if t.startswith("argv: ")]
+        assert [argv[-2:] for argv in argvs] == [["--from", last["path"]]], argvs
     finally:
         await stop_server(client)

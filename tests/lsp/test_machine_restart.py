@@ -39,17 +39,20 @@ FIRST_BOOT = {"boot": {"id": "boot-one", "time": BOOTED}}
 LATER_BOOT = {"boot": {"id": "boot-two", "time": time.time() - 5.0}}
 
 
-def restartable_job() -> dict[str, Any]:
+PATH_RESUME = {"args": ["--resume", "--start-step", "{step}", "--from", "{path}"]}
+"""``resume.args`` naming the checkpoint's path (contract 8.1): the offer names the path too."""
+
+
+def restartable_job(**extra: Any) -> dict[str, Any]:
     """A train job whose trainer writes each checkpoint's file (the resume looks for it)."""
-    return job(
-        "lm", "--steps", "100000", "--interval", "0.05", "--ckpt-every", "5", "--write-ckpt", kind="train"
-    )
+    args = ("--steps", "100000", "--interval", "0.05", "--ckpt-every", "5", "--write-ckpt")
+    return job("lm", *args, kind="train", **extra)
 
 
-async def start_a_run_then_restart_the_machine(tmp_path: Path) -> tuple[Path, Path, str, int]:
+async def start_a_run_then_restart_the_machine(tmp_path: Path, **extra: Any) -> tuple[Path, Path, str, int]:
     """A run that reached a checkpoint; then its server ends, the machine "restarts" (a later boot)
     and its agent and trainer die together. Returns (workspace, hardware file, run id, its step)."""
-    root = make_workspace(tmp_path / "ws", [restartable_job()])
+    root = make_workspace(tmp_path / "ws", [restartable_job(**extra)])
     client, hardware = await fake_client(root, FIRST_BOOT)
     try:
         run = await client.call("arena/start", {"id": "lm"})
@@ -101,7 +104,10 @@ def run_folders(root: Path) -> list[str]:
 
 
 async def test_with_ask_the_next_server_offers_the_resume_and_taking_it_resumes(tmp_path: Path) -> None:
-    root, _, run_id, step = await start_a_run_then_restart_the_machine(tmp_path)
+    """The job resumes from the checkpoint's path: the offer names the path beside the step."""
+    root, _, run_id, step = await start_a_run_then_restart_the_machine(tmp_path, resume=PATH_RESUME)
+    record = StateFolder(root / ".aide" / "training").job_checkpoint("lm")
+    assert record is not None and record.step == step and record.path
     asking, _ = await fake_client(root, LATER_BOOT)  # ``ask``: the default
     try:
         run = await offered_run(asking, run_id)
@@ -114,14 +120,14 @@ async def test_with_ask_the_next_server_offers_the_resume_and_taking_it_resumes(
         offer = run["afterReboot"]
         assert offer == {
             "policy": "ask", "step": step, "offer": f"Resume from step {step}",
-            "resumedBy": None, "newerRun": None, "problem": None,
+            "resumedBy": None, "newerRun": None, "problem": None, "path": record.path,
         }  # fmt: skip
         status = await asking.call("arena/status", {})
         assert status["active"] is None and [r["runId"] for r in status["runs"]] == [run_id]
         # Taking the offer, as every client does: the job resumed at the offered step.
         taken = await asking.call("arena/start", {"id": "lm", "resume": True, "startStep": offer["step"]})
         resumed = await wait_status(asking, taken["runId"], "running")
-        assert resumed["argv"][-3:] == ["--resume", "--start-step", str(step)], resumed["argv"]
+        assert resumed["argv"][-5:] == ["--resume", "--start-step", str(step), "--from", record.path]
         status = await asking.call("arena/status", {})
         after = run_of(status, run_id)["afterReboot"]
         assert after["offer"] is None and after["newerRun"] == taken["runId"], after

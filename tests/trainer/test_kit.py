@@ -10,6 +10,7 @@ import importlib.util
 import io
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -280,6 +281,95 @@ def test_a_failed_save_keeps_the_old_file_and_removes_the_temporary(
     assert torch.load(target, weights_only=True)["step"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
     assert capsys.readouterr().out == ""  # nothing announced for the failed save
+
+
+def dead_pid() -> int:
+    """The PID of a process that has ended and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=120)
+    return child.pid
+
+
+def test_a_save_removes_the_temporaries_dead_processes_left_and_no_other(tmp_path: Path) -> None:
+    """A kill in the middle of a save leaves ``.NAME.PID.tmp``: the next save of the same path
+    removes those of dead processes; a live process's and any other file stay."""
+    dead = dead_pid()
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        names = {
+            "dead": f".ckpt.pt.{dead}.tmp",
+            "live": f".ckpt.pt.{live.pid}.tmp",
+            "other file's": f".other.pt.{dead}.tmp",
+            "not a pid": ".ckpt.pt.12ab.tmp",
+            "no pid": ".ckpt.pt..tmp",
+            "user's": "ckpt.pt.tmp",
+        }
+        for name in names.values():
+            (tmp_path / name).write_bytes(b"torn")
+        (tmp_path / f".ckpt.pt.{dead + 1 if dead + 1 != live.pid else dead + 2}.tmp").mkdir()  # a folder
+        target = tmp_path / "ckpt.pt"
+        arena_trainer.save({"step": 5}, target, 5)
+        left = {p.name for p in tmp_path.iterdir()}
+        assert names["dead"] not in left
+        assert {names[k] for k in names if k != "dead"} <= left
+        assert "ckpt.pt" in left and len(left) == len(names) + 1  # the folder stays too
+    finally:
+        live.stdin.close()  # type: ignore[union-attr]
+        live.wait(timeout=120)
+
+
+def test_removing_stale_temporaries_never_fails(tmp_path: Path) -> None:
+    assert arena_trainer.remove_stale_temporaries(tmp_path / "missing" / "ckpt.pt") == []
+    stale = tmp_path / f".ckpt.pt.{dead_pid()}.tmp"
+    stale.write_bytes(b"torn")
+    own = tmp_path / f".ckpt.pt.{os.getpid()}.tmp"  # this process's own (another thread's save)
+    own.write_bytes(b"being written")
+    assert arena_trainer.remove_stale_temporaries(tmp_path / "ckpt.pt") == [str(stale)]
+    assert own.exists()
+
+
+class FakeKernel32:
+    """``OpenProcess``/``GetExitCodeProcess`` as Windows answers them, for one PID's fate."""
+
+    def __init__(self, handle: int, last_error: int = 0, exit_code: int = 259) -> None:
+        self.handle, self.last_error, self.exit_code, self.closed = handle, last_error, exit_code, 0
+
+    def OpenProcess(self, access: int, inherit: bool, pid: int) -> int:
+        assert access == 0x1000 and inherit is False
+        return self.handle
+
+    def GetLastError(self) -> int:
+        return self.last_error
+
+    def GetExitCodeProcess(self, handle: int, code: Any) -> int:
+        code._obj.value = self.exit_code
+        return 1
+
+    def CloseHandle(self, handle: int) -> int:
+        self.closed += 1
+        return 1
+
+
+@pytest.mark.parametrize(
+    ("kernel", "alive"),
+    [
+        (FakeKernel32(0, last_error=87), False),  # ERROR_INVALID_PARAMETER: no such process
+        (FakeKernel32(0, last_error=5), True),  # access denied: it exists
+        (FakeKernel32(7, exit_code=259), True),  # STILL_ACTIVE
+        (FakeKernel32(7, exit_code=0), False),  # it has exited (a handle still held elsewhere)
+    ],
+)
+def test_windows_asks_openprocess_never_os_kill(
+    monkeypatch: pytest.MonkeyPatch, kernel: FakeKernel32, alive: bool
+) -> None:
+    """On Windows ``os.kill(pid, 0)`` would terminate the process: the kit asks ``OpenProcess``."""
+    import ctypes
+
+    monkeypatch.setattr(ctypes, "windll", type("WinDLL", (), {"kernel32": kernel}), raising=False)
+    monkeypatch.setattr(arena_trainer.os, "name", "nt")
+    monkeypatch.setattr(arena_trainer.os, "kill", lambda *a: pytest.fail("os.kill on Windows"))
+    assert arena_trainer._process_alive(4242) is alive
+    assert kernel.closed == (1 if kernel.handle else 0)
 
 
 def test_a_replace_blocked_for_a_moment_on_windows_is_tried_again(

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +75,19 @@ def test_a_kill_in_the_middle_of_a_save_leaves_the_old_checkpoint_whole(tmp_path
     assert old["step"] == 1 and old["w"].shape == (1000,)
     torn = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert len(torn) == 1 and torn[0].stat().st_size > 200000 * 4  # the new one was all but renamed
+    # The next save to the same path removes the dead process's temporary (and leaves no other).
+    arena_trainer = load_kit()
+    arena_trainer.save({"step": 3}, target, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt", "trainer.py"]
+    assert torch.load(target, weights_only=True)["step"] == 3
+
+
+def load_kit() -> Any:
+    """The kit of this checkout (the test's own process: the saving trainer is dead)."""
+    import arena_trainer
+
+    assert Path(arena_trainer.__file__).resolve() == KIT
+    return arena_trainer
 
 
 BESIDE_SCRIPT = textwrap.dedent(

@@ -70,8 +70,9 @@ def test_the_offer_goes_once_resumed_superseded_or_never_wanted() -> None:
     wire = AfterReboot("ask", 40, None, problem="pre-flight failed").to_wire()
     assert wire == {
         "policy": "ask", "step": 40, "offer": "Resume from step 40", "resumedBy": None,
-        "newerRun": None, "problem": "pre-flight failed",
+        "newerRun": None, "problem": "pre-flight failed", "path": None,
     }  # fmt: skip
+    assert AfterReboot("ask", 40, None, path="out/checkpoint-40").to_wire()["path"] == "out/checkpoint-40"
 
 
 # -- a pending restart -----------------------------------------------------------------------

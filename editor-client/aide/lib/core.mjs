@@ -138,11 +138,12 @@ function rebootOffer(run) {
     return void 0;
   }
   const why = info.problem ? ` It was not resumed by itself: ${info.problem}.` : "";
+  const from = typeof info.path === "string" && info.path ? ` (its checkpoint ${info.path})` : "";
   return {
     runId: run.runId,
     jobId: run.jobId,
     label: info.offer,
-    message: `Arena: ${run.jobId} was interrupted by a restart of the machine (run ${run.runId}).${why} ${info.offer}?`,
+    message: `Arena: ${run.jobId} was interrupted by a restart of the machine (run ${run.runId}).${why} ${info.offer}${from}?`,
     params: { id: run.jobId, resume: true, startStep: info.step }
   };
 }
@@ -431,6 +432,9 @@ function lastCheckpointOf(jobId, runs) {
       if (finite3(run.totalSteps)) {
         seen.totalSteps = run.totalSteps;
       }
+      if (typeof run.lastCheckpoint.path === "string" && run.lastCheckpoint.path) {
+        seen.path = run.lastCheckpoint.path;
+      }
       return seen;
     }
   }
@@ -445,11 +449,12 @@ function resumeOffer(job, runs) {
     return void 0;
   }
   const name = job.name ?? job.id;
-  const { step, totalSteps } = checkpoint;
+  const { step, totalSteps, path } = checkpoint;
   const finished = totalSteps !== void 0 && totalSteps > 0 && step >= totalSteps;
-  const resumeLabel = `Resume from step ${step}`;
+  const named = job.resumesFromPath === true && path !== void 0 ? ` (${path})` : "";
+  const resumeLabel = `Resume from step ${step}${named}`;
   const freshLabel = "Start fresh";
-  const where = totalSteps !== void 0 ? `step ${step} of ${totalSteps}` : `step ${step}`;
+  const where = `${totalSteps !== void 0 ? `step ${step} of ${totalSteps}` : `step ${step}`}${named}`;
   const prompt = finished ? `${name} has finished: its checkpoint is at ${where}, so resuming trains nothing. Start it fresh?` : `${name} has a checkpoint at ${where}. Resume from it, or start fresh from step 0?`;
   return {
     step,

@@ -4,9 +4,6 @@ A tiny GPT-2 built from a configuration (random weights, nothing downloaded) on 
 dataset, on the CPU. Resumed with ``--resume_from_checkpoint {path}``.
 """
 
-# The gates of this branch do not know the kit yet (slice 35b teaches them): remove this line then.
-# arena: ignore-file[AR001,AR002,AR008]
-
 import argparse
 import time
 

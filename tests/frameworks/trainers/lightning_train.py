@@ -5,9 +5,6 @@ A small regression module on fixed in-memory data, on the CPU; ModelCheckpoint s
 continues the same curve). Resumed with ``--ckpt_path {path}``.
 """
 
-# The gates of this branch do not know the kit yet (slice 35b teaches them): remove this line then.
-# arena: ignore-file[AR001,AR002,AR007,AR008]
-
 import argparse
 import time
 

@@ -9,7 +9,8 @@ local val, is_number = util.val, util.is_number
 
 local M = {}
 
---- The offer of one run: { run_id, job_id, label, message, extra } (extra: the start's params),
+--- The offer of one run: { run_id, job_id, label, from, message, extra } (extra: the start's params;
+--- from: " (its checkpoint PATH)" when the server names the path, else ""),
 --- or nil when it has none (not interrupted, resumed, superseded, `never`).
 function M.reboot_offer(run)
   local info = val(run.afterReboot)
@@ -22,16 +23,21 @@ function M.reboot_offer(run)
   end
   local problem = val(info.problem)
   local why = problem and (" It was not resumed by itself: " .. tostring(problem) .. ".") or ""
+  -- Contract 8.1: a job resumed from the checkpoint's path ({path}) is told which file.
+  local path = val(info.path)
+  local from = (type(path) == "string" and path ~= "") and (" (its checkpoint " .. path .. ")") or ""
   return {
     run_id = val(run.runId),
     job_id = val(run.jobId),
     label = offer,
+    from = from,
     message = string.format(
-      "%s was interrupted by a restart of the machine (run %s).%s %s?",
+      "%s was interrupted by a restart of the machine (run %s).%s %s%s?",
       tostring(val(run.jobId)),
       tostring(val(run.runId)),
       why,
-      offer
+      offer,
+      from
     ),
     extra = { resume = true, startStep = step },
   }
@@ -99,7 +105,8 @@ function M.offer_lines(runs)
   end
   local lines = { "", "Interrupted by a restart of the machine (:ArenaResumeInterrupted):" }
   for _, offer in ipairs(offers) do
-    table.insert(lines, string.format("  %s [%s]: %s", tostring(offer.job_id), tostring(offer.run_id), offer.label))
+    local job, run_id = tostring(offer.job_id), tostring(offer.run_id)
+    table.insert(lines, string.format("  %s [%s]: %s%s", job, run_id, offer.label, offer.from))
   end
   return lines
 end

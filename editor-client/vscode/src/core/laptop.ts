@@ -29,11 +29,12 @@ export function rebootOffer(run: RunInfo): RebootOffer | undefined {
     return undefined;
   }
   const why = info.problem ? ` It was not resumed by itself: ${info.problem}.` : "";
+  const from = typeof info.path === "string" && info.path ? ` (its checkpoint ${info.path})` : "";
   return {
     runId: run.runId,
     jobId: run.jobId,
     label: info.offer,
-    message: `Arena: ${run.jobId} was interrupted by a restart of the machine (run ${run.runId}).${why} ${info.offer}?`,
+    message: `Arena: ${run.jobId} was interrupted by a restart of the machine (run ${run.runId}).${why} ${info.offer}${from}?`,
     params: { id: run.jobId, resume: true, startStep: info.step },
   };
 }

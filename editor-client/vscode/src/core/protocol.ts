@@ -99,6 +99,8 @@ export interface AfterReboot {
   newerRun?: string | null;
   /** Why the server's own resume (`watchdog.afterReboot` `resume`) did not happen. */
   problem?: string | null;
+  /** Contract 8.1: the checkpoint's path when the job's `resume.args` name `{path}` (the step alone would mislead). */
+  path?: string | null;
 }
 
 export interface RunRecord {
@@ -137,6 +139,10 @@ export interface JobInfo {
   runnable: boolean;
   blockedBy?: BlockingDiagnostic[] | null;
   probe?: ProbeVerdict | null;
+  /** Contract 7.1: the job's last checkpoint across its runs. */
+  lastCheckpoint?: Checkpoint | null;
+  /** Contract 8.1: the job's `resume.args` name `{path}`: a resume starts from the checkpoint's path. */
+  resumesFromPath?: boolean | null;
 }
 
 export interface LogLine {

@@ -11,6 +11,8 @@ import type { JobInfo, RunInfo, StartParams } from "./protocol";
 export interface CheckpointSeen {
   step: number;
   totalSteps?: number;
+  /** The checkpoint's path as announced (absent when it announced none). */
+  path?: string;
 }
 
 export interface ResumeOffer {
@@ -37,6 +39,9 @@ export function lastCheckpointOf(jobId: string, runs: readonly RunInfo[]): Check
       if (finite(run.totalSteps)) {
         seen.totalSteps = run.totalSteps;
       }
+      if (typeof run.lastCheckpoint.path === "string" && run.lastCheckpoint.path) {
+        seen.path = run.lastCheckpoint.path;
+      }
       return seen;
     }
   }
@@ -53,11 +58,13 @@ export function resumeOffer(job: JobInfo, runs: readonly RunInfo[]): ResumeOffer
     return undefined;
   }
   const name = job.name ?? job.id;
-  const { step, totalSteps } = checkpoint;
+  const { step, totalSteps, path } = checkpoint;
   const finished = totalSteps !== undefined && totalSteps > 0 && step >= totalSteps;
-  const resumeLabel = `Resume from step ${step}`;
+  // Contract 8.1: a job resumed from the checkpoint's path ({path}) is told which file it resumes from.
+  const named = job.resumesFromPath === true && path !== undefined ? ` (${path})` : "";
+  const resumeLabel = `Resume from step ${step}${named}`;
   const freshLabel = "Start fresh";
-  const where = totalSteps !== undefined ? `step ${step} of ${totalSteps}` : `step ${step}`;
+  const where = `${totalSteps !== undefined ? `step ${step} of ${totalSteps}` : `step ${step}`}${named}`;
   const prompt = finished
     ? `${name} has finished: its checkpoint is at ${where}, so resuming trains nothing. Start it fresh?`
     : `${name} has a checkpoint at ${where}. Resume from it, or start fresh from step 0?`;

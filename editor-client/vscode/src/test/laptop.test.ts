@@ -16,6 +16,15 @@ function interrupted(runId: string, afterReboot: Partial<AfterReboot> | null, jo
 }
 
 describe("rebootOffer", () => {
+  it("names the checkpoint's path beside the step when the server gives it (a {path} resume, contract 8.1)", () => {
+    const offer = rebootOffer(interrupted("r1", { path: "out/checkpoint-500" }));
+    assert.ok(offer);
+    assert.equal(offer.label, "Resume from step 500");
+    assert.match(offer.message, /Resume from step 500 \(its checkpoint out\/checkpoint-500\)\?$/);
+    assert.deepEqual(offer.params, { id: "tiny-lm", resume: true, startStep: 500 });
+    assert.match(rebootOffer(interrupted("r1", { path: null }))?.message ?? "", /Resume from step 500\?$/);
+  });
+
   it("offers the server's Resume from step N as the button, and starts the job resumed at that step", () => {
     const offer = rebootOffer(interrupted("r1", {}));
     assert.ok(offer);
