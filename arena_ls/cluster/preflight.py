@@ -16,8 +16,9 @@ from arena_ls.cluster.jobsapi import ClusterError
 
 CHECK_NAME = "cluster"
 CHECK_TIMEOUT = 5.0
-LOCAL_ONLY_CHECKS = frozenset({"power", "ram", "gpu-contention", "disk"})
-"""Checks of this machine that mean nothing for a job that runs elsewhere."""
+LOCAL_ONLY_CHECKS = frozenset({"power", "ram", "gpu-contention", "disk", "reboot-pending"})
+"""Checks of this machine that mean nothing for a job that runs elsewhere (a restart of the laptop
+does not stop a job on the cluster: the next server follows it again)."""
 _RAY_RESOURCE = {"gpus": "GPU", "cpus": "CPU", "memoryMb": "memory"}
 
 

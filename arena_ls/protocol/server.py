@@ -355,8 +355,11 @@ def _register_feature_fan_out(server: ArenaServer) -> None:
             ]
         ),
     )
-    def code_action(ls: ArenaServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        return ls.features.gather("code_action", lambda f: f.code_action(params))
+    async def code_action(ls: ArenaServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """On a worker thread: the fixes load the gates' rules at first use (the server itself lints
+        in the gates' worker process, so nothing else loaded them), and the adoption actions read
+        the script, the manifest and the kit: none of that may hold the event loop."""
+        return await asyncio.to_thread(ls.features.gather, "code_action", lambda f: f.code_action(params))
 
 
 def _register_methods(server: ArenaServer) -> None:

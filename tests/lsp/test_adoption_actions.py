@@ -3,6 +3,7 @@ trainer kit beside this script" and the source action "Add this trainer to the m
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,6 +39,16 @@ def job(script: str) -> dict[str, object]:
         "status": "ready",
         "resume": RESUME,
     }
+
+
+def installed_kit_bytes() -> bytes:
+    """The kit the server finds: the project's own ``arena_trainer`` (installed with it as a
+    top-level module, found before ``PYTHONPATH``'s stand-in by the editable install), else the
+    stand-in."""
+    spec = importlib.util.find_spec("arena_trainer")
+    if spec is not None and spec.origin:
+        return Path(spec.origin).read_bytes()
+    return STAND_IN_KIT.encode("utf-8")
 
 
 @pytest.fixture
@@ -146,7 +157,7 @@ async def test_the_kit_is_copied_beside_the_script_and_never_over_another_file(
     assert kit.disabled is None
     beside = workspace / "arena_trainer.py"
     apply_document_changes(kit.edit)
-    assert beside.read_bytes() == STAND_IN_KIT.encode("utf-8"), "the kit's own bytes, CRLF and all"
+    assert beside.read_bytes() == installed_kit_bytes(), "the kit's own bytes, as the server finds it"
     titles = [a.title for a in await actions(client, uri, findings)]
     assert "Add the trainer kit beside this script" not in titles, "not offered once it is there"
 

@@ -770,7 +770,7 @@ def test_the_reference_job_runs_on_a_ray_cluster_with_progress_stop_and_resume(
     bench.status_item(rf"^✓ {CLUSTER_JOB} @ {CLUSTER} succeeded {CLUSTER_STEPS}/{CLUSTER_STEPS}", RUN_TIMEOUT)
     first, second = _run_states(server.workspace)
     assert second["status"] == "succeeded" and second["cluster"]["name"] == CLUSTER, second
-    assert second["argv"][-3:] == ["--resume", "--start-step", str(step)], second["argv"]
+    assert second["argv"][-5:] == ["--resume", "--start-step", str(step), "--skip-batches", "0"], second["argv"]
     assert (server.workspace / "checkpoints" / CLUSTER_JOB / "ckpt_latest.pt").exists(), "shared storage"
     # Neither the token nor the address reaches the Arena channel (docs/clusters.md).
     log = server.arena_log()
