@@ -1037,7 +1037,7 @@ class Supervisor:
                 problem = f"the resume after the restart was refused: {error}"
             else:
                 if isinstance(started, RunView):
-                    record_resumed(view.run_dir, started.run_id)
+                    record_resumed(view.run_dir, started.run_id, step=record.step)
                     log.info("run %s: resumed after the restart as run %s", view.run_id, started.run_id)
                     return started
         log.warning("run %s: %s", view.run_id, problem)
