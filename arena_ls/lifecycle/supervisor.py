@@ -41,7 +41,7 @@ from arena_ls.errors import (
 )
 from arena_ls.health.model import BootIdentity
 from arena_ls.lifecycle import supervisor_events
-from arena_ls.lifecycle.backends.base import Backends, Check, FollowerProcess, RunBackend, RunPlan
+from arena_ls.lifecycle.backends.base import AgentProcess, Backends, Check, RunBackend, RunPlan
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
 from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
@@ -940,7 +940,7 @@ class Supervisor:
         self.notify_if_changed(view)
         return view
 
-    def _start_again(self, view: RunView, failed: FollowerProcess) -> bool:
+    def _start_again(self, view: RunView, failed: AgentProcess) -> bool:
         """The run's follower died before it recorded a trainer: start another where the back end
         can prove nothing of the run started (a spare agent that died before it took the run).
 
