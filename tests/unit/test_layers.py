@@ -32,7 +32,7 @@ LOWER = [
     "insights",
     "cluster",
     "services",
-    "platform.py",
+    "platform",
     "settings.py",
     "errors.py",
 ]
