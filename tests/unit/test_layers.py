@@ -37,6 +37,7 @@ LOWER = [
     "services",
     "platform",
     "settings.py",
+    "setting_sections.py",
     "errors.py",
 ]
 UPPER = ("arena_ls.protocol", "arena_ls.client")
@@ -52,7 +53,7 @@ FLOORS: list[list[tuple[str, ...]]] = [
         ("docgen",),
     ],
     [("setting_decl",), ("loopcheck",)],
-    [("settings",), ("diagnostics",)],
+    [("settings", "setting_sections"), ("diagnostics",)],
     [("manifest",), ("settings_schema",)],
     [("lifecycle", "health")],
     [("trainer_facts",)],
