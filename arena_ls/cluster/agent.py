@@ -147,7 +147,9 @@ class ClusterAgent:
             self.run_record.finish(RunStatus.CRASHED)
             return
         self.trainer.client = client
-        AttemptLoop(self.run_record, self.trainer).run(first=self.trainer.first_attempt)
+        # a new run's first launch is the loop's own: a start that resumes verifies first (8.2)
+        first = self.trainer.first_attempt if self.adopting else None
+        AttemptLoop(self.run_record, self.trainer).run(first=first)
 
 
 def main(argv: list[str] | None = None) -> int:
