@@ -65,6 +65,8 @@ class ClusterAgent:
         self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.tell)
         self.run_record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
         """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
+        if adopt and self.state.last_checkpoint is not None:  # what the earlier follower saw announced
+            self.run_record.announced.append(self.state.last_checkpoint)
         connect = lambda: self._connect()  # noqa: E731 (late: a test replaces ``_connect``)
         self.trainer = RayTrainer(
             run_dir, self.folder, self.run_record, self.writer, self.output, adopt, connect, Timing.current()
