@@ -113,8 +113,23 @@ def test_a_folder_checkpoint_is_its_files_total(tmp_path: Path) -> None:
     folder.mkdir()
     settled(folder / "model.bin", b"m" * 100)
     settled(folder / "optimizer.bin", b"o" * 50)
+    os.utime(folder, (time.time() - 60, time.time() - 60))
     verification = verified_here(tmp_path, [record(40, "checkpoint-40", 150, SHA)])
     assert verification.verified == "bytes", "no hash is defined for a folder"
+
+
+def test_a_workspace_module_named_like_a_standard_one_does_not_break_the_reader(tmp_path: Path) -> None:
+    """``-I``: the trainer's folder is not on the reader's ``sys.path`` (a ``json.py`` there)."""
+    (tmp_path / "json.py").write_text("raise SystemExit('the workspace json.py was imported')\n")
+    settled(tmp_path / "ckpt-40.pt", PAYLOAD)
+    verification = verified_here(tmp_path, [record(40, "ckpt-40.pt", len(PAYLOAD), SHA)])
+    assert verification.verified == "sha256"
+
+
+def test_no_line_of_the_readers_source_reads_as_its_output() -> None:
+    """Ray echoes the entrypoint (the whole source) into the job's log before its output."""
+    for text in ckpt_remote.reader_source().splitlines():
+        assert not text.startswith((ckpt_reader.READING, ckpt_reader.END)), text
 
 
 # -- the reader's output: anything but whole, ordered readings verifies nothing ------------------
