@@ -17,7 +17,7 @@ import pytest
 
 from arena_ls.cluster import ray_trainer
 from arena_ls.cluster.ckpt_remote import VERIFIES
-from arena_ls.lifecycle.rundir import CheckpointRecord, StateFolder
+from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, StateFolder
 from arena_ls.lifecycle.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,
@@ -153,3 +153,38 @@ def test_a_start_that_resumes_from_a_checkpoint_the_cluster_lacks_submits_no_tra
     assert state.failure.kind == "resume-unknown"
     assert "step 600 (ckpt.pt) does not exist" in state.failure.evidence, state.failure.evidence
     assert jobs.entrypoints == [] and len(jobs.readers) == 1, "the reader ran; no trainer was submitted"
+
+
+class SlowReader(Jobs):
+    """A reader that never finishes; the person asks to stop while it runs."""
+
+    def __init__(self, run: RunDir) -> None:
+        super().__init__([RUNNING, SUCCEEDED])
+        self.run = run
+
+    def submit(self, payload: dict[str, Any]) -> str:
+        if VERIFIES in payload["metadata"]:
+            self.readers[payload["submission_id"]] = ""
+            return str(payload["submission_id"])
+        return super().submit(payload)
+
+    def info(self, submission_id: str) -> dict[str, Any]:
+        if submission_id in self.readers:
+            self.run.stop_request_path.write_text('{"at": 1.0}')  # the person's stop, mid-read
+            return RUNNING
+        return super().info(submission_id)
+
+
+def test_a_stop_request_while_the_cluster_reads_the_checkpoints_stops_the_reader_and_the_run(
+    folder: StateFolder, tmp_path: Path
+) -> None:
+    run = make_run(
+        folder, tmp_path, resume_args=RESUME, resumed_from_step=600, job_checkpoint=_checkpoint(600),
+        max_restarts=3, backoff_seconds=0.0,
+    )  # fmt: skip
+    jobs = SlowReader(run)
+    follow_to_the_end(follower(run, jobs).run)
+    state = run.read_state()
+    assert state.status is RunStatus.STOPPED and state.failure is None, state
+    assert jobs.stopped == list(jobs.readers), "the reader was asked to stop"
+    assert jobs.entrypoints == [], "no trainer was submitted"
