@@ -14,7 +14,8 @@ last `add_argument` call.
 
 The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
 this rule, and so does a trainer that loads the checkpoint an option names
-(`accelerator.load_state(args.resume_from)`, `torch.load(args.ckpt)`): its
+(`accelerator.load_state(args.resume_from)`, `torch.load(args.ckpt)`, timm's
+`resume_checkpoint(model, args.resume, optimizer)`): its
 relaunch passes `["--resume_from", "{path}"]`; a plain loop's
 `arena_trainer.resume_path()` likewise (`["--resume-path", "{path}"]`). A
 Hugging Face or Lightning trainer that resumes from a path the
