@@ -84,6 +84,8 @@ _state_lock = threading.Lock()
 _stop_reason: str | None = None
 _handlers_installed = False
 _interrupts = 0
+_resume_path_taken: tuple[str | None] | None = None
+"""What ``resume_path()`` took off ``sys.argv`` (a 1-tuple once it has read it)."""
 
 
 # --------------------------------------------------------------------------- announcing
@@ -445,14 +447,22 @@ def resume_path(argv: Sequence[str] | None = None) -> str | None:
     Read from ``sys.argv`` (``argv`` None), the option is also taken off
     ``sys.argv``, so a command-line parser that does not know it
     (``LightningCLI``, argparse) does not refuse the run: call it before that
-    parser reads the command line. An empty path raises ``ValueError``: a
-    resume that cannot be read must not quietly start from scratch.
+    parser reads the command line. Later calls give the same path (it is no
+    longer on ``sys.argv``, and a second call must not start from scratch).
+    An empty path raises ``ValueError``: a resume that cannot be read must
+    not quietly start from scratch.
     """
+    global _resume_path_taken
     if argv is not None:
         value = _option_value(list(argv), RESUME_PATH_OPTIONS)
     else:
         value = _option_value(sys.argv[1:], RESUME_PATH_OPTIONS)
-        sys.argv[1:] = _without_options(sys.argv[1:], RESUME_PATH_OPTIONS)
+        with _state_lock:
+            if value is None and _resume_path_taken is not None:
+                value = _resume_path_taken[0]
+            else:
+                _resume_path_taken = (value,)
+            sys.argv[1:] = _without_options(sys.argv[1:], RESUME_PATH_OPTIONS)
     if value is None:
         return None
     if not value.strip():

@@ -36,6 +36,7 @@ def fresh_kit(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(arena_trainer, "_stop_reason", None)
     monkeypatch.setattr(arena_trainer, "_handlers_installed", False)
     monkeypatch.setattr(arena_trainer, "_interrupts", 0)
+    monkeypatch.setattr(arena_trainer, "_resume_path_taken", None)
     monkeypatch.delenv("ARENA_STOP_FILE", raising=False)
     monkeypatch.delenv("ARENA_RESUME_STEP", raising=False)
     yield
@@ -546,7 +547,14 @@ def test_resume_path_takes_its_option_off_sys_argv_for_the_scripts_own_parser(
     parser.add_argument("--trainer.max_epochs")
     parser.add_argument("--seed")
     parser.parse_args()  # would exit 2 on an unrecognised --resume-path
-    assert arena_trainer.resume_path() is None  # already taken: a second call finds none
+    assert arena_trainer.resume_path() == "x", "a second call gives the same path, never a fresh start"
+
+
+def test_a_fresh_launch_has_no_resume_path_however_often_it_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["train.py", "--steps", "5"])
+    assert arena_trainer.resume_path() is None
+    assert arena_trainer.resume_path() is None
+    assert sys.argv == ["train.py", "--steps", "5"]
 
 
 def test_resume_path_keeps_what_follows_a_double_dash(monkeypatch: pytest.MonkeyPatch) -> None:
