@@ -141,7 +141,8 @@ def _anchor(ctx: TrainerContext, framework: Framework) -> ast.stmt | None:
     body = getattr(scope.node, "body", None)
     if not isinstance(body, list):
         return None
-    parses = [site for site in ctx.facts.calls if _parses(site)]
+    clis = _cli_classes(ctx)
+    parses = [site for site in ctx.facts.calls if _parses(site) or site.name in clis]
     if any(site.scope is not scope for site in parses):
         return None
     paths = [_path_to(body, site.node) for site in (framework.call, *parses)]
@@ -157,6 +158,21 @@ def _anchor(ctx: TrainerContext, framework: Framework) -> ast.stmt | None:
 
 def _parses(site: CallSite) -> bool:
     return site.name in _PARSES or site.name.endswith("LightningCLI")
+
+
+def _cli_classes(ctx: TrainerContext) -> frozenset[str]:
+    """Same-file subclasses of ``LightningCLI`` (``class MyCLI(LightningCLI)``): they parse too."""
+    found: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for name, info in ctx.facts.classes.items():
+            if name not in found and any(
+                base.endswith("LightningCLI") or base.split(".")[-1] in found for base in info.bases
+            ):
+                found.add(name)
+                grew = True
+    return frozenset(found)
 
 
 def _path_to(body: Block, node: ast.AST) -> list[tuple[Block, int]] | None:

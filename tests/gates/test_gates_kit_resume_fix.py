@@ -60,6 +60,14 @@ CASES = {
         "ckpt_path = resume_path()\n",
         "cli.trainer.fit(cli.model, ckpt_path=ckpt_path)",
     ),
+    "a_same_file_subclass_of_the_cli": (
+        "from lightning.pytorch.cli import LightningCLI\n\nfrom arena_trainer import LightningCallback\n\n\n"
+        "class MyCLI(LightningCLI):\n    pass\n\n\ndef main():\n"
+        '    cli = MyCLI(Lit, run=False, trainer_defaults={"callbacks": [LightningCallback()]})\n'
+        "    cli.trainer.fit(cli.model)\n",
+        "    ckpt_path = resume_path()\n    cli = MyCLI(",
+        "cli.trainer.fit(cli.model, ckpt_path=ckpt_path)",
+    ),
     "the_name_is_taken": (
         IMPORTS + f"\ndef main(ckpt_path='x'):\n    cli = {CLI}\n    cli.trainer.fit(cli.model)\n",
         "    resume_ckpt_path = resume_path()\n    cli = LightningCLI(",
@@ -91,7 +99,8 @@ def test_the_kit_resume_fix_hands_fit_the_relaunchs_checkpoint(name: str) -> Non
     ast.parse(fixed)
     assert assigned in fixed
     assert handed in fixed
-    assert fixed.index("resume_path()") < fixed.index("cli = LightningCLI("), "before the CLI reads argv"
+    cli = "cli = MyCLI(" if "cli = MyCLI(" in fixed else "cli = LightningCLI("
+    assert fixed.index("resume_path()") < fixed.index(cli), "before the CLI reads argv"
     after = {f.code for f in lint_trainer(fixed, fp32_only=True) if f.severity == "error"}
     assert not after, f"{name}: still {sorted(after)}"
     assert job_for("t.py", fixed)["resume"]["args"] == ["--resume-path", "{path}"]
