@@ -25,7 +25,9 @@ A plain PyTorch loop::
             break
 
 Hugging Face: ``Trainer(..., callbacks=[arena_trainer.HFCallback()])``.
-Lightning: ``Trainer(..., callbacks=[arena_trainer.LightningCallback()])``.
+Lightning: ``Trainer(..., callbacks=[arena_trainer.LightningCallback()])``, and
+``trainer.fit(..., ckpt_path=arena_trainer.resume_path())`` where no option of the
+script's own gives ``fit`` the checkpoint (``resume.args`` ``["--resume-path", "{path}"]``).
 docs/trainer-guide.md walks through each, and Accelerate's loop.
 
 What the kit prints: one ``@arena {json}`` line per announcement on stdout
@@ -70,6 +72,8 @@ STOP_FILE_VARIABLE = "ARENA_STOP_FILE"
 RESUME_STEP_VARIABLE = "ARENA_RESUME_STEP"
 """Set by a supervisor that tells the resume step in the environment too; the command line otherwise."""
 RESUME_STEP_OPTIONS = ("--start-step", "--start_step", "--resume-step", "--resume_step")
+RESUME_PATH_OPTIONS = ("--resume-path", "--resume_path")
+"""What ``resume_path()`` reads: ``resume.args`` ``["--resume-path", "{path}"]``."""
 TEMPORARY_SUFFIX = ".tmp"
 REPLACE_ATTEMPTS = 8
 """``os.replace`` onto a file another process holds open fails on Windows (an antivirus, a
@@ -80,6 +84,8 @@ _state_lock = threading.Lock()
 _stop_reason: str | None = None
 _handlers_installed = False
 _interrupts = 0
+_resume_path_taken: tuple[str | None] | None = None
+"""What ``resume_path()`` took off ``sys.argv`` (a 1-tuple once it has read it)."""
 
 
 # --------------------------------------------------------------------------- announcing
@@ -428,6 +434,60 @@ def resume_step(argv: Sequence[str] | None = None) -> int | None:
     if not re.fullmatch(r"\s*\d+\s*", value):
         raise ValueError("the resume step must be a non-negative integer, not " + repr(value))
     return int(value)
+
+
+def resume_path(argv: Sequence[str] | None = None) -> str | None:
+    """The checkpoint this launch resumes from, or None for a fresh start.
+
+    From ``--resume-path PATH`` (or ``--resume-path=PATH``, ``--resume_path``),
+    which ``resume.args`` ``["--resume-path", "{path}"]`` passes on every
+    relaunch with the path of the checkpoint the kit announced last. For a
+    framework that resumes from a path: ``trainer.fit(model, ckpt_path=path)``.
+
+    Read from ``sys.argv`` (``argv`` None), the option is also taken off
+    ``sys.argv``, so a command-line parser that does not know it
+    (``LightningCLI``, argparse) does not refuse the run: call it before that
+    parser reads the command line. Later calls give the same path (it is no
+    longer on ``sys.argv``, and a second call must not start from scratch).
+    An empty path raises ``ValueError``: a resume that cannot be read must
+    not quietly start from scratch.
+    """
+    global _resume_path_taken
+    if argv is not None:
+        value = _option_value(list(argv), RESUME_PATH_OPTIONS)
+    else:
+        value = _option_value(sys.argv[1:], RESUME_PATH_OPTIONS)
+        with _state_lock:
+            if value is None and _resume_path_taken is not None:
+                value = _resume_path_taken[0]
+            else:
+                _resume_path_taken = (value,)
+            sys.argv[1:] = _without_options(sys.argv[1:], RESUME_PATH_OPTIONS)
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError("the resume path must name a checkpoint, not " + repr(value))
+    return value
+
+
+def _without_options(arguments: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``arguments`` less every ``--x VALUE`` and ``--x=VALUE`` of ``names`` (up to a ``--``)."""
+    kept: list[str] = []
+    skip = False
+    for index, argument in enumerate(arguments):
+        if skip:
+            skip = False
+            continue
+        if argument == "--":
+            kept.extend(arguments[index:])
+            break
+        if argument in names and index + 1 < len(arguments):
+            skip = True
+            continue
+        if any(argument.startswith(name + "=") for name in names):
+            continue
+        kept.append(argument)
+    return kept
 
 
 def _option_value(arguments: Sequence[str], names: Sequence[str]) -> str | None:

@@ -8,6 +8,8 @@ The job's ``resume.args`` are what its framework needs to resume:
 - Lightning: ``LightningCLI`` gets ``["--ckpt_path", "{path}"]`` (and ``fit`` as
   its first argument); ``trainer.fit(ckpt_path=args.X)`` gets the option that
   sets ``X`` (``--ckpt_path``, ``--resume``, whatever the script calls it);
+- a trainer that calls the kit's ``resume_path()`` (and not ``resume_step()``):
+  ``["--resume-path", "{path}"]``;
 - anything else (a plain loop, the kit's ``resume_step()``):
   ``["--resume", "--start-step", "{step}"]``.
 
@@ -27,6 +29,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from arena_ls.gates.engine import parse_context
+from arena_ls.gates.kit_resume import KIT_RESUME_OPTION
 from arena_ls.gates.options import CliOptions
 from arena_ls.trainer_facts.context import TrainerContext
 
@@ -77,6 +80,8 @@ def job_for(
 
 def resume_args(ctx: TrainerContext) -> list[str]:
     framework = ctx.training.framework
+    if ctx.kit.sites("resume_path") and not ctx.kit.sites("resume_step"):
+        return [KIT_RESUME_OPTION, "{path}"]  # arena_trainer.resume_path() reads it
     if framework is None and not ctx.kit.sites("resume_step") and ctx.path_resume_option is not None:
         return [ctx.path_resume_option, "{path}"]  # it loads the checkpoint that option names
     if framework is None or ctx.kit.sites("resume_step"):

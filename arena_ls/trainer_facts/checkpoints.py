@@ -1,6 +1,7 @@
 """Checkpoint saves and what they carry.
 
-A save is ``torch.save``, ``accelerator.save_state``, ``trainer.save_checkpoint``
+A save is ``torch.save``, ``accelerator.save_state``, ``trainer.save_checkpoint``,
+a checkpoint manager's ``checkpointer.save(step)`` (torchtitan, orbax)
 or safetensors' ``save_file`` (a same-file function of one of those names is
 followed into instead). What is saved is read from the saved object: a dict
 literal, or a dict built in a variable before the save (the assignment in
@@ -20,7 +21,7 @@ from arena_ls.trainer_facts.kit import Kit
 from arena_ls.trainer_facts.names import argument, dotted, is_true, keyword, last_identifier, receiver
 from arena_ls.trainer_facts.patterns import lazy
 from arena_ls.trainer_facts.reach import CallGraph, Path
-from arena_ls.trainer_facts.sites import is_save_call
+from arena_ls.trainer_facts.sites import is_checkpoint_manager_save, is_save_call
 
 _STEP_KEY = lazy(
     r"step|^(iter_num|iteration|iterations|iter|iters|it|n_iter|num_updates|updates|update"
@@ -126,6 +127,8 @@ class SaveAnalyzer:
         site = path.target
         if site.name in ("save_checkpoint", "save_state") and not isinstance(site.node.func, ast.Attribute):
             return Contents(known=False, node=site.node)  # a helper imported from elsewhere
+        if is_checkpoint_manager_save(site):
+            return Contents(known=False, node=site.node)  # the manager's own state, set up elsewhere
         if site.name == "save_checkpoint":
             weights_only = is_true(keyword(site.node, "weights_only"))
             return Contents(known=True, node=site.node, optimizer=not weights_only, step=True)

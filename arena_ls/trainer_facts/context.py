@@ -12,6 +12,7 @@ from arena_ls.trainer_facts.checkpoints import SaveAnalyzer
 from arena_ls.trainer_facts.facts import CallSite, ModuleFacts, collect_facts
 from arena_ls.trainer_facts.kit import Kit
 from arena_ls.trainer_facts.loop import TrainingLoop, find_training_loop
+from arena_ls.trainer_facts.names import argument
 from arena_ls.trainer_facts.patterns import lazy
 from arena_ls.trainer_facts.reach import CallGraph, Path, Predicate, Root
 from arena_ls.trainer_facts.sites import is_empty_cache
@@ -26,6 +27,9 @@ _GPU_CHOOSING_PACKAGES = frozenset(
     {"lightning", "pytorch_lightning", "transformers", "trl", "accelerate", "deepspeed", "composer", "ignite"}
 )
 _LOAD_CALLS = frozenset({"load_state", "load", "load_checkpoint", "load_from_checkpoint"})
+_RESUME_CALLS = frozenset({"resume_checkpoint", "resume_task_checkpoint"})
+"""timm's loaders, ``resume_checkpoint(model, checkpoint_path, optimizer, ...)``: the path comes second,
+and they return the epoch to resume from."""
 _TORCH_PACKAGES = frozenset(
     {
         "torch",
@@ -141,16 +145,24 @@ class TrainerContext:
         """The option whose value is the checkpoint a trainer loads (a ``{path}`` resume), or None.
 
         ``accelerator.load_state(args.resume_from)``, ``torch.load(args.ckpt, ...)``,
-        ``load_checkpoint(args.checkpoint)``: the relaunch gives the announced
-        checkpoint's path, and the trainer reads its step from what it loads.
+        ``load_checkpoint(args.checkpoint)``, timm's ``resume_checkpoint(model,
+        args.resume, optimizer)``: the relaunch gives the announced checkpoint's
+        path, and the trainer reads its step from what it loads.
         """
         options = self.resolver.options
         if not options:
             return None
         for site in self.facts.calls:
-            if site.name not in _LOAD_CALLS or not site.node.args:
+            path: ast.expr | None
+            if site.name in _LOAD_CALLS and site.node.args:
+                path = site.node.args[0]
+            elif site.name in _RESUME_CALLS:
+                path = argument(site.node, 1, "checkpoint_path")
+            else:
                 continue
-            for node in ast.walk(site.node.args[0]):
+            if path is None:
+                continue
+            for node in ast.walk(path):
                 if isinstance(node, ast.Attribute) and node.attr in options:
                     option = options[node.attr]
                     return next((flag for flag in option.flags if flag.startswith("--")), option.flags[0])

@@ -5,8 +5,8 @@ framework hook) to a target call: the first site is in the root's scope, each
 next one is inside the function the previous one calls. Functions are
 followed up to ``MAX_HOPS`` calls deep; calls are resolved by name within the
 file (nested and module functions, ``self.method()``, ``obj.method()`` where
-``obj = SameFileClass(...)``), and a function passed as an argument
-(``retry(train_step, batch)``, ``partial(step, ...)``) counts as called.
+``obj = SameFileClass(...)``, ``self.fn()`` after ``self.fn = self.method``), and a
+function passed as an argument (``retry(train_step, batch)``, ``partial(step, ...)``) counts as called.
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ class CallGraph:
             return None
         owner = expr.value
         if isinstance(owner, ast.Name) and owner.id in ("self", "cls") and scope.class_name:
-            return self.method(scope.class_name, expr.attr)
+            found = self.method(scope.class_name, expr.attr)
+            return found if found is not None else self._stored_method(scope.class_name, expr.attr)
         if isinstance(owner, ast.Name) and owner.id in self.facts.classes:
             return self.method(owner.id, expr.attr)
         if isinstance(owner, (ast.Name, ast.Attribute)):
@@ -119,6 +120,21 @@ class CallGraph:
             if current.kind != "class" and name in current.functions:
                 return current.functions[name]
             current = current.parent
+        return None
+
+    def _stored_method(self, class_name: str, attribute: str) -> Scope | None:
+        """``self.step_fn()`` after ``self.step_fn = self._step`` in a method of the same class."""
+        for assignment in self.facts.attr_assigns.get(attribute, ()):
+            value = assignment.value
+            if (
+                assignment.scope.class_name == class_name
+                and isinstance(value, ast.Attribute)
+                and isinstance(value.value, ast.Name)
+                and value.value.id == "self"
+            ):
+                found = self.method(class_name, value.attr)
+                if found is not None:
+                    return found
         return None
 
     def method(self, class_name: str, name: str, depth: int = 0) -> Scope | None:

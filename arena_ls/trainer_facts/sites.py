@@ -10,6 +10,9 @@ from arena_ls.trainer_facts.names import dotted, last_identifier, receiver
 from arena_ls.trainer_facts.patterns import lazy
 
 SAVE_NAMES = frozenset({"save", "save_state", "save_checkpoint", "save_file"})
+_CHECKPOINT_MANAGER = lazy(
+    r"^_*(checkpointer|checkpoint_manager|ckpt_manager|checkpoint_mngr|ckpt_mngr)$", re.IGNORECASE
+)
 _EVAL_NAME = lazy(
     r"^(evaluate|evaluation|validate|validation|run_validation|run_eval|run_evaluation|do_eval"
     r"|estimate_loss|eval_\w+|evaluate_\w+|validate_\w+|\w+_eval|\w+_evaluate|\w+_validation"
@@ -52,9 +55,23 @@ def is_save_call(site: CallSite) -> bool:
     if name == "save":
         # torch.save / th.save / Lightning Fabric's fabric.save; not np.save or json.save
         return isinstance(func, ast.Attribute) and (
-            dotted(func.value) in ("torch", "th") or last_identifier(func.value) == "fabric"
+            dotted(func.value) in ("torch", "th")
+            or last_identifier(func.value) == "fabric"
+            or is_checkpoint_manager_save(site)
         )
     return True
+
+
+def is_checkpoint_manager_save(site: CallSite) -> bool:
+    """``self.checkpointer.save(step, ...)`` (torchtitan's ``CheckpointManager``), orbax's
+    ``checkpoint_manager.save(step, ...)``: a manager that saves the whole training state on its
+    own interval, so the call runs every step and the manager decides."""
+    func = site.node.func
+    return (
+        site.name == "save"
+        and isinstance(func, ast.Attribute)
+        and bool(_CHECKPOINT_MANAGER.match(last_identifier(func.value)))
+    )
 
 
 def is_evaluation(site: CallSite) -> bool:

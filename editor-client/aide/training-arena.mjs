@@ -16,6 +16,7 @@ import { ArenaClient, ServerUnavailable } from "./lib/arena-client.mjs";
 import { LogFollower, stripAnsi } from "./lib/log-follower.mjs";
 import { FollowersFull, MAX_FOLLOWERS, RunFollowers } from "./lib/run-followers.mjs";
 import { TOKEN_HEADER, newToken, peerIsOwner, tokenMatches } from "./lib/trust.mjs";
+import { FixRefused, KIT_TITLE, applyPlan, fixesFor, importsKit, planEdit } from "./lib/fixes.mjs";
 import { Refusal, finishedPrompt, isAnnouncement, isLive, mismatchPrompt, oldCheckpointStopPrompt, rebootOffers, refusalDetail, stopPrompt } from "./lib/core.mjs";
 
 export { MAX_FOLLOWERS, stripAnsi };
@@ -618,6 +619,73 @@ export class TrainingArena {
     return this.runs.get(runId) ?? null;
   }
 
+  // -- quick fixes of a blocked job (issue 35, item 5; lib/fixes.mjs) ---------------------
+
+  async _jobNamed(id) {
+    if (typeof id !== "string" || id === "") {
+      throw new TrainingError(404, { error: Messages.unknown, reason: "not-allowlisted" });
+    }
+    const job = ((await this._arenaStatus()).jobs ?? []).find((candidate) => candidate.id === id);
+    if (!job) {
+      throw new TrainingError(404, { error: Messages.unknown, reason: "not-allowlisted" });
+    }
+    return job;
+  }
+
+  async _fixesOf(job) {
+    try {
+      return await fixesFor(this.client, job);
+    } catch (error) {
+      throw httpError(error, "fixes");
+    }
+  }
+
+  /** GET /api/training/fixes?id=JOB → `{id, fixes: [{title, codes}]}`: what the panel offers under "Cannot run". */
+  async fixes(id) {
+    const job = await this._jobNamed(id);
+    const fixes = await this._fixesOf(job);
+    return { id: job.id, fixes: fixes.map(({ title, codes }) => ({ title, codes })) };
+  }
+
+  /**
+   * POST /api/training/fix `{id, title}` → `{id, applied, files}`. The fix is worked out again
+   * from the trainer as it is now and applied by title; one no longer offered is a 409. A fix
+   * that imports the kit brings the kit beside the script with it while that is offered (the
+   * callback alone would pass the gates and then fail at its import): `applied` names both.
+   */
+  async fix(body = {}) {
+    if (body === null || typeof body !== "object" || Array.isArray(body)) {
+      throw new TrainingError(400, { error: "the body must be a JSON object" });
+    }
+    if (typeof body.title !== "string" || body.title === "") {
+      throw new TrainingError(400, { error: "field `title` must name one of the job's fixes" });
+    }
+    const job = await this._jobNamed(body.id);
+    const offered = await this._fixesOf(job);
+    const chosen = offered.find((fix) => fix.title === body.title);
+    const trainer = (job.blockedBy ?? []).find((item) => typeof item?.uri === "string" && item.uri.endsWith(".py"));
+    if (!chosen || !trainer) {
+      throw new TrainingError(409, { error: `"${body.title.slice(0, 200)}" is not offered for ${job.id} now: its trainer changed or the finding is gone`, reason: "fix-gone" });
+    }
+    try {
+      const script = path.resolve(fileURLToPath(trainer.uri));
+      const kit = chosen.title !== KIT_TITLE && importsKit(chosen.edit) ? offered.find((fix) => fix.title === KIT_TITLE) : undefined;
+      const chosenFixes = kit ? [chosen, kit] : [chosen];
+      const steps = chosenFixes.flatMap((fix) => planEdit(fix.edit, { root: this.workspace, script }));
+      const files = await applyPlan(steps);
+      return {
+        id: job.id,
+        applied: chosenFixes.map((fix) => fix.title),
+        files: files.map((file) => path.relative(this.workspace, file).split(path.sep).join("/")),
+      };
+    } catch (error) {
+      if (error instanceof FixRefused) {
+        throw new TrainingError(409, { error: error.message, reason: "fix-refused" });
+      }
+      throw error;
+    }
+  }
+
   /** Closes every stream and stops arena-ls (runs go on in their agents). */
   async close() {
     for (const stream of this.streams) {
@@ -773,6 +841,12 @@ export class TrainingArena {
         return;
       case "GET /api/training/logs":
         await this._logsRoute(req, res, url);
+        return;
+      case "GET /api/training/fixes":
+        this._json(req, res, 200, await this.fixes(url.searchParams.get("id")));
+        return;
+      case "POST /api/training/fix":
+        this._json(req, res, 200, await this.fix(await this._body(req)));
         return;
       default:
         if (ROUTES.has(url.pathname)) {

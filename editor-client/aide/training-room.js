@@ -411,10 +411,59 @@ export class TrainingRoom {
             ? job.blockedBy.map((diagnostic) => el("li", { class: "tr-reason" }, el("code", { text: diagnostic.code ?? "" }), ` ${diagnostic.message ?? ""} `, el("span", { class: "tr-place", text: placeOf(diagnostic, workspace) })))
             : blockedList(job).map((reason) => el("li", { class: "tr-reason", text: reason }));
           item.append(el("div", { class: "tr-why", text: "Cannot run:" }), el("ul", { class: "tr-reasons" }, ...reasons));
+          if ((job.blockedBy ?? []).length > 0) {
+            item.append(this._fixesRow(job));
+          }
         }
         return item;
       }),
     );
+  }
+
+  /**
+   * The quick fixes arena-ls offers for a blocked job's findings (issue 35, item 5: "Add
+   * arena-ls's callback", "Add the trainer kit beside this script", the resume fixes...), one
+   * button each under "Cannot run"; filled when the daemon answers (the list is rebuilt, and asked
+   * again, only when the job's findings change).
+   */
+  _fixesRow(job) {
+    const row = el("div", { class: "tr-fixes", "data-job": job.id });
+    this._call(`/api/training/fixes?id=${encodeURIComponent(job.id)}`)
+      .then((answer) => {
+        const fixes = answer.ok ? answer.json.fixes ?? [] : [];
+        row.replaceChildren(
+          ...fixes.map((fix) => {
+            const answers = (fix.codes ?? []).length > 0 ? `fixes ${fix.codes.join(", ")}` : "";
+            const button = el("button", { type: "button", class: "tr-fix-button", "data-job": job.id, "data-fix": fix.title, title: answers, text: `Fix: ${fix.title}` });
+            button.addEventListener("click", () => this.applyFix(job, fix));
+            return button;
+          }),
+        );
+      })
+      .catch(() => {});
+    return row;
+  }
+
+  /** Applies one fix after the person says so (it edits the trainer on disk), then shows what changed. */
+  async applyFix(job, fix) {
+    const name = job.name ?? job.id;
+    const choice = await this.ask(`Apply "${fix.title}" to the trainer of ${name}? It edits the file on disk.`, ["Apply"]);
+    if (choice !== "Apply") {
+      return;
+    }
+    const key = `fix:${job.id}:${fix.title}:${Date.now()}`;
+    try {
+      const answer = await this._call("/api/training/fix", { id: job.id, title: fix.title });
+      if (answer.ok) {
+        const applied = [].concat(answer.json.applied ?? fix.title).join(" and ");
+        this._notice(key, "info", `${name}: ${applied} (${(answer.json.files ?? []).join(", ")})`);
+      } else {
+        this._notice(key, "error", `${name}: ${answer.json.error ?? `HTTP ${answer.status}`}`);
+      }
+    } catch (error) {
+      this._notice(key, "error", `${name}: ${error.message}`);
+    }
+    await this.refresh();
   }
 
   _renderRun(status) {

@@ -270,6 +270,8 @@ def test_another_account_cannot_stop_start_or_read_even_with_the_secret(
             ("GET", f"/api/training/logs?format=json&runId={live_run}", None),
             ("GET", f"/api/training/logs?runId={live_run}", None),
             ("GET", "/api/training/status", None),
+            ("GET", "/api/training/fixes?id=long", None),
+            ("POST", "/api/training/fix", {"id": "long", "title": "Add arena-ls's callback"}),
             ("GET", "/health", None),
         ]
         for method, path, body in attempts:
@@ -284,6 +286,8 @@ def test_requests_without_the_secret_are_403_whatever_their_origin(daemon: Daemo
         ("POST", "/api/training/start", {"id": "long", "approved": True, "fresh": True}),
         ("GET", f"/api/training/logs?format=json&runId={live_run}", None),
         ("GET", "/api/training/status", None),
+        ("GET", "/api/training/fixes?id=long", None),
+        ("POST", "/api/training/fix", {"id": "long", "title": "Add arena-ls's callback"}),
     ]
     for origin in (None, page, "http://evil.example", "null", "http://127.0.0.2:8000"):
         for token in (None, "", "not-the-secret", daemon.token[:-1]):

@@ -7,11 +7,20 @@ import importlib.util
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types
 
-from tests.helpers.lsp import RESUME, ArenaClient, start_server, stop_server, wait_for, write_manifest
+from tests.helpers.lsp import (
+    RESUME,
+    ArenaClient,
+    poll_until,
+    start_server,
+    stop_server,
+    wait_for,
+    write_manifest,
+)
 from tests.lsp.test_gates_in_the_editor import apply, change_doc, codes, open_doc
 
 HF_TRAINER = """\
@@ -232,3 +241,40 @@ async def test_the_source_action_is_worked_out_when_asked_not_on_every_cursor_mo
 
     assert "Add this trainer to the manifest" not in await titles(types.CodeActionTriggerKind.Automatic)
     assert "Add this trainer to the manifest" in await titles(types.CodeActionTriggerKind.Invoked)
+
+
+async def test_a_finding_sent_back_as_status_lists_it_gets_its_fix_from_the_file(
+    client: ArenaClient, workspace: Path
+) -> None:
+    """The AIDE daemon never opens the trainer: it sends back ``JobInfo.blockedBy`` (``{code, message,
+    uri, range}``, no ``data``), and the fix comes from a lint of the file as it is on disk."""
+
+    found: list[dict[str, Any]] = []
+
+    async def blocked() -> bool:
+        status = await client.call("arena/status", {})
+        found[:] = next(j for j in status["jobs"] if j["id"] == "lm")["blockedBy"]
+        return any(d["code"] == "AR001" for d in found)
+
+    await poll_until(blocked, what="AR001 in the job's blockedBy")
+    ar001 = next(d for d in found if d["code"] == "AR001")
+    assert "data" not in ar001 and "fix" not in ar001
+    start, end = ar001["range"]["start"], ar001["range"]["end"]
+    sent = types.Diagnostic(
+        range=types.Range(
+            start=types.Position(start["line"], start["character"]),
+            end=types.Position(end["line"], end["character"]),
+        ),
+        message=str(ar001["message"]),
+        code="AR001",
+        source="arena",
+    )
+    uri = str(ar001["uri"])
+    fix = next(a for a in await actions(client, uri, [sent]) if a.title == "Add arena-ls's callback")
+    assert fix.edit is not None and fix.edit.changes is not None
+    text = apply(HF_TRAINER, list(fix.edit.changes[uri]))
+    assert "    callbacks=[HFCallback()],\n)" in text
+
+    (workspace / "train.py").write_text("# a line on top\n" + HF_TRAINER)
+    moved = await actions(client, uri, [sent])
+    assert "Add arena-ls's callback" not in [a.title for a in moved], "the finding is no longer on that line"

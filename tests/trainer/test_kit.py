@@ -4,6 +4,7 @@ installs (wheel, a copy beside a script under ``-E``/``-I``) are in test_kit_pro
 
 from __future__ import annotations
 
+import argparse
 import ast
 import hashlib
 import importlib.util
@@ -35,6 +36,7 @@ def fresh_kit(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(arena_trainer, "_stop_reason", None)
     monkeypatch.setattr(arena_trainer, "_handlers_installed", False)
     monkeypatch.setattr(arena_trainer, "_interrupts", 0)
+    monkeypatch.setattr(arena_trainer, "_resume_path_taken", None)
     monkeypatch.delenv("ARENA_STOP_FILE", raising=False)
     monkeypatch.delenv("ARENA_RESUME_STEP", raising=False)
     yield
@@ -506,6 +508,65 @@ def test_resume_step_from_the_environment_first(monkeypatch: pytest.MonkeyPatch)
 def test_an_unreadable_resume_step_is_refused_not_taken_for_a_fresh_start(value: str) -> None:
     with pytest.raises(ValueError, match="resume step"):
         arena_trainer.resume_step(["--start-step", value])
+
+
+# --------------------------------------------------------------------------- resume_path
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], None),
+        (["--ckpt_path", "x.ckpt"], None),
+        (["--resume-path", "checkpoints/epoch=1.ckpt"], "checkpoints/epoch=1.ckpt"),
+        (["--resume_path=out/checkpoint-40"], "out/checkpoint-40"),
+        (["--resume-path", "a", "--resume-path", "b"], "b"),
+        (["--", "--resume-path", "a"], None),
+        (["--resume-path"], None),
+    ],
+)
+def test_resume_path_from_the_command_line(argv: list[str], expected: str | None) -> None:
+    assert arena_trainer.resume_path(argv) == expected
+
+
+def test_resume_path_given_argv_leaves_sys_argv_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["train.py", "--resume-path", "a.ckpt"])
+    assert arena_trainer.resume_path(["--resume-path", "b.ckpt"]) == "b.ckpt"
+    assert sys.argv == ["train.py", "--resume-path", "a.ckpt"]
+
+
+def test_resume_path_takes_its_option_off_sys_argv_for_the_scripts_own_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LightningCLI(run=False) and argparse refuse an option they do not know: the kit's is gone."""
+    argv = ["train.py", "--trainer.max_epochs=2", "--resume-path", "ck/last.ckpt", "--resume_path=x"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--seed", "1"])
+    assert arena_trainer.resume_path() == "x"
+    assert sys.argv == ["train.py", "--trainer.max_epochs=2", "--seed", "1"]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trainer.max_epochs")
+    parser.add_argument("--seed")
+    parser.parse_args()  # would exit 2 on an unrecognised --resume-path
+    assert arena_trainer.resume_path() == "x", "a second call gives the same path, never a fresh start"
+
+
+def test_a_fresh_launch_has_no_resume_path_however_often_it_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["train.py", "--steps", "5"])
+    assert arena_trainer.resume_path() is None
+    assert arena_trainer.resume_path() is None
+    assert sys.argv == ["train.py", "--steps", "5"]
+
+
+def test_resume_path_keeps_what_follows_a_double_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["train.py", "--resume-path", "a", "--", "--resume-path", "b"])
+    assert arena_trainer.resume_path() == "a"
+    assert sys.argv == ["train.py", "--", "--resume-path", "b"]
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_resume_path_is_refused_not_taken_for_a_fresh_start(value: str) -> None:
+    with pytest.raises(ValueError, match="resume path"):
+        arena_trainer.resume_path(["--resume-path", value])
 
 
 # --------------------------------------------------------------------------- oom_retry

@@ -149,6 +149,8 @@ ON_PYTHON_38 = textwrap.dedent(
     arena.checkpoint(2, "d")
     print(arena.should_stop(), arena.resume_step(["--start-step", "3"]), arena.empty_cache(50))
     print(arena.oom_retry(lambda: 7))
+    sys.argv[1:] = ["--resume-path", "ck/x.pt", "--seed", "1"]
+    print(arena.resume_path(), sys.argv[1:], arena.resume_path())
     """
 )
 
@@ -188,7 +190,7 @@ def test_the_kit_runs_on_python_3_8(tmp_path: Path) -> None:
     assert isinstance(first, Checkpoint) and (first.step, first.path) == (1, "f.bin")
     assert isinstance(second, Checkpoint) and (second.step, second.path) == (2, "d")
     assert first.bytes is not None and first.sha256 is not None, "the kit announces both on 3.8 too"
-    assert lines[3:] == ["False 3 False", "7"]
+    assert lines[3:] == ["False 3 False", "7", "ck/x.pt ['--seed', '1'] ck/x.pt"]
 
 
 def test_under_dash_i_the_scripts_folder_is_not_searched(tmp_path: Path) -> None:

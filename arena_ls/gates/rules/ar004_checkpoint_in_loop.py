@@ -4,7 +4,10 @@ What it checks
 --------------
 That the training loop saves a checkpoint: `torch.save`,
 `accelerator.save_state`, `trainer.save_checkpoint`, safetensors'
-`save_file`, Lightning Fabric's `fabric.save`, or a same-file function that
+`save_file`, Lightning Fabric's `fabric.save`, a checkpoint manager's
+`save(step)` (a receiver named `checkpointer` or `checkpoint_manager`, as
+torchtitan's `self.checkpointer.save(step, last_step=...)` and orbax's: the
+manager saves on its own interval), or a same-file function that
 calls one of those. Saves nested
 under extra conditions count; a save after the loop does not. When the loop
 is inside a framework, its own checkpointing counts unless it is turned off

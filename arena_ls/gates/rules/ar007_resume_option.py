@@ -10,11 +10,25 @@ finding is reported at the `ArgumentParser(...)` call. Its quick fix adds
 `add_argument` call.
 
 The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
-this rule (it reads the relaunch's `--resume --start-step N`). A framework
-that resumes from a path counts when the path comes from the command line:
-Hugging Face's `trainer.train(resume_from_checkpoint=X)` or Lightning's
-`trainer.fit(..., ckpt_path=X)` with X an option (not a constant, not
-a value set to None in the file), and `LightningCLI` (its `--ckpt_path`).
+this rule (it reads the relaunch's `--resume --start-step N`), and so does a
+plain loop's `arena_trainer.resume_path()` (it reads `--resume-path {path}`).
+A framework that resumes from a path counts when the path comes from the
+command line: Hugging Face's `trainer.train(resume_from_checkpoint=X)` or
+Lightning's `trainer.fit(..., ckpt_path=X)` with X an option or the kit's
+`resume_path()` (not a constant, not a value set to None in the file), and
+`LightningCLI` run as a command (its `fit --ckpt_path`).
+
+Quick fixes on a framework trainer: "Resume from --resume_from_checkpoint"
+(Hugging Face: `train()` gets the option its parser already has); "Resume
+from --ckpt_path" (Lightning with argparse: the option, and `fit()` gets it);
+and, where no option can be added, "Resume from the trainer kit's
+--resume-path": `LightningCLI(..., run=False)` then `cli.trainer.fit(...)`
+has no `--ckpt_path`, so the fix puts `ckpt_path = resume_path()` (imported
+from the kit) before the first statement that reads the command line (the
+kit takes its option off `sys.argv`, so `LightningCLI` does not refuse it)
+and hands `fit(..., ckpt_path=ckpt_path)`; the job's `resume.args` are then
+`["--resume-path", "{path}"]`. It is offered only where every command-line
+parse of the file is in `fit`'s own function.
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -47,7 +61,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from arena_ls.gates.adopt import framework_resume_violation
+from arena_ls.gates.kit_resume import resume_violation
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.trainer_facts.context import TrainerContext
@@ -62,8 +76,10 @@ ARGUMENTS = '"--resume", action="store_true", help="resume from the latest check
 def check(ctx: TrainerContext) -> Iterator[Violation]:
     if ctx.kit.sites("resume_step") or ctx.resumes_from_option:
         return
+    if ctx.training.framework is None and ctx.kit.sites("resume_path"):
+        return  # a {path} resume: the trainer loads the checkpoint the relaunch names
     if ctx.training.framework is not None:
-        yield framework_resume_violation(ctx, MESSAGE)
+        yield resume_violation(ctx, MESSAGE)
         return
     options = CliOptions(ctx)
     if options.has_resume():
@@ -78,7 +94,7 @@ def _hint(ctx: TrainerContext) -> str:
     if framework is None:
         return " (or call arena_trainer.resume_step())"
     if framework.kind == "lightning":
-        return "; give fit(ckpt_path=...) an option such as --ckpt_path"
+        return "; give fit(ckpt_path=...) an option such as --ckpt_path, or arena_trainer.resume_path()"
     return "; give train(resume_from_checkpoint=...) an option such as --resume_from_checkpoint"
 
 

@@ -14,13 +14,16 @@ last `add_argument` call.
 
 The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
 this rule, and so does a trainer that loads the checkpoint an option names
-(`accelerator.load_state(args.resume_from)`, `torch.load(args.ckpt)`): its
-relaunch passes `["--resume_from", "{path}"]`. A Hugging Face or Lightning
-trainer that resumes from a path the
+(`accelerator.load_state(args.resume_from)`, `torch.load(args.ckpt)`, timm's
+`resume_checkpoint(model, args.resume, optimizer)`): its
+relaunch passes `["--resume_from", "{path}"]`; a plain loop's
+`arena_trainer.resume_path()` likewise (`["--resume-path", "{path}"]`). A
+Hugging Face or Lightning trainer that resumes from a path the
 command line gives (see AR007) needs no step: its relaunch passes the
 announced checkpoint's `{path}` (`resume.args`
-`["--resume_from_checkpoint", "{path}"]`, or `--ckpt_path {path}`) and the
-framework reads the step from the checkpoint.
+`["--resume_from_checkpoint", "{path}"]`, `--ckpt_path {path}`, or the kit's
+`--resume-path {path}` for `fit(ckpt_path=arena_trainer.resume_path())`) and
+the framework reads the step from the checkpoint. The quick fixes are AR007's.
 
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
@@ -54,7 +57,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from arena_ls.gates.adopt import framework_resume_violation
+from arena_ls.gates.kit_resume import resume_violation
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.trainer_facts.context import TrainerContext, mentions_in_code
@@ -74,8 +77,10 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         return  # a {path} resume: the framework reads the step from the checkpoint itself
     if ctx.training.framework is None and ctx.path_resume_option is not None:
         return  # the trainer loads the checkpoint an option names: a {path} resume
+    if ctx.training.framework is None and ctx.kit.sites("resume_path"):
+        return  # the trainer loads the checkpoint the kit's --resume-path names
     if ctx.training.framework is not None:
-        yield framework_resume_violation(ctx, MESSAGE)
+        yield resume_violation(ctx, MESSAGE)
         return
     if options.has_start_step():
         declared = options.start_step_declaration()

@@ -1,7 +1,11 @@
 """Quick fixes: the mechanical fix a diagnostic carries, and a suppression comment.
 
 A diagnostic's fix travels in its ``data`` (``{"fix": {title, edits}}``), as
-ruff does, so applying it needs no state in the server.
+ruff does, so applying it needs no state in the server. A trainer diagnostic
+sent back without it (a client that keeps only the contract's ``{code,
+message, uri, range}`` of ``JobInfo.blockedBy``: the AIDE daemon) gets the fix
+of the same finding in a fresh lint of the file as it is now, so its edits fit
+the current text.
 """
 
 from __future__ import annotations
@@ -9,10 +13,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import attrs
 from lsprotocol import types
 
 from arena_ls.protocol.feature import LanguageFeature
 from arena_ls.protocol.server import ArenaServer
+from arena_ls.uris import uri_to_path
 
 
 @functools.cache
@@ -94,10 +100,26 @@ class CodeActions(LanguageFeature):
         for diag in params.context.diagnostics:
             if diag.source != "arena":
                 continue
-            action = fix_action(uri, diag)
+            action = fix_action(uri, diag) or self._fix_from_a_fresh_lint(uri, diag)
             if action is not None:
                 actions.append(action)
             if str(diag.code) in trainer_codes():
                 source = self.server.workspace.get_text_document(uri).source
                 actions.append(suppress_action(uri, source, diag))
         return actions
+
+    def _fix_from_a_fresh_lint(self, uri: str, diag: types.Diagnostic) -> types.CodeAction | None:
+        """The fix of the same finding (code and first line) in a lint of the file as it is now."""
+        if diag.data is not None or str(diag.code) not in trainer_codes():
+            return None
+        path = uri_to_path(uri)
+        if path is None or path.suffix != ".py":
+            return None
+        document = self.server.workspace.text_documents.get(uri)
+        text = document.source if document is not None else None
+        if text is None and not path.is_file():
+            return None
+        for found in self.server.ws.gates.lint_file(str(path), text):
+            if found.code == str(diag.code) and found.span.line == diag.range.start.line:
+                return fix_action(uri, attrs.evolve(diag, data=found.data))
+        return None

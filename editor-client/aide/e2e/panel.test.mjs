@@ -278,6 +278,52 @@ test("Run is disabled for a gated trainer, with its reasons (file and line)", as
   await shot("1-gated-job-blocked.png");
 });
 
+test("a blocked Hugging Face trainer is offered its fixes under Cannot run; Fix: Add arena-ls's callback asks, applies it with the kit, and the job can run", async () => {
+  // Issue 35, item 5: the panel offers the adoption actions where it shows the gate findings.
+  const hf = path.join(workspace, "hf");
+  mkdirSync(hf);
+  writeFileSync(
+    path.join(hf, "train.py"),
+    "from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer, TrainingArguments\n\n" +
+      "parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n" +
+      'model = AutoModelForCausalLM.from_pretrained("gpt2")\ntrainer = Trainer(model=model, args=training_args)\n' +
+      "trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)\n",
+  );
+  const manifestFile = path.join(workspace, "training", "manifest.json");
+  const original = readFileSync(manifestFile, "utf8");
+  const manifest = JSON.parse(original);
+  manifest.jobs.push({ id: "hf", name: "HF trainer", kind: "train", command: "{python}", args: ["hf/train.py"], script: "hf/train.py", status: "ready", resume: { args: ["--resume_from_checkpoint", "{path}"] } });
+  writeFileSync(manifestFile, `${JSON.stringify(manifest, null, 2)}\n`);
+  try {
+    await applyTheCallbackFromThePanel(hf);
+  } finally {
+    writeFileSync(manifestFile, original); // the other tests count the workspace's own jobs
+    rmSync(hf, { recursive: true, force: true });
+  }
+  await page.waitForFunction(() => !document.querySelector("li[data-job='hf']"), { timeout: WAIT });
+});
+
+async function applyTheCallbackFromThePanel(hf) {
+  const fix = "li[data-job='hf'] button.tr-fix-button[data-fix=\"Add arena-ls's callback\"]";
+  await page.waitForSelector(fix, { timeout: WAIT });
+  const offered = await page.$$eval("li[data-job='hf'] button.tr-fix-button", (buttons) => buttons.map((button) => button.textContent));
+  assert.ok(offered.includes("Fix: Add the trainer kit beside this script"), offered.join(" | "));
+  assert.ok(!offered.some((text) => text.includes("Suppress")), offered.join(" | "));
+  assert.equal(await page.$eval("button.tr-run-button[data-job='hf']", (button) => button.disabled), true);
+  await shot("1b-fixes-offered.png");
+  await page.click(fix);
+  await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Apply']");
+  assert.match(await page.$eval("#arena-dialog .tr-question", (node) => node.textContent), /Add arena-ls's callback.+edits the file on disk/);
+  await page.click("#arena-dialog button[data-answer='Apply']");
+  await page.waitForFunction(() => document.querySelector("button.tr-run-button[data-job='hf']")?.disabled === false, { timeout: WAIT });
+  assert.match(readFileSync(path.join(hf, "train.py"), "utf8"), /callbacks=\[HFCallback\(\)\]/);
+  assert.ok(existsSync(path.join(hf, "arena_trainer.py")), "the kit came with the callback");
+  const notices = await page.$$eval(".tr-notice.tr-info span", (items) => items.map((item) => item.textContent));
+  assert.ok(notices.some((text) => text.includes("Add arena-ls's callback and Add the trainer kit beside this script")), notices.join(" | "));
+  assert.equal(await page.$$eval("li[data-job='hf'] button.tr-fix-button", (buttons) => buttons.length), 0);
+  await shot("1c-fix-applied.png");
+}
+
 test("Run on the reference job asks for approval, then the bar moves and log lines arrive", async () => {
   await runJob("tiny-lm");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
