@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from arena_ls.cluster import ray_trainer
-from arena_ls.lifecycle.rundir import CheckpointRecord, StateFolder
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.rundir import CheckpointRecord, StateFolder
+from arena_ls.run.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,
     SUCCEEDED,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle import outputlog
-from arena_ls.lifecycle.capture import OutputReader, iter_all_lines
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter, Pump, Written
+from arena_ls.run import outputlog
+from arena_ls.run.capture import OutputReader, iter_all_lines
+from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter, Pump, Written
 from tests.helpers.waiting import wait_until
 
 

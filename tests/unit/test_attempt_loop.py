@@ -14,11 +14,11 @@ import time
 import attrs
 import pytest
 
-from arena_ls.lifecycle.attempts import AttemptLoop, Outcome, RunRecord
-from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent
-from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.agent.attempts import AttemptLoop, Outcome, RunRecord
+from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.run.rundir import CheckpointRecord, Failure, RunSpec, RunState
+from arena_ls.run.states import RunStatus
+from arena_ls.run.supervisor_events import Kind, SupervisorEvent
 
 FLAVOURS = ["local", "cluster"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from arena_ls.lifecycle.interpreter import is_interpreter, with_stream_flags
-from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.agent.interpreter import is_interpreter, with_stream_flags
+from arena_ls.agent.trainer_start import trainer_argv
 
 FLAGS = ["-u", "-X", "utf8"]
 

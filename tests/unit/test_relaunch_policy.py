@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
-from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog, WatchdogRules
+from arena_ls.agent.relaunch import CrashFacts, Stop, decide, needs_saved_file
+from arena_ls.agent.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog, WatchdogRules
 
 
 def watchdog(max_restarts: int = 3, kind: str = "train", resume: bool = True) -> Watchdog:

@@ -43,9 +43,9 @@ launch stops at `rollbackMax`), its policy in `tests/unit/test_rollback_policy.p
 
 from __future__ import annotations
 
+from arena_ls.agent import rollback
 from arena_ls.insights.model import LossPoint, Observations
 from arena_ls.insights.rules.base import InsightRule, parse_doc
-from arena_ls.lifecycle import rollback
 from arena_ls.settings import InsightSettings
 
 KIND = "loss-spike"

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import attrs
 
-from arena_ls.lifecycle.rundir import CheckpointRecord, ResumedFrom, SkippedCheckpoint
+from arena_ls.run.rundir import CheckpointRecord, ResumedFrom, SkippedCheckpoint
 
 QUIET_SECONDS = 1.0
 """A file whose size or mtime changed within this long is being written, and is not resumed from."""

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from arena_ls.lifecycle.power import PowerAction, PowerWatch
-from arena_ls.lifecycle.relaunch_gate import GateRules, MachineReading
-from arena_ls.lifecycle.rundir import PowerSpec
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.agent.power import PowerAction, PowerWatch
+from arena_ls.agent.relaunch_gate import GateRules, MachineReading
+from arena_ls.run.rundir import PowerSpec
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 

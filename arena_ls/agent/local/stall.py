@@ -21,7 +21,7 @@ import attrs
 import psutil
 
 from arena_ls import platform
-from arena_ls.lifecycle.stall import (
+from arena_ls.agent.stall import (
     RestartFacts,
     StallClock,
     StallDecision,
@@ -29,7 +29,7 @@ from arena_ls.lifecycle.stall import (
     WindowUse,
     judge,
 )
-from arena_ls.lifecycle.stall_probe import StackDump, dump_stacks, find_py_spy, gpu_busy
+from arena_ls.agent.stall_probe import StackDump, dump_stacks, find_py_spy, gpu_busy
 
 log = logging.getLogger("arena_ls.agent")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from arena_ls.lifecycle.attempts import RunRecord
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.agent.attempts import RunRecord
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 
 class TrainerVoice:

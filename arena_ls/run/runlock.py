@@ -41,7 +41,7 @@ from typing import Protocol, TypeVar
 import attrs
 
 from arena_ls import platform
-from arena_ls.lifecycle.rundir import CorruptState, RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import CorruptState, RunDir, RunSpec, StateFolder
 
 log = logging.getLogger(__name__)
 

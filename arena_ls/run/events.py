@@ -27,10 +27,10 @@ from typing import Any
 
 import attrs
 
-from arena_ls.lifecycle.checkpoint_lines import (
+from arena_ls.run.checkpoint_lines import (
     BUILTIN_CHECKPOINT_PATTERNS as BUILTIN_CHECKPOINT_PATTERNS,  # re-exported
 )
-from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
+from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
 
 ARENA_PREFIX = "@arena "
 ARENA_PREFIX_BYTES = ARENA_PREFIX.encode()

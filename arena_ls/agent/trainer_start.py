@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.atomicfile import write_json_atomic
-from arena_ls.lifecycle.exec_check import verify_exec
-from arena_ls.lifecycle.interpreter import with_stream_flags
-from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump, start_pumps
-from arena_ls.lifecycle.resume_args import ResumePathUnknown, fill
+from arena_ls.agent.exec_check import verify_exec
+from arena_ls.agent.interpreter import with_stream_flags
+from arena_ls.agent.resume_args import ResumePathUnknown, fill
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.atomicfile import write_json_atomic
+from arena_ls.run.claim import AGENT_CLAIM
+from arena_ls.run.outputlog import ARENA, OutputWriter, Pump, start_pumps
 
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
@@ -144,10 +145,6 @@ class EarlyLaunch:
         with self._handover:
             self.taken_over = True
             return self.stop_stage
-
-
-AGENT_CLAIM = ".agent.claim"
-"""The run's agent claim, in its folder: created, exclusively, by the one agent that may start its trainer."""
 
 
 def claim_run(run_dir: Path) -> str | None:

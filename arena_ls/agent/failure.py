@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 
 from arena_ls import platform
-from arena_ls.lifecycle.rundir import Failure
+from arena_ls.run.rundir import Failure
 
 EVIDENCE_LINES = 40
 """How far from its end the trainer's output is read for out-of-memory evidence."""

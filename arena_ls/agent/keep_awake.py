@@ -16,8 +16,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from arena_ls.lifecycle.rundir import RunSpec, RunState
 from arena_ls.platform_awake import AwakeHold, hold_awake
+from arena_ls.run.rundir import RunSpec, RunState
 
 log = logging.getLogger("arena_ls.agent")
 

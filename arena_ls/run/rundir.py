@@ -35,9 +35,9 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from arena_ls import platform
-from arena_ls.lifecycle.atomicfile import write_json_atomic as write_json_atomic  # re-exported
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.trainer_start import AGENT_CLAIM
+from arena_ls.run.atomicfile import write_json_atomic as write_json_atomic  # re-exported
+from arena_ls.run.claim import AGENT_CLAIM
+from arena_ls.run.states import RunStatus
 from arena_ls.validation import finite
 
 log = logging.getLogger(__name__)

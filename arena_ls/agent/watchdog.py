@@ -27,9 +27,9 @@ from typing import Protocol
 
 import attrs
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.rundir import Failure
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import Failure
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 BACKOFF_CAP_SECONDS = 300.0
 """The longest wait before a relaunch, however many came before."""

@@ -31,8 +31,8 @@ from typing import BinaryIO
 
 import attrs
 
-from arena_ls.lifecycle import supervisor_events
-from arena_ls.lifecycle.logsegments import (
+from arena_ls.run import supervisor_events
+from arena_ls.run.logsegments import (
     GAP_LINE,
     HEAD,
     MID,
@@ -46,7 +46,7 @@ from arena_ls.lifecycle.logsegments import (
     load_table,
     segment_paths,
 )
-from arena_ls.lifecycle.outputlog import (
+from arena_ls.run.outputlog import (
     ARENA,
     FLAG_CONTINUED,
     FLAG_FINAL_PARTIAL,
@@ -63,7 +63,7 @@ from arena_ls.lifecycle.outputlog import (
     check_record,
     count_recorded_lines,
 )
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.timeutil import iso_utc
 
 __all__ = [

@@ -19,25 +19,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arena_ls import platform
-from arena_ls.lifecycle import rollback as rollbacks
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.agent_power import PowerGuard
-from arena_ls.lifecycle.attempts import Outcome, RunRecord
-from arena_ls.lifecycle.events import EventParser
-from arena_ls.lifecycle.exec_check import verify_exec
-from arena_ls.lifecycle.failure import classify, oom_kills_since
-from arena_ls.lifecycle.folderwatch import FolderWatch, Gone, Moved, follows_the_workspace
-from arena_ls.lifecycle.local_output import TAIL_LINES
-from arena_ls.lifecycle.local_stall import StallWatch
-from arena_ls.lifecycle.local_stop import StopProtocol
-from arena_ls.lifecycle.outputlog import OutputWriter, Pump
-from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
-from arena_ls.lifecycle.rundir import Failure, RunDir, StateFolder
-from arena_ls.lifecycle.savedfiles import find_saved_file
-from arena_ls.lifecycle.stall import RestartFacts, StallRules
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.trainer_start import (
+from arena_ls.agent import rollback as rollbacks
+from arena_ls.agent.agent_power import PowerGuard
+from arena_ls.agent.attempts import Outcome, RunRecord
+from arena_ls.agent.exec_check import verify_exec
+from arena_ls.agent.failure import classify, oom_kills_since
+from arena_ls.agent.folderwatch import FolderWatch, Gone, Moved, follows_the_workspace
+from arena_ls.agent.local.output import TAIL_LINES
+from arena_ls.agent.local.stall import StallWatch
+from arena_ls.agent.local.stop import StopProtocol
+from arena_ls.agent.resume_args import ResumePathUnknown, path_at
+from arena_ls.agent.savedfiles import find_saved_file
+from arena_ls.agent.stall import RestartFacts, StallRules
+from arena_ls.agent.statewriter import StateWriter
+from arena_ls.agent.trainer_start import (
     EarlyLaunch,
     adopt_early,
     recorded_argv,
@@ -45,7 +40,12 @@ from arena_ls.lifecycle.trainer_start import (
     trainer_argv,
     trainer_env,
 )
-from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.events import EventParser
+from arena_ls.run.outputlog import OutputWriter, Pump
+from arena_ls.run.rundir import Failure, RunDir, StateFolder
+from arena_ls.run.states import RunStatus
 
 log = logging.getLogger("arena_ls.agent")
 

@@ -16,15 +16,15 @@ from pathlib import Path
 import attrs
 
 from arena_ls import platform
-from arena_ls.lifecycle import rollback as rollbacks
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.agent_power import GATE_POLL_SECONDS, PowerGuard
-from arena_ls.lifecycle.ckptverify import DiskLook, Verification, verify
-from arena_ls.lifecycle.local_output import STALLED, TrainerOutput
-from arena_ls.lifecycle.power import PowerAction
-from arena_ls.lifecycle.relaunch_gate import GateRules, describe_wait, relaunch_gate
-from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunDir
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.agent import rollback as rollbacks
+from arena_ls.agent.agent_power import GATE_POLL_SECONDS, PowerGuard
+from arena_ls.agent.ckptverify import DiskLook, Verification, verify
+from arena_ls.agent.local.output import STALLED, TrainerOutput
+from arena_ls.agent.power import PowerAction
+from arena_ls.agent.relaunch_gate import GateRules, describe_wait, relaunch_gate
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import CheckpointRecord, Failure, RunDir
+from arena_ls.run.states import RunStatus
 
 BOTH_SIGNAL_DELAY = 5.0
 NO_STOP_SIGNAL = (

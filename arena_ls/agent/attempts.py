@@ -30,12 +30,13 @@ from typing import Protocol
 
 import attrs
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.ckptverify import Verification, candidates
-from arena_ls.lifecycle.failure import RESUME_UNKNOWN, last_line
-from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file, needs_verification
-from arena_ls.lifecycle.rollback import Rollback
-from arena_ls.lifecycle.rundir import (
+from arena_ls.agent.ckptverify import Verification, candidates
+from arena_ls.agent.failure import RESUME_UNKNOWN, last_line
+from arena_ls.agent.relaunch import CrashFacts, Stop, decide, needs_saved_file, needs_verification
+from arena_ls.agent.rollback import Rollback
+from arena_ls.agent.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import (
     MAX_RELAUNCH_RECORDS,
     CheckpointRecord,
     Failure,
@@ -43,9 +44,8 @@ from arena_ls.lifecycle.rundir import (
     RunSpec,
     RunState,
 )
-from arena_ls.lifecycle.states import RunStatus, transition
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
-from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog
+from arena_ls.run.states import RunStatus, transition
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 Outcome = RunStatus | None
 """What one attempt ended in: a final status; ``RESTARTING``: paused for battery (it may resume);

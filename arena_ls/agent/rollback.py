@@ -19,8 +19,8 @@ from statistics import median
 
 import attrs
 
-from arena_ls.lifecycle.ckptverify import Verification
-from arena_ls.lifecycle.rundir import CheckpointRecord, RollbackSpec
+from arena_ls.agent.ckptverify import Verification
+from arena_ls.run.rundir import CheckpointRecord, RollbackSpec
 
 MAD_TO_SIGMA = 1.4826
 WARN = "warn"

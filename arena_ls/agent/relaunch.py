@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import attrs
 
-from arena_ls.lifecycle.ckptverify import Verification
-from arena_ls.lifecycle.failure import RESUME_UNKNOWN, resume_refused, resume_unknown
-from arena_ls.lifecycle.rundir import Failure
-from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog
+from arena_ls.agent.ckptverify import Verification
+from arena_ls.agent.failure import RESUME_UNKNOWN, resume_refused, resume_unknown
+from arena_ls.agent.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog
+from arena_ls.run.rundir import Failure
 
 
 @attrs.frozen

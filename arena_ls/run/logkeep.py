@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from arena_ls.lifecycle.events import ARENA_PREFIX_BYTES, EventParser
+from arena_ls.run.events import ARENA_PREFIX_BYTES, EventParser
 
 
 def event_filters(

@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.atomicfile import json_bytes
-from arena_ls.lifecycle.reserve import StateReserve
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunState, StateFolder, write_json_atomic
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.agent.reserve import StateReserve
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.atomicfile import json_bytes
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, StateFolder, write_json_atomic
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 

@@ -11,15 +11,15 @@ import threading
 import time
 from collections import deque
 
-from arena_ls.lifecycle.attempts import RunRecord
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
-from arena_ls.lifecycle.local_stall import StallWatch
-from arena_ls.lifecycle.outputlog import OutputWriter, Written
-from arena_ls.lifecycle.rollback import SpikeWatch
-from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.trainer_voice import TrainerVoice
+from arena_ls.agent.attempts import RunRecord
+from arena_ls.agent.local.stall import StallWatch
+from arena_ls.agent.rollback import SpikeWatch
+from arena_ls.agent.statewriter import StateWriter
+from arena_ls.agent.trainer_voice import TrainerVoice
+from arena_ls.run.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.run.outputlog import OutputWriter, Written
+from arena_ls.run.rundir import CheckpointRecord, Failure, RunSpec, RunState
+from arena_ls.run.states import RunStatus
 
 FULL_SCAN_BYTES = 1 << 16
 FULL_SCAN_SECONDS = 0.25

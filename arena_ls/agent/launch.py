@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.exec_check import ExecRefused
-from arena_ls.lifecycle.outputlog import ARENA
-from arena_ls.lifecycle.trainer_start import (
+from arena_ls.agent.exec_check import ExecRefused
+from arena_ls.agent.trainer_start import (
     EarlyLaunch,
     claim_run,
     launch_from_spec,
     record_launch,
     watch_stop,
 )
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.outputlog import ARENA
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         if early.process is not None:
             watch_stop(run_dir, early)
     # Imported only now, with the trainer running: its imports are what the trainer must not wait for.
-    from arena_ls.lifecycle.agent import main as agent_main
+    from arena_ls.agent.local.agent import main as agent_main
 
     return agent_main([str(run_dir)], early=early, folder=folder)
 
@@ -105,7 +105,7 @@ def serve_as_spare() -> int:
 
 
 def _load_agent() -> None:
-    import arena_ls.lifecycle.agent  # noqa: F401  (what a cold launch loads after the trainer started)
+    import arena_ls.agent.local.agent  # noqa: F401  (what a cold launch loads after the trainer started)
 
 
 def read_order(line: bytes) -> tuple[str, str] | None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.keep_awake import KeepAwake
-from arena_ls.lifecycle.notifier import Notifier, told_keys
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState
-from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.agent.keep_awake import KeepAwake
+from arena_ls.agent.notifier import Notifier, told_keys
+from arena_ls.agent.statewriter import StateWriter
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import RunDir, RunSpec, RunState
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 
 class Laptop:

@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from arena_ls.lifecycle.rundir import NotifySpec
+from arena_ls.run.rundir import NotifySpec
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc
 

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.notify_events import NotifyEvent, NotifyTracker
-from arena_ls.lifecycle.rundir import NotifySpec, RunSpec
-from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent
+from arena_ls.agent.notify_events import NotifyEvent, NotifyTracker
 from arena_ls.platform_notify import desktop_unavailable
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import NotifySpec, RunSpec
+from arena_ls.run.supervisor_events import Kind, SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -54,7 +54,7 @@ Desktop = Callable[[str, str], str]
 
 def told_keys(run_dir: Path) -> list[str]:
     """The keys of the events the run's log says were told (its ``arena`` stream's records)."""
-    from arena_ls.lifecycle.capture import iter_all_lines
+    from arena_ls.run.capture import iter_all_lines
 
     try:
         return [

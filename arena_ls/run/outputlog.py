@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint
-from arena_ls.lifecycle.logsegments import (
+from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint
+from arena_ls.run.logsegments import (
     DEFAULT_MAX_RUN_MB,
     HEAD,
     MID_IDX,
@@ -43,7 +43,7 @@ from arena_ls.lifecycle.logsegments import (
     segment_bytes,
     segment_paths,
 )
-from arena_ls.lifecycle.read_pacing import ReadPacing
+from arena_ls.run.read_pacing import ReadPacing
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -402,7 +402,7 @@ class OutputWriter:
     def _keepers(self) -> tuple[Callable[[bytes], bool], Callable[[bytes], bool]]:
         """(can this chunk hold an event, is this line one): loaded at the first drop only."""
         if self._keep is None:
-            from arena_ls.lifecycle.logkeep import event_filters
+            from arena_ls.run.logkeep import event_filters
 
             self._keep = event_filters(self._spec.get("progressPattern"), self._spec.get("checkpointPattern"))
         return self._keep

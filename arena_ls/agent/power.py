@@ -20,9 +20,9 @@ import enum
 
 import attrs
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.rundir import PowerSpec
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import PowerSpec
+from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 
