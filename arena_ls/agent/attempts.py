@@ -1,6 +1,6 @@
 """The attempt loop: one run's launches, crashes, relaunch decisions and end, for every back end.
 
-Both agents (``lifecycle/agent.py``, a trainer on this machine, and
+Both agents (``agent/local/agent.py``, a trainer on this machine, and
 ``cluster/agent.py``, a submission to Ray) run a run the same way, and this
 module is that way, written once::
 

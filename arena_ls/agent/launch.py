@@ -1,6 +1,6 @@
 """The job agent's entry point: start the trainer and its capture first, then load the rest.
 
-Started by a server as ``python -m arena_ls.lifecycle.launch RUN_DIR``, or
+Started by a server as ``python -m arena_ls.agent.launch RUN_DIR``, or
 ahead of need as ``... launch --spare`` (a *spare agent*, POSIX): it loads
 all of this, the agent included, and then waits on its stdin for the one
 order its server sends when a run starts (``{"runDir": ..., "agentLog": ...}``
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if args == [SPARE_FLAG]:
         return serve_as_spare()
     if len(args) != 1:
-        print(f"usage: python -m arena_ls.lifecycle.launch RUN_DIR | {SPARE_FLAG}", file=sys.stderr)
+        print(f"usage: python -m arena_ls.agent.launch RUN_DIR | {SPARE_FLAG}", file=sys.stderr)
         return 2
     run_dir = Path(args[0]).resolve()
     refused = claim_run(run_dir)  # before anything of the run starts: one agent per run, ever

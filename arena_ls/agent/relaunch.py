@@ -1,6 +1,6 @@
 """The relaunch decision after a crash, as one pure policy (issue 23, contract 7.1).
 
-Both agents (``lifecycle/agent.py`` on this machine, ``cluster/agent.py`` on
+Both agents (``agent/local/agent.py`` on this machine, ``cluster/agent.py`` on
 a cluster) gather the facts of a crash into ``CrashFacts`` and call
 ``decide`` once; they carry out what it answers. The rules, in order:
 

@@ -222,7 +222,7 @@ class RunSpec:
     """Paths any run of the job announced (newest last): a crash with no known checkpoint
     looks for them (``resume-unknown``) before a relaunch from step 0."""
     exec_check: dict[str, Any] | None = None
-    """The gated paths, checked again right before each exec (``lifecycle/exec_check.py``)."""
+    """The gated paths, checked again right before each exec (``agent/exec_check.py``)."""
     allowed_roots: list[str] = attrs.field(factory=list)
     """``allowedRoots``: the workspace, then the manifest's ``roots`` (absolute, resolved) at the
     start: the folders the run's script, cwd and path arguments may lie in (contract 7.3)."""

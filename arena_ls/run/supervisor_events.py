@@ -1,6 +1,6 @@
 """What an agent tells the servers, as typed records on the ``arena`` stream of a run's capture.
 
-An agent (``lifecycle/agent.py``, ``cluster/agent.py``) writes each of its own
+An agent (``agent/local/agent.py``, ``cluster/agent.py``) writes each of its own
 lines as one JSON record, ``{"supervisor": 1, "kind": ..., fields...}``, with
 ``encode``. Readers (the run view, insights, metrics, a new cluster follower)
 call ``parse`` on a line of the ``arena`` stream and act on ``kind`` and the

@@ -1,4 +1,4 @@
-"""The cluster follower takes the same relaunch decision as a local agent (``lifecycle/relaunch.py``).
+"""The cluster follower takes the same relaunch decision as a local agent (``agent/relaunch.py``).
 
 A fake ``JobsClient`` plays Ray (as in ``test_follower_misbehaving_cluster.py``); the
 follower is real and its run folder on disk.

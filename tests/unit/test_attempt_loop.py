@@ -1,7 +1,7 @@
-"""The attempt loop (``lifecycle/attempts.py``) driven by a fake ``Trainer``: no process, file or clock.
+"""The attempt loop (``agent/attempts.py``) driven by a fake ``Trainer``: no process, file or clock.
 
 The fake plays both agent flavours: ``local`` keeps one watchdog for the run (as
-``lifecycle/agent.py`` does); ``cluster`` rebuilds it before every decision from the
+``agent/local/agent.py`` does); ``cluster`` rebuilds it before every decision from the
 position recorded after the last one (as ``cluster/agent.py`` does, so that a new
 follower goes on with the same budget). Every case must come out the same for both.
 """

@@ -1,4 +1,4 @@
-"""Checkpoint verification before a resume (contract 8.2, ``lifecycle/ckptverify.py``), branch by branch.
+"""Checkpoint verification before a resume (contract 8.2, ``agent/ckptverify.py``), branch by branch.
 
 ``judge`` and ``candidates`` are pure; ``read_checkpoint`` is the agent's look, tested on real files
 with an injected clock and sleep (no test waits for the quiet window)."""

@@ -1,4 +1,4 @@
-"""``-u -X utf8`` after ``-E``/``-I`` (contract 7.3): ``lifecycle.interpreter``, through ``trainer_argv``."""
+"""``-u -X utf8`` after ``-E``/``-I`` (contract 7.3): ``agent.interpreter``, through ``trainer_argv``."""
 
 from __future__ import annotations
 

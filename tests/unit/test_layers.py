@@ -320,7 +320,7 @@ def test_the_floor_checker_catches_health_reaching_an_agent_and_the_format_reach
     ]
 
 
-PUBLISHED = ("run", "agent", "agent.local")
+PUBLISHED = ("run", "agent", "agent.local", "lifecycle")
 """Packages whose ``__init__`` names, in ``__all__``, the modules other packages may import."""
 
 
@@ -377,3 +377,94 @@ def test_the_published_import_checker_finds_an_unnamed_module(tmp_path: Path) ->
     assert unpublished_imports(tmp_path, ("run",)) == [
         "arena_ls/lifecycle/x.py:2 imports arena_ls.run.secret"
     ]
+
+
+def module_file(module: str, root: Path = PACKAGE.parent) -> Path | None:
+    """The file of ``arena_ls.a.b`` (or of its longest prefix that is a module: ``a.b.Name``)."""
+    parts = module.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = root.joinpath(*parts[:cut])
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def import_time_modules(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """The modules ``path`` imports when it is loaded: not inside a function (run later, if ever)
+    nor under ``if TYPE_CHECKING:``; relative imports resolved as ``imported_modules`` does."""
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            found.extend(f"{base}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def loaded_by(entry: str, root: Path = PACKAGE.parent) -> tuple[set[str], set[Path]]:
+    """(the outside packages, the files of ``arena_ls``) that loading ``entry`` loads: every module
+    it imports at load time, and theirs, with the ``__init__`` of each package on the way."""
+    seen: set[Path] = set()
+    found: set[str] = set()
+    todo = [module_file(entry, root)]
+    while todo:
+        path = todo.pop()
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        package = path.parent
+        while package != root and (package / "__init__.py").is_file():
+            todo.append(package / "__init__.py")
+            package = package.parent
+        for module in import_time_modules(path, root):
+            top = module.split(".")[0]
+            if top == "arena_ls":
+                todo.append(module_file(module, root))
+            else:
+                found.add(top)
+    return found, seen
+
+
+@pytest.mark.parametrize(
+    "entry", ["arena_ls.agent.launch", "arena_ls.agent.local.agent", "arena_ls.cluster.agent"]
+)
+def test_an_agent_loads_nothing_of_the_lsp_stack(entry: str) -> None:
+    """The agents are small detached processes (about 30 MB): loading one loads no pygls and no
+    lsprotocol, however deep the import (a function's own import, run later if ever, aside:
+    ``diagnostics`` makes a URI with pygls only when asked for one)."""
+    loaded, files = loaded_by(entry)
+    assert PACKAGE / "run" / "outputlog.py" in files, "the walk reaches the run folder's code"
+    assert loaded & {"pygls", "lsprotocol"} == set()
+
+
+def test_the_lsp_stack_walk_finds_a_deep_import(tmp_path: Path) -> None:
+    files = {
+        "arena_ls/__init__.py": "",
+        "arena_ls/agent/__init__.py": "",
+        "arena_ls/agent/launch.py": "import json\nfrom arena_ls.agent import deep\n",
+        "arena_ls/agent/deep.py": "from arena_ls.run.x import Y\ndef f():\n    import pygls\n",
+        "arena_ls/run/__init__.py": "import attrs\n",
+        "arena_ls/run/x.py": "from lsprotocol import types\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert loaded_by("arena_ls.agent.launch", tmp_path)[0] == {"json", "attrs", "lsprotocol"}

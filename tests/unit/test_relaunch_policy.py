@@ -1,4 +1,4 @@
-"""The relaunch policy (``lifecycle/relaunch.py``), case by case: pure, no process, no file."""
+"""The relaunch policy (``agent/relaunch.py``), case by case: pure, no process, no file."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The loss-spike rollback policy (``lifecycle/rollback.py``, contract 8.2), branch by branch: pure."""
+"""The loss-spike rollback policy (``agent/rollback.py``, contract 8.2), branch by branch: pure."""
 
 from __future__ import annotations
 

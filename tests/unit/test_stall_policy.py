@@ -1,4 +1,4 @@
-"""The stall policy (``lifecycle/stall.py``) and its evidence (``lifecycle/stall_probe.py``), every branch.
+"""The stall policy (``agent/stall.py``) and its evidence (``agent/stall_probe.py``), every branch.
 
 Pure: the clock, the readings and py-spy's runs are given; nothing here starts a process.
 """

@@ -1,6 +1,6 @@
 """The job agent: one small detached process per run that owns the trainer.
 
-Started by a server as ``python -m arena_ls.lifecycle.agent RUN_DIR``, it
+Started by a server as ``python -m arena_ls.agent.local.agent RUN_DIR``, it
 outlives the server and the editor. It reads its run folder and spec, holds
 the run's lock, records every status change atomically in ``state.json`` and
 hands the trainer to the attempt loop (``attempts``): the process tree, the
@@ -206,7 +206,7 @@ def main(
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s agent %(message)s")
     if len(args) != 1:
-        print("usage: python -m arena_ls.lifecycle.agent RUN_DIR", file=sys.stderr)
+        print("usage: python -m arena_ls.agent.local.agent RUN_DIR", file=sys.stderr)
         return 2
     path = Path(args[0]).resolve()
     run_dir = RunDir(platform.folder_now(folder, path) or path)

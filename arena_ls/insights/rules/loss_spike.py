@@ -54,7 +54,7 @@ CLEAR_POINTS = 5
 
 def spike_over(window: list[float], loss: float, settings: InsightSettings) -> float | None:
     """The baseline median when ``loss`` is a spike over ``window``, else None (the one test of a
-    spike, ``lifecycle.rollback.spike_over``, which the agent's loss-spike rollback uses too)."""
+    spike, ``agent.rollback.spike_over``, which the agent's loss-spike rollback uses too)."""
     return rollback.spike_over(
         window,
         loss,
