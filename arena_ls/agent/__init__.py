@@ -10,6 +10,8 @@ import from outside to it):
 
 - ``launch``: the job agent's entry point (the server spawns ``python -m`` it, and the spare);
 - ``trainer_start``: the trainer's argv, environment, capture and first record (standard library only);
+- ``pumps``, ``read_pacing``: the pumps that copy the trainer's pipes into the run's output, and
+  their wait after a small read (standard library only);
 - ``attempts``: the attempt loop both agents run, over a ``Trainer``;
 - ``relaunch``, ``relaunch_gate``, ``failure``, ``watchdog``: the relaunch policy and its gate,
   the failure classes, the watchdog's rules;
@@ -44,6 +46,8 @@ __all__ = [
     "notifier",
     "notify_events",
     "power",
+    "pumps",
+    "read_pacing",
     "relaunch",
     "relaunch_gate",
     "reserve",

@@ -29,11 +29,12 @@ from typing import Any
 from arena_ls import platform
 from arena_ls.agent.exec_check import verify_exec
 from arena_ls.agent.interpreter import with_stream_flags
+from arena_ls.agent.pumps import Pump, start_pumps
 from arena_ls.agent.resume_args import ResumePathUnknown, fill
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.atomicfile import write_json_atomic
 from arena_ls.run.claim import AGENT_CLAIM
-from arena_ls.run.outputlog import ARENA, OutputWriter, Pump, start_pumps
+from arena_ls.run.outputlog import ARENA, OutputWriter
 
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""

@@ -13,10 +13,9 @@ import from outside to it):
 - ``atomicfile``: a JSON file replaced whole (standard library only);
 - ``claim``: the name of the agent's claim on a run (standard library only);
 - ``states``: the state machine of a run (``RunStatus``, its moves);
-- ``outputlog``: the capture format, ``output.log`` and ``output.idx``, its writer and pipe pumps;
+- ``outputlog``: the capture format, ``output.log`` and ``output.idx``, and its writer;
 - ``capture``: reading the output back with cursors;
 - ``logsegments``, ``logkeep``: the log's segments and what is kept when it is capped;
-- ``read_pacing``: a pump's wait after a small read;
 - ``events``, ``checkpoint_lines``: the trainer's announcements and the checkpoint lines;
 - ``supervisor_events``: the typed ``arena`` records an agent writes and their one renderer.
 
@@ -33,7 +32,6 @@ __all__ = [
     "logkeep",
     "logsegments",
     "outputlog",
-    "read_pacing",
     "rundir",
     "runlock",
     "states",

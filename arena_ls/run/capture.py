@@ -1,6 +1,6 @@
 """The captured output of a run, on disk, and how it is read back as lines.
 
-The writing side (the format, ``OutputWriter``, the pipe ``Pump``) lives in
+The writing side (the format, ``OutputWriter``; the pipe pumps: ``agent.pumps``) lives in
 ``outputlog``, which the agent loads before anything heavy; this module is
 the reading side, and re-exports the format's names.
 

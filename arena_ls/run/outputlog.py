@@ -1,4 +1,4 @@
-"""The agent's side of a run's captured output: the format, the writer, the pipe pumps.
+"""The agent's side of a run's captured output: the format and the writer (its pipe pumps: ``agent.pumps``).
 
 The agent appends what the trainer writes, in large chunks, to
 ``output.log`` (plain bytes, readable with ``tail -f``) and one fixed-size
@@ -8,15 +8,14 @@ agent only writes whole lines in a record, except for an overlong line
 (over ``LINE_LIMIT`` bytes without a newline), which it writes in
 continuation records so that memory stays bounded.
 
-Standard library only: ``launch`` starts the trainer and its pumps with it
-before the rest of the agent is loaded, so the trainer's first lines reach
+Standard library only: ``launch`` starts the trainer and its pumps
+(``agent.pumps``) with it before the rest of the agent is loaded, so the trainer's first lines reach
 the log as fast as its later ones. ``capture`` reads the files back.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint
 from arena_ls.run.logsegments import (
@@ -43,7 +42,6 @@ from arena_ls.run.logsegments import (
     segment_bytes,
     segment_paths,
 )
-from arena_ls.run.read_pacing import ReadPacing
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -589,101 +587,3 @@ def _append_mid(run_dir: Path, table: Table, drop: _Drop) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-# --------------------------------------------------------------------------- pumps
-
-READ_CHUNK = 1 << 20
-"""The most read at once: the size of the trainer's pipe (see ``platform.enlarge_pipe``)."""
-BACKLOG_BYTES = 8 << 20
-"""Output kept for a listener that is not attached yet; past it the pump waits for one."""
-
-Listener = Callable[[Written], None]
-"""Called with what each write recorded (complete lines, whether quiet, an unfinished line's update)."""
-
-
-class Pump:
-    """Copies one of the trainer's pipes into the run's output, on a thread of its own.
-
-    It writes at once; what it wrote is handed to a listener (the agent's
-    event scanner). Until one is attached (the agent is still loading) the
-    pieces are kept, up to ``BACKLOG_BYTES``, and handed over in order on
-    ``attach``; past that the pump waits, and the pipe holds the trainer.
-    """
-
-    def __init__(self, pipe: IO[bytes], stream: int, writer: OutputWriter, pipe_bytes: int = 0) -> None:
-        self._pipe = pipe  # kept: the pipe's file object owns the descriptor read here
-        self._stream = stream
-        self._writer = writer
-        self._pacing = ReadPacing(pipe_bytes)  # 0: the pipe's size is unknown, never wait
-        self._lock = threading.Condition()
-        self._listener: Listener | None = None
-        self._backlog: list[Written] = []
-        self._backlog_bytes = 0
-        self._thread = threading.Thread(target=self._run, name=f"pump-{stream}", daemon=True)
-
-    def start(self) -> Pump:
-        self._thread.start()
-        return self
-
-    def attach(self, listener: Listener) -> None:
-        """Hand what was written so far, then everything as it comes, to ``listener``."""
-        with self._lock:
-            for written in self._backlog:
-                _hand_over(listener, written)
-            self._backlog.clear()
-            self._backlog_bytes = 0
-            self._listener = listener
-            self._lock.notify_all()
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        reader = io.FileIO(self._pipe.fileno(), closefd=False)
-        buffer = bytearray(READ_CHUNK)
-        view = memoryview(buffer)
-        while True:
-            try:
-                size = reader.readinto(buffer) or 0
-            except OSError:
-                size = 0
-            if not size:
-                break
-            self._deliver(self._writer.append(self._stream, bytes(view[:size])))
-            wait = self._pacing.wait_after(size)
-            if wait:  # a trickle: let the next lines gather
-                time.sleep(wait)
-        last = self._writer.finish_stream(self._stream)
-        if last:
-            self._deliver(Written(last, False, b""))
-
-    def _deliver(self, written: Written) -> None:
-        if not written.complete and not written.update:
-            return
-        with self._lock:
-            while self._listener is None and self._backlog_bytes > BACKLOG_BYTES:
-                self._lock.wait()
-            if self._listener is None:
-                self._backlog.append(written)
-                self._backlog_bytes += len(written.complete) + len(written.update)
-                return
-            _hand_over(self._listener, written)
-
-
-def _hand_over(listener: Listener, written: Written) -> None:
-    """Call the listener; whatever it raises is logged, and the pump reads on.
-
-    A pump that died would leave the trainer's pipe undrained, and the
-    trainer blocked on its next write for good.
-    """
-    try:
-        listener(written)
-    except Exception:
-        log.exception("the output listener failed; the capture goes on")
-
-
-def start_pumps(stdout: IO[bytes], stderr: IO[bytes], writer: OutputWriter, pipe_bytes: int) -> list[Pump]:
-    """One pump per stream, started; ``pipe_bytes``, the pipes' capacity, bounds their waits."""
-    pipes = ((stdout, STDOUT), (stderr, STDERR))
-    return [Pump(pipe, stream, writer, pipe_bytes).start() for pipe, stream in pipes]

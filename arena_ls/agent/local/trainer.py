@@ -28,6 +28,7 @@ from arena_ls.agent.folderwatch import FolderWatch, Gone, Moved, follows_the_wor
 from arena_ls.agent.local.output import TAIL_LINES
 from arena_ls.agent.local.stall import StallWatch
 from arena_ls.agent.local.stop import StopProtocol
+from arena_ls.agent.pumps import Pump
 from arena_ls.agent.resume_args import ResumePathUnknown, path_at
 from arena_ls.agent.savedfiles import find_saved_file
 from arena_ls.agent.stall import RestartFacts, StallRules
@@ -43,7 +44,7 @@ from arena_ls.agent.trainer_start import (
 from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.events import EventParser
-from arena_ls.run.outputlog import OutputWriter, Pump
+from arena_ls.run.outputlog import OutputWriter
 from arena_ls.run.rundir import Failure, RunDir, StateFolder
 from arena_ls.run.states import RunStatus
 
