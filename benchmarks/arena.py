@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from arena_ls.lifecycle.launch import SPARE_FLAG
+from arena_ls.agent.launch import SPARE_FLAG
 from arena_ls.lifecycle.spare import DISABLE_VARIABLE
 from arena_ls.platform import SPARE_AGENT
 from benchmarks.client import BenchClient, open_session

@@ -27,20 +27,20 @@ import threading
 from pathlib import Path
 
 from arena_ls import platform
+from arena_ls.agent.agent_laptop import Laptop
+from arena_ls.agent.attempts import AttemptLoop, RunRecord
+from arena_ls.agent.resume_args import path_at
+from arena_ls.agent.statewriter import StateWriter
+from arena_ls.agent.trainer_start import recorded_argv
 from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.ray_trainer import RayTrainer, Timing
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.agent_laptop import Laptop
-from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
-from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
-from arena_ls.lifecycle.resume_args import path_at
-from arena_ls.lifecycle.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
-from arena_ls.lifecycle.trainer_start import recorded_argv
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.outputlog import ARENA, OutputWriter
+from arena_ls.run.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState, StateFolder
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.cluster.agent")
 

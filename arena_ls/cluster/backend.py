@@ -28,8 +28,8 @@ from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
 from arena_ls.errors import CLUSTER_UNREACHABLE, ArenaError
 from arena_ls.lifecycle.backends.base import AgentProcess, RunPlan, detached_agent_alive
-from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.run.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)

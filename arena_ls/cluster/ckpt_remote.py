@@ -28,13 +28,13 @@ from typing import Any
 
 import attrs
 
+from arena_ls.agent import ckptverify
+from arena_ls.agent.ckptverify import QUIET_SECONDS, Reading, Verification
 from arena_ls.cluster import ckpt_reader
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.status import SUCCEEDED, TERMINAL
 from arena_ls.cluster.submission import entrypoint
-from arena_ls.lifecycle import ckptverify
-from arena_ls.lifecycle.ckptverify import QUIET_SECONDS, Reading, Verification
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, SkippedCheckpoint
+from arena_ls.run.rundir import CheckpointRecord, RunSpec, SkippedCheckpoint
 
 VERIFY_SECONDS = 300.0
 """How long the reader may take on the cluster (its submission, start and reading) in all."""

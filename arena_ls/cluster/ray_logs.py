@@ -11,17 +11,17 @@ import threading
 import time
 from collections import deque
 
+from arena_ls.agent.attempts import RunRecord
+from arena_ls.agent.statewriter import StateWriter
+from arena_ls.agent.trainer_voice import TrainerVoice
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.attempts import RunRecord
-from arena_ls.lifecycle.capture import LogLine, trainer_lines_after
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress, is_bad_loss
-from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import CheckpointRecord, ClusterSpec, RunDir, RunSpec, RunState
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.supervisor_events import Kind
-from arena_ls.lifecycle.trainer_voice import TrainerVoice
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.capture import LogLine, trainer_lines_after
+from arena_ls.run.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.run.outputlog import STDOUT, OutputWriter
+from arena_ls.run.rundir import CheckpointRecord, ClusterSpec, RunDir, RunSpec, RunState
+from arena_ls.run.states import RunStatus
+from arena_ls.run.supervisor_events import Kind
 
 PROGRESS_WRITE_INTERVAL = 1.0
 TAIL_LINES = 200

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from arena_ls.agent.failure import classify
 from arena_ls.cluster.jobsapi import ClusterError
 from arena_ls.cluster.ray_logs import RayLogCopy
 from arena_ls.cluster.status import (
@@ -21,10 +22,9 @@ from arena_ls.cluster.status import (
     stopped_by,
 )
 from arena_ls.cluster.submission import stop_wait_seconds
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.failure import classify
-from arena_ls.lifecycle.rundir import ClusterRecord, Failure
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import ClusterRecord, Failure
+from arena_ls.run.states import RunStatus
 
 
 class RayStopAndEnd(RayLogCopy):

@@ -18,6 +18,13 @@ from pathlib import Path
 
 import attrs
 
+from arena_ls.agent.attempts import Outcome, RunRecord
+from arena_ls.agent.ckptverify import Verification
+from arena_ls.agent.resume_args import ResumePathUnknown, path_at
+from arena_ls.agent.savedfiles import find_saved_file
+from arena_ls.agent.statewriter import StateWriter
+from arena_ls.agent.trainer_start import trainer_argv
+from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
 from arena_ls.cluster.ckpt_remote import verify_on_cluster
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient, NotSent, transient
 from arena_ls.cluster.ray_logs import TAIL_LINES
@@ -32,18 +39,11 @@ from arena_ls.cluster.submission import (
     submission_id,
     submit_payload,
 )
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.attempts import Outcome, RunRecord
-from arena_ls.lifecycle.ckptverify import Verification
-from arena_ls.lifecycle.events import EventParser
-from arena_ls.lifecycle.outputlog import OutputWriter
-from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at
-from arena_ls.lifecycle.rundir import CheckpointRecord, ClusterRecord, Failure, RunDir, StateFolder
-from arena_ls.lifecycle.savedfiles import find_saved_file
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.trainer_start import trainer_argv
-from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.events import EventParser
+from arena_ls.run.outputlog import OutputWriter
+from arena_ls.run.rundir import CheckpointRecord, ClusterRecord, Failure, RunDir, StateFolder
+from arena_ls.run.states import RunStatus
 
 log = logging.getLogger("arena_ls.cluster.agent")
 

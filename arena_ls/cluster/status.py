@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.states import RunStatus
 
 PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED = "PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"
 TERMINAL = frozenset({STOPPED, SUCCEEDED, FAILED})

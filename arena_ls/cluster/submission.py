@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arena_ls.lifecycle.rundir import RunSpec
+from arena_ls.run.rundir import RunSpec
 
 MAX_PACKAGE_BYTES = 512 * 1024 * 1024
 """Ray's default limit on a ``working_dir`` package (``GCS_STORAGE_MAX_SIZE``: its gRPC message limit)."""

@@ -20,10 +20,10 @@ from typing import Any, Literal
 import attrs
 import psutil
 
+from arena_ls.health.checkpoint_history import CheckpointHistory
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.model import Gpu, GpuProcess, GpuReading
-from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
-from arena_ls.lifecycle.rundir import make_state_folder
+from arena_ls.run.rundir import make_state_folder
 from arena_ls.settings import PreflightSettings
 
 JobKind = Literal["train", "task"]

@@ -17,12 +17,12 @@ from typing import Any
 
 from arena_ls import platform
 from arena_ls.diagnostics import Diag
+from arena_ls.health.checkpoint_history import CheckpointHistory
 from arena_ls.health.device import describe_device_profile, fp32_only
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.preflight import CheckpointNeed, check_to_wire, checkpoint_need, run_preflight
 from arena_ls.health.sampler import HealthSampler
 from arena_ls.health.snapshot import health_to_wire, mark_ours, process_tree_pids
-from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.manifest import Job
 from arena_ls.settings import Settings
 

@@ -1,1 +1,44 @@
-"""The life of a run: its states, the detached job agent, its files and logs."""
+"""The server's side of a run: starting, following, stopping and re-adopting runs, and the views
+the protocol layer shows of them.
+
+The highest of the three process floors (``run < health < agent < lifecycle``): it runs in
+the server only. It reads the run folder (``arena_ls.run``) and starts the job agent
+(``arena_ls.agent.launch``, as ``python -m``), but holds no trainer's pipe; nothing below
+imports it.
+
+What other packages may use (``__all__``; ``tests/unit/test_layers.py`` holds every import
+from outside to it):
+
+- ``supervisor``: start, stop, status, logs, re-adoption;
+- ``backends``: the run back-end seam (``base``) and this machine's back end (``local``);
+- ``runview``: a server's view of one run, rebuilt from its folder;
+- ``follower``, ``state_watch``: the one follower of a server's runs and its wake on a new state;
+- ``records``, ``health_line``, ``metrics``: one reader of a run's records, the trainer's health
+  line, the pages of ``arena/metrics``;
+- ``probe``, ``probe_id``, ``probe_service``: the VRAM probe, a variant of a start;
+- ``spare``: the spare job agent, started while the workspace is idle;
+- ``reboot``, ``runrecord``, ``lostwork``, ``gate_verdict``: a restart of the machine under a run,
+  the run record, the work a stop lost, what the gates said of the bytes a start runs.
+
+Its other modules (``history``, ``jobcheckpoint``, ``checkpoint_age``, ``progress``,
+``retention``) serve the supervisor and the run views only.
+"""
+
+__all__ = [
+    "backends",
+    "follower",
+    "gate_verdict",
+    "health_line",
+    "lostwork",
+    "metrics",
+    "probe",
+    "probe_id",
+    "probe_service",
+    "reboot",
+    "records",
+    "runrecord",
+    "runview",
+    "spare",
+    "state_watch",
+    "supervisor",
+]

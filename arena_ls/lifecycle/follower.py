@@ -23,11 +23,11 @@ from typing import Protocol
 
 import attrs
 
-from arena_ls.lifecycle.capture import LogLine
-from arena_ls.lifecycle.rundir import StateFolder
 from arena_ls.lifecycle.runview import LineBatch, RunView
 from arena_ls.lifecycle.state_watch import StateWatch
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.run.capture import LogLine
+from arena_ls.run.rundir import StateFolder
+from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger(__name__)
 

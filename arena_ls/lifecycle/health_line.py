@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from arena_ls.lifecycle.events import BEYOND, MAX_NUMBER, load_bounded_json
+from arena_ls.run.events import BEYOND, MAX_NUMBER, load_bounded_json
 from arena_ls.validation import finite
 
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import attrs
 
-from arena_ls.lifecycle.rundir import RunState
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.rundir import RunState
+from arena_ls.run.states import RunStatus
 
 
 @attrs.frozen

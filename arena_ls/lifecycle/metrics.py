@@ -35,13 +35,13 @@ from typing import Any
 
 import attrs
 
-from arena_ls.lifecycle.capture import iter_records
-from arena_ls.lifecycle.events import Checkpoint, Eval, EventParser, Progress
 from arena_ls.lifecycle.health_line import HealthPoint
-from arena_ls.lifecycle.outputlog import ARENA
 from arena_ls.lifecycle.records import AgentLine, Item, TrainerEvent, decode_line, might_hold_items
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor_events import might_be_relaunch
+from arena_ls.run.capture import iter_records
+from arena_ls.run.events import Checkpoint, Eval, EventParser, Progress
+from arena_ls.run.outputlog import ARENA
+from arena_ls.run.supervisor_events import might_be_relaunch
 
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 10_000

@@ -17,8 +17,8 @@ from __future__ import annotations
 import attrs
 
 from arena_ls.lifecycle.probe_id import PROBE_SUFFIX
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import Job
+from arena_ls.run.states import RunStatus
 
 
 def probe_job(job: Job) -> Job:

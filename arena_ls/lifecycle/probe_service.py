@@ -31,13 +31,13 @@ import attrs
 
 from arena_ls.errors import PROBE_REQUIRED, ArenaError
 from arena_ls.health import Hardware, process_tree_pids
-from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.probe import Peak, verdict
-from arena_ls.lifecycle.rundir import write_json_atomic
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.manifest import Job
+from arena_ls.run import supervisor_events
+from arena_ls.run.rundir import write_json_atomic
+from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc
 

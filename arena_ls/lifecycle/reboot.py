@@ -28,9 +28,9 @@ from typing import Any
 import attrs
 
 from arena_ls.health.model import BootIdentity
-from arena_ls.lifecycle.atomicfile import write_json_atomic
-from arena_ls.lifecycle.rundir import BootRecord, RunDir, RunSpec, RunState
 from arena_ls.lifecycle.runview import MACHINE_RESTARTED
+from arena_ls.run.atomicfile import write_json_atomic
+from arena_ls.run.rundir import BootRecord, RunDir, RunSpec, RunState
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ import attrs
 
 from arena_ls.lifecycle.backends.base import AgentProcess, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader, Page
 from arena_ls.lifecycle.checkpoint_age import note_checkpoint
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords
-from arena_ls.lifecycle.rundir import (
+from arena_ls.run.capture import Cursor, LogLine, OutputReader, Page
+from arena_ls.run.events import Checkpoint, EventParser, Progress
+from arena_ls.run.rundir import (
     CorruptState,
     Failure,
     RunDir,
@@ -38,8 +38,8 @@ from arena_ls.lifecycle.rundir import (
     StateFolder,
     unstructure,
 )
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 
 MACHINE_RESTARTED = "machine-restarted"
 """``failure.kind`` of a run whose machine restarted under it (``lifecycle/reboot.py``)."""

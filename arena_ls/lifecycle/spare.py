@@ -41,8 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arena_ls import platform
-from arena_ls.lifecycle import launch
-from arena_ls.lifecycle.rundir import RunDir
+from arena_ls.agent import launch
+from arena_ls.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,11 @@ from typing import Any
 import attrs
 
 from arena_ls import platform
+from arena_ls.agent.exec_check import exec_check
+from arena_ls.agent.notify_events import notify_spec
+from arena_ls.agent.power import power_spec
+from arena_ls.agent.resume_args import ResumePathUnknown, path_at, uses_path
+from arena_ls.agent.trainer_start import recorded_argv, trainer_argv
 from arena_ls.diagnostics import Diag
 from arena_ls.errors import (
     ALREADY_RUNNING,
@@ -39,19 +44,14 @@ from arena_ls.errors import (
     ArenaError,
     InvalidParams,
 )
+from arena_ls.health.checkpoint_history import CheckpointHistory
 from arena_ls.health.model import BootIdentity
-from arena_ls.lifecycle import supervisor_events
 from arena_ls.lifecycle.backends.base import AgentProcess, Backends, Check, RunBackend, RunPlan
-from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
-from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
-from arena_ls.lifecycle.exec_check import exec_check
 from arena_ls.lifecycle.follower import Listener, RunFollower
 from arena_ls.lifecycle.gate_verdict import GateVerdict
 from arena_ls.lifecycle.history import KEEP_VIEWS, RunHistory
 from arena_ls.lifecycle.jobcheckpoint import JobCheckpoints, JobKnowledge, OverwriteCheck, start_refusal
-from arena_ls.lifecycle.notify_events import notify_spec
-from arena_ls.lifecycle.power import power_spec
 from arena_ls.lifecycle.probe import probe_job
 from arena_ls.lifecycle.reboot import (
     BOOT_TOLERANCE,
@@ -63,9 +63,15 @@ from arena_ls.lifecycle.reboot import (
     record_resumed,
     restart_evidence,
 )
-from arena_ls.lifecycle.resume_args import ResumePathUnknown, path_at, uses_path
 from arena_ls.lifecycle.retention import FinishedRun, is_log_file, runs_over_budget
-from arena_ls.lifecycle.rundir import (
+from arena_ls.lifecycle.runrecord import RunRecorder
+from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
+from arena_ls.manifest import Job, ManifestResult
+from arena_ls.manifest.cache import ManifestCache
+from arena_ls.manifest.model import PYTHON_PLACEHOLDER
+from arena_ls.run import supervisor_events
+from arena_ls.run.capture import Cursor, LogLine
+from arena_ls.run.rundir import (
     CheckpointRecord,
     CorruptState,
     Failure,
@@ -76,14 +82,8 @@ from arena_ls.lifecycle.rundir import (
     StateBusy,
     StateFolder,
 )
-from arena_ls.lifecycle.runlock import RunHeld, RunLock, Verdict, valid_run_id
-from arena_ls.lifecycle.runrecord import RunRecorder
-from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.trainer_start import recorded_argv, trainer_argv
-from arena_ls.manifest import Job, ManifestResult
-from arena_ls.manifest.cache import ManifestCache
-from arena_ls.manifest.model import PYTHON_PLACEHOLDER
+from arena_ls.run.runlock import RunHeld, RunLock, Verdict, valid_run_id
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ StopMethod = Literal["file", "signal", "both"]
 PYTHON_PLACEHOLDER = "{python}"
 RESUME_PATH_PLACEHOLDER = "{path}"
 """In ``resume.args``: the path of the checkpoint the relaunch resumes from, as announced (contract
-8.1); filled by ``arena_ls.lifecycle.resume_args``, which spells it the same."""
+8.1); filled by ``arena_ls.agent.resume_args``, which spells it the same."""
 
 
 @attrs.frozen

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from arena_ls.agent.resume_args import uses_path
 from arena_ls.diagnostics import Diag, Span
 from arena_ls.lifecycle.probe_service import ProbeService
-from arena_ls.lifecycle.resume_args import uses_path
-from arena_ls.lifecycle.rundir import CheckpointRecord
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.protocol.wire import job_checkpoint
+from arena_ls.run.rundir import CheckpointRecord
 
 if TYPE_CHECKING:  # start-up speed: the gates load on first use
     from arena_ls.gates.cache import TrainerGates

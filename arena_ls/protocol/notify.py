@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from arena_ls.lifecycle.capture import LogLine
+from arena_ls.run.capture import LogLine
 from arena_ls.timeutil import iso_utc_now
 
 log = logging.getLogger(__name__)

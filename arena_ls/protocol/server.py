@@ -23,11 +23,8 @@ from arena_ls import __version__, loopcheck
 from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
-from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.states import RunStatus, passed_through, stop_on_the_way
 from arena_ls.lifecycle.supervisor import StopRequest
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.protocol import heap
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
@@ -42,6 +39,9 @@ from arena_ls.protocol.rpc.transport import ArenaProtocol
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.protocol.wire import passing_info
 from arena_ls.protocol.workspace import Workspace
+from arena_ls.run.capture import LogLine
+from arena_ls.run.states import RunStatus, passed_through, stop_on_the_way
+from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings, parse_settings
 
 log = logging.getLogger(__name__)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.lostwork import lost_work
-from arena_ls.lifecycle.rundir import CheckpointRecord, RelaunchRecord, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import DryRun, LogPage
+from arena_ls.run.capture import LogLine
+from arena_ls.run.rundir import CheckpointRecord, RelaunchRecord, RunSpec, RunState
+from arena_ls.run.states import RunStatus
 from arena_ls.timeutil import iso_utc, iso_utc_now
 from arena_ls.validation import finite
 

@@ -3,7 +3,7 @@
 A checkpoint is announced by an ``@arena {"event": "checkpoint", ...}`` line,
 by a line the job's ``checkpoint.pattern`` matches, or (for a job without one)
 by a line one of the supervisor's built-in checkpoint patterns matches
-(``arena_ls.lifecycle.checkpoint_lines.BUILTIN_CHECKPOINT_PATTERNS``: the
+(``arena_ls.run.checkpoint_lines.BUILTIN_CHECKPOINT_PATTERNS``: the
 gate and the runtime's event parser read the same tuple, so they agree). The
 strings the file passes to calls or assigns are rendered as the lines they
 would print (each ``{...}`` or ``%d`` becomes a number) and matched against
@@ -40,14 +40,14 @@ _SAMPLE = "123"
 
 def builtin_patterns() -> tuple[re.Pattern[str], ...]:
     """The supervisor's built-in checkpoint spellings (imported when a file needs them)."""
-    from arena_ls.lifecycle.checkpoint_lines import BUILTIN_CHECKPOINT_PATTERNS
+    from arena_ls.run.checkpoint_lines import BUILTIN_CHECKPOINT_PATTERNS
 
     return BUILTIN_CHECKPOINT_PATTERNS
 
 
 def announces_checkpoints(facts: ModuleFacts, job_patterns: Sequence[str], text: str = "") -> bool:
     """True when some line the file prints announces a checkpoint the supervisor can read."""
-    from arena_ls.lifecycle.checkpoint_lines import mentions_checkpoint  # the supervisor's own test
+    from arena_ls.run.checkpoint_lines import mentions_checkpoint  # the supervisor's own test
 
     if text and not job_patterns and "@arena" not in text and not mentions_checkpoint(text):
         return False  # nothing could match: no need to read the strings

@@ -46,7 +46,7 @@ def _swap():
 
 class _SwapWhenTheSpecIsRead(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "arena_ls.lifecycle.trainer_start":
+        if name != "arena_ls.agent.trainer_start":
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:

@@ -23,8 +23,8 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from arena_ls import platform
+from arena_ls.agent.folderwatch import follows_the_workspace
 from arena_ls.errors import ALREADY_RUNNING
-from arena_ls.lifecycle.folderwatch import follows_the_workspace
 from tests.helpers.lsp import (
     ArenaClient,
     job,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from arena_ls.agent.exec_check import exec_check, exec_refusal
 from arena_ls.gates.cache import TrainerGates
-from arena_ls.lifecycle.exec_check import exec_check, exec_refusal
 from arena_ls.manifest.cache import ManifestCache
 from tests.helpers.lsp import ArenaClient, job, make_workspace, poll_until, start_server, stop_server
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.failure import classify
+from arena_ls.agent.failure import classify
 from arena_ls.manifest import load_manifest
 from tests.helpers.lsp import make_workspace, start_server, stop_server, wait_status
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from arena_ls.client.metrics import read_all_metrics
-from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunState
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.outputlog import STDOUT, OutputWriter
+from arena_ls.run.rundir import RunDir, RunState
+from arena_ls.run.states import RunStatus
 from tests.client.support import run_arena, status_json, stop_every_run
 from tests.helpers.lsp import (
     ArenaClient,

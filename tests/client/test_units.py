@@ -303,8 +303,8 @@ def test_status_tables_show_gpus_their_processes_and_the_device_profile() -> Non
 
 
 def test_the_step_reached_counts_a_later_checkpoint() -> None:
-    from arena_ls.lifecycle.rundir import CheckpointRecord
     from arena_ls.protocol.wire import _latest_step  # RunInfo.step is a wire shape
+    from arena_ls.run.rundir import CheckpointRecord
 
     saved = CheckpointRecord(step=169, path="ckpt-169.pt", at=0.0)
     assert _latest_step(160, saved) == 169, "progress every 10 steps, a checkpoint at 169"

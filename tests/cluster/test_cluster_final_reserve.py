@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from arena_ls.agent import statewriter
+from arena_ls.agent.reserve import RESERVE_NAME
 from arena_ls.cluster import agent as agent_module
-from arena_ls.lifecycle import statewriter
-from arena_ls.lifecycle.reserve import RESERVE_NAME
-from arena_ls.lifecycle.rundir import RunDir, StateFolder
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.rundir import RunDir, StateFolder
+from arena_ls.run.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,
     SUCCEEDED,

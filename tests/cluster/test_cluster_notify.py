@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from arena_ls.cluster.agent import ClusterAgent
-from arena_ls.lifecycle.rundir import NotifySpec, StateFolder
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.rundir import NotifySpec, StateFolder
+from arena_ls.run.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,
     SUCCEEDED,

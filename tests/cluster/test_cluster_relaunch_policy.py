@@ -1,4 +1,4 @@
-"""The cluster follower takes the same relaunch decision as a local agent (``lifecycle/relaunch.py``).
+"""The cluster follower takes the same relaunch decision as a local agent (``agent/relaunch.py``).
 
 A fake ``JobsClient`` plays Ray (as in ``test_follower_misbehaving_cluster.py``); the
 follower is real and its run folder on disk.
@@ -17,8 +17,8 @@ import pytest
 
 from arena_ls.cluster import ray_trainer
 from arena_ls.cluster.ckpt_remote import VERIFIES
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, StateFolder
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.rundir import CheckpointRecord, RunDir, StateFolder
+from arena_ls.run.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,
     SUCCEEDED,

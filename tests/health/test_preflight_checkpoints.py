@@ -9,8 +9,8 @@ from pathlib import Path
 
 import attrs
 
+from arena_ls.health.checkpoint_history import CheckpointHistory
 from arena_ls.health.preflight import CheckpointNeed, check_disk, checkpoint_need, run_preflight
-from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
 from arena_ls.settings import PreflightSettings
 
 from .support import FakeHardware

@@ -1,4 +1,4 @@
-"""A run under a real job agent, started as a server starts it (``python -m arena_ls.lifecycle.launch``).
+"""A run under a real job agent, started as a server starts it (``python -m arena_ls.agent.launch``).
 
 For the laptop's tests (contract 8.3): the fake trainer, a power and a notify spec, the agent's environment.
 """
@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.rundir import NotifySpec, PowerSpec, RunDir, RunState
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.rundir import NotifySpec, PowerSpec, RunDir, RunState
+from arena_ls.run.states import RunStatus
 from tests.helpers.processes import kill_runs_of
 from tests.helpers.runs import claim_run
 from tests.helpers.waiting import wait_until
@@ -44,7 +44,7 @@ class AgentRun:
         )
         with open(root / "agent.log", "ab") as log:
             self.agent = subprocess.Popen(
-                [sys.executable, "-m", "arena_ls.lifecycle.launch", str(self.run_dir.path)],
+                [sys.executable, "-m", "arena_ls.agent.launch", str(self.run_dir.path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

@@ -11,11 +11,11 @@ import attrs
 
 from arena_ls.errors import ArenaError
 from arena_ls.lifecycle.backends.base import AgentProcess, RunPlan
-from arena_ls.lifecycle.capture import LogLine
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.run.capture import LogLine
+from arena_ls.run.rundir import RunDir, RunSpec, RunState
+from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 

@@ -30,7 +30,7 @@ from pytest_lsp import client_capabilities
 from pytest_lsp.client import LanguageClient, register_lsp_features
 
 from arena_ls import loopcheck
-from arena_ls.lifecycle import launch
+from arena_ls.agent import launch
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TRAINER = REPO / "tests" / "fixtures" / "trainers" / "fake_trainer.py"

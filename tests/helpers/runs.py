@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
 
 
 def claim_run(root: Path, job_id: str = "job", **spec: Any) -> RunDir:

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from arena_ls.lifecycle.backends.base import Backends
-from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import Supervisor
+from arena_ls.run.outputlog import STDOUT, OutputWriter
+from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeBackend, Recorder, write_state
 

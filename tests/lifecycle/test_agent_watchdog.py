@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.agent import Agent
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.agent.local.agent import Agent
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 
 
 def make_agent(tmp_path: Path, **spec: Any) -> Agent:

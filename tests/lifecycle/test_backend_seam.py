@@ -19,12 +19,12 @@ from arena_ls import platform
 from arena_ls.errors import LAUNCH_FAILED, ArenaError
 from arena_ls.lifecycle.backends.base import LOCAL, Backends, RunBackend, UnknownBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
 from arena_ls.protocol.wire import run_info
+from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
+from arena_ls.run.rundir import RunDir, RunSpec, RunState, StateFolder
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeAgent, FakeBackend, Recorder, write_state
 from tests.helpers.lsp import job, make_workspace

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arena_ls.lifecycle.attempts import RunRecord
-from arena_ls.lifecycle.local_stop import StopProtocol
-from arena_ls.lifecycle.relaunch_gate import GateRules, MachineReading
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunState
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.agent.attempts import RunRecord
+from arena_ls.agent.local.stop import StopProtocol
+from arena_ls.agent.relaunch_gate import GateRules, MachineReading
+from arena_ls.run.rundir import CheckpointRecord, RunState
+from arena_ls.run.states import RunStatus
 from tests.helpers.runs import claim_run
 
 

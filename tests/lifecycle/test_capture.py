@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle.capture import (
+from arena_ls.run.capture import (
     ARENA,
     LINE_LIMIT,
     STDERR,

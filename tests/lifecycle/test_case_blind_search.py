@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena_ls import platform
-from arena_ls.lifecycle import checkpoint_lines
-from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
+from arena_ls.run import checkpoint_lines
+from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
 
 WORD = b"checkpoint"
 

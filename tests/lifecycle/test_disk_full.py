@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle import agent as agent_module
-from arena_ls.lifecycle import outputlog, statewriter
-from arena_ls.lifecycle.agent import LAUNCH_FAILED_EXIT, Agent
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.failure import classify
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.agent import statewriter
+from arena_ls.agent.failure import classify
+from arena_ls.agent.local import agent as agent_module
+from arena_ls.agent.local.agent import LAUNCH_FAILED_EXIT, Agent
+from arena_ls.run import outputlog
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
+from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -135,7 +136,7 @@ def test_a_trainer_that_dies_of_enospc_is_disk_full() -> None:
 def test_a_stop_request_on_a_full_disk_is_an_empty_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arena_ls.lifecycle import rundir
+    from arena_ls.run import rundir
 
     def full(path: Path, payload: object) -> None:
         raise ENOSPC
@@ -152,8 +153,8 @@ def _full_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reserve: bool
 ) -> tuple[statewriter.StateWriter, dict[str, int], RunDir]:
     """A state writer whose usual writes fail with ENOSPC until ``tries["left"]`` reaches 0."""
-    from arena_ls.lifecycle.reserve import StateReserve
-    from arena_ls.lifecycle.rundir import Failure, RunState
+    from arena_ls.agent.reserve import StateReserve
+    from arena_ls.run.rundir import Failure, RunState
 
     run = RunDir(tmp_path / "run")
     run.path.mkdir()

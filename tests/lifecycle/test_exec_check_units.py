@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from arena_ls.lifecycle.exec_check import exec_check, exec_refusal
+from arena_ls.agent.exec_check import exec_check, exec_refusal
 
 
 def _workspace(tmp_path: Path) -> Path:

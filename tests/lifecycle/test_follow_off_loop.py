@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
-from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.follower import RunFollower
-from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.runview import LineBatch, RunView
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.capture import LogLine
+from arena_ls.run.outputlog import STDOUT, OutputWriter
+from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 from tests.helpers.fake_backend import write_state
 from tests.helpers.lsp import wait_for
 

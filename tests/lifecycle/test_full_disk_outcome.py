@@ -20,8 +20,8 @@ from typing import Any
 
 import psutil
 
-from arena_ls.lifecycle.agent import FINAL_WRITE_TIMEOUT
-from arena_ls.lifecycle.reserve import RESERVE_NAME
+from arena_ls.agent.local.agent import FINAL_WRITE_TIMEOUT
+from arena_ls.agent.reserve import RESERVE_NAME
 from tests.helpers.lsp import (
     ArenaClient,
     make_workspace,

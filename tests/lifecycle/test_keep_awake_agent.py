@@ -1,6 +1,6 @@
 """Keep-awake is held exactly while a train run runs (contract 8.3; issue 37's "Done when").
 
-A real job agent (``python -m arena_ls.lifecycle.launch``) runs a real trainer,
+A real job agent (``python -m arena_ls.agent.launch``) runs a real trainer,
 and asks a real ``dbus-daemon`` of the test's own for its logind inhibitor
 (``ARENA_LOGIND_BUS_ADDRESS``), where a fake ``org.freedesktop.login1`` gives
 out a file descriptor and watches it close: taken at the start, released at a
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.rundir import PowerSpec
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.platform_awake import INHIBIT_MODE, INHIBIT_WHAT, LOGIND_BUS_ENV
+from arena_ls.run.rundir import PowerSpec
+from arena_ls.run.states import RunStatus
 from tests.helpers.agent_runs import AgentRun
 from tests.helpers.dbus import DBUS_DAEMON, DBusDaemon, FakeLogind
 from tests.helpers.waiting import wait_until

@@ -1,6 +1,6 @@
 """The agent's entry point starts the trainer before loading the agent, then hands it over.
 
-Real processes: ``python -m arena_ls.lifecycle.launch RUN_DIR`` as a server
+Real processes: ``python -m arena_ls.agent.launch RUN_DIR`` as a server
 starts it, on a run folder written as a server writes it.
 """
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.rundir import RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.trainer_start import launch_from_spec
+from arena_ls.agent.trainer_start import launch_from_spec
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.rundir import RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "fake_trainer.py"
 
@@ -31,7 +31,7 @@ def write_run(root: Path, argv: list[str], **extra: object) -> Path:
 
 def run_agent(run_dir: Path) -> dict[str, object]:
     """Run the agent to the end, as a server starts it; its final state."""
-    subprocess.run([sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "arena_ls.agent.launch", str(run_dir)], check=True, timeout=120)
     state: dict[str, object] = json.loads((run_dir / "state.json").read_text())
     return state
 
@@ -103,8 +103,8 @@ def test_the_agent_reads_its_spec_where_the_folder_went_while_it_loaded(tmp_path
     import pytest
 
     from arena_ls import platform
-    from arena_ls.lifecycle.agent import read_spec_following
-    from arena_ls.lifecycle.rundir import RunDir
+    from arena_ls.agent.local.agent import read_spec_following
+    from arena_ls.run.rundir import RunDir
 
     def spec(run_id: str) -> RunSpec:
         return RunSpec(run_id=run_id, job_id="quick", job_name="quick", kind="task", argv=["python", "t.py"],

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from arena_ls import platform
-from arena_ls.lifecycle.capture import (
+from arena_ls.run.capture import (
     RECORD,
     Cursor,
     LogLine,
@@ -29,13 +29,13 @@ from arena_ls.lifecycle.capture import (
     iter_all_lines,
     iter_records,
 )
-from arena_ls.lifecycle.logsegments import (
+from arena_ls.run.logsegments import (
     SEGMENTS_FILE,
     load_table,
     segment_bytes,
     segment_paths,
 )
-from arena_ls.lifecycle.outputlog import ARENA, STDERR, STDOUT, OutputWriter
+from arena_ls.run.outputlog import ARENA, STDERR, STDOUT, OutputWriter
 
 CAP = 128 * 1024
 """A small cap: 64 KiB of head, 64 KiB of tail in 16 KiB segments."""
@@ -206,7 +206,7 @@ def test_a_rotation_that_cannot_be_made_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A full disk as the table is written: the segment grows on, every line kept."""
-    import arena_ls.lifecycle.outputlog as outputlog
+    import arena_ls.run.outputlog as outputlog
 
     def no_space(*_: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -362,7 +362,7 @@ def test_segment_paths_name_the_head_and_the_tails(tmp_path: Path) -> None:
 
 
 def test_a_cursor_into_a_segment_the_log_never_had_is_refused(tmp_path: Path) -> None:
-    from arena_ls.lifecycle.capture import InvalidCursor
+    from arena_ls.run.capture import InvalidCursor
 
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -391,11 +391,11 @@ def test_a_cursor_into_a_segment_the_log_never_had_is_refused(tmp_path: Path) ->
 
 async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Path) -> None:
     """``arena/metrics`` paged while the run floods past its cap: every point once, in order."""
-    from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState, StateFolder
-    from arena_ls.lifecycle.runlock import RunLock
     from arena_ls.lifecycle.runview import RunView
-    from arena_ls.lifecycle.states import RunStatus
     from arena_ls.protocol.metrics import MetricsCursor, metrics_page
+    from arena_ls.run.rundir import RunDir, RunSpec, RunState, StateFolder
+    from arena_ls.run.runlock import RunLock
+    from arena_ls.run.states import RunStatus
 
     def build(run_id: str) -> RunSpec:
         return RunSpec(run_id=run_id, job_id="lm", job_name="lm", kind="train", argv=["x"], cwd=".")
@@ -442,7 +442,7 @@ async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Pat
 def test_a_revived_cluster_follower_counts_the_dropped_lines_it_copied(tmp_path: Path) -> None:
     """``trainer_lines_after``: the lines of a submission already in the log, those dropped included
     (else a new follower copies Ray's log again from where the count fell short)."""
-    from arena_ls.lifecycle.capture import trainer_lines_after
+    from arena_ls.run.capture import trainer_lines_after
 
     trainer = Trainer(tmp_path)
     trainer.chunk(30, event_every=0)

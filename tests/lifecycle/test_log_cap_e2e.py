@@ -21,8 +21,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from arena_ls.lifecycle.capture import OutputReader
-from arena_ls.lifecycle.logsegments import segment_bytes
+from arena_ls.run.capture import OutputReader
+from arena_ls.run.logsegments import segment_bytes
 from tests.helpers.lsp import (
     ArenaClient,
     make_workspace,

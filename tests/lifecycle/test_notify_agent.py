@@ -22,17 +22,17 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.notifier import CommandFailed, Notifier, run_command, told_keys
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import NotifySpec, PowerSpec, RunSpec
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.agent.notifier import CommandFailed, Notifier, run_command, told_keys
 from arena_ls.platform_notify import (
     NotifyUnavailable,
     desktop_unavailable,
     freedesktop_notification,
     notify_desktop,
 )
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
+from arena_ls.run.rundir import NotifySpec, PowerSpec, RunSpec
+from arena_ls.run.states import RunStatus
 from tests.helpers.agent_runs import AgentRun
 from tests.helpers.dbus import DBUS_DAEMON, DBusDaemon, FakeNotifications
 from tests.helpers.fake_hardware import ENV_VAR, FakeHardware, write_fake_hardware
@@ -115,7 +115,7 @@ def notified_keys(run: AgentRun) -> list[str]:
 
 
 def _arena(run: AgentRun) -> list[Any]:
-    from arena_ls.lifecycle.capture import iter_all_lines
+    from arena_ls.run.capture import iter_all_lines
 
     return [line for line in iter_all_lines(run.run_dir.path) if line.stream == "arena"]
 

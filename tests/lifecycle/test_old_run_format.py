@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from arena_ls.lifecycle import supervisor_events as ev
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunState
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run import supervisor_events as ev
+from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState
+from arena_ls.run.states import RunStatus
 from tests.helpers.lsp import all_logs, job, make_workspace, start_server, stop_server, wait_status
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle import outputlog
-from arena_ls.lifecycle.capture import OutputReader, iter_all_lines
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter, Pump, Written
+from arena_ls.agent import pumps
+from arena_ls.agent.pumps import Pump
+from arena_ls.run.capture import OutputReader, iter_all_lines
+from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter, Written
 from tests.helpers.waiting import wait_until
 
 
@@ -47,7 +48,7 @@ def test_what_came_before_the_listener_is_handed_over_first_and_in_order(tmp_pat
 def test_past_the_backlog_bound_the_pump_waits_and_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(outputlog, "BACKLOG_BYTES", 10)
+    monkeypatch.setattr(pumps, "BACKLOG_BYTES", 10)
     pump, write_fd, writer = pump_over_pipe(tmp_path)
     os.write(write_fd, "".join(f"line {i}\n" for i in range(2000)).encode())  # 18 KB: the pipe holds it
     # the pump wrote a first piece, over the bound

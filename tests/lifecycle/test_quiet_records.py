@@ -19,11 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena_ls.lifecycle.capture import iter_records
-from arena_ls.lifecycle.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
-from arena_ls.lifecycle.events import Checkpoint, EventParser, Progress
 from arena_ls.lifecycle.health_line import HealthPoint
-from arena_ls.lifecycle.outputlog import (
+from arena_ls.lifecycle.records import AgentLine, Item, RunRecords, TrainerEvent, record_count
+from arena_ls.run.capture import iter_records
+from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
+from arena_ls.run.events import Checkpoint, EventParser, Progress
+from arena_ls.run.outputlog import (
     ARENA,
     FLAG_CONTINUED,
     FLAG_FINAL_PARTIAL,
@@ -36,8 +37,7 @@ from arena_ls.lifecycle.outputlog import (
     check_record,
     quiet_lines,
 )
-from arena_ls.lifecycle.records import AgentLine, Item, RunRecords, TrainerEvent, record_count
-from arena_ls.lifecycle.rundir import RunDir
+from arena_ls.run.rundir import RunDir
 from tests.helpers import runs
 
 

@@ -33,12 +33,12 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from arena_ls.lifecycle.backends.base import Backends
-from arena_ls.lifecycle.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import StartRequest, Supervisor
 from arena_ls.protocol.wire import logs_page, run_info
+from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
+from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeBackend, Recorder, write_state
 from tests.helpers.lsp import (
@@ -130,7 +130,7 @@ def _quick_spec(root: Path, steps: int) -> Callable[[str], RunSpec]:
 def _make_run(root: Path, steps: int) -> Path:
     """A finished run of job ``quick``, made by the real agent (as a server starts it)."""
     path = RunLock(StateFolder(root / ".aide" / "training")).claim("quick", _quick_spec(root, steps)).path
-    subprocess.run([sys.executable, "-m", "arena_ls.lifecycle.launch", str(path)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "arena_ls.agent.launch", str(path)], check=True, timeout=120)
     return path
 
 

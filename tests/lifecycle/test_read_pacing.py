@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena_ls.lifecycle.read_pacing import (
+from arena_ls.agent.read_pacing import (
     PIPE_SHARE,
     RATE_HALF_LIFE,
     SMALL_READ,

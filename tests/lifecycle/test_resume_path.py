@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle.resume_args import ResumePathUnknown, fill, names_checkpoint, path_at, uses_path
-from arena_ls.lifecycle.rundir import CheckpointRecord
-from arena_ls.lifecycle.trainer_start import recorded_argv, trainer_argv
+from arena_ls.agent.resume_args import ResumePathUnknown, fill, names_checkpoint, path_at, uses_path
+from arena_ls.agent.trainer_start import recorded_argv, trainer_argv
 from arena_ls.manifest import load_manifest_text
+from arena_ls.run.rundir import CheckpointRecord
 
 HF = ["--resume_from_checkpoint", "{path}"]
 
@@ -72,7 +72,7 @@ def test_a_record_made_before_the_launch_never_carries_a_placeholder() -> None:
 
 
 def test_the_launcher_reads_the_path_from_the_specs_job_checkpoint(tmp_path: Path) -> None:
-    from arena_ls.lifecycle import trainer_start
+    from arena_ls.agent import trainer_start
 
     checkpoint = {"step": 40, "path": "out/checkpoint-40", "at": 1.0}
     assert trainer_start._spec_checkpoint_path(checkpoint, 40) == "out/checkpoint-40"

@@ -24,11 +24,11 @@ from arena_ls.errors import LAUNCH_FAILED, ArenaError
 from arena_ls.lifecycle import supervisor as supervisor_module
 from arena_ls.lifecycle.backends.base import Backends, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.rundir import ClusterRecord, ClusterSpec, RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
 from arena_ls.lifecycle.runview import AGENT_START_GRACE
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
+from arena_ls.run.rundir import ClusterRecord, ClusterSpec, RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeAgent, FakeBackend, Recorder, write_state
 from tests.helpers.lsp import job, make_workspace, start_server, stop_server, wait_status

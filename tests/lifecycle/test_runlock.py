@@ -10,8 +10,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from arena_ls.lifecycle.rundir import RunSpec, RunState, StateFolder
-from arena_ls.lifecycle.runlock import (
+from arena_ls.run.rundir import RunSpec, RunState, StateFolder
+from arena_ls.run.runlock import (
     CREATE_GRACE,
     START_GRACE,
     WRITE_GRACE,
@@ -23,7 +23,7 @@ from arena_ls.lifecycle.runlock import (
     judge,
     parse_lock,
 )
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.states import RunStatus
 
 ALIVE = {(100, 1.0), (200, 2.0)}
 

@@ -23,10 +23,10 @@ import psutil
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from arena_ls.lifecycle.launch import CLAIM_REFUSED_EXIT, SPARE_FLAG, read_order
-from arena_ls.lifecycle.rundir import RunDir
+from arena_ls.agent.launch import CLAIM_REFUSED_EXIT, SPARE_FLAG, read_order
 from arena_ls.lifecycle.spare import DISABLE_VARIABLE, MOST_DEATHS, SpareAgent, spare_argv
-from arena_ls.lifecycle.trainer_start import AGENT_CLAIM
+from arena_ls.run.claim import AGENT_CLAIM
+from arena_ls.run.rundir import RunDir
 from tests.helpers.lsp import (
     ArenaClient,
     all_logs,
@@ -291,7 +291,7 @@ async def test_the_switch_starts_every_agent_cold(tmp_path: Path) -> None:
         await wait_status(client, info["runId"], "running")
         agent = psutil.Process(info["agentPid"])
         assert SPARE_FLAG not in agent.cmdline(), agent.cmdline()
-        assert agent.cmdline()[-3:] == ["-m", "arena_ls.lifecycle.launch", str(run_dir(root, info["runId"]))]
+        assert agent.cmdline()[-3:] == ["-m", "arena_ls.agent.launch", str(run_dir(root, info["runId"]))]
         await client.call("arena/stop", {"kill": True, "confirm": True})
         stopped = await wait_status(client, info["runId"], "stopped", "crashed", "lost")
         assert stopped["status"] == "stopped", stopped
@@ -496,7 +496,7 @@ async def test_an_agent_claims_its_run_before_the_trainer_starts_and_only_one_ca
         assert f"claimed by {spare.pid}, started by {spare.pid}" in texts, texts
         folder = run_dir(root, info["runId"])
         second = subprocess.run(
-            [sys.executable, "-m", "arena_ls.lifecycle.launch", str(folder)],
+            [sys.executable, "-m", "arena_ls.agent.launch", str(folder)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert second.returncode == CLAIM_REFUSED_EXIT, second

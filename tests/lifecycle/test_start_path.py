@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
-from arena_ls.lifecycle.rundir import StateFolder
-from arena_ls.lifecycle.runlock import RunLock, Verdict
 from arena_ls.lifecycle.spare import DISABLE_VARIABLE
-from arena_ls.lifecycle.states import LEGAL_MOVES, RunStatus
+from arena_ls.run.rundir import StateFolder
+from arena_ls.run.runlock import RunLock, Verdict
+from arena_ls.run.states import LEGAL_MOVES, RunStatus
 from tests.helpers.lsp import (
     ArenaClient,
     all_logs,
@@ -50,7 +50,7 @@ class _HoldTheAgent:
     \"\"\"
 
     def find_spec(self, name, path=None, target=None):
-        if name != "arena_ls.lifecycle.agent":
+        if name != "arena_ls.agent.local.agent":
             return None
         import importlib.machinery
         spec = importlib.machinery.PathFinder.find_spec(name, path)

@@ -18,11 +18,11 @@ import pytest
 from arena_ls.diagnostics import Diag
 from arena_ls.errors import APPROVAL_REQUIRED, LAUNCH_FAILED, PREFLIGHT_FAILED, PROBE_REQUIRED, ArenaError
 from arena_ls.lifecycle.backends.base import Backends, Check, RunPlan
-from arena_ls.lifecycle.rundir import ClusterSpec, RunDir
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.manifest.cache import ManifestCache
+from arena_ls.run.rundir import ClusterSpec, RunDir
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeBackend, Recorder, write_state
 from tests.helpers.lsp import job, make_workspace

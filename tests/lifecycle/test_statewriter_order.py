@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle import statewriter
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunState, StateFolder
+from arena_ls.agent import statewriter
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, StateFolder
 
 
 def test_the_job_record_is_written_before_the_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +51,7 @@ def test_a_full_disk_at_the_final_write_still_records_the_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The job record has no reserve: on a full disk the final state goes out without it."""
-    from arena_ls.lifecycle.reserve import StateReserve
+    from arena_ls.agent.reserve import StateReserve
 
     run = RunDir(tmp_path / "run")
     run.path.mkdir()

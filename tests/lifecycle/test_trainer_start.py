@@ -12,16 +12,16 @@ from pathlib import Path
 import attrs
 import pytest
 
-from arena_ls.lifecycle import trainer_start
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunSpec, RunState, StateFolder, unstructure
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.trainer_start import (
+from arena_ls.agent import trainer_start
+from arena_ls.agent.trainer_start import (
     EarlyLaunch,
     launch_from_spec,
     record_launch,
     trainer_argv,
 )
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, RunState, StateFolder, unstructure
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
 
 RESUME = ["--resume", "--start-step", "{step}"]
 QUICK = [sys.executable, "-c", "pass"]
@@ -149,12 +149,10 @@ def test_an_existing_state_is_never_replaced(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the fast path
 
 FAST_PATH = """
-import sys
-from pathlib import Path
-from arena_ls.lifecycle import launch
-from arena_ls.lifecycle.trainer_start import launch_from_spec
+from arena_ls.agent import launch
+from arena_ls.agent.trainer_start import launch_from_spec
 early = launch_from_spec(Path(sys.argv[1]))
-heavy = sorted(m for m in ("attrs", "cattrs", "psutil", "arena_ls.lifecycle.agent") if m in sys.modules)
+heavy = sorted(m for m in ("attrs", "cattrs", "psutil", "arena_ls.agent.local.agent") if m in sys.modules)
 print(f"started={early is not None and early.process is not None} loaded={heavy}")
 early.process.wait()
 for pump in early.pumps:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena_ls.lifecycle.watchdog import (
+from arena_ls.agent.watchdog import (
     BACKOFF_CAP_SECONDS,
     BACKOFF_POLL_SECONDS,
     GiveUp,
@@ -199,7 +199,7 @@ def test_a_zero_backoff_relaunches_at_once() -> None:
 
 def test_the_relaunch_record_reads_back_to_its_start_step() -> None:
     """The server rewinds a run's step from the agent's relaunch record (``restarting``, typed)."""
-    from arena_ls.lifecycle.supervisor_events import parse
+    from arena_ls.run.supervisor_events import parse
 
     def line(step: int | None) -> str:
         return Relaunch(start_step=step, delay=2.0, restart=1, used=1, budget=3).event().encode()

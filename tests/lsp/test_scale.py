@@ -14,9 +14,9 @@ from typing import Any
 
 from lsprotocol import types
 
-from arena_ls.lifecycle.outputlog import STDOUT, OutputWriter
-from arena_ls.lifecycle.rundir import RunDir, RunState
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.outputlog import STDOUT, OutputWriter
+from arena_ls.run.rundir import RunDir, RunState
+from arena_ls.run.states import RunStatus
 from tests.helpers.history import clone_runs
 from tests.helpers.lsp import (
     FAKE_TRAINER,

@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from arena_ls.lifecycle.capture import (
+from arena_ls.run.capture import (
     LINE_LIMIT,
     STDERR,
     STDOUT,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.capture import LogLine
 from arena_ls.protocol import notify
 from arena_ls.protocol.notify import LogBatcher
+from arena_ls.run.capture import LogLine
 from arena_ls.settings import Settings
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import psutil
 import pytest
 
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunDir, RunSpec, StateFolder
-from arena_ls.lifecycle.runlock import RunLock
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, StateFolder
+from arena_ls.run.runlock import RunLock
 from tests.helpers.lsp import (
     ArenaClient,
     job,
@@ -147,7 +147,7 @@ def test_an_agent_whose_run_folder_is_deleted_stops_its_trainer_cooperatively(tm
     shutil.copy(TRAINERS / "stop_only_trainer.py", workspace)
     run_dir = _agent_run(workspace)
     agent = subprocess.Popen(
-        [sys.executable, "-m", "arena_ls.lifecycle.agent", str(run_dir.path)],
+        [sys.executable, "-m", "arena_ls.agent.local.agent", str(run_dir.path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -216,7 +216,7 @@ def test_a_job_record_is_never_written_where_the_workspace_was(tmp_path: Path) -
 # the agent loads (and reads its spec) at the new path, its trainer was told the old stop file.
 MOVING_LAUNCH = """
 import os, sys
-from arena_ls.lifecycle import launch
+from arena_ls.agent import launch
 started = launch.launch_from_spec
 def start_then_move(run_dir):
     early = started(run_dir)

@@ -1,7 +1,7 @@
-"""The attempt loop (``lifecycle/attempts.py``) driven by a fake ``Trainer``: no process, file or clock.
+"""The attempt loop (``agent/attempts.py``) driven by a fake ``Trainer``: no process, file or clock.
 
 The fake plays both agent flavours: ``local`` keeps one watchdog for the run (as
-``lifecycle/agent.py`` does); ``cluster`` rebuilds it before every decision from the
+``agent/local/agent.py`` does); ``cluster`` rebuilds it before every decision from the
 position recorded after the last one (as ``cluster/agent.py`` does, so that a new
 follower goes on with the same budget). Every case must come out the same for both.
 """
@@ -14,11 +14,11 @@ import time
 import attrs
 import pytest
 
-from arena_ls.lifecycle.attempts import AttemptLoop, Outcome, RunRecord
-from arena_ls.lifecycle.rundir import CheckpointRecord, Failure, RunSpec, RunState
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent
-from arena_ls.lifecycle.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.agent.attempts import AttemptLoop, Outcome, RunRecord
+from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.run.rundir import CheckpointRecord, Failure, RunSpec, RunState
+from arena_ls.run.states import RunStatus
+from arena_ls.run.supervisor_events import Kind, SupervisorEvent
 
 FLAVOURS = ["local", "cluster"]
 

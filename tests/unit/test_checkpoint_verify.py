@@ -1,4 +1,4 @@
-"""Checkpoint verification before a resume (contract 8.2, ``lifecycle/ckptverify.py``), branch by branch.
+"""Checkpoint verification before a resume (contract 8.2, ``agent/ckptverify.py``), branch by branch.
 
 ``judge`` and ``candidates`` are pure; ``read_checkpoint`` is the agent's look, tested on real files
 with an injected clock and sleep (no test waits for the quiet window)."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.ckptverify import (
+from arena_ls.agent.ckptverify import (
     QUIET_SECONDS,
     DiskLook,
     Failed,
@@ -23,10 +23,10 @@ from arena_ls.lifecycle.ckptverify import (
     read_checkpoint,
     verify,
 )
-from arena_ls.lifecycle.events import Checkpoint, parse_arena_line
-from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_verification
-from arena_ls.lifecycle.rundir import CheckpointRecord, StateFolder
-from arena_ls.lifecycle.watchdog import GiveUp, Relaunch, Watchdog, WatchdogRules
+from arena_ls.agent.relaunch import CrashFacts, Stop, decide, needs_verification
+from arena_ls.agent.watchdog import GiveUp, Relaunch, Watchdog, WatchdogRules
+from arena_ls.run.events import Checkpoint, parse_arena_line
+from arena_ls.run.rundir import CheckpointRecord, StateFolder
 
 SHA = "a" * 64
 OTHER = "b" * 64

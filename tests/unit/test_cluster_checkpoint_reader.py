@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from arena_ls.agent.ckptverify import Verification
 from arena_ls.cluster import ckpt_reader, ckpt_remote
 from arena_ls.cluster.ckpt_remote import ClusterVerifier, Malformed, parse_readings, reader_python
 from arena_ls.cluster.jobsapi import ClusterError
-from arena_ls.lifecycle.ckptverify import Verification
-from arena_ls.lifecycle.rundir import CheckpointRecord
+from arena_ls.run.rundir import CheckpointRecord
 
 PAYLOAD = b'{"step": 40, "weights": "' + b"w" * 4000 + b'"}'
 SHA = hashlib.sha256(PAYLOAD).hexdigest()

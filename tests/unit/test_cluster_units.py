@@ -40,9 +40,9 @@ from arena_ls.cluster.submission import (
     stop_wait_seconds,
     submit_payload,
 )
-from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunSpec, RunState
-from arena_ls.lifecycle.states import RunStatus
 from arena_ls.manifest import load_manifest_text
+from arena_ls.run.rundir import ClusterSpec, RunDir, RunSpec, RunState
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import parse_settings
 from tests.helpers.serving import serve_in_thread
 

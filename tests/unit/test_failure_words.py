@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from arena_ls import platform
-from arena_ls.lifecycle.failure import classify
+from arena_ls.agent.failure import classify
 
 
 def _killed(oom_kills: int | None) -> str:

@@ -1,11 +1,11 @@
-"""``-u -X utf8`` after ``-E``/``-I`` (contract 7.3): ``lifecycle.interpreter``, through ``trainer_argv``."""
+"""``-u -X utf8`` after ``-E``/``-I`` (contract 7.3): ``agent.interpreter``, through ``trainer_argv``."""
 
 from __future__ import annotations
 
 import pytest
 
-from arena_ls.lifecycle.interpreter import is_interpreter, with_stream_flags
-from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.agent.interpreter import is_interpreter, with_stream_flags
+from arena_ls.agent.trainer_start import trainer_argv
 
 FLAGS = ["-u", "-X", "utf8"]
 

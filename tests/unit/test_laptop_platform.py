@@ -17,7 +17,7 @@ from arena_ls.client.autostart import Autostart, entry_name, resume_command
 from arena_ls.client.errors import CliError
 from arena_ls.health.model import BootIdentity
 from arena_ls.lifecycle.reboot import BOOT_TOLERANCE, AfterReboot, restart_evidence
-from arena_ls.lifecycle.rundir import BootRecord, RunSpec
+from arena_ls.run.rundir import BootRecord, RunSpec
 
 # -- the boot ------------------------------------------------------------------------------
 
@@ -304,7 +304,7 @@ def test_config_home_is_xdg_config_home_when_absolute() -> None:
 
 def test_a_resume_under_way_is_not_taken_for_a_persons_newer_run(tmp_path: Path) -> None:
     from arena_ls.lifecycle.reboot import AFTER_REBOOT_CLAIM, after_reboot, record_resumed
-    from arena_ls.lifecycle.rundir import RunDir
+    from arena_ls.run.rundir import RunDir
 
     run_dir = RunDir(tmp_path / "run")
     run_dir.path.mkdir()

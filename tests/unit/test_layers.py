@@ -2,15 +2,20 @@
 
 ``FLOORS`` is the house, bottom first (``docs/architecture.md`` shows it).
 A floor holds rooms; a room is a package or a top-level module of
-``arena_ls`` (``lifecycle`` and ``health`` share one: the job agent reads
-the hardware for a power rule, and the health pre-flight makes the state
-folder). A module may import its own room and any room on a lower floor,
-never a room beside it or above it: so no arrow points up, and no circle
-between rooms can exist (a circle needs an arrow that does not point down).
-``cluster`` is a floor above ``lifecycle``: the Ray back end and the
-cluster's follower build on the lifecycle, which never knows of them.
-``trainer_facts`` is a floor below ``gates``: what a trainer script does,
-read from its AST, knows no rule; the rules judge it.
+``arena_ls``. A module may import its own room and any room on a lower
+floor, never a room beside it or above it: so no arrow points up, and no
+circle between rooms can exist (a circle needs an arrow that does not
+point down).
+
+The run's code is split by the process that runs it (issue 38): ``run``
+(the run folder on disk, which every process reads) < ``health`` (the
+hardware; its pre-flight makes the state folder, so it may import ``run``,
+never an agent) < ``agent`` (the job agent and what the cluster agent
+shares with it; it reads the hardware) < ``lifecycle`` (the server's side:
+the supervisor, the follower, the views of a run). ``cluster`` is a floor
+above ``lifecycle``: the Ray back end and the cluster's follower build on
+it, which never knows of them.
+    [("trainer_facts",)],
 
 Every import statement counts, including ones inside functions and under
 ``TYPE_CHECKING``: a lower package that needs a higher one is in the
@@ -27,6 +32,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 LOWER = [
+    "run",
+    "agent",
     "lifecycle",
     "gates",
     "trainer_facts",
@@ -55,7 +62,10 @@ FLOORS: list[list[tuple[str, ...]]] = [
     [("setting_decl",), ("loopcheck",)],
     [("settings", "setting_sections"), ("diagnostics",)],
     [("manifest",), ("settings_schema",)],
-    [("lifecycle", "health")],
+    [("run",)],
+    [("health",)],
+    [("agent",)],
+    [("lifecycle",)],
     [("trainer_facts",)],
     [("gates",), ("insights",), ("cluster",)],
     [("services",)],
@@ -274,3 +284,191 @@ def test_the_private_call_checker_finds_one(tmp_path: Path) -> None:
     names = private_methods(home, "Supervisor")
     assert names == {"_launch"}
     assert private_calls(tmp_path, names, home) == ["arena_ls/probe.py:2 reaches _launch"]
+
+
+def floor_index(name: str) -> int:
+    """The floor of the room ``name`` in ``FLOORS``."""
+    return next(level for level, rooms in enumerate(FLOORS) for room in rooms if name in room)
+
+
+def test_the_run_is_split_by_process_run_then_health_then_agent_then_the_server() -> None:
+    """Issue 38: the on-disk format is the lowest (every process reads it), health is below the
+    agent (the agent reads the hardware; health never reaches an agent), and the server's side
+    (``lifecycle``) is above the agent it starts; each is a room of its own."""
+    order = ["run", "health", "agent", "lifecycle", "cluster"]
+    floors = [floor_index(name) for name in order]
+    assert floors == sorted(floors) and len(set(floors)) == len(floors)
+    for name in order:
+        assert (name,) in FLOORS[floor_index(name)], f"{name} shares its room"
+
+
+def test_the_floor_checker_catches_health_reaching_an_agent_and_the_format_reaching_the_server(
+    tmp_path: Path,
+) -> None:
+    write = {
+        "arena_ls/__init__.py": "",
+        "arena_ls/health/preflight.py": "from arena_ls.run.rundir import make_state_folder\n"
+        "from arena_ls.agent.statewriter import StateWriter\n",
+        "arena_ls/run/rundir.py": "def f():\n    from arena_ls.lifecycle import supervisor\n",
+        "arena_ls/agent/launch.py": (
+            "from arena_ls.health import agent_hardware\nimport arena_ls.run.outputlog\n"
+        ),
+    }
+    for name, text in write.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert floor_violations(tmp_path) == [
+        "arena_ls/health/preflight.py:2 imports arena_ls.agent.statewriter.StateWriter (agent, above it)",
+        "arena_ls/run/rundir.py:2 imports arena_ls.lifecycle.supervisor (lifecycle, above it)",
+    ]
+
+
+PUBLISHED = ("run", "agent", "agent.local", "lifecycle")
+"""Packages whose ``__init__`` names, in ``__all__``, the modules other packages may import."""
+
+
+def published_modules(package_dir: Path) -> set[str]:
+    """The names in ``__all__`` of ``package_dir/__init__.py``, read without importing it."""
+    tree = ast.parse((package_dir / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            return set(value)
+    raise AssertionError(f"{package_dir}/__init__.py has no __all__")
+
+
+def unpublished_imports(root: Path, packages: tuple[str, ...] = PUBLISHED) -> list[str]:
+    """Every import from outside a package of ``packages`` of one of its modules that its
+    ``__init__`` does not name (an inner module, or one the list forgot)."""
+    found: list[str] = []
+    for package in packages:
+        home = root / "arena_ls" / package.replace(".", "/")
+        prefix = f"arena_ls.{package}."
+        allowed = published_modules(home)
+        for path in sorted((root / "arena_ls").rglob("*.py")):
+            if home in path.parents:
+                continue
+            for line, module in imported_modules(path, root=root):
+                if module.startswith(prefix):
+                    name = module.removeprefix(prefix).split(".")[0]
+                    if name not in allowed:
+                        found.append(f"{path.relative_to(root)}:{line} imports {module}")
+    return found
+
+
+def test_other_packages_import_only_what_a_packages_init_names() -> None:
+    """Each package of the split names its public modules (its ``__init__``'s ``__all__``, kept in
+    step with its docstring); an import from outside of any other module is found here."""
+    for package in PUBLISHED:
+        home = PACKAGE / package.replace(".", "/")
+        on_disk = {p.stem for p in home.glob("*.py") if p.stem != "__init__"}
+        on_disk |= {p.parent.name for p in home.glob("*/__init__.py")}
+        assert published_modules(home) <= on_disk, f"{package}'s __all__ names a module it lacks"
+    assert unpublished_imports(PACKAGE.parent) == []
+
+
+def test_the_published_import_checker_finds_an_unnamed_module(tmp_path: Path) -> None:
+    (tmp_path / "arena_ls" / "run").mkdir(parents=True)
+    (tmp_path / "arena_ls" / "run" / "__init__.py").write_text('__all__ = ["rundir"]\n')
+    (tmp_path / "arena_ls" / "run" / "secret.py").write_text("import arena_ls.run.rundir\n")
+    (tmp_path / "arena_ls" / "lifecycle").mkdir()
+    (tmp_path / "arena_ls" / "lifecycle" / "x.py").write_text(
+        "from arena_ls.run.rundir import RunDir\nfrom arena_ls.run import secret\n"
+    )
+    assert unpublished_imports(tmp_path, ("run",)) == [
+        "arena_ls/lifecycle/x.py:2 imports arena_ls.run.secret"
+    ]
+
+
+def module_file(module: str, root: Path = PACKAGE.parent) -> Path | None:
+    """The file of ``arena_ls.a.b`` (or of its longest prefix that is a module: ``a.b.Name``)."""
+    parts = module.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = root.joinpath(*parts[:cut])
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def import_time_modules(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """The modules ``path`` imports when it is loaded: not inside a function (run later, if ever)
+    nor under ``if TYPE_CHECKING:``; relative imports resolved as ``imported_modules`` does."""
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            found.extend(f"{base}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def loaded_by(entry: str, root: Path = PACKAGE.parent) -> tuple[set[str], set[Path]]:
+    """(the outside packages, the files of ``arena_ls``) that loading ``entry`` loads: every module
+    it imports at load time, and theirs, with the ``__init__`` of each package on the way."""
+    seen: set[Path] = set()
+    found: set[str] = set()
+    todo = [module_file(entry, root)]
+    while todo:
+        path = todo.pop()
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        package = path.parent
+        while package != root and (package / "__init__.py").is_file():
+            todo.append(package / "__init__.py")
+            package = package.parent
+        for module in import_time_modules(path, root):
+            top = module.split(".")[0]
+            if top == "arena_ls":
+                todo.append(module_file(module, root))
+            else:
+                found.add(top)
+    return found, seen
+
+
+@pytest.mark.parametrize(
+    "entry", ["arena_ls.agent.launch", "arena_ls.agent.local.agent", "arena_ls.cluster.agent"]
+)
+def test_an_agent_loads_nothing_of_the_lsp_stack(entry: str) -> None:
+    """The agents are small detached processes (about 30 MB): loading one loads no pygls and no
+    lsprotocol, however deep the import (a function's own import, run later if ever, aside:
+    ``diagnostics`` makes a URI with pygls only when asked for one)."""
+    loaded, files = loaded_by(entry)
+    assert PACKAGE / "run" / "outputlog.py" in files, "the walk reaches the run folder's code"
+    assert loaded & {"pygls", "lsprotocol"} == set()
+
+
+def test_the_lsp_stack_walk_finds_a_deep_import(tmp_path: Path) -> None:
+    files = {
+        "arena_ls/__init__.py": "",
+        "arena_ls/agent/__init__.py": "",
+        "arena_ls/agent/launch.py": "import json\nfrom arena_ls.agent import deep\n",
+        "arena_ls/agent/deep.py": "from arena_ls.run.x import Y\ndef f():\n    import pygls\n",
+        "arena_ls/run/__init__.py": "import attrs\n",
+        "arena_ls/run/x.py": "from lsprotocol import types\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert loaded_by("arena_ls.agent.launch", tmp_path)[0] == {"json", "attrs", "lsprotocol"}

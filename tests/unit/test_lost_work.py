@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from arena_ls.lifecycle.lostwork import LostWork, lost_work
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunState
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.run.rundir import CheckpointRecord, RunState
+from arena_ls.run.states import RunStatus
 
 
 def state(**given: Any) -> RunState:

@@ -9,7 +9,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from arena_ls.lifecycle.states import (
+from arena_ls.manifest import load_manifest_text
+from arena_ls.run.states import (
     LEGAL_MOVES,
     IllegalTransition,
     RunStatus,
@@ -17,7 +18,6 @@ from arena_ls.lifecycle.states import (
     stop_on_the_way,
     transition,
 )
-from arena_ls.manifest import load_manifest_text
 from arena_ls.settings import ClusterSettings, Settings, parse_settings
 
 
@@ -245,7 +245,7 @@ def test_only_a_restarting_state_that_records_a_stop_was_stopped_on_the_way(
 
 def test_the_relaunches_filled_in_are_bounded() -> None:
     """A server that slept through many relaunches does not flood the client with invented ones."""
-    from arena_ls.lifecycle.states import MOST_RELAUNCHES_FILLED
+    from arena_ls.run.states import MOST_RELAUNCHES_FILLED
 
     between = passed_through(R.RUNNING, R.RUNNING, 10_000)
     assert between.count(R.RESTARTING) == MOST_RELAUNCHES_FILLED

@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
-THE_ONE_MODULE = PACKAGE / "lifecycle" / "supervisor_events.py"
+THE_ONE_MODULE = PACKAGE / "run" / "supervisor_events.py"
 
 WORDING = ("TRAINING_CRASHED", "restarting from", "submitting to cluster", "from scratch (no checkpoint")
 """The agents' own wording: in a string of code anywhere else, it is being written or matched."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena_ls.lifecycle.notify_events import NotifyTracker, notify_spec
-from arena_ls.lifecycle.states import RunStatus
+from arena_ls.agent.notify_events import NotifyTracker, notify_spec
+from arena_ls.run.states import RunStatus
 from arena_ls.settings import parse_settings
 
 CHECKPOINT = {"step": 40, "path": "ckpt-40.pt", "at": 1.0}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from arena_ls.lifecycle.power import PowerAction, PowerRules, PowerWatch, power_spec
-from arena_ls.lifecycle.relaunch_gate import GateRules, MachineReading, describe_wait, relaunch_gate
+from arena_ls.agent.power import PowerAction, PowerRules, PowerWatch, power_spec
+from arena_ls.agent.relaunch_gate import GateRules, MachineReading, describe_wait, relaunch_gate
 from arena_ls.settings import parse_settings
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 
+from arena_ls.agent.attempts import RunRecord
 from arena_ls.client.plot import Resume
 from arena_ls.client.render import relaunch_costs
 from arena_ls.client.tables import relaunch_rows
-from arena_ls.lifecycle.attempts import RunRecord
-from arena_ls.lifecycle.rundir import MAX_RELAUNCH_RECORDS, RelaunchRecord, RunSpec, RunState
 from arena_ls.protocol.metrics import _relaunch
+from arena_ls.run.rundir import MAX_RELAUNCH_RECORDS, RelaunchRecord, RunSpec, RunState
 
 
 def record(state: RunState) -> RunRecord:

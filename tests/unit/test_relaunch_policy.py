@@ -1,11 +1,11 @@
-"""The relaunch policy (``lifecycle/relaunch.py``), case by case: pure, no process, no file."""
+"""The relaunch policy (``agent/relaunch.py``), case by case: pure, no process, no file."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from arena_ls.lifecycle.relaunch import CrashFacts, Stop, decide, needs_saved_file
-from arena_ls.lifecycle.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog, WatchdogRules
+from arena_ls.agent.relaunch import CrashFacts, Stop, decide, needs_saved_file
+from arena_ls.agent.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog, WatchdogRules
 
 
 def watchdog(max_restarts: int = 3, kind: str = "train", resume: bool = True) -> Watchdog:

@@ -9,11 +9,11 @@ import threading
 
 import attrs
 
-from arena_ls.lifecycle.attempts import AttemptLoop, RunRecord
-from arena_ls.lifecycle.ckptverify import Reading, Verification, verify
-from arena_ls.lifecycle.rundir import CheckpointRecord, RunSpec, RunState
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.agent.attempts import AttemptLoop, RunRecord
+from arena_ls.agent.ckptverify import Reading, Verification, verify
+from arena_ls.run.rundir import CheckpointRecord, RunSpec, RunState
+from arena_ls.run.states import RunStatus
+from arena_ls.run.supervisor_events import SupervisorEvent
 from tests.unit.test_attempt_loop import Attempt, FakeTrainer
 
 

@@ -1,10 +1,9 @@
-"""The loss-spike rollback policy (``lifecycle/rollback.py``, contract 8.2), branch by branch: pure."""
+"""The loss-spike rollback policy (``agent/rollback.py``, contract 8.2), branch by branch: pure."""
 
 from __future__ import annotations
 
-from arena_ls.lifecycle import supervisor_events as events
-from arena_ls.lifecycle.ckptverify import Reading, candidates, verify
-from arena_ls.lifecycle.rollback import (
+from arena_ls.agent.ckptverify import Reading, candidates, verify
+from arena_ls.agent.rollback import (
     NoRollback,
     Rollback,
     SpikeWatch,
@@ -13,8 +12,9 @@ from arena_ls.lifecycle.rollback import (
     spike_over,
     wants_look,
 )
-from arena_ls.lifecycle.rundir import CheckpointRecord, RollbackSpec
-from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.agent.trainer_start import trainer_argv
+from arena_ls.run import supervisor_events as events
+from arena_ls.run.rundir import CheckpointRecord, RollbackSpec
 
 ROLLBACK = RollbackSpec(action="rollback", steps_before=100, skip_batches=200, max_rollbacks=3)
 
@@ -90,8 +90,8 @@ def test_skip_fills_resume_args_and_the_rollback_line_says_it_all() -> None:
 def test_after_a_rollback_the_abandoned_stretchs_checkpoints_are_never_resumed_from() -> None:
     import threading
 
-    from arena_ls.lifecycle.attempts import RunRecord
-    from arena_ls.lifecycle.rundir import RunSpec, RunState
+    from arena_ls.agent.attempts import RunRecord
+    from arena_ls.run.rundir import RunSpec, RunState
 
     spec = RunSpec(run_id="r", job_id="j", job_name="j", kind="train", argv=[], cwd=".", checkpoint_history=8)
     record = RunRecord(

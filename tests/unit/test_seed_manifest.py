@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.agent.trainer_start import trainer_argv
 from arena_ls.manifest import load_manifest_text
 from arena_ls.manifest.loader import ManifestResult
 from arena_ls.protocol.jobs import stage_infos

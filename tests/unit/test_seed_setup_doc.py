@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from arena_ls import settings
-from arena_ls.lifecycle.trainer_start import trainer_argv
+from arena_ls.agent.trainer_start import trainer_argv
 from arena_ls.manifest import load_manifest_text
 from arena_ls.manifest.loader import ManifestResult
 from arena_ls.protocol.jobs import stage_infos

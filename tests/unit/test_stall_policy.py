@@ -1,4 +1,4 @@
-"""The stall policy (``lifecycle/stall.py``) and its evidence (``lifecycle/stall_probe.py``), every branch.
+"""The stall policy (``agent/stall.py``) and its evidence (``agent/stall_probe.py``), every branch.
 
 Pure: the clock, the readings and py-spy's runs are given; nothing here starts a process.
 """
@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from arena_ls import platform
-from arena_ls.health.model import GpuReading
-from arena_ls.lifecycle.local_stall import StallFinding, TreeCpu
-from arena_ls.lifecycle.stall import (
+from arena_ls.agent.local.stall import StallFinding, TreeCpu
+from arena_ls.agent.stall import (
     RestartFacts,
     StallAction,
     StallClock,
@@ -26,7 +25,8 @@ from arena_ls.lifecycle.stall import (
     WindowUse,
     judge,
 )
-from arena_ls.lifecycle.stall_probe import StackDump, dump_stacks, find_py_spy, gpu_busy, why_dump_failed
+from arena_ls.agent.stall_probe import StackDump, dump_stacks, find_py_spy, gpu_busy, why_dump_failed
+from arena_ls.health.model import GpuReading
 from tests.helpers.fake_hardware import fake_gpu
 
 WARN = StallRules(factor=10, min_seconds=120, max_seconds=600)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle import supervisor_events as ev
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.outputlog import ARENA, OutputWriter
-from arena_ls.lifecycle.supervisor_events import Kind, SupervisorEvent, parse, render
+from arena_ls.run import supervisor_events as ev
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.outputlog import ARENA, OutputWriter
+from arena_ls.run.supervisor_events import Kind, SupervisorEvent, parse, render
 
 WORDS = [
     (ev.starting("tiny-lm", ["py", "train.py", "--resume", "5"]), "starting tiny-lm: py train.py --resume 5"),

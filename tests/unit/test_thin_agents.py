@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from arena_ls.agent.attempts import Trainer
+from arena_ls.agent.local import agent as local_agent
+from arena_ls.agent.local import output as local_output
+from arena_ls.agent.local import stop as local_stop
+from arena_ls.agent.local import trainer as local_trainer
+from arena_ls.agent.local.trainer import LocalTrainer
 from arena_ls.cluster import agent as cluster_agent
 from arena_ls.cluster import ray_logs, ray_stop, ray_trainer
 from arena_ls.cluster.ray_trainer import RayTrainer
-from arena_ls.lifecycle import agent as local_agent
-from arena_ls.lifecycle import local_output, local_stop, local_trainer
-from arena_ls.lifecycle.attempts import Trainer
-from arena_ls.lifecycle.local_trainer import LocalTrainer
 
 AGENT_MODULES = [local_agent, cluster_agent]
 TRAINER_MODULES = [local_trainer, local_stop, local_output, ray_trainer, ray_stop, ray_logs]

@@ -9,9 +9,10 @@ import sys
 import threading
 from pathlib import Path
 
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.outputlog import FLAG_CONTINUED, STDOUT, OutputWriter, Pump, Written
-from arena_ls.lifecycle.trainer_start import trainer_env
+from arena_ls.agent.pumps import Pump
+from arena_ls.agent.trainer_start import trainer_env
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.outputlog import FLAG_CONTINUED, STDOUT, OutputWriter, Written
 from tests.lifecycle.test_launch import FAKE_TRAINER, run_agent, write_run
 
 CHECKPOINT_HEAD = b'@arena {"event": "checkpoint", "st'
@@ -113,7 +114,7 @@ def test_a_trainer_printing_non_ascii_survives_a_non_utf8_inherited_encoding(tmp
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}
     env.pop("PYTHONUTF8", None)
     subprocess.run(
-        [sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_dir)], check=True, timeout=120, env=env
+        [sys.executable, "-m", "arena_ls.agent.launch", str(run_dir)], check=True, timeout=120, env=env
     )
     state = json.loads((run_dir / "state.json").read_text())
     texts = [line.text for line in iter_all_lines(run_dir)]

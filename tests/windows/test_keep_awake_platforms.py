@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from arena_ls import platform_awake
-from arena_ls.lifecycle.keep_awake import KeepAwake
-from arena_ls.lifecycle.rundir import PowerSpec, RunSpec, RunState
+from arena_ls.agent.keep_awake import KeepAwake
 from arena_ls.platform_awake import (
     ES_CONTINUOUS,
     ES_SYSTEM_REQUIRED,
@@ -28,6 +27,7 @@ from arena_ls.platform_awake import (
     CaffeinateHold,
     ExecutionStateHold,
 )
+from arena_ls.run.rundir import PowerSpec, RunSpec, RunState
 
 
 class ExecutionState:

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.rundir import RunDir
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.rundir import RunDir
 from tests.helpers.lsp import (
     all_logs,
     job,
@@ -39,9 +39,6 @@ SITECUSTOMIZE = r'''
 """Test fault hook: WinError 32 on os.replace onto state.json and on opening it for reading."""
 import builtins
 import errno
-import json
-import os
-import threading
 
 _config = json.loads(os.environ.get("ARENA_TEST_SHARING_FAULTS", "null"))
 if _config:
@@ -182,7 +179,7 @@ def test_a_failing_write_of_stopping_does_not_abort_the_stop(tmp_path: Path) -> 
     )
     env, log = fault_env(tmp_path, stopping=50)
     agent = subprocess.Popen(
-        [sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_path)], env={**os.environ, **env}
+        [sys.executable, "-m", "arena_ls.agent.launch", str(run_path)], env={**os.environ, **env}
     )
     try:
         run = RunDir(run_path)

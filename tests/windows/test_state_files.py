@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
+from arena_ls.agent.statewriter import StateWriter
 from arena_ls.errors import ArenaError
 from arena_ls.lifecycle import supervisor as supervisor_module
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.rundir import (
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.lifecycle.supervisor import Supervisor
+from arena_ls.run.rundir import (
     CorruptState,
     RunDir,
     RunSpec,
@@ -25,12 +28,9 @@ from arena_ls.lifecycle.rundir import (
     read_json,
     write_json_atomic,
 )
-from arena_ls.lifecycle.runlock import RunLock
-from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.states import RunStatus
-from arena_ls.lifecycle.statewriter import StateWriter
-from arena_ls.lifecycle.supervisor import Supervisor
-from arena_ls.lifecycle.supervisor_events import SupervisorEvent
+from arena_ls.run.runlock import RunLock
+from arena_ls.run.states import RunStatus
+from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 
@@ -178,7 +178,7 @@ def test_an_older_generation_never_replaces_a_newer_state(tmp_path: Path) -> Non
 
 
 def _wire(state: RunState) -> dict[str, Any]:
-    from arena_ls.lifecycle.rundir import unstructure
+    from arena_ls.run.rundir import unstructure
 
     payload: dict[str, Any] = unstructure(state)
     return payload

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.lifecycle.capture import iter_all_lines
-from arena_ls.lifecycle.rundir import RunDir
+from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.rundir import RunDir
 from tests.helpers.waiting import wait_until
 from tests.lifecycle.test_launch import FAKE_TRAINER, write_run
 
 SITECUSTOMIZE = """
-import os
 if os.environ.get("ARENA_TEST_WINDOWS_STOP"):
     import arena_ls.platform
     arena_ls.platform.cooperative_signal_name = lambda: None
@@ -44,7 +43,7 @@ def test_the_signal_stage_sends_nothing_and_creates_the_stop_file(tmp_path: Path
     )
     pythonpath = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {**os.environ, "PYTHONPATH": pythonpath, "ARENA_TEST_WINDOWS_STOP": "1"}
-    agent = subprocess.Popen([sys.executable, "-m", "arena_ls.lifecycle.launch", str(run_path)], env=env)
+    agent = subprocess.Popen([sys.executable, "-m", "arena_ls.agent.launch", str(run_path)], env=env)
     try:
         run = RunDir(run_path)
         announced = lambda: any('"checkpoint"' in line.text for line in iter_all_lines(run_path))  # noqa: E731

@@ -160,7 +160,7 @@ def test_every_failing_win32_call_raises_with_its_error_code() -> None:
 def test_the_agent_is_created_suspended_in_its_job_then_resumed(tmp_path: Path) -> None:
     fake = Fake()
     pid = platform.start_agent_in_job(
-        fake.api, ["python", "-m", "arena_ls.lifecycle.launch", "RUN"], cwd=str(tmp_path),
+        fake.api, ["python", "-m", "arena_ls.agent.launch", "RUN"], cwd=str(tmp_path),
         log_file=str(tmp_path / "agent.log"), popen=fake.popen,
     )  # fmt: skip
     assert pid == 4242

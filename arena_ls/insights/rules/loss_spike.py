@@ -43,9 +43,9 @@ launch stops at `rollbackMax`), its policy in `tests/unit/test_rollback_policy.p
 
 from __future__ import annotations
 
+from arena_ls.agent import rollback
 from arena_ls.insights.model import LossPoint, Observations
 from arena_ls.insights.rules.base import InsightRule, parse_doc
-from arena_ls.lifecycle import rollback
 from arena_ls.settings import InsightSettings
 
 KIND = "loss-spike"
@@ -54,7 +54,7 @@ CLEAR_POINTS = 5
 
 def spike_over(window: list[float], loss: float, settings: InsightSettings) -> float | None:
     """The baseline median when ``loss`` is a spike over ``window``, else None (the one test of a
-    spike, ``lifecycle.rollback.spike_over``, which the agent's loss-spike rollback uses too)."""
+    spike, ``agent.rollback.spike_over``, which the agent's loss-spike rollback uses too)."""
     return rollback.spike_over(
         window,
         loss,

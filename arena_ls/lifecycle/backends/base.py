@@ -41,8 +41,8 @@ import attrs
 
 from arena_ls import platform
 from arena_ls.errors import ArenaError
-from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.run.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.settings import Settings
 
 LOCAL = "local"

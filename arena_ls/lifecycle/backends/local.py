@@ -1,10 +1,10 @@
 """The local back end: a run is a detached job agent on this machine, which owns the trainer.
 
-The server spawns ``python -m arena_ls.lifecycle.launch RUN_DIR`` detached
+The server spawns ``python -m arena_ls.agent.launch RUN_DIR`` detached
 (it outlives the server and the editor), or hands the run to the spare
 agent it loaded while the workspace was idle (``spare.py``; POSIX); the
 agent starts the trainer,
-captures its output and records its state (``arena_ls.lifecycle.agent``).
+captures its output and records its state (``arena_ls.agent.local.agent``).
 The trainer dies with its agent (Linux: ``PR_SET_PDEATHSIG``; Windows: a
 kill-on-close job object), so a run whose agent is gone is over: it cannot
 be revived, only recorded ``lost`` and whatever is left of it killed.
@@ -18,9 +18,9 @@ from pathlib import Path
 from arena_ls import platform
 from arena_ls.errors import ArenaError
 from arena_ls.lifecycle.backends.base import LOCAL, AgentProcess, RunPlan, detached_agent_alive
-from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState
 from arena_ls.lifecycle.spare import SpareAgent, agent_argv
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.run.rundir import RunDir, RunSpec, RunState
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)

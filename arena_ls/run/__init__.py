@@ -1,0 +1,39 @@
+"""The run folder on disk: the one format a server, a job agent and a cluster agent share.
+
+The lowest of the three process floors (``run < health < agent < lifecycle``): it imports
+no other package of ``arena_ls`` but the shared modules beneath it (``platform``,
+``validation``), so each process reads and writes a run with the same code. Nothing
+here starts or watches a process.
+
+What other packages may use (``__all__``; ``tests/unit/test_layers.py`` holds every
+import from outside to it):
+
+- ``rundir``: the run folder, its ``spec.json`` and ``state.json``, the state folder;
+- ``runlock``: ``.runlock``, the one lock of a run's record, and its stale-lock rules;
+- ``atomicfile``: a JSON file replaced whole (standard library only);
+- ``claim``: the name of the agent's claim on a run (standard library only);
+- ``states``: the state machine of a run (``RunStatus``, its moves);
+- ``outputlog``: the capture format, ``output.log`` and ``output.idx``, and its writer;
+- ``capture``: reading the output back with cursors;
+- ``logsegments``, ``logkeep``: the log's segments and what is kept when it is capped;
+- ``events``, ``checkpoint_lines``: the trainer's announcements and the checkpoint lines;
+- ``supervisor_events``: the typed ``arena`` records an agent writes and their one renderer.
+
+Modules import these as submodules (``from arena_ls.run.rundir import RunDir``); this
+``__init__`` imports none of them, so the job agent's launcher loads only what it names.
+"""
+
+__all__ = [
+    "atomicfile",
+    "capture",
+    "checkpoint_lines",
+    "claim",
+    "events",
+    "logkeep",
+    "logsegments",
+    "outputlog",
+    "rundir",
+    "runlock",
+    "states",
+    "supervisor_events",
+]

@@ -1,0 +1,589 @@
+"""The agent's side of a run's captured output: the format and the writer (its pipe pumps: ``agent.pumps``).
+
+The agent appends what the trainer writes, in large chunks, to
+``output.log`` (plain bytes, readable with ``tail -f``) and one fixed-size
+record per chunk to ``output.idx``. A record says which stream the chunk
+came from, when it arrived, and the sequence number of its first line. The
+agent only writes whole lines in a record, except for an overlong line
+(over ``LINE_LIMIT`` bytes without a newline), which it writes in
+continuation records so that memory stays bounded.
+
+Standard library only: ``launch`` starts the trainer and its pumps
+(``agent.pumps``) with it before the rest of the agent is loaded, so the trainer's first lines reach
+the log as fast as its later ones. ``capture`` reads the files back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint
+from arena_ls.run.logsegments import (
+    DEFAULT_MAX_RUN_MB,
+    HEAD,
+    MID_IDX,
+    MID_LOG,
+    MID_RECORD,
+    SegmentsDamaged,
+    Table,
+    Tail,
+    cap_bytes,
+    load_table,
+    save_table,
+    segment_bytes,
+    segment_paths,
+)
+
+log = logging.getLogger("arena_ls.agent")
+
+LINE_LIMIT = 64 * 1024
+"""Lines are cut at 64 KiB in ``LogLine.text``; the file keeps everything."""
+
+STREAMS = ("stdout", "stderr", "arena")
+STDOUT, STDERR, ARENA = 0, 1, 2
+
+FLAG_LINES = 0
+"""The record holds one or more complete lines."""
+FLAG_CONTINUED = 1
+"""The record holds part of one overlong line; more of it follows."""
+FLAG_FINAL_PARTIAL = 2
+"""The record holds the stream's last line, which had no newline."""
+FLAG_QUIET = 0x80
+"""Beside ``FLAG_LINES`` on a record of the trainer's lines that can announce nothing but
+progress: no ``@arena`` line (announcements, health) and no "checkpoint" in any case (the word
+of every built-in spelling), written for a job without a ``checkpoint.pattern``. The writer
+decides it once, on exactly the record's bytes (a word cut between two reads of the pipe is
+whole in the record), and the agent's scan and the server's reader trust it: a quiet record's
+progress is looked for in its tail only (a level: the latest wins), as for any flood's chunk,
+and nothing else is searched for in it. ``check_record`` gives the kind without it."""
+ANNOUNCEMENT_PREFIX = b"@arena "
+
+RECORD = struct.Struct("<BBIQQd")
+"""stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
+MAX_RECORD_BYTES = 16 << 20
+"""No record the writer makes is longer (a read is at most 1 MiB plus an unfinished line):
+a longer one is damage, and is never read into memory."""
+
+
+class DamagedLog(ValueError):
+    """The run's output files are damaged; the message names the file and what is wrong."""
+
+
+def check_record(index: int, stream: int, flags: int, length: int) -> int:
+    """The record's kind (``FLAG_LINES``, ``FLAG_CONTINUED`` or ``FLAG_FINAL_PARTIAL``: its flags
+    without ``FLAG_QUIET``); ``DamagedLog`` for a record no writer makes (unknown stream or flags,
+    quiet where no writer says so, absurd length)."""
+    kind = flags & ~FLAG_QUIET
+    if stream >= len(STREAMS):
+        raise DamagedLog(f"output.idx record {index} has unknown stream byte {stream}")
+    if kind > FLAG_FINAL_PARTIAL or (flags & FLAG_QUIET and (kind != FLAG_LINES or stream == ARENA)):
+        raise DamagedLog(f"output.idx record {index} has unknown flags {flags}")
+    if length > MAX_RECORD_BYTES:
+        raise DamagedLog(f"output.idx record {index} claims {length} bytes, more than any record holds")
+    return kind
+
+
+def quiet_lines(data: bytes) -> bool:
+    """Whether these complete lines can announce nothing but progress (``FLAG_QUIET``): a
+    ``memchr`` for ``@`` (most output has none), then one lowering and one search for the word."""
+    if b"@" in data and ANNOUNCEMENT_PREFIX in data:
+        return False
+    return not chunk_mentions_checkpoint(data)
+
+
+class Written(NamedTuple):
+    """What one ``OutputWriter.append`` recorded, for the agent's scan."""
+
+    complete: bytes
+    """The complete lines it finished (one record, or its pieces at a segment's end)."""
+    quiet: bool
+    """They can announce nothing but progress (the record is ``FLAG_QUIET``)."""
+    update: bytes
+    """An unfinished line's latest state (a progress bar redrawn in place), or empty."""
+
+
+class OutputWriter:
+    """Agent side: appends chunks from the trainer's pipes, whole lines at a time.
+
+    Thread-safe: one reader thread per stream calls ``append``.
+    """
+
+    def __init__(self, run_dir: Path, max_bytes: int | str | None = "from spec") -> None:
+        """``max_bytes``: the log's cap (``logs.maxRunMb``); by default the run's ``spec.json`` says."""
+        self._run_dir = run_dir
+        spec = _read_spec(run_dir)
+        self._spec = spec
+        self._quiet_allowed = bool(spec) and not spec.get("checkpointPattern")
+        """``FLAG_QUIET`` is written only for a job known to have no ``checkpoint.pattern`` (any
+        line may match one): never when the spec could not be read."""
+        self._cap = (
+            cap_bytes(spec.get("logMaxRunMb", DEFAULT_MAX_RUN_MB))
+            if isinstance(max_bytes, str)
+            else max_bytes
+        )
+        self._lock = threading.Lock()
+        self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
+        self._table = self._resumed_table()
+        self._tail_bytes: dict[int, int] = {}
+        """The size (log and index) of each kept tail segment but the one being written."""
+        if self._table is not None:
+            for tail in self._table.tails[:-1]:
+                self._tail_bytes[tail.k] = _files_size(*segment_paths(run_dir, tail.k))
+        self._keep: tuple[Callable[[bytes], bool], Callable[[bytes], bool]] | None = None
+        self._segment = HEAD
+        self._log_fd = self._idx_fd = -1
+        self._open_segment(self._table.current.k if self._table is not None else HEAD)
+        self.unwritten_lines = 0
+        """Lines that could not be written since the last successful write (a full disk)."""
+        self.unwritten_bytes = 0
+        self.write_failures = 0
+        """Every failed write so far (the agent turns a new one into ``disk-full`` evidence)."""
+        self.last_error: OSError | None = None
+        self.rotation_error: OSError | None = None
+        """Why the log could not move on to its next segment (it then grows past its cap)."""
+
+    def _resumed_table(self) -> Table | None:
+        """The segment table of a log this writer continues (an agent started again)."""
+        try:
+            return load_table(self._run_dir)
+        except SegmentsDamaged as error:
+            log.warning("%s; the log is written on uncapped", error)
+            self._cap = None
+            return None
+
+    def _open_segment(self, k: int) -> None:
+        """Append to segment ``k`` (the head, or a tail listed in the table)."""
+        log_path, idx_path = segment_paths(self._run_dir, k)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+        log_fd = os.open(log_path, flags, 0o644)
+        try:
+            idx_fd = os.open(idx_path, flags, 0o644)
+        except OSError:
+            os.close(log_fd)
+            raise
+        self._log_fd, self._idx_fd, self._segment = log_fd, idx_fd, k
+        self._offset = os.fstat(log_fd).st_size
+        self._idx_size = os.fstat(idx_fd).st_size
+        tail = self._table.tail(k) if self._table is not None else None
+        self._base = tail.base if tail is not None else 0
+        self._records = self._idx_size // RECORD.size
+        first_seq = tail.first_seq if tail is not None else 0
+        self._next_seq = count_recorded_lines(idx_path) if self._records else first_seq
+
+    @property
+    def lines_written(self) -> int:
+        return self._next_seq
+
+    def append(self, stream: int, data: bytes) -> Written:
+        """Record a chunk; return the complete lines it finished (and whether they are quiet:
+        ``FLAG_QUIET``) and an unfinished update.
+
+        An unfinished line that carries a bare carriage return (a tqdm-style
+        bar redrawn in place) is recorded at once as a continuation, so that
+        its progress is seen live rather than when the bar finally ends its
+        line. Only a ``\\r`` inside the unfinished line counts: one at its very
+        end may be the first half of a ``\\r\\n`` (Windows line ends) whose
+        ``\\n`` comes in the next chunk, and an earlier line's ``\\r\\n`` in
+        the same chunk says nothing about the unfinished one.
+        """
+        with self._lock:
+            pending = self._pending[stream]
+            cut = data.rfind(b"\n")
+            complete = b""
+            quiet = False
+            if cut < 0:
+                pending += data
+            else:
+                complete = bytes(pending) + data[: cut + 1] if pending else data[: cut + 1]
+                pending.clear()
+                pending += data[cut + 1 :]
+                quiet = self._quiet_allowed and quiet_lines(complete)
+                flags = FLAG_LINES | FLAG_QUIET if quiet else FLAG_LINES
+                self._write(stream, flags, complete, complete.count(b"\n"))
+            update = b""
+            if len(pending) > LINE_LIMIT or _redrawn_in_place(pending):
+                update = bytes(pending)
+                self._write(stream, FLAG_CONTINUED, update, 0)
+                pending.clear()
+            return Written(complete, quiet, update)
+
+    def append_line(self, stream: int, text: str) -> None:
+        """Record a line of the supervisor's own (``stream`` is usually ARENA).
+
+        A text with newlines inside (an error page a cluster answered with) is
+        that many lines: the index counts what a reader splits, so that the
+        cursors of ``arena/logs`` stay valid."""
+        data = text.rstrip("\n").encode("utf-8", "replace") + b"\n"
+        with self._lock:
+            self._write(stream, FLAG_LINES, data, data.count(b"\n"))
+
+    def finish_stream(self, stream: int) -> bytes:
+        """At a stream's end: record its last line if it had no newline."""
+        with self._lock:
+            pending = self._pending[stream]
+            if not pending:
+                return b""
+            data = bytes(pending)
+            pending.clear()
+            self._write(stream, FLAG_FINAL_PARTIAL, data, 1)
+            return data
+
+    def _write(self, stream: int, flags: int, data: bytes, lines: int) -> None:
+        """Write a chunk, cut at line ends where it crosses into the log's next segment.
+
+        Uncapped, the chunk is one record. Capped (``logs.maxRunMb``), the
+        head takes what fits of its half, the rest goes to tail segments of
+        ``segment_bytes`` each; past the cap the oldest tail is dropped
+        (``_trim``). A piece that has no line end to cut at (part of an
+        overlong line, or a line longer than a segment) goes whole. ``lines``: the chunk's, as
+        the caller counted them (each piece cut off is counted, the rest is what is left: a
+        flood's megabyte is counted once).
+        """
+        while self._cap is not None:
+            room = self._room() - RECORD.size
+            if len(data) <= room:
+                break
+            cut = data.rfind(b"\n", 0, room) if (flags & ~FLAG_QUIET) == FLAG_LINES and room > 0 else -1
+            if cut < 0:
+                if self._used() and self._rotate():
+                    self._trim()
+                    continue
+                break
+            piece, data = data[: cut + 1], data[cut + 1 :]
+            piece_lines = piece.count(b"\n")
+            self._write_piece(stream, flags, piece, piece_lines)
+            lines -= piece_lines  # only FLAG_LINES is cut, at a line end
+            if not data or not self._rotate():
+                break
+            self._trim()  # at each segment: a megabyte read at once never holds more than one extra
+        if data:
+            self._write_piece(stream, flags, data, lines)
+        if self._table is not None:
+            self._trim()
+
+    def _write_piece(self, stream: int, flags: int, data: bytes, lines: int) -> None:
+        """Write a chunk and its record, or neither: a failed write (a full disk) is counted.
+
+        The trainer never waits for the disk: what cannot be written is
+        counted, and once writes succeed again one ``arena`` line says how
+        many lines are missing, before the next chunk.
+        """
+        if self.unwritten_lines or self.unwritten_bytes:
+            summary = (
+                f"… {self.unwritten_lines} lines ({self.unwritten_bytes} bytes) of output could not be "
+                f"written to the log: {_reason(self.last_error)}"
+            ).encode() + b"\n"
+            if not self._try_write(ARENA, FLAG_LINES, summary, 1):
+                self._count_unwritten(data, lines, flags)
+                return
+            self.unwritten_lines = self.unwritten_bytes = 0
+        if not self._try_write(stream, flags, data, lines):
+            self._count_unwritten(data, lines, flags)
+
+    # -- the cap ---------------------------------------------------------------------------
+
+    def _used(self) -> int:
+        return self._offset + self._idx_size
+
+    def _room(self) -> int:
+        """Bytes the segment being written still takes (log and index together)."""
+        assert self._cap is not None
+        half = self._cap // 2
+        limit = half if self._segment == HEAD else segment_bytes(half)
+        return limit - self._used()
+
+    def _rotate(self) -> bool:
+        """Move on to a new tail segment; False (the current one grows on) when it cannot be made."""
+        assert self._cap is not None
+        k = self._segment + 1
+        table = self._table if self._table is not None else Table(self._cap, self._records, self._next_seq)
+        log_path, idx_path = segment_paths(self._run_dir, k)
+        try:
+            for path in (log_path, idx_path):  # a leftover of a rotation cut short: never listed, never read
+                with open(path, "wb"):
+                    pass
+            table.tails.append(Tail(k, self._base + self._records, self._next_seq))
+            try:
+                save_table(self._run_dir, table)
+            except OSError:
+                table.tails.pop()
+                raise
+        except OSError as error:
+            if self.rotation_error is None:
+                log.warning("the log cannot move on to its next segment (%s); it grows past its cap", error)
+            self.rotation_error = error
+            return False
+        self.rotation_error = None
+        previous = self._segment
+        self._close_fds()
+        if previous != HEAD:
+            self._tail_bytes[previous] = self._used()
+        self._table = table
+        self._open_segment(k)
+        return True
+
+    def _trim(self) -> None:
+        """Drop the oldest tails while the others still hold half the cap."""
+        table = self._table
+        assert table is not None and self._cap is not None
+        half = self._cap // 2
+        while len(table.tails) > 1:
+            oldest = table.oldest.k
+            kept = sum(self._tail_bytes.values()) + self._used() - self._tail_bytes[oldest]
+            if kept < half or not self._drop(table.oldest):
+                break
+        if table.doomed:
+            self._delete_doomed(table)
+
+    def _drop(self, tail: Tail) -> bool:
+        """Move the kept lines of ``tail`` into the middle, then forget it (its files are deleted).
+
+        The middle is appended to, synced, then committed by the table; a
+        drop cut short (a full disk, a crash) leaves the tail listed and the
+        uncommitted middle ignored (and overwritten by the next drop).
+        """
+        table = self._table
+        assert table is not None
+        try:
+            drop = _extract(self._run_dir, tail, self._keepers())
+            _append_mid(self._run_dir, table, drop)
+            saved = (table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes)
+            saved_gap, saved_records = table.gap_seq, table.dropped_records
+            table.mid_records += drop.records
+            table.mid_bytes += len(drop.text)
+            table.dropped_lines += drop.lines
+            table.dropped_bytes += drop.bytes
+            table.dropped_records += drop.source_records
+            table.gap_seq = drop.gap_seq if drop.gap_seq is not None else table.gap_seq
+            table.tails.pop(0)
+            table.doomed.append(tail.k)
+            try:
+                save_table(self._run_dir, table)
+            except OSError:
+                table.tails.insert(0, tail)
+                table.doomed.pop()
+                table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes = saved
+                table.gap_seq, table.dropped_records = saved_gap, saved_records
+                raise
+        except (OSError, DamagedLog) as error:
+            log.warning("the log's oldest tail segment could not be dropped: %s", error)
+            return False
+        self._tail_bytes.pop(tail.k, None)
+        return True
+
+    def _delete_doomed(self, table: Table) -> None:
+        """Delete dropped segments' files; one held open (Windows) is tried again at the next drop."""
+        from arena_ls import platform
+
+        remaining = []
+        for k in table.doomed:
+            try:
+                gone = all([platform.remove_file(path) for path in segment_paths(self._run_dir, k)])
+            except OSError:
+                gone = False
+            if not gone:
+                remaining.append(k)
+        if remaining != table.doomed:
+            table.doomed = remaining
+            with contextlib.suppress(OSError):
+                save_table(self._run_dir, table)
+
+    def _keepers(self) -> tuple[Callable[[bytes], bool], Callable[[bytes], bool]]:
+        """(can this chunk hold an event, is this line one): loaded at the first drop only."""
+        if self._keep is None:
+            from arena_ls.run.logkeep import event_filters
+
+            self._keep = event_filters(self._spec.get("progressPattern"), self._spec.get("checkpointPattern"))
+        return self._keep
+
+    def _try_write(self, stream: int, flags: int, data: bytes, lines: int) -> bool:
+        try:
+            _write_all(self._log_fd, data)
+            record = RECORD.pack(stream, flags, len(data), self._next_seq, self._offset, time.time())
+            _write_all(self._idx_fd, record)
+        except OSError as error:
+            self.last_error = error
+            self.write_failures += 1
+            with contextlib.suppress(OSError):  # undo a partial write: shrinking needs no space
+                os.ftruncate(self._log_fd, self._offset)
+                os.ftruncate(self._idx_fd, self._idx_size)
+            return False
+        self._next_seq += lines
+        self._offset += len(data)
+        self._idx_size += RECORD.size
+        self._records += 1
+        return True
+
+    def _count_unwritten(self, data: bytes, lines: int, flags: int) -> None:
+        self.unwritten_lines += lines if flags != FLAG_CONTINUED else 0
+        self.unwritten_bytes += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_fds(sync=True)
+            if self._table is not None and self._table.doomed:
+                self._delete_doomed(self._table)
+
+    def _close_fds(self, *, sync: bool = False) -> None:
+        for fd in (self._log_fd, self._idx_fd):
+            if fd < 0:
+                continue
+            if sync:
+                with contextlib.suppress(OSError):
+                    os.fsync(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._log_fd = self._idx_fd = -1
+
+
+def _reason(error: OSError | None) -> str:
+    if error is None:
+        return "a write failed"
+    return error.strerror or str(error)
+
+
+def _redrawn_in_place(pending: bytearray) -> bool:
+    """True when an unfinished line holds a bare ``\\r`` (one that no ``\\n`` can still follow)."""
+    return len(pending) > 1 and pending.find(b"\r", 0, len(pending) - 1) >= 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def count_recorded_lines(idx_path: Path, records: int | None = None) -> int:
+    """The seq the next line gets, from the last record (an agent restarts rarely).
+
+    With ``records``, the seq after the first ``records`` records only: a
+    reader that counted the records a moment ago asks about those, not about
+    records its trainer appended since.
+    """
+    try:
+        size = idx_path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    whole = size - size % RECORD.size
+    if records is not None:
+        whole = min(whole, records * RECORD.size)
+    if whole == 0:
+        return 0
+    with open(idx_path, "rb") as idx, open(idx_path.with_suffix(".log"), "rb") as log:
+        idx.seek(whole - RECORD.size)
+        stream, flags, length, seq, offset, _ = RECORD.unpack(idx.read(RECORD.size))
+        kind = check_record(whole // RECORD.size - 1, stream, flags, length)
+        log.seek(offset)
+        data = log.read(length)
+    if kind == FLAG_CONTINUED:
+        return int(seq)
+    if kind == FLAG_FINAL_PARTIAL:
+        return int(seq) + 1
+    return int(seq) + data.count(b"\n")
+
+
+# --------------------------------------------------------------------------- the cap's helpers
+
+
+def _read_spec(run_dir: Path) -> dict[str, Any]:
+    """The run's ``spec.json`` as plain JSON ({} when it cannot be read: no cap from it then)."""
+    try:
+        spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _files_size(*paths: Path) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return total
+
+
+class _Drop:
+    """What dropping one tail segment keeps (the middle's new lines) and loses (counted)."""
+
+    def __init__(self) -> None:
+        self.text = bytearray()
+        self.index = bytearray()
+        self.records = 0
+        self.lines = 0
+        self.bytes = 0
+        self.source_records = 0
+        self.gap_seq: int | None = None
+
+
+def _extract(
+    run_dir: Path, tail: Tail, keepers: tuple[Callable[[bytes], bool], Callable[[bytes], bool]]
+) -> _Drop:
+    """Read tail segment ``tail`` whole: its kept lines as middle records, and what it drops."""
+    may_hold, is_event = keepers
+    drop = _Drop()
+    log_path, idx_path = segment_paths(run_dir, tail.k)
+    with open(idx_path, "rb") as idx, open(log_path, "rb") as text:
+        while header := idx.read(RECORD.size):
+            if len(header) < RECORD.size:
+                break
+            stream, flags, length, first_seq, offset, at = RECORD.unpack(header)
+            kind = check_record(tail.base + drop.source_records, stream, flags, length)
+            text.seek(offset)
+            data = text.read(length)
+            index = tail.base + drop.source_records
+            drop.source_records += 1
+            if kind == FLAG_CONTINUED:  # part of an overlong line: never an event
+                drop.bytes += len(data)
+                continue
+            raws = data.split(b"\n")
+            if kind == FLAG_LINES:
+                raws.pop()
+            candidate = stream == ARENA or may_hold(data)
+            for number, raw in enumerate(raws):
+                if candidate and (stream == ARENA or is_event(raw)):
+                    line = raw + b"\n"
+                    relative = len(drop.text)  # made absolute by _append_mid
+                    drop.index += MID_RECORD.pack(
+                        stream, len(line), first_seq + number, index, first_seq, relative, at
+                    )
+                    drop.text += line
+                    drop.records += 1
+                else:
+                    drop.lines += 1
+                    drop.bytes += len(raw) + 1
+                    drop.gap_seq = first_seq + number
+    return drop
+
+
+def _append_mid(run_dir: Path, table: Table, drop: _Drop) -> None:
+    """Write ``drop``'s lines after the committed middle, synced (the table commits them)."""
+    if not drop.records:
+        return
+    start = table.mid_bytes
+    index = bytearray()
+    for number in range(drop.records):
+        fields = list(MID_RECORD.unpack_from(drop.index, number * MID_RECORD.size))
+        fields[5] += start
+        index += MID_RECORD.pack(*fields)
+    for name, data, committed in (
+        (MID_LOG, bytes(drop.text), table.mid_bytes),
+        (MID_IDX, bytes(index), table.mid_records * MID_RECORD.size),
+    ):
+        fd = os.open(run_dir / name, os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        try:
+            os.ftruncate(fd, committed)  # what a drop cut short left beyond the commit
+            os.lseek(fd, committed, os.SEEK_SET)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
