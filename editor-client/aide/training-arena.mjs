@@ -217,15 +217,6 @@ function jobShape(job, runs = []) {
   };
 }
 
-/** The 1007 question: the core's words, in seconds while the run is younger than a minute (never "1 minute" for 3 s). */
-export function noCheckpointPrompt(runtimeSeconds) {
-  if (finite(runtimeSeconds) && runtimeSeconds >= 0 && runtimeSeconds < 59.5) {
-    const whole = Math.max(1, Math.round(runtimeSeconds));
-    return `This run has no checkpoint yet; stopping loses ${whole} second${whole === 1 ? "" : "s"} of training. Stop anyway?`;
-  }
-  return stopPrompt(runtimeSeconds);
-}
-
 /** What an arena-ls refusal (or a protocol failure) becomes on the HTTP side. */
 export function httpError(error, operation, jobId = undefined) {
   if (error instanceof TrainingError) {
@@ -259,7 +250,7 @@ export function httpError(error, operation, jobId = undefined) {
         const prompt = oldCheckpointStopPrompt(data, new Date()) ?? `${rpc.message}. Stop anyway?`;
         return body(409, { error: prompt, lastCheckpoint: data.lastCheckpoint, lost: data.lost ?? null, cadenceSeconds: data.cadenceSeconds ?? null });
       }
-      return body(409, { error: noCheckpointPrompt(data.runtimeSeconds), runtimeSeconds: data.runtimeSeconds ?? null });
+      return body(409, { error: stopPrompt(data.runtimeSeconds), runtimeSeconds: data.runtimeSeconds ?? null });
     case Refusal.disabled:
       return body(409, { error: "training job is disabled in the manifest" });
     case Refusal.launchFailed:

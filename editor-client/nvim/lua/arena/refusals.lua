@@ -6,7 +6,7 @@
 local util = require("arena.util")
 local worklost = require("arena.worklost")
 
-local val, is_number = util.val, util.is_number
+local val = util.val
 
 local M = {}
 
@@ -25,16 +25,6 @@ M.REFUSAL = {
   [1011] = "checkpoint-mismatch",
   [1012] = "already-finished",
 }
-
---- "N minutes" of training a stop would lose, never "0 minutes".
-local function minutes_lost(seconds)
-  seconds = val(seconds)
-  if not is_number(seconds) or seconds < 0 then
-    return "all of its training"
-  end
-  local minutes = math.max(1, math.floor(seconds / 60 + 0.5))
-  return minutes == 1 and "1 minute of training" or (minutes .. " minutes of training")
-end
 
 --- The human part of a refusal, from the fields its `data` carries.
 function M.refusal_detail(err)
@@ -75,8 +65,9 @@ function M.refusal_message(what, err)
   return string.format("cannot %s%s: %s", what, reason and (" (" .. reason .. ")") or "", M.refusal_detail(err))
 end
 
+--- The 1007 question of a run with no checkpoint yet: its runtime (`3 s`, `12 min`) is what a stop loses.
 function M.stop_prompt(runtime_seconds)
-  return "This run has no checkpoint yet; stopping loses " .. minutes_lost(runtime_seconds) .. ". Stop anyway? [y/N] "
+  return worklost.no_checkpoint_stop_prompt(runtime_seconds)
 end
 
 --- The question a refused start puts to the person when it would overwrite work (1012, 1011,

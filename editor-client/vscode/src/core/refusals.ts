@@ -5,7 +5,7 @@
  * reason for every other one.
  */
 import { probeRequiredPrompt } from "./probe";
-import { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt, scalar } from "./workLost";
+import { finishedPrompt, mismatchPrompt, noCheckpointStopPrompt, scalar, stopQuestion } from "./workLost";
 import type { StartParams, StopParams } from "./protocol";
 
 export const Refusal = {
@@ -65,19 +65,9 @@ export function reasonOf(error: RpcError): string | undefined {
   return typeof reason === "string" ? reason : REASONS[error.code];
 }
 
-/** "N minutes" of work a stop would lose, never "0 minutes". */
-export function minutesLost(runtimeSeconds: unknown): string | undefined {
-  if (typeof runtimeSeconds !== "number" || !Number.isFinite(runtimeSeconds) || runtimeSeconds < 0) {
-    return undefined;
-  }
-  const minutes = Math.max(1, Math.round(runtimeSeconds / 60));
-  return minutes === 1 ? "1 minute" : `${minutes} minutes`;
-}
-
+/** The 1007 question of a run with no checkpoint yet: its runtime (`3 s`, `12 min`) is what a stop loses. */
 export function stopPrompt(runtimeSeconds: unknown): string {
-  const lost = minutesLost(runtimeSeconds);
-  const what = lost === undefined ? "all of its training" : `${lost} of training`;
-  return `This run has no checkpoint yet; stopping loses ${what}. Stop anyway?`;
+  return noCheckpointStopPrompt(runtimeSeconds);
 }
 
 function messagesOf(items: unknown, limit = 3): string[] {
@@ -160,7 +150,7 @@ export function decide(operation: Operation, error: RpcError, now: Date = new Da
   if (operation.kind === "stop" && error.code === Refusal.noCheckpoint && operation.params.confirm !== true) {
     return {
       kind: "confirm",
-      prompt: oldCheckpointStopPrompt(dataOf(error), now) ?? stopPrompt(dataOf(error).runtimeSeconds),
+      prompt: stopQuestion(dataOf(error), now),
       confirmLabel: "Stop anyway",
       retry: { ...operation, params: { ...operation.params, confirm: true } },
     };
