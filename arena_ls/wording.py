@@ -72,6 +72,9 @@ TEXTS: dict[str, str] = {
     "lostNothingSaved": "{where}; nothing lost (checkpoint at step {step})",
     "lostSince": "{where}; last checkpoint {step}: {amount} lost",
     "lostNoCheckpoint": "{where}; no checkpoint: {amount} lost",
+    # The notice of a stop's result: `tiny-lm killed at step 390; last checkpoint 300: 90 steps (4 min) lost`.
+    "runStopped": "{job} {lost}",
+    "runEnded": "{job} {status}",
     # RunInfo.keepAwake (contract 8.3).
     "keepingAwake": "keeping the machine awake",
     "notKeepingAwake": "not keeping the machine awake",
@@ -267,6 +270,16 @@ def lost_line(run: Any) -> str | None:
     if last is None:
         return say("lostNoCheckpoint", where=where, amount=lost_amount(lost))
     return say("lostSince", where=where, step=scalar(last), amount=lost_amount(lost))
+
+
+def stopped_notice(run: Any) -> str:
+    """The notice of a stop's result: the job and what was lost, else the job and its status."""
+    info = _record(run) or {}
+    lost = lost_line(info)
+    job = scalar(info.get("jobId"))
+    if lost is not None:
+        return say("runStopped", job=job, lost=lost)
+    return say("runEnded", job=job, status=scalar(info.get("status")))
 
 
 def keep_awake_words(value: Any, reason: str | None) -> str | None:

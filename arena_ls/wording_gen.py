@@ -63,6 +63,13 @@ def _interrupted(**after: Any) -> dict[str, Any]:
     return {"runId": "tiny-lm-2", "jobId": "tiny-lm", "status": "crashed", "afterReboot": info}
 
 
+KILLED = {
+    "stoppedBy": "kill",
+    "step": 390,
+    "lastCheckpoint": {"step": 300},
+    "lost": {"steps": 90, "seconds": 240},
+}
+
 CASES: dict[str, list[list[Any]]] = {
     "span": [[0], [3.2], [44.5], [59.4], [59.6], [240], [3599], [7500], [None], ["x"]],
     "checkpoint": [[CHECKPOINT], [OLD_CHECKPOINT], [{"step": 7}], [None]],
@@ -108,6 +115,10 @@ CASES: dict[str, list[list[Any]]] = {
         [{"stoppedBy": "kill", "step": 5, "lost": {"steps": 0, "seconds": 0}}],
         [{"stoppedBy": "kill", "step": 5, "lost": None}],
     ],
+    "stoppedNotice": [
+        [{"jobId": "tiny-lm", "status": "stopped", **KILLED}],
+        [{"jobId": "tiny-lm", "status": "stopped", "stoppedBy": "file", "lost": None}],
+    ],
     "keepAwakeText": [
         [_live(True), None],
         [_live(False), None],
@@ -145,6 +156,7 @@ FUNCTIONS: dict[str, Callable[..., str | None]] = {
     "mismatchPrompt": lambda job, data: wording.mismatch_prompt(job, data, _now()),
     "stopPrompt": lambda data: wording.stop_prompt(data, _now()),
     "lostLine": wording.lost_line,
+    "stoppedNotice": wording.stopped_notice,
     "keepAwakeText": _keep_awake,
     "rebootOffer": _reboot_offer,
 }

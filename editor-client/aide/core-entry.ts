@@ -11,7 +11,7 @@ export { resumeOffer, lastCheckpointOf, startParamsFor } from "../vscode/src/cor
 export { runToShow } from "../vscode/src/core/runProgress";
 export { isLive, Methods } from "../vscode/src/core/protocol";
 export { isAnnouncement } from "../vscode/src/core/announcements";
-export { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt, stopQuestion, fmtSpan, checkpointWords, lostLine } from "../vscode/src/core/workLost";
+export { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt, stopQuestion, fmtSpan, checkpointWords, lostLine, stoppedNotice } from "../vscode/src/core/workLost";
 export { TEXTS, say } from "../vscode/src/core/wording";
 export { rebootOffer, rebootOffers, commitText, recordLines, interruptedLine } from "../vscode/src/core/laptop";
 export { resumedFromLine, skippedLines } from "../vscode/src/core/resumedFrom";

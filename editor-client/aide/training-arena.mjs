@@ -214,6 +214,9 @@ function jobShape(job, runs = []) {
     // The panel offers "Resume" only when resuming can train something (issue 38: no "Resume from step 600" on a finished job).
     finished: finishedAllSteps(last),
     totalSteps: last?.totalSteps ?? null,
+    // Its last run, for the finished job's question in every client's words (1012: "… in run R (ended …)").
+    lastRunId: last?.runId ?? null,
+    endedAt: last?.endedAt ?? null,
   };
 }
 

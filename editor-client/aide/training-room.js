@@ -8,7 +8,7 @@
 // /api/training/start and /stop, GET /api/training/logs), so it works against
 // any daemon that serves them. Log text is rendered with textContent only,
 // after its ANSI escapes are stripped: a trainer's output is never markup.
-import { blockedList, commitText, formatEta, keepAwakeReason, keepAwakeText, formatLoss, healthLines, isAnnouncement, percentDone, resumedFromLine, resumeOffer, skippedLines, stopPrompt } from "./lib/core.mjs";
+import { blockedList, commitText, finishedPrompt, formatEta, keepAwakeReason, keepAwakeText, formatLoss, healthLines, isAnnouncement, lostLine, percentDone, resumedFromLine, resumeOffer, skippedLines, stopPrompt, stoppedNotice } from "./lib/core.mjs";
 
 const POLL_MS = 2000;
 const MAX_LOG_LINES = 2000;
@@ -177,12 +177,12 @@ function pageStorage() {
 /** The offer for a job whose last run trained all its steps: start fresh, or nothing (resuming would train nothing). */
 export function finishedOffer(job) {
   const name = job.name ?? job.id;
-  const total = Number.isFinite(job.totalSteps) ? ` ${job.totalSteps}` : "";
   const freshLabel = "Start fresh";
   return {
     finished: true,
     step: job.lastCheckpoint?.step ?? null,
-    prompt: `${name} has finished all its${total} steps, so resuming trains nothing. Start it fresh from step 0?`,
+    // The words of 1012 (already-finished) in every client: which run trained all the steps, and when.
+    prompt: finishedPrompt(name, { runId: job.lastRunId, totalSteps: job.totalSteps, endedAt: job.endedAt }, new Date()),
     freshLabel,
     labels: [freshLabel],
   };
@@ -707,6 +707,10 @@ export class TrainingRoom {
       (json) => {
         if (json.status === "idle") {
           return "nothing was running";
+        }
+        const exit = `exit code ${json.exitCode ?? "?"}, by ${json.stoppedBy ?? "?"}`;
+        if (lostLine(json) !== undefined) {
+          return `${stoppedNotice({ ...json, jobId: json.id })} (${exit})`; // every client's words
         }
         const checkpoint = json.lastCheckpoint ? `checkpoint at step ${json.lastCheckpoint.step}` : "no checkpoint";
         return `${json.id} ${json.status} at step ${json.step ?? "?"} (${checkpoint}; ${lostText(json.lost, json.step, json.lastCheckpoint?.step)}; exit code ${json.exitCode ?? "?"}, by ${json.stoppedBy ?? "?"})`;

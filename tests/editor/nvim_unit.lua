@@ -472,6 +472,7 @@ local function wording_cases()
     mismatchPrompt = function(job, data) return worklost.mismatch_prompt(job, data, now) end,
     stopPrompt = function(data) return worklost.stop_question(data, now) end,
     lostLine = function(run) return worklost.lost_line(run) end,
+    stoppedNotice = function(run) return worklost.stopped_notice(run) end,
     keepAwakeText = function(run, reason) return laptop.keep_awake_text(run, reason) end,
     rebootOffer = function(run)
       local offer = laptop.reboot_offer(run)

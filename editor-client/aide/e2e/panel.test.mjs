@@ -330,7 +330,7 @@ test("Stop ends the run and shows the checkpoint step and what was lost", async 
   }
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => / stopped at step \d+/.test(node.textContent)));
   const notice = await page.$$eval("#arena-notices .tr-notice", (nodes) => nodes.map((node) => node.textContent).find((text) => / stopped at step/.test(text)));
-  assert.match(notice, /tiny-lm stopped at step \d+ \(checkpoint at step \d+; (no work lost|work lost: )/);
+  assert.match(notice, /tiny-lm stopped at step \d+; (nothing lost \(checkpoint at step \d+\)|last checkpoint \d+: .+ lost) \(exit code/);
   await page.waitForFunction(() => /No run active · last: tiny-lm stopped/.test(document.querySelector("#arena-run-title").textContent));
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /run ended: stopped/.test(node.textContent)));
   assert.match(await page.$eval("#arena-checkpoint", (node) => node.textContent), /checkpoint: step \d+/);
@@ -434,7 +434,7 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   await page.click("#arena-stop");
   await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
-  assert.match(question, /^This run has no checkpoint yet; stopping loses \d+ (seconds?|minutes?) of training\. Stop anyway\?$/);
+  assert.match(question, /^This run has no checkpoint yet; stopping it now loses \d+ (s|min) of training\. Stop anyway\?$/);
   await shot("6-stop-asks-before-losing-work.png");
   await page.click("#arena-dialog button[data-answer='Cancel']");
   const still = await (await owned(`/api/training/status`)).json();
@@ -517,7 +517,7 @@ test("Run of a finished job: the panel offers Start fresh alone (no Resume that 
   const answers = await page.$$eval("#arena-dialog button", (nodes) => nodes.map((node) => node.dataset.answer));
   assert.deepEqual(answers.filter((answer) => answer !== "Cancel"), ["Start fresh"], "only Start fresh (and Cancel)");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
-  assert.match(question, /^Short trainer has finished all its 20 steps, so resuming trains nothing\. Start it fresh from step 0\?/);
+  assert.match(question, /^Short trainer is finished: it trained all 20 steps in run \S+ \(ended .+ ago\)\. Start over from step 0\? The new run overwrites its checkpoints\./);
   assert.equal((await status()).active, null, "the question started nothing");
   await shot("8-finished-job-start-over.png");
   await page.click("#arena-dialog button[data-answer='Start fresh']");

@@ -37,6 +37,8 @@ var TEXTS = {
   lostNothingSaved: "{where}; nothing lost (checkpoint at step {step})",
   lostSince: "{where}; last checkpoint {step}: {amount} lost",
   lostNoCheckpoint: "{where}; no checkpoint: {amount} lost",
+  runStopped: "{job} {lost}",
+  runEnded: "{job} {status}",
   keepingAwake: "keeping the machine awake",
   notKeepingAwake: "not keeping the machine awake",
   maySleep: "the machine may sleep: {reason}",
@@ -169,6 +171,12 @@ function lostLine(run) {
   }
   const amount = lostAmount(lost);
   return known ? say("lostSince", { where, step: scalar(last), amount }) : say("lostNoCheckpoint", { where, amount });
+}
+function stoppedNotice(run) {
+  const info = record(run) ?? {};
+  const lost = lostLine(info);
+  const job = scalar(info.jobId);
+  return lost === void 0 ? say("runEnded", { job, status: scalar(info.status) }) : say("runStopped", { job, lost });
 }
 
 // vscode/src/core/protocol.ts
@@ -620,5 +628,6 @@ export {
   skippedLines,
   startParamsFor,
   stopPrompt,
-  stopQuestion
+  stopQuestion,
+  stoppedNotice
 };

@@ -89,6 +89,7 @@ test("one wording: the bundled core says what the terminal client says (tests/ed
     mismatchPrompt: (job, data) => core.mismatchPrompt(job, data, now),
     stopPrompt: (data) => core.stopQuestion(data, now),
     lostLine: (run) => core.lostLine(run),
+    stoppedNotice: (run) => core.stoppedNotice(run),
     keepAwakeText: (run, reason) => core.keepAwakeText(run, reason ?? undefined),
     rebootOffer: (run) => core.rebootOffer(run)?.message.replace(/^Arena: /, ""),
   };

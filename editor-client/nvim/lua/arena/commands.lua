@@ -265,8 +265,7 @@ function M.stop(opts)
     end
     if type(result) == "table" and val(result.runId) then
       status_changed(result)
-      local lost = worklost.lost_line(result)
-      notify(tostring(val(result.jobId)) .. " " .. tostring(val(result.status)) .. (lost and (": " .. lost) or ""))
+      notify(worklost.stopped_notice(result))
     else
       notify("nothing is running")
     end

@@ -200,6 +200,17 @@ function M.lost_line(run)
   return say("lostSince", { where = where, step = scalar(last), amount = M.lost_amount(run.lost) })
 end
 
+--- The notice of a stop's result: `tiny-lm killed at step 390; last checkpoint 300: 90 steps (4 min) lost`,
+--- else `tiny-lm stopped`.
+function M.stopped_notice(run)
+  run = is_table(run) and run or {}
+  local lost = M.lost_line(run)
+  if lost == nil then
+    return say("runEnded", { job = scalar(run.jobId), status = scalar(run.status) })
+  end
+  return say("runStopped", { job = scalar(run.jobId), lost = lost })
+end
+
 local PREFIX = "@arena "
 local LONGEST = 64 * 1024
 

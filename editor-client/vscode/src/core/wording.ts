@@ -36,6 +36,8 @@ export const TEXTS = {
   lostNothingSaved: "{where}; nothing lost (checkpoint at step {step})",
   lostSince: "{where}; last checkpoint {step}: {amount} lost",
   lostNoCheckpoint: "{where}; no checkpoint: {amount} lost",
+  runStopped: "{job} {lost}",
+  runEnded: "{job} {status}",
   keepingAwake: "keeping the machine awake",
   notKeepingAwake: "not keeping the machine awake",
   maySleep: "the machine may sleep: {reason}",

@@ -161,3 +161,11 @@ export function lostLine(run: unknown): string | undefined {
   const amount = lostAmount(lost);
   return known ? say("lostSince", { where, step: scalar(last), amount }) : say("lostNoCheckpoint", { where, amount });
 }
+
+/** The notice of a stop's result: `tiny-lm killed at step 390; last checkpoint 300: 90 steps (4 min) lost`, else `tiny-lm stopped`. */
+export function stoppedNotice(run: unknown): string {
+  const info = record(run) ?? {};
+  const lost = lostLine(info);
+  const job = scalar(info.jobId);
+  return lost === undefined ? say("runEnded", { job, status: scalar(info.status) }) : say("runStopped", { job, lost });
+}

@@ -12,7 +12,7 @@ import { keepAwakeText } from "../core/keepAwake";
 import { rebootOffer } from "../core/laptop";
 import type { RunInfo } from "../core/protocol";
 import { TEXTS, say } from "../core/wording";
-import { checkpointWords, finishedPrompt, fmtSpan, lostLine, mismatchPrompt, stopQuestion } from "../core/workLost";
+import { checkpointWords, finishedPrompt, fmtSpan, lostLine, mismatchPrompt, stopQuestion, stoppedNotice } from "../core/workLost";
 
 interface Case {
   fn: string;
@@ -33,6 +33,7 @@ const FUNCTIONS: Readonly<Record<string, (...args: unknown[]) => string | undefi
   mismatchPrompt: (job, data) => mismatchPrompt(String(job), data as Data, NOW),
   stopPrompt: (data) => stopQuestion(data as Data, NOW),
   lostLine: (run) => lostLine(run),
+  stoppedNotice: (run) => stoppedNotice(run),
   keepAwakeText: (run, reason) => keepAwakeText(run as RunInfo, typeof reason === "string" ? reason : undefined),
   rebootOffer: (run) => rebootOffer(run as RunInfo)?.message.replace(/^Arena: /, ""),
 };
