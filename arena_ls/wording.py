@@ -31,6 +31,7 @@ TEXTS: dict[str, str] = {
     # Spans and times: `45 s`, `4 min`, `2 h 05 min`; `3 h 05 min ago`; `2026-12-01 15:04 UTC, 12 min ago`.
     "spanUnknown": "?",
     "spanSeconds": "{seconds} s",
+    "spanUnderSecond": "less than 1 s",
     "spanMinutes": "{minutes} min",
     "spanHours": "{hours} h {minutes} min",
     "ago": "{span} ago",
@@ -143,6 +144,8 @@ def fmt_span(seconds: Any) -> str:
     if not _finite(seconds):
         return say("spanUnknown")
     total = max(0, round_half_up(seconds))
+    if total == 0 and seconds > 0:
+        return say("spanUnderSecond")
     if total < 60:
         return say("spanSeconds", seconds=total)
     minutes = round_half_up(total / 60)

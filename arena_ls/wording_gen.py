@@ -71,7 +71,7 @@ KILLED = {
 }
 
 CASES: dict[str, list[list[Any]]] = {
-    "span": [[0], [3.2], [44.5], [59.4], [59.6], [240], [3599], [7500], [None], ["x"]],
+    "span": [[0], [0.3], [3.2], [44.5], [59.4], [59.6], [240], [3599], [7500], [None], ["x"]],
     "checkpoint": [[CHECKPOINT], [OLD_CHECKPOINT], [{"step": 7}], [None]],
     "finishedPrompt": [
         ["tiny-lm", FINISHED_RUN],

@@ -378,7 +378,7 @@ def test_nvim_stop_without_checkpoint_asks_before_losing_work(tmp_path: Path) ->
     )
 
     prompt = re.compile(
-        r"This run has no checkpoint yet; stopping it now loses \d+ (s|min) of training\. "
+        r"This run has no checkpoint yet; stopping it now loses (\d+ (s|min)|less than 1 s) of training\. "
         r"Stop anyway\? \[y/N\] "
     )
     assert len(results["prompts"]) == 2, results["prompts"]

@@ -434,7 +434,7 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   await page.click("#arena-stop");
   await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
-  assert.match(question, /^This run has no checkpoint yet; stopping it now loses \d+ (s|min) of training\. Stop anyway\?$/);
+  assert.match(question, /^This run has no checkpoint yet; stopping it now loses (\d+ (s|min)|less than 1 s) of training\. Stop anyway\?$/);
   await shot("6-stop-asks-before-losing-work.png");
   await page.click("#arena-dialog button[data-answer='Cancel']");
   const still = await (await owned(`/api/training/status`)).json();

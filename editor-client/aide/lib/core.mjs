@@ -4,6 +4,7 @@
 var TEXTS = {
   spanUnknown: "?",
   spanSeconds: "{seconds} s",
+  spanUnderSecond: "less than 1 s",
   spanMinutes: "{minutes} min",
   spanHours: "{hours} h {minutes} min",
   ago: "{span} ago",
@@ -71,6 +72,9 @@ function fmtSpan(seconds) {
     return say("spanUnknown");
   }
   const total = Math.max(0, Math.round(seconds));
+  if (total === 0 && seconds > 0) {
+    return say("spanUnderSecond");
+  }
   if (total < 60) {
     return say("spanSeconds", { seconds: total });
   }

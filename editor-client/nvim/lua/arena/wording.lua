@@ -6,6 +6,7 @@ local M = {}
 M.TEXTS = {
   spanUnknown = "?",
   spanSeconds = "{seconds} s",
+  spanUnderSecond = "less than 1 s",
   spanMinutes = "{minutes} min",
   spanHours = "{hours} h {minutes} min",
   ago = "{span} ago",

@@ -42,6 +42,9 @@ function M.fmt_span(seconds)
     return say("spanUnknown")
   end
   local total = math.max(0, math.floor(seconds + 0.5))
+  if total == 0 and seconds > 0 then
+    return say("spanUnderSecond")
+  end
   if total < 60 then
     return say("spanSeconds", { seconds = total })
   end

@@ -3,6 +3,7 @@
 export const TEXTS = {
   spanUnknown: "?",
   spanSeconds: "{seconds} s",
+  spanUnderSecond: "less than 1 s",
   spanMinutes: "{minutes} min",
   spanHours: "{hours} h {minutes} min",
   ago: "{span} ago",

@@ -31,6 +31,9 @@ export function fmtSpan(seconds: unknown): string {
     return say("spanUnknown");
   }
   const total = Math.max(0, Math.round(seconds));
+  if (total === 0 && seconds > 0) {
+    return say("spanUnderSecond");
+  }
   if (total < 60) {
     return say("spanSeconds", { seconds: total });
   }
