@@ -532,6 +532,7 @@ test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon
   const files = {
     "/training-room.js": [path.join(AIDE, "training-room.js"), "text/javascript"],
     "/lib/core.mjs": [path.join(AIDE, "lib", "core.mjs"), "text/javascript"],
+    "/lib/room-parts.mjs": [path.join(AIDE, "lib", "room-parts.mjs"), "text/javascript"],
     "/training-room.css": [path.join(AIDE, "training-room.css"), "text/css"],
   };
   const status = {
