@@ -219,9 +219,9 @@ def test_e2e_a_stop_of_a_run_with_an_old_checkpoint_says_how_much_is_lost(worksp
     refused = run_arena(workspace, "stop", "quiet")
     assert refused.returncode == 1, refused.stdout
     line = one_line(refused.stderr)
-    assert f"the run's last checkpoint is step {last} (" in line, line
+    assert f"This run's last checkpoint is step {last} (" in line, line
     assert re.search(r"stopping it now loses \d+ steps \(\d+ s\) of training", line), line
-    assert line.startswith("arena: refused (no-checkpoint): the run's last checkpoint is step "), line
+    assert line.startswith("arena: refused (no-checkpoint): This run's last checkpoint is step "), line
     assert line.endswith("to do it anyway: arena stop quiet --confirm"), line
     stopped = run_arena(workspace, "stop", "quiet", "--confirm")
     assert stopped.returncode == 0, stopped.stderr
