@@ -7,7 +7,8 @@
 
 From ``wording.TEXTS`` (each text once, with ``{name}`` placeholders) it writes:
 
-- ``editor-client/vscode/src/core/wording.ts``: the texts and ``say``, for the
+- ``editor-client/vscode/src/core/wording.ts``: the texts and ``say`` (and each
+  refusal code's reason, from ``arena_ls/errors.py``), for the
   VS Code extension and AIDE (whose ``lib/core.mjs`` bundles the VS Code core:
   run ``npm run build:core`` in ``editor-client/aide`` after this);
 - ``editor-client/nvim/lua/arena/wording.lua``: the same for the Neovim plugin;
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from arena_ls import wording
+from arena_ls import errors, wording
 
 WORDING_TS = Path("editor-client/vscode/src/core/wording.ts")
 WORDING_LUA = Path("editor-client/nvim/lua/arena/wording.lua")
@@ -197,6 +198,11 @@ def wording_ts() -> str:
         "export const TEXTS = {",
         *(f"  {key}: {json.dumps(text, ensure_ascii=False)}," for key, text in wording.TEXTS.items()),
         "} as const;",
+        "",
+        "/** Each refusal code's reason (arena_ls/errors.py), for a refusal without `data.reason`. */",
+        "export const REASONS: Readonly<Record<number, string>> = {",
+        *(f"  {code}: {json.dumps(reason)}," for code, reason in errors.REFUSALS),
+        "};",
     ]
     return "\n".join(lines) + "\n" + TS_SAY
 
@@ -240,6 +246,11 @@ def wording_lua() -> str:
         "",
         "M.TEXTS = {",
         *(f"  {key} = {_lua_string(text)}," for key, text in wording.TEXTS.items()),
+        "}",
+        "",
+        "--- Each refusal code's reason (arena_ls/errors.py), for a refusal without `data.reason`.",
+        "M.REASONS = {",
+        *(f"  [{code}] = {_lua_string(reason)}," for code, reason in errors.REFUSALS),
         "}",
     ]
     return "\n".join(lines) + "\n" + LUA_SAY

@@ -12,6 +12,7 @@ from typing import Any
 
 from arena_ls.client.asks import finished_question
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
+from arena_ls.errors import REFUSALS
 from arena_ls.wording import stop_words
 
 EXIT_OK = 0
@@ -19,7 +20,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 INVALID_PARAMS = -32602
-REFUSAL_CODES = range(1001, 1013)
+REFUSAL_CODES = frozenset(code for code, _ in REFUSALS)
+"""Every refusal the server makes, 1013 ``cluster-unreachable`` included (``arena_ls.errors``)."""
 
 HINTS = {
     "approval-required": "pass --approve",

@@ -456,6 +456,12 @@ end
 --- One wording: the plugin says what the terminal client says for the same server answer (every
 --- case of tests/editor/fixtures/wording_cases.json, written from the Python client's functions).
 local function wording_cases()
+  local refusals = require("arena.refusals")
+  expect(
+    "a refusal's reason by its code, every code of arena_ls/errors.py (generated)",
+    refusals.refusal_message("stop the run", { code = 1013, message = "the head is down" }),
+    "cannot stop the run (cluster-unreachable): the head is down"
+  )
   local worklost = require("arena.worklost")
   local laptop = require("arena.laptop")
   local file = assert(io.open(os.getenv("ARENA_WORDING_CASES"), "r"))

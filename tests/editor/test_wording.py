@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls import wording, wording_gen
+from arena_ls import errors, wording, wording_gen
 from arena_ls.client import asks
+from arena_ls.client.errors import from_rpc_error
+from arena_ls.client.lspclient import JsonRpcError
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = _dt.datetime(2026, 12, 1, 16, 0, tzinfo=_dt.timezone.utc)
@@ -124,8 +126,6 @@ def test_spans_round_half_up_as_the_editors_do() -> None:
 
 
 def test_the_terminal_client_asks_in_the_same_words() -> None:
-    from arena_ls.client.lspclient import JsonRpcError
-
     data = {"asked": 50, "lastCheckpoint": {"step": 600, "path": "ckpt.pt", "at": "2026-12-01T15:00:00Z"}}
     question = asks.start_question(JsonRpcError(1011, "x", data), {"id": "lm", "startStep": 50}, NOW)
     assert question is not None
@@ -142,3 +142,20 @@ def test_the_cases_cover_every_function_and_say_something() -> None:
     cases = json.loads((REPO / wording_gen.WORDING_CASES).read_text(encoding="utf-8"))
     assert {case["fn"] for case in cases["cases"]} == set(wording_gen.FUNCTIONS)
     assert sum(case["text"] is not None for case in cases["cases"]) >= 30
+
+
+def test_every_refusal_of_the_server_is_in_refusals_and_every_client_knows_its_reason() -> None:
+    """The clients' code-to-reason tables were written by hand and stopped at 1012: the server's
+    1013 ``cluster-unreachable`` read "server error 1013" in the terminal."""
+    declared = {value for value in vars(errors).values() if isinstance(value, tuple) and len(value) == 2}
+    kinds = {value for value in declared if isinstance(value[0], int) and isinstance(value[1], str)}
+    assert kinds == set(errors.REFUSALS)
+    assert len({code for code, _ in errors.REFUSALS}) == len(errors.REFUSALS)
+    message = from_rpc_error(
+        JsonRpcError(1013, "the head is down", {"reason": "cluster-unreachable"})
+    ).message
+    assert message == "refused (cluster-unreachable): the head is down"
+    ts = (REPO / wording_gen.WORDING_TS).read_text(encoding="utf-8")
+    lua = (REPO / wording_gen.WORDING_LUA).read_text(encoding="utf-8")
+    for code, reason in errors.REFUSALS:
+        assert f'  {code}: "{reason}",' in ts and f'  [{code}] = "{reason}",' in lua

@@ -47,6 +47,21 @@ var TEXTS = {
   rebootNotResumed: " It was not resumed by itself: {problem}.",
   rebootFrom: " (its checkpoint {path})"
 };
+var REASONS = {
+  1001: "not-allowlisted",
+  1002: "approval-required",
+  1003: "already-running",
+  1004: "gates-failed",
+  1005: "preflight-failed",
+  1006: "invalid-manifest",
+  1007: "no-checkpoint",
+  1008: "disabled",
+  1009: "launch-failed",
+  1010: "probe-required",
+  1011: "checkpoint-mismatch",
+  1012: "already-finished",
+  1013: "cluster-unreachable"
+};
 function say(key, values = {}) {
   return TEXTS[key].replace(/\{(\w+)\}/g, (_match, name) => {
     const value = values[name];
@@ -430,21 +445,8 @@ var Refusal = {
   launchFailed: 1009,
   probeRequired: 1010,
   checkpointMismatch: 1011,
-  alreadyFinished: 1012
-};
-var REASONS = {
-  1001: "not-allowlisted",
-  1002: "approval-required",
-  1003: "already-running",
-  1004: "gates-failed",
-  1005: "preflight-failed",
-  1006: "invalid-manifest",
-  1007: "no-checkpoint",
-  1008: "disabled",
-  1009: "launch-failed",
-  1010: "probe-required",
-  1011: "checkpoint-mismatch",
-  1012: "already-finished"
+  alreadyFinished: 1012,
+  clusterUnreachable: 1013
 };
 function dataOf(error) {
   return error.data !== null && typeof error.data === "object" ? error.data : {};

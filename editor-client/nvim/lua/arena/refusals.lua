@@ -4,6 +4,7 @@
 -- (1012, 1011; contract 7.1). Pure, like arena.format.
 
 local util = require("arena.util")
+local wording = require("arena.wording")
 local worklost = require("arena.worklost")
 
 local val = util.val
@@ -11,20 +12,7 @@ local val = util.val
 local M = {}
 
 --- The reason of each refusal code, for a refusal whose `data.reason` is missing.
-M.REFUSAL = {
-  [1001] = "not-allowlisted",
-  [1002] = "approval-required",
-  [1003] = "already-running",
-  [1004] = "gates-failed",
-  [1005] = "preflight-failed",
-  [1006] = "invalid-manifest",
-  [1007] = "no-checkpoint",
-  [1008] = "disabled",
-  [1009] = "launch-failed",
-  [1010] = "probe-required",
-  [1011] = "checkpoint-mismatch",
-  [1012] = "already-finished",
-}
+M.REFUSAL = wording.REASONS
 
 --- The human part of a refusal, from the fields its `data` carries.
 function M.refusal_detail(err)

@@ -7,6 +7,7 @@
 import { probeRequiredPrompt } from "./probe";
 import { finishedPrompt, mismatchPrompt, noCheckpointStopPrompt, scalar, stopQuestion } from "./workLost";
 import type { StartParams, StopParams } from "./protocol";
+import { REASONS } from "./wording";
 
 export const Refusal = {
   notAllowlisted: 1001,
@@ -21,22 +22,8 @@ export const Refusal = {
   probeRequired: 1010,
   checkpointMismatch: 1011,
   alreadyFinished: 1012,
+  clusterUnreachable: 1013,
 } as const;
-
-const REASONS: Readonly<Record<number, string>> = {
-  1001: "not-allowlisted",
-  1002: "approval-required",
-  1003: "already-running",
-  1004: "gates-failed",
-  1005: "preflight-failed",
-  1006: "invalid-manifest",
-  1007: "no-checkpoint",
-  1008: "disabled",
-  1009: "launch-failed",
-  1010: "probe-required",
-  1011: "checkpoint-mismatch",
-  1012: "already-finished",
-};
 
 /** A JSON-RPC error as any client library hands it over. */
 export interface RpcError {

@@ -47,6 +47,23 @@ export const TEXTS = {
   rebootFrom: " (its checkpoint {path})",
 } as const;
 
+/** Each refusal code's reason (arena_ls/errors.py), for a refusal without `data.reason`. */
+export const REASONS: Readonly<Record<number, string>> = {
+  1001: "not-allowlisted",
+  1002: "approval-required",
+  1003: "already-running",
+  1004: "gates-failed",
+  1005: "preflight-failed",
+  1006: "invalid-manifest",
+  1007: "no-checkpoint",
+  1008: "disabled",
+  1009: "launch-failed",
+  1010: "probe-required",
+  1011: "checkpoint-mismatch",
+  1012: "already-finished",
+  1013: "cluster-unreachable",
+};
+
 export type TextKey = keyof typeof TEXTS;
 
 /** The text `key` with its `{name}` placeholders filled; a placeholder without a value throws. */

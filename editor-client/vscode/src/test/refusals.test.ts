@@ -68,6 +68,7 @@ describe("decide", () => {
 describe("reasons and minutes", () => {
   it("takes the reason from data, else from the code", () => {
     assert.equal(reasonOf({ code: 1003, message: "" }), "already-running");
+    assert.equal(reasonOf({ code: 1013, message: "" }), "cluster-unreachable", "every refusal of arena_ls/errors.py (generated)");
     assert.equal(reasonOf({ code: 1, message: "", data: { reason: "custom" } }), "custom");
     assert.equal(reasonOf({ code: -32603, message: "" }), undefined);
   });
