@@ -1,6 +1,6 @@
 """How a setting is declared once, for the server and for every editor.
 
-Each setting is one attrs field of a class in ``settings.py``, made with
+Each setting is one attrs field of a class in ``settings.py`` or ``setting_sections.py``, made with
 :func:`setting`: its dotted key (``preflight.minFreeRamMb``), its default,
 its :class:`Kind` (the server's :class:`~arena_ls.validation.Check` and the
 JSON-schema words an editor's settings UI checks, side by side) and the

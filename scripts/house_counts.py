@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     shares = package_shares()
     long_modules = long_files(modules)
     long_clients = long_files(client_files())
-    print(f"arena_ls: {len(modules)} modules, {sum(n for _, n, _ in shares)} lines, {len(packages)} top-level parts")
+    total = sum(n for _, n, _ in shares)
+    print(f"arena_ls: {len(modules)} modules, {total} lines, {len(packages)} top-level parts")
     print(f"package cycles: {len(cycles)}")
     for cycle in cycles:
         print(f"  {' <-> '.join(cycle)}")

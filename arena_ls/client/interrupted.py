@@ -96,15 +96,17 @@ async def _report_resumes(session: LspSession, run_ids: list[str]) -> int:
     runs: dict[str, dict[str, Any]] = {}
     while True:
         status = await session.request("arena/status", {})
-        runs = {str(run.get("runId")): run for run in _runs(status) if run.get("runId") in run_ids}
-        if all(settled(run) for run in runs.values()) or time.monotonic() > deadline:
+        runs = {str(run.get("runId")): run for run in _runs(status)}
+        waited = [runs.get(run_id) or {} for run_id in run_ids]
+        if all(settled(run) for run in waited) or time.monotonic() > deadline:
             break
         await asyncio.sleep(RESUME_POLL_SECONDS)  # a poll with a deadline, not a guess
     code = EXIT_OK
     for run_id in run_ids:
         info = after_reboot(runs.get(run_id) or {}) or {}
         if info.get("resumedBy"):
-            print(f"run {run_id} resumed from step {info.get('step')} as run {info['resumedBy']}", flush=True)
+            step = resumed_step(info, runs.get(str(info["resumedBy"])) or {})
+            print(f"run {run_id} resumed from step {step} as run {info['resumedBy']}", flush=True)
         elif info.get("newerRun"):
             print(f"run {run_id}: its job was started again since (run {info['newerRun']})", flush=True)
         else:
@@ -112,6 +114,16 @@ async def _report_resumes(session: LspSession, run_ids: list[str]) -> int:
             print(f"arena: run {run_id} was not resumed: {visible(str(why))}", file=sys.stderr, flush=True)
             code = EXIT_FAILED
     return code
+
+
+def resumed_step(info: dict[str, Any], resumed: dict[str, Any]) -> object:
+    """The step a resume after the restart started from: the resumed run's verified checkpoint
+    once its agent has verified one (contract 8.2 may fall back to an earlier whole one), else
+    the step the resume was launched at (``afterReboot.step``, fixed once resumed)."""
+    verified = resumed.get("resumedFrom")
+    if isinstance(verified, dict) and isinstance(verified.get("step"), int):
+        return verified["step"]
+    return info.get("step")
 
 
 async def _offer(session: LspSession, options: Options, waiting: list[dict[str, Any]]) -> int:

@@ -65,6 +65,8 @@ class ClusterAgent:
         self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.tell)
         self.run_record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
         """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
+        if adopt and self.state.last_checkpoint is not None:  # what the earlier follower saw announced
+            self.run_record.announced.append(self.state.last_checkpoint)
         connect = lambda: self._connect()  # noqa: E731 (late: a test replaces ``_connect``)
         self.trainer = RayTrainer(
             run_dir, self.folder, self.run_record, self.writer, self.output, adopt, connect, Timing.current()
@@ -147,7 +149,9 @@ class ClusterAgent:
             self.run_record.finish(RunStatus.CRASHED)
             return
         self.trainer.client = client
-        AttemptLoop(self.run_record, self.trainer).run(first=self.trainer.first_attempt)
+        # a new run's first launch is the loop's own: a start that resumes verifies first (8.2)
+        first = self.trainer.first_attempt if self.adopting else None
+        AttemptLoop(self.run_record, self.trainer).run(first=first)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,10 @@
 """The Ray back end: a run is a job on a Ray cluster, followed by a detached process on this machine.
 
 The server spawns ``python -m arena_ls.cluster.agent RUN_DIR`` detached; that
-follower submits the job through Ray's Jobs REST API and keeps the run folder
+agent submits the job through Ray's Jobs REST API and keeps the run folder
 current from Ray's status and log (``arena_ls.cluster.agent``). The job runs
-on the cluster, not here: when the follower dies (the laptop closes), the
-job goes on, so the run is *revivable*: a new follower (``--adopt``) picks it
+on the cluster, not here: when the agent dies (the laptop closes), the
+job goes on, so the run is *revivable*: a new agent (``--adopt``) picks it
 up by its recorded submission id and catches up its log. Nothing of the
 trainer runs on this machine, so there is nothing here to kill or to count.
 
@@ -27,7 +27,7 @@ from arena_ls.cluster.config import ClusterTarget, read_token, resolve_cluster
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.preflight import LOCAL_ONLY_CHECKS, check_cluster
 from arena_ls.errors import CLUSTER_UNREACHABLE, ArenaError
-from arena_ls.lifecycle.backends.base import FollowerProcess, RunPlan, detached_follower_alive
+from arena_ls.lifecycle.backends.base import AgentProcess, RunPlan, detached_agent_alive
 from arena_ls.lifecycle.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.settings import Settings
@@ -63,16 +63,14 @@ class RayBackend:
             own_check=functools.partial(check_cluster, target, resources),
         )
 
-    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
+    def start(self, run_dir: RunDir, workspace: Path) -> AgentProcess:
         return self._spawn(run_dir, workspace)
 
     def start_failed(self, exit_code: int) -> bool:
         return exit_code != 0
 
-    def start_again(
-        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
-    ) -> FollowerProcess | None:
-        return None  # the follower may have submitted the job already
+    def start_again(self, run_dir: RunDir, workspace: Path, failed: AgentProcess) -> AgentProcess | None:
+        return None  # the agent may have submitted the job already
 
     def prepare(self, workspace: Path) -> None:
         return None  # a cluster submission is an HTTP request: nothing to load ahead
@@ -80,15 +78,15 @@ class RayBackend:
     def release(self) -> None:
         return None
 
-    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
-        return detached_follower_alive(state, process)
+    def agent_alive(self, state: RunState | None, process: AgentProcess | None) -> bool:
+        return detached_agent_alive(state, process)
 
     @property
     def revivable(self) -> bool:
         return True
 
-    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
-        """A new follower in adopt mode: it goes on from the recorded submission and ``output.log``."""
+    def revive(self, run_dir: RunDir, state: RunState) -> AgentProcess | None:
+        """A new agent in adopt mode: it goes on from the recorded submission and ``output.log``."""
         if state.cluster is None:
             return None  # never submitted and never recorded: nothing on the cluster to follow
         try:
@@ -118,11 +116,11 @@ class RayBackend:
         return f"asked cluster {record.name!r} to stop {sid}"
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
-        run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # the follower asks Ray
+        run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # the agent asks Ray
 
     def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
-        """The follower found the head unreachable when it asked Ray to stop the job:
-        ``CLUSTER_UNREACHABLE``, naming the cluster (the follower keeps asking, and follows the
+        """The agent found the head unreachable when it asked Ray to stop the job:
+        ``CLUSTER_UNREACHABLE``, naming the cluster (the agent keeps asking, and follows the
         run until the head answers or the run is ``lost``)."""
         record = state.cluster if state is not None else None
         undelivered = record.stop_undelivered if record is not None else None
@@ -146,7 +144,7 @@ class RayBackend:
         return []
 
     @staticmethod
-    def _spawn(run_dir: RunDir, cwd: Path, *extra: str) -> FollowerProcess:
+    def _spawn(run_dir: RunDir, cwd: Path, *extra: str) -> AgentProcess:
         return platform.spawn_detached(
             [sys.executable, "-m", FOLLOWER_MODULE, str(run_dir.path), *extra],
             cwd=cwd,

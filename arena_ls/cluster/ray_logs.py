@@ -105,11 +105,12 @@ class RayLogCopy(TrainerVoice):
             self.warn(note)
         if isinstance(event, Checkpoint):
             record = CheckpointRecord(
-                step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id
-            )
+                step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id,
+                bytes=event.bytes, sha256=event.sha256,
+            )  # fmt: skip
             with self.lock:
                 self.attempt_announced = True
-                self.state.last_checkpoint = record
+                self.run_record.add_checkpoint(record)  # the run's last, and one to fall back to (8.2)
                 self.state.step = max(self.state.step or 0, event.step)
             self.writer.request(job_checkpoint=(self.spec.job_id, record))
         elif isinstance(event, Progress):

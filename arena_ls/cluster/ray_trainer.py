@@ -18,6 +18,7 @@ from pathlib import Path
 
 import attrs
 
+from arena_ls.cluster.ckpt_remote import verify_on_cluster
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient, NotSent, transient
 from arena_ls.cluster.ray_logs import TAIL_LINES
 from arena_ls.cluster.ray_stop import RayStopAndEnd
@@ -152,8 +153,11 @@ class RayTrainer(RayStopAndEnd):
         return None
 
     def verify(self, ordered: list[CheckpointRecord]) -> Verification | None:
-        """A cluster's files are on the cluster: not looked at here (the relaunch goes as announced)."""
-        return None
+        """Read on the cluster, where the trainer's files are (``ckpt_remote``), never here."""
+        self.say(f"verifying the checkpoints on cluster {self.cluster.name!r} before resuming")
+        stop = lambda: self.run_dir.read_stop_request() is not None  # noqa: E731
+        sid = self.record.submission_id
+        return verify_on_cluster(self.client, self.spec, sid, self._package, stop, ordered)
 
     def saved_file(self) -> str | None:
         return self._saved_file()

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import ast
 
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.kit import KIT_MODULE
-from arena_ls.gates.loop import Framework
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import argument, call_name, keyword, receiver
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.kit import KIT_MODULE
+from arena_ls.trainer_facts.loop import Framework
+from arena_ls.trainer_facts.names import argument, call_name, keyword, receiver
 
 FIX_TITLE = "Add arena-ls's callback"
 

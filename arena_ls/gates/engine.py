@@ -11,13 +11,13 @@ import ast
 import gc
 import warnings
 
-from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.model import Finding
 from arena_ls.gates.registry import RULES
 from arena_ls.gates.rules.ar000_syntax_error import syntax_error_finding
 from arena_ls.gates.rules.base import Rule, Violation
-from arena_ls.gates.source import SourceText, decode_source
 from arena_ls.gates.suppression import parse_suppressions
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.source import SourceText, decode_source
 
 
 def _log_exception(message: str, *args: object) -> None:

@@ -26,9 +26,9 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.engine import parse_context
 from arena_ls.gates.options import CliOptions
+from arena_ls.trainer_facts.context import TrainerContext
 
 PLAIN_RESUME = ["--resume", "--start-step", "{step}"]
 _ID_CHARS = re.compile(r"[^a-z0-9._-]+")

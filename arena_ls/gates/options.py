@@ -13,12 +13,12 @@ import ast
 import dataclasses
 
 from arena_ls.diagnostics import Span
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import CallSite, ModuleFacts, iter_statements
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import dotted, keyword, receiver, string_value
 from arena_ls.gates.rules.base import Violation
-from arena_ls.gates.source import comment_start
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.facts import CallSite, ModuleFacts, iter_statements
+from arena_ls.trainer_facts.names import dotted, keyword, receiver, string_value
+from arena_ls.trainer_facts.source import comment_start
 
 _OPTION_CALLS = frozenset({"add_argument", "option", "Option", "add_option"})
 _DATACLASS_PARSERS = frozenset({"HfArgumentParser", "cli", "parse", "CLI", "wrap", "Fire", "ArgumentParser"})

@@ -13,8 +13,8 @@ import dataclasses
 import re
 
 from arena_ls.gates.model import Finding, TextEdit
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.source import SourceText, comment_line, comment_start
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.source import SourceText, comment_line, comment_start
 
 _DIRECTIVE = lazy(r"#\s*arena:\s*ignore(?P<file>-file)?(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 ALL = "*"

@@ -83,7 +83,8 @@ class AfterReboot:
     policy: str
     """``watchdog.afterReboot`` as it is now: ``ask``, ``resume`` or ``never``."""
     step: int | None
-    """The job's last checkpoint's step the resume would start from (None: nothing to resume)."""
+    """The job's last checkpoint's step the resume would start from (None: nothing to resume);
+    once a resume happened, the step it started from."""
     resumed_by: str | None
     """The run that resumed it, once one did (the offer is then gone)."""
     newer_run: str | None = None
@@ -127,9 +128,13 @@ def read_resumed(run_dir: RunDir) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def record_resumed(run_dir: RunDir, resumed_by: str | None, problem: str | None = None) -> None:
-    """Write ``after-reboot.json`` atomically (a failed write is logged: the claim still holds)."""
-    payload = {"resumedBy": resumed_by, "problem": problem, "at": time.time()}
+def record_resumed(
+    run_dir: RunDir, resumed_by: str | None, problem: str | None = None, step: int | None = None
+) -> None:
+    """Write ``after-reboot.json`` atomically (a failed write is logged: the claim still holds).
+    ``step`` is the step the resume started from: once resumed, the offer's step stays that one
+    (the job's last checkpoint moves on as the resumed run saves)."""
+    payload = {"resumedBy": resumed_by, "problem": problem, "step": step, "at": time.time()}
     try:
         write_json_atomic(run_dir.path / RESUMED_FILE, payload)
     except OSError as error:
@@ -146,6 +151,9 @@ def after_reboot(run_dir: RunDir, policy: str, step: int | None, newer_run: str 
     record = record or {}
     resumed_by = record.get("resumedBy")
     problem = record.get("problem")
+    resumed_at = record.get("step")
+    if isinstance(resumed_by, str) and isinstance(resumed_at, int) and not isinstance(resumed_at, bool):
+        step = resumed_at  # where the resume started, not where the resumed run has got to since
     return AfterReboot(
         policy=policy,
         step=step,

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from arena_ls.lifecycle.backends.base import FollowerProcess, RunBackend
+from arena_ls.lifecycle.backends.base import AgentProcess, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.capture import Cursor, LogLine, OutputReader, Page
 from arena_ls.lifecycle.checkpoint_age import note_checkpoint
@@ -112,7 +112,7 @@ class RunView:
         self,
         run_dir: RunDir,
         spec: RunSpec,
-        agent: FollowerProcess | None = None,
+        agent: AgentProcess | None = None,
         *,
         backend: RunBackend | None = None,
     ) -> None:
@@ -359,7 +359,7 @@ class RunView:
 
     def agent_alive(self) -> bool:
         """Whether the run's follower (a local run's agent) lives."""
-        return self.backend.follower_alive(self.state, self.agent)
+        return self.backend.agent_alive(self.state, self.agent)
 
     def check_lost(
         self, folder: StateFolder, restarted: Callable[[RunSpec], str | None] | None = None

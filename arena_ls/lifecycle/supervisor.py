@@ -41,7 +41,7 @@ from arena_ls.errors import (
 )
 from arena_ls.health.model import BootIdentity
 from arena_ls.lifecycle import supervisor_events
-from arena_ls.lifecycle.backends.base import Backends, Check, FollowerProcess, RunBackend, RunPlan
+from arena_ls.lifecycle.backends.base import AgentProcess, Backends, Check, RunBackend, RunPlan
 from arena_ls.lifecycle.capture import Cursor, LogLine
 from arena_ls.lifecycle.checkpoint_age import describe, stale_checkpoint_refusal
 from arena_ls.lifecycle.checkpoint_history import CheckpointHistory
@@ -940,7 +940,7 @@ class Supervisor:
         self.notify_if_changed(view)
         return view
 
-    def _start_again(self, view: RunView, failed: FollowerProcess) -> bool:
+    def _start_again(self, view: RunView, failed: AgentProcess) -> bool:
         """The run's follower died before it recorded a trainer: start another where the back end
         can prove nothing of the run started (a spare agent that died before it took the run).
 
@@ -1037,7 +1037,7 @@ class Supervisor:
                 problem = f"the resume after the restart was refused: {error}"
             else:
                 if isinstance(started, RunView):
-                    record_resumed(view.run_dir, started.run_id)
+                    record_resumed(view.run_dir, started.run_id, step=record.step)
                     log.info("run %s: resumed after the restart as run %s", view.run_id, started.run_id)
                     return started
         log.warning("run %s: %s", view.run_id, problem)

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None, *, hardware: Any = None) -> int:
         from arena_ls.health.agent_hardware import share_with_agents  # start-up speed: see above
 
         share_with_agents(hardware)
-    from arena_ls.protocol import serving  # start-up speed: see above
+    from arena_ls.protocol.rpc import serving  # start-up speed: see above
 
     if not args.tcp:
         return serving.serve_stdio(server, sys.stdin.buffer, _protect_stdout())

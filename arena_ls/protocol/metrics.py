@@ -13,7 +13,7 @@ from typing import Any
 from arena_ls.lifecycle.metrics import DEFAULT_LIMIT, MAX_LIMIT, MetricsCursor, MetricsPage, read_metrics
 from arena_ls.lifecycle.rundir import RelaunchRecord
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.protocol.preencoded import PreEncoded
+from arena_ls.protocol.rpc.preencoded import PreEncoded
 from arena_ls.timeutil import iso_utc
 from arena_ls.validation import finite
 

@@ -1,6 +1,6 @@
 """Params of the custom methods, checked field by field at the boundary.
 
-pygls hands custom-method params over as plain JSON (see ``converter.py``);
+pygls hands custom-method params over as plain JSON (see ``rpc/converter.py``);
 here they become typed requests, and anything else becomes an
 ``InvalidParams`` whose message names the field.
 """

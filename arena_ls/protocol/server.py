@@ -2,7 +2,7 @@
 
 Every handler is thin: it parses params (``params.py``), calls the
 workspace or another plain module, and turns refusals into JSON-RPC
-errors (``refusals.py``). Editor features are plug-ins (``feature.py``):
+errors (``rpc/refusals.py``). Editor features are plug-ins (``feature.py``):
 the server holds them in a registry, and each LSP notification has one
 handler here that calls every feature, each isolated from the others.
 ``app.create_server`` assembles the server with its features.
@@ -32,14 +32,14 @@ from arena_ls.protocol import heap
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
-from arena_ls.protocol.converter import arena_converter
 from arena_ls.protocol.feature import Command, FeatureRegistry, LanguageFeature
 from arena_ls.protocol.notify import LogBatcher
-from arena_ls.protocol.preencoded import PreEncoded
 from arena_ls.protocol.progress import RunProgress
-from arena_ls.protocol.refusals import refusals
+from arena_ls.protocol.rpc.converter import arena_converter
+from arena_ls.protocol.rpc.preencoded import PreEncoded
+from arena_ls.protocol.rpc.refusals import refusals
+from arena_ls.protocol.rpc.transport import ArenaProtocol
 from arena_ls.protocol.tasks import TaskRunner
-from arena_ls.protocol.transport import ArenaProtocol
 from arena_ls.protocol.wire import passing_info
 from arena_ls.protocol.workspace import Workspace
 from arena_ls.settings import Settings, parse_settings
@@ -226,7 +226,7 @@ class ArenaServer(LanguageServer):
         client's (a debounced publish) opens the workspace again for nobody.
         """
         # Everything of the session is reset before the first await: the next client may be
-        # served while the old view is still closing (serving.py lets the leaver go at once).
+        # served while the old view is still closing (rpc/serving.py lets the leaver go at once).
         self.features.notify("shutdown", lambda f: f.shutdown())
         arena, self.arena = self.arena, None
         self.configuration.reset()

@@ -240,7 +240,7 @@ def test_a_setting_added_without_regenerating_fails_the_check_and_write_brings_i
 
 def test_a_changed_default_without_regenerating_fails_the_check(tmp_path: Path) -> None:
     root = _copy_checkout(tmp_path)
-    source = root / "arena_ls" / "settings.py"
+    source = root / "arena_ls" / "setting_sections.py"
     text = source.read_text(encoding="utf-8")
     declaration = '"preflight.minFreeRamMb", 5120,'
     assert declaration in text

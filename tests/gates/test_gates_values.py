@@ -7,8 +7,8 @@ import ast
 
 import pytest
 
-from arena_ls.gates.facts import collect_facts
-from arena_ls.gates.values import Resolver
+from arena_ls.trainer_facts.facts import collect_facts
+from arena_ls.trainer_facts.values import Resolver
 
 HEADER = """\
 import argparse

@@ -14,10 +14,10 @@ import sys
 
 from lsprotocol import types
 
-from arena_ls.protocol import serving
 from arena_ls.protocol.app import default_features
 from arena_ls.protocol.feature import Command, LanguageFeature
 from arena_ls.protocol.main import _protect_stdout, configure_logging
+from arena_ls.protocol.rpc import serving
 from arena_ls.protocol.server import ArenaServer, register_handlers
 from arena_ls.settings import Settings
 

@@ -1,4 +1,4 @@
-"""A run back end whose follower is the test itself (``RunBackend``), and a listener that records."""
+"""A run back end whose agent is the test itself (``RunBackend``), and a listener that records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from arena_ls.errors import ArenaError
-from arena_ls.lifecycle.backends.base import FollowerProcess, RunPlan
+from arena_ls.lifecycle.backends.base import AgentProcess, RunPlan
 from arena_ls.lifecycle.capture import LogLine
 from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState
 from arena_ls.lifecycle.runview import RunView
@@ -20,8 +20,8 @@ from arena_ls.settings import Settings
 
 
 @attrs.define
-class FakeFollower:
-    """A follower process as the server that started it holds it."""
+class FakeAgent:
+    """An agent process as the server that started it holds it."""
 
     pid: int
     exit_code: int | None = None
@@ -32,7 +32,7 @@ class FakeFollower:
 
 @attrs.define
 class FakeBackend:
-    """A back end whose follower is the test itself."""
+    """A back end whose agent is the test itself."""
 
     backend_name: str = "fake"
     can_revive: bool = False
@@ -42,7 +42,7 @@ class FakeBackend:
     stops: list[dict[str, Any]] = attrs.field(factory=list)
     revived: list[str] = attrs.field(factory=list)
     ended: list[str] = attrs.field(factory=list)
-    followers: list[FakeFollower] = attrs.field(factory=list)
+    agents: list[FakeAgent] = attrs.field(factory=list)
     prepared: list[Path] = attrs.field(factory=list)
     released: int = 0
     start_seen: asyncio.Event = attrs.field(factory=asyncio.Event)
@@ -78,31 +78,29 @@ class FakeBackend:
     def release(self) -> None:
         self.released += 1
 
-    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
+    def start(self, run_dir: RunDir, workspace: Path) -> AgentProcess:
         if self.start_error is not None:
             raise self.start_error
         self.started.append(run_dir)
-        follower = FakeFollower(pid=4_000_000 + len(self.started))
-        self.followers.append(follower)
+        agent = FakeAgent(pid=4_000_000 + len(self.started))
+        self.agents.append(agent)
         self.start_seen.set()
-        return follower
+        return agent
 
     def start_failed(self, exit_code: int) -> bool:
         return exit_code == 99
 
-    def start_again(
-        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
-    ) -> FollowerProcess | None:
+    def start_again(self, run_dir: RunDir, workspace: Path, failed: AgentProcess) -> AgentProcess | None:
         return None
 
-    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
+    def agent_alive(self, state: RunState | None, process: AgentProcess | None) -> bool:
         if process is not None and process.poll() is None:
             return True
         return self.alive
 
-    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
+    def revive(self, run_dir: RunDir, state: RunState) -> AgentProcess | None:
         self.revived.append(run_dir.run_id)
-        return FakeFollower(pid=5_000_000)
+        return FakeAgent(pid=5_000_000)
 
     def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:
         self.ended.append(state.run_id)
@@ -113,7 +111,7 @@ class FakeBackend:
         self.stop_seen.set()
 
     def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
-        return None  # the test, as the follower, records how the stop ended
+        return None  # the test, as the agent, records how the stop ended
 
     def trainer_started(self, state: RunState) -> bool:
         return bool(state.pid)
@@ -145,7 +143,7 @@ class Recorder:
 
 
 def write_state(run_dir: RunDir, **fields: Any) -> RunState:
-    """Write ``state.json`` as a run's follower would."""
+    """Write ``state.json`` as a run's agent would."""
     try:
         state = run_dir.read_state()
     except FileNotFoundError:

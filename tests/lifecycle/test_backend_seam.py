@@ -1,7 +1,7 @@
 """The run back-end seam: the supervisor driven through a fake back end, with no process started.
 
-The fake plays a back end and its follower: the test writes the run's
-``state.json`` and output as a follower would, and the supervisor must see
+The fake plays a back end and its agent: the test writes the run's
+``state.json`` and output as an agent would, and the supervisor must see
 the run only through the back end's methods and the run's files.
 """
 
@@ -26,7 +26,7 @@ from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
 from arena_ls.protocol.wire import run_info
 from arena_ls.settings import Settings
-from tests.helpers.fake_backend import FakeBackend, FakeFollower, Recorder, write_state
+from tests.helpers.fake_backend import FakeAgent, FakeBackend, Recorder, write_state
 from tests.helpers.lsp import job, make_workspace
 
 WAIT = 20.0
@@ -64,7 +64,7 @@ async def launched(supervisor: Supervisor, backend: FakeBackend) -> tuple[asynci
 
 
 async def running(supervisor: Supervisor, backend: FakeBackend) -> RunDir:
-    """A started run whose trainer the follower has recorded: the start has answered."""
+    """A started run whose trainer the agent has recorded: the start has answered."""
     starting, run = await launched(supervisor, backend)
     write_state(run, status=RunStatus.RUNNING, pid=12345)
     await asyncio.wait_for(starting, WAIT)
@@ -77,7 +77,7 @@ def dead_pid() -> tuple[int, float]:
 
 
 def adopted_run(root: Path, backend: str, status: RunStatus, **fields: Any) -> RunDir:
-    """A run folder left by an earlier server: spec, lock and the state its follower wrote."""
+    """A run folder left by an earlier server: spec, lock and the state its agent wrote."""
     folder = StateFolder(root / ".aide" / "training")
 
     def build(run_id: str) -> RunSpec:
@@ -105,7 +105,7 @@ async def test_a_start_goes_through_the_chosen_back_end_and_answers_once_the_tra
     assert not starting.done(), "the answer waits for the trainer's pid"
     write_state(run, status=RunStatus.RUNNING, pid=12345)
     info = run_info(await asyncio.wait_for(starting, WAIT))
-    assert (info["status"], info["pid"], info["agentPid"]) == ("running", 12345, backend.followers[0].pid)
+    assert (info["status"], info["pid"], info["agentPid"]) == ("running", 12345, backend.agents[0].pid)
     assert (run.run_id, "running") in recorder.changes
     assert supervisor.our_pids() == {12345}, "our pids come from the back end"
 
@@ -122,7 +122,7 @@ async def test_the_default_back_end_prepares_while_idle_only_and_is_released_at_
     assert supervisor.poll_once() is True
     assert len(backend.prepared) == prepared, "nothing is prepared while a run is active"
     write_state(run, status=RunStatus.SUCCEEDED, pid=12345, exit_code=0)
-    backend.followers[0].exit_code = 0
+    backend.agents[0].exit_code = 0
     supervisor.poll_once()  # the round that reads the final state still counts the run
     assert len(backend.prepared) == prepared
     assert supervisor.poll_once() is False
@@ -161,7 +161,7 @@ async def test_a_follower_that_fails_before_recording_a_trainer_fails_the_start(
     supervisor = supervisor_with(workspace, recorder, backend)
     closing(supervisor)
     starting, run = await launched(supervisor, backend)
-    backend.followers[0].exit_code = 99  # what this back end calls a failed start
+    backend.agents[0].exit_code = 99  # what this back end calls a failed start
     with pytest.raises(ArenaError) as failed:
         await asyncio.wait_for(starting, WAIT)
     assert failed.value.code == LAUNCH_FAILED[0]
@@ -203,10 +203,10 @@ def test_a_run_outliving_its_follower_is_revived_by_one_server_only(workspace: P
     other = supervisor_with(workspace, Recorder(), LocalBackend(), second)
     one.scan()
     other.scan()
-    assert (first.revived, second.revived) == ([run.run_id], []), "one new follower per dead one"
+    assert (first.revived, second.revived) == ([run.run_id], []), "one new agent per dead one"
     for supervisor in (one, other):
         assert supervisor.views[run.run_id].status is RunStatus.RUNNING
-    assert one.views[run.run_id].agent is not None, "the reviving server holds its new follower"
+    assert one.views[run.run_id].agent is not None, "the reviving server holds its new agent"
     assert RunLock(one.folder).holder() == run.run_id
     assert first.ended == second.ended == []
 
@@ -261,11 +261,11 @@ def local_state(tmp_path: Path) -> Iterator[RunState]:
 def test_the_local_back_end_judges_its_agent_by_pid_and_creation_time(local_state: RunState) -> None:
     backend = LocalBackend()
     local_state.agent_pid, local_state.agent_create_time = os.getpid(), platform.process_identity(os.getpid())
-    assert backend.follower_alive(local_state, None)
+    assert backend.agent_alive(local_state, None)
     local_state.agent_create_time = (local_state.agent_create_time or 0) - 100  # a reused pid
-    assert not backend.follower_alive(local_state, None)
-    assert backend.follower_alive(local_state, FakeFollower(pid=1)), "a follower we hold that runs"
-    assert not backend.follower_alive(None, FakeFollower(pid=1, exit_code=0))
+    assert not backend.agent_alive(local_state, None)
+    assert backend.agent_alive(local_state, FakeAgent(pid=1)), "an agent we hold that runs"
+    assert not backend.agent_alive(None, FakeAgent(pid=1, exit_code=0))
     assert not backend.revivable
 
 

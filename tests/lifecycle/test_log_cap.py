@@ -255,7 +255,7 @@ def test_the_windows_delete_retries_a_sharing_violation_then_reports_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``platform.remove_file``'s Win32 branch, with the platform faked."""
-    monkeypatch.setattr(platform, "sys", types.SimpleNamespace(platform="win32"))
+    monkeypatch.setattr(platform.files, "sys", types.SimpleNamespace(platform="win32"))
     target = tmp_path / "segment"
     target.write_bytes(b"x")
     failures = iter([platform.ERROR_SHARING_VIOLATION, platform.ERROR_SHARING_VIOLATION])

@@ -343,7 +343,7 @@ class InProcess:
         write_state(
             self.backend.started[index], status=RunStatus.SUCCEEDED, exit_code=0, ended_at=time.time()
         )
-        self.backend.followers[index].exit_code = 0
+        self.backend.agents[index].exit_code = 0
 
         def succeeded() -> bool:
             self.supervisor.poll_once()

@@ -30,7 +30,7 @@ from arena_ls.lifecycle.runview import AGENT_START_GRACE
 from arena_ls.lifecycle.states import RunStatus
 from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
 from arena_ls.settings import Settings
-from tests.helpers.fake_backend import FakeBackend, FakeFollower, Recorder, write_state
+from tests.helpers.fake_backend import FakeAgent, FakeBackend, Recorder, write_state
 from tests.helpers.lsp import job, make_workspace, start_server, stop_server, wait_status
 
 WAIT = 20.0
@@ -89,9 +89,9 @@ def test_an_intermediate_that_exits_at_once_is_not_a_dead_follower(
     that is no reason to revive the run a second time."""
     spawned: list[list[str]] = []
 
-    def windows_spawn(argv: Any, *, cwd: Path, log_file: Path) -> FakeFollower:
+    def windows_spawn(argv: Any, *, cwd: Path, log_file: Path) -> FakeAgent:
         spawned.append(list(argv))
-        return FakeFollower(pid=6_000_000 + len(spawned), exit_code=0)  # the intermediate, done
+        return FakeAgent(pid=6_000_000 + len(spawned), exit_code=0)  # the intermediate, done
 
     monkeypatch.setattr(ray_backend.platform, "spawn_detached", windows_spawn)
     run = cluster_run(workspace, "ray")
@@ -116,7 +116,7 @@ def test_a_revived_follower_that_fails_before_recording_itself_makes_the_run_los
     supervisor.scan()
     view = supervisor.views[run.run_id]
     assert backend.revived == [run.run_id]
-    assert isinstance(view.agent, FakeFollower)
+    assert isinstance(view.agent, FakeAgent)
     view.agent.exit_code = 99  # the fake back end's failed start
     view.reap_agent()
     assert view.check_lost(supervisor.folder) is True
@@ -226,7 +226,7 @@ async def test_a_failed_start_ends_what_its_follower_may_have_started(workspace:
     try:
         starting = asyncio.create_task(supervisor.start(StartRequest(id="quick")))
         await asyncio.wait_for(backend.start_seen.wait(), WAIT)
-        backend.followers[0].exit_code = 99  # died before it recorded a trainer (a submission, say)
+        backend.agents[0].exit_code = 99  # died before it recorded a trainer (a submission, say)
         with pytest.raises(ArenaError) as refused:
             await asyncio.wait_for(starting, WAIT)
         assert (refused.value.code, refused.value.reason) == LAUNCH_FAILED

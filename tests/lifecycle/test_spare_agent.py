@@ -306,8 +306,8 @@ def test_windows_never_starts_a_spare(tmp_path: Path, monkeypatch: Any) -> None:
     from arena_ls import platform
 
     started: list[Any] = []
-    monkeypatch.setattr(platform.sys, "platform", "win32")
-    monkeypatch.setattr(platform.subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(platform.launching.sys, "platform", "win32")
+    monkeypatch.setattr(platform.launching.subprocess, "Popen", lambda *a, **k: started.append(a))
     assert platform.spawn_spare_agent(spare_argv(), cwd=tmp_path) is None
     agents = SpareAgent(enabled=True)
     agents.ensure(tmp_path)

@@ -41,7 +41,7 @@ def test_event_names_are_read_from_inotifys_records() -> None:
         return struct.pack("iIII", 1, platform.IN_MOVED_TO, 0, padded) + name.ljust(padded, b"\0")
 
     data = record(b"state.json", 16) + record(b"", 0) + record(b"output.log", 32)
-    assert platform._inotify_names(data) == ["state.json", "", "output.log"]
+    assert platform.folder_events._inotify_names(data) == ["state.json", "", "output.log"]
 
 
 @linux_only

@@ -37,6 +37,8 @@ async def test_the_settings_reach_the_agent_and_keep_awake_and_the_end_are_told(
         run = await client.call("arena/start", {"id": "lm"})
         ended = await wait_status(client, run["runId"], "succeeded")
         assert ended["keepAwake"] is True
+        # Told as it changed, not only at the next status (contract 8.3's keepAwake in statusChanged).
+        assert any(s["runId"] == run["runId"] and s.get("keepAwake") is True for s in client.statuses)
         [inhibition] = logind.wait_for_inhibitions(1)
         assert inhibition.released.wait(30)
         [told] = wait_until(notifications.received, "the desktop notification")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from arena_ls.protocol import framing
-from arena_ls.protocol.framing import Broken, FrameReader, Message
+from arena_ls.protocol.rpc import framing
+from arena_ls.protocol.rpc.framing import Broken, FrameReader, Message
 from tests.protocol.raw import frame, request
 
 SILENCE = object()

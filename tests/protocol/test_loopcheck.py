@@ -107,11 +107,17 @@ loopcheck.arm()
 sys.setswitchinterval(0.001)  # the server's (protocol.main.SWITCH_INTERVAL)
 TEXT = "".join(f"def helper_{i}(a):\\n    return a + {i}\\n" for i in range(160_000))
 
+started = threading.Event()
+
+def parse():
+    started.set()
+    ast.parse(TEXT)  # one C call: the GIL is held all along
+
 def wait_behind_the_parse():
     before = platform.thread_cpu_and_waits()
-    worker = threading.Thread(target=ast.parse, args=(TEXT,))  # one C call: the GIL is held all along
+    worker = threading.Thread(target=parse)
     worker.start()
-    time.sleep(0.05)  # the worker is in ast.parse now; taking the GIL back waits for its end
+    started.wait()  # returning needs the GIL back, which the worker holds until its parse ends
     after = platform.thread_cpu_and_waits()
     print(round((after[0] - before[0]) * 1000), after[1] - before[1])
     worker.join()

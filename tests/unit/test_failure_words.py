@@ -59,5 +59,5 @@ def test_an_unreadable_vmstat_is_unknown(tmp_path: Path) -> None:
 def test_windows_has_no_oom_killer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     vmstat = tmp_path / "vmstat"
     vmstat.write_text("oom_kill 4\n")
-    monkeypatch.setattr(platform.sys, "platform", "win32")
+    monkeypatch.setattr(platform.processes.sys, "platform", "win32")
     assert platform.oom_kill_count(vmstat) is None

@@ -313,9 +313,10 @@ def test_a_resume_under_way_is_not_taken_for_a_persons_newer_run(tmp_path: Path)
     assert not run_dir.claim_once(AFTER_REBOOT_CLAIM)  # once, whoever asks next
     under_way = after_reboot(run_dir, "resume", 40, "later")
     assert under_way.newer_run is None and under_way.offer == "Resume from step 40"
-    record_resumed(run_dir, "later")
-    done = after_reboot(run_dir, "resume", 40, "later")
+    record_resumed(run_dir, "later", step=40)
+    done = after_reboot(run_dir, "resume", 55, "later")  # the resumed run has saved step 55 since
     assert done.resumed_by == "later" and done.offer is None
+    assert done.step == 40  # where the resume started, not the job's last checkpoint now
     record_resumed(run_dir, None, "the resume after the restart was refused: pre-flight failed")
     refused = after_reboot(run_dir, "resume", 40, None)
     assert refused.problem is not None and refused.offer == "Resume from step 40"

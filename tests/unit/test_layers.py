@@ -9,6 +9,8 @@ never a room beside it or above it: so no arrow points up, and no circle
 between rooms can exist (a circle needs an arrow that does not point down).
 ``cluster`` is a floor above ``lifecycle``: the Ray back end and the
 cluster's follower build on the lifecycle, which never knows of them.
+``trainer_facts`` is a floor below ``gates``: what a trainer script does,
+read from its AST, knows no rule; the rules judge it.
 
 Every import statement counts, including ones inside functions and under
 ``TYPE_CHECKING``: a lower package that needs a higher one is in the
@@ -27,13 +29,15 @@ PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 LOWER = [
     "lifecycle",
     "gates",
+    "trainer_facts",
     "health",
     "manifest",
     "insights",
     "cluster",
     "services",
-    "platform.py",
+    "platform",
     "settings.py",
+    "setting_sections.py",
     "errors.py",
 ]
 UPPER = ("arena_ls.protocol", "arena_ls.client")
@@ -50,9 +54,10 @@ FLOORS: list[list[tuple[str, ...]]] = [
         ("wording",),
     ],
     [("setting_decl",), ("loopcheck",), ("wording_gen",)],
-    [("settings",), ("diagnostics",)],
+    [("settings", "setting_sections"), ("diagnostics",)],
     [("manifest",), ("settings_schema",)],
     [("lifecycle", "health")],
+    [("trainer_facts",)],
     [("gates",), ("insights",), ("cluster",)],
     [("services",)],
     [("protocol",), ("client",)],

@@ -67,7 +67,7 @@ def test_the_replace_retries_sharing_violations(tmp_path: Path, monkeypatch: pyt
 def test_a_lasting_sharing_violation_is_raised_after_the_retries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(platform, "REPLACE_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(platform.files, "REPLACE_RETRY_SECONDS", 0.05)
     monkeypatch.setattr(os, "replace", Flaky(os.replace, -1))
     with pytest.raises(PermissionError):
         write_json_atomic(tmp_path / "state.json", {"a": 1})
@@ -84,8 +84,8 @@ def test_a_real_permission_error_is_not_retried(tmp_path: Path, monkeypatch: pyt
 
 def test_a_read_retries_a_file_held_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_json_atomic(tmp_path / "state.json", {"a": 1})
-    real_read = platform._read_once
-    monkeypatch.setattr(platform, "_read_once", Flaky(real_read, 3))
+    real_read = platform.files._read_once
+    monkeypatch.setattr(platform.files, "_read_once", Flaky(real_read, 3))
     assert read_json(tmp_path / "state.json") == {"a": 1}
 
 
@@ -93,8 +93,8 @@ def test_a_file_held_open_for_good_is_busy_not_damaged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_json_atomic(tmp_path / "state.json", {"a": 1})
-    monkeypatch.setattr(platform, "REPLACE_RETRY_SECONDS", 0.05)
-    monkeypatch.setattr(platform, "_read_once", Flaky(platform._read_once, -1))
+    monkeypatch.setattr(platform.files, "REPLACE_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(platform.files, "_read_once", Flaky(platform.files._read_once, -1))
     with pytest.raises(StateBusy) as caught:
         read_json(tmp_path / "state.json")
     assert not isinstance(caught.value, CorruptState)
@@ -126,8 +126,8 @@ async def test_a_run_whose_files_are_held_open_is_neither_skipped_nor_unlocked(
 ) -> None:
     folder, run = held_open_run(tmp_path)
     supervisor = Supervisor(tmp_path, lambda: Settings(), Quiet(), backends=Backends(LocalBackend()))
-    monkeypatch.setattr(platform, "REPLACE_RETRY_SECONDS", 0.02)
-    monkeypatch.setattr(platform, "_read_once", Flaky(platform._read_once, -1, only="state.json"))
+    monkeypatch.setattr(platform.files, "REPLACE_RETRY_SECONDS", 0.02)
+    monkeypatch.setattr(platform.files, "_read_once", Flaky(platform.files._read_once, -1, only="state.json"))
     # The holder's view cannot appear while its state is held open: no need to wait 5 s for it.
     monkeypatch.setattr(supervisor_module, "HOLDER_WAIT", 0.05)
     supervisor.scan()
@@ -137,8 +137,10 @@ async def test_a_run_whose_files_are_held_open_is_neither_skipped_nor_unlocked(
     assert "one job at a time" in str(refused.value)
     monkeypatch.undo()
     assert RunLock(folder).holder() == run.run_id, "the live run's lock must not be broken"
-    monkeypatch.setattr(platform, "REPLACE_RETRY_SECONDS", 0.02)
-    monkeypatch.setattr(platform, "_read_once", Flaky(platform._read_once, -1, only="active.lock"))
+    monkeypatch.setattr(platform.files, "REPLACE_RETRY_SECONDS", 0.02)
+    monkeypatch.setattr(
+        platform.files, "_read_once", Flaky(platform.files._read_once, -1, only="active.lock")
+    )
     with pytest.raises(ArenaError, match="one job at a time"):
         await supervisor._refuse_if_active()
     monkeypatch.undo()
@@ -209,7 +211,7 @@ def test_a_flush_that_cannot_write_times_out_without_raising(
 ) -> None:
     folder, run = held_open_run(tmp_path)
     state = run.read_state()
-    monkeypatch.setattr(platform, "REPLACE_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(platform.files, "REPLACE_RETRY_SECONDS", 0.01)
     monkeypatch.setattr(os, "replace", Flaky(os.replace, -1))
     writer = StateWriter(run, folder, state, threading.RLock(), lambda text: None)
     assert writer.flush(timeout=0.3) is False

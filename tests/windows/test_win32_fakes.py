@@ -214,7 +214,7 @@ def test_each_trainer_gets_a_job_that_kill_tree_and_the_attempts_end_terminate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = Fake()
-    monkeypatch.setattr(platform, "_attempt_jobs", {})
+    monkeypatch.setattr(platform.trainers, "_attempt_jobs", {})
     kwargs = {
         "cwd": ".",
         "env": {"A": "1", "__PYVENV_LAUNCHER__": "C:\\agent-venv\\Scripts\\python.exe"},
@@ -234,22 +234,22 @@ def test_each_trainer_gets_a_job_that_kill_tree_and_the_attempts_end_terminate(
     assert (
         fake.popen_calls[0]["creationflags"] == CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
     )
-    assert platform._attempt_jobs == {4242: JOB}, "the attempt's job handle is kept"
+    assert platform.trainers._attempt_jobs == {4242: JOB}, "the attempt's job handle is kept"
     assert fake.popen_calls[0]["env"] == {"A": "1"}, "the agent's own launcher variable is not inherited"
     assert platform.terminate_attempt_job(fake.api, 4242)  # kill_tree: the job's processes die
     assert fake.log[-1] == ("TerminateJobObject", (JOB, platform.KILLED_BY_JOB_EXIT_CODE))
     assert platform.end_attempt_job(fake.api, 4242)  # after the attempt: terminated and closed
     assert fake.names()[-2:] == ["TerminateJobObject", "CloseHandle"]
-    assert platform._attempt_jobs == {} and not platform.end_attempt_job(fake.api, 4242)
+    assert platform.trainers._attempt_jobs == {} and not platform.end_attempt_job(fake.api, 4242)
 
 
 def test_a_trainer_whose_job_fails_still_runs_in_the_agents_job(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = Fake(last_error=5, AssignProcessToJobObject=0)
-    monkeypatch.setattr(platform, "_attempt_jobs", {})
+    monkeypatch.setattr(platform.trainers, "_attempt_jobs", {})
     kwargs = {"cwd": ".", "env": {}, "stdout": 1, "stderr": 2}
     platform.spawn_trainer_in_job(fake.api, ["trainer.exe"], kwargs, popen=fake.popen)
     assert fake.names()[-2:] == ["CloseHandle", "NtResumeProcess"]
-    assert platform._attempt_jobs == {}
+    assert platform.trainers._attempt_jobs == {}
 
 
 # ---------------------------------------------------------------- files
@@ -281,25 +281,27 @@ def test_readers_open_with_delete_sharing(tmp_path: Path) -> None:
     target.write_bytes(b'{"ok": true}')
     fake = Fake()
     fake.fd_for_handle[FILE] = os.open(target, os.O_RDONLY)
-    assert platform._windows_read(fake.api, target) == b'{"ok": true}'
+    assert platform.files._windows_read(fake.api, target) == b'{"ok": true}'
     _, access, share, _, _, _, _ = fake.log[0][1]
     assert access == platform.GENERIC_READ and share == FILE_SHARE_ALL
     missing = Fake(last_error=platform.ERROR_FILE_NOT_FOUND, CreateFileW=platform.INVALID_HANDLE_VALUE)
     with pytest.raises(FileNotFoundError):
-        platform._windows_read(missing.api, target)
+        platform.files._windows_read(missing.api, target)
 
 
 # ---------------------------------------------------------------- processes and signals
 
 
 def windows_sys(monkeypatch: pytest.MonkeyPatch, executable: str = "python.exe") -> None:
-    """``arena_ls.platform`` sees Windows (only its own ``sys`` is replaced)."""
-    monkeypatch.setattr(platform, "sys", types.SimpleNamespace(platform="win32", executable=executable))
+    """``arena_ls.platform`` sees Windows (only its modules' own ``sys`` is replaced)."""
+    windows = types.SimpleNamespace(platform="win32", executable=executable)
+    for module in (platform.processes, platform.launching, platform.trainers):
+        monkeypatch.setattr(module, "sys", windows)
 
 
 def test_no_console_event_is_sent_on_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = Fake()
-    monkeypatch.setattr(platform, "_win32", fake.api)
+    monkeypatch.setattr(platform.winapi, "_win32", fake.api)
     windows_sys(monkeypatch)
     assert platform.cooperative_signal_name() is None
     assert platform.send_cooperative_signal(os.getpid()) is False
@@ -327,9 +329,9 @@ def test_the_server_starts_the_agent_through_an_intermediate(
 
 def test_the_intermediate_starts_the_agent_and_exits(monkeypatch: pytest.MonkeyPatch) -> None:
     requests: list[tuple[list[str], str, str]] = []
-    monkeypatch.setattr(platform, "win32", lambda: "api")
+    monkeypatch.setattr(platform.launching, "win32", lambda: "api")
     monkeypatch.setattr(
-        platform,
+        platform.launching,
         "start_agent_in_job",
         lambda api, argv, cwd, log_file: requests.append((argv, cwd, log_file)) or 99,
     )
@@ -371,7 +373,7 @@ def test_the_trainer_pipes_are_created_large(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(sys.modules, "msvcrt", fake_msvcrt)
     windows_sys(monkeypatch)
     kwargs: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
-    pipes = platform._large_pipes(Fake().api, kwargs)
+    pipes = platform.trainers._large_pipes(Fake().api, kwargs)
     assert created == [(None, platform.TRAINER_PIPE_BYTES)], "only stdout asked for a pipe"
     assert kwargs["stdout"] == write_fd and kwargs["stderr"] == subprocess.DEVNULL
     assert pipes.child_ends == [write_fd]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from arena_ls.gates.model import Finding
 from arena_ls.gates.rules.base import declare
-from arena_ls.gates.source import SourceText
+from arena_ls.trainer_facts.source import SourceText
 
 CODE = "AR000"
 NAME = "syntax-error"

@@ -64,10 +64,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from arena_ls.gates.adopt import framework_violation
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.names import is_true
-from arena_ls.gates.oom import OomAnalyzer
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.names import is_true
+from arena_ls.trainer_facts.oom import OomAnalyzer
 
 CODE = "AR001"
 NAME = "oom-retry"

@@ -54,8 +54,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from arena_ls.gates.adopt import framework_violation
-from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.context import TrainerContext
 
 CODE = "AR002"
 NAME = "empty-cache"

@@ -49,12 +49,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from arena_ls.gates.cadence import Cadence
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.kit import EMPTY_CACHE_EVERY
-from arena_ls.gates.names import argument
-from arena_ls.gates.reach import Path, Root
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.cadence import Cadence
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.kit import EMPTY_CACHE_EVERY
+from arena_ls.trainer_facts.names import argument
+from arena_ls.trainer_facts.reach import Path, Root
 
 CODE = "AR003"
 NAME = "empty-cache-cadence"

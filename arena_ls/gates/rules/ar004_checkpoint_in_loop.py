@@ -55,9 +55,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.names import is_false, string_value
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.names import is_false, string_value
 
 CODE = "AR004"
 NAME = "checkpoint-in-loop"

@@ -77,11 +77,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from arena_ls.gates.cadence import Cadence
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.loop import Framework
-from arena_ls.gates.names import is_false, keyword, string_value
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.cadence import Cadence
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.loop import Framework
+from arena_ls.trainer_facts.names import is_false, keyword, string_value
 
 CODE = "AR005"
 NAME = "checkpoint-cadence"

@@ -62,10 +62,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from arena_ls.gates.checkpoints import Contents
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.reach import Path, Root
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.checkpoints import Contents
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.reach import Path, Root
 
 CODE = "AR006"
 NAME = "checkpoint-contents"

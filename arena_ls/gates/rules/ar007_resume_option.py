@@ -48,9 +48,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from arena_ls.gates.adopt import framework_resume_violation
-from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.context import TrainerContext
 
 CODE = "AR007"
 NAME = "resume-option"

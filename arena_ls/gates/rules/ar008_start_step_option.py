@@ -55,9 +55,9 @@ import re
 from collections.abc import Iterator
 
 from arena_ls.gates.adopt import framework_resume_violation
-from arena_ls.gates.context import TrainerContext, mentions_in_code
 from arena_ls.gates.options import CliOptions
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.context import TrainerContext, mentions_in_code
 
 CODE = "AR008"
 NAME = "start-step-option"

@@ -69,11 +69,11 @@ import re
 from collections.abc import Iterator
 
 from arena_ls.gates.adopt import framework_violation
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import CallSite
-from arena_ls.gates.names import argument, dotted, receiver, string_value
-from arena_ls.gates.patterns import lazy
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.facts import CallSite
+from arena_ls.trainer_facts.names import argument, dotted, receiver, string_value
+from arena_ls.trainer_facts.patterns import lazy
 
 CODE = "AR009"
 NAME = "cooperative-stop"

@@ -44,13 +44,13 @@ import ast
 import dataclasses
 from collections.abc import Iterator
 
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import CallSite
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import argument, keyword_node
 from arena_ls.gates.rules.base import Violation, declare
-from arena_ls.gates.splats import splat_entries
-from arena_ls.gates.values import Value
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.facts import CallSite
+from arena_ls.trainer_facts.names import argument, keyword_node
+from arena_ls.trainer_facts.splats import splat_entries
+from arena_ls.trainer_facts.values import Value
 
 CODE = "AR010"
 NAME = "dataloader-workers"

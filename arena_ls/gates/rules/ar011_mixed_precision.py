@@ -59,12 +59,12 @@ import ast
 import re
 from collections.abc import Iterator
 
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import Chain, Scope, iter_statements
-from arena_ls.gates.names import dotted, is_false, is_true, keyword, string_value
-from arena_ls.gates.patterns import lazy
 from arena_ls.gates.rules.base import Violation, declare
-from arena_ls.gates.sites import is_backward
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.facts import Chain, Scope, iter_statements
+from arena_ls.trainer_facts.names import dotted, is_false, is_true, keyword, string_value
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.sites import is_backward
 
 CODE = "AR011"
 NAME = "mixed-precision"

@@ -48,12 +48,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from arena_ls.gates.cadence import Cadence
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.loop import Framework
-from arena_ls.gates.names import string_value
 from arena_ls.gates.rules.base import Violation, declare
-from arena_ls.gates.sites import is_evaluation
+from arena_ls.trainer_facts.cadence import Cadence
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.loop import Framework
+from arena_ls.trainer_facts.names import string_value
+from arena_ls.trainer_facts.sites import is_evaluation
 
 CODE = "AR012"
 NAME = "eval-cadence"

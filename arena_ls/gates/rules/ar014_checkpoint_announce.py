@@ -70,15 +70,15 @@ import ast
 import re
 from collections.abc import Iterator
 
-from arena_ls.gates.announce import announces_checkpoints
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import LOOP_TYPES, CallSite, iter_statements
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import argument, call_name, dotted, string_value
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.periodic import is_announced, is_periodic
-from arena_ls.gates.reach import Path
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.announce import announces_checkpoints
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.facts import LOOP_TYPES, CallSite, iter_statements
+from arena_ls.trainer_facts.names import argument, call_name, dotted, string_value
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.periodic import is_announced, is_periodic
+from arena_ls.trainer_facts.reach import Path
 
 CODE = "AR014"
 NAME = "checkpoint-announce"

@@ -67,13 +67,13 @@ import ast
 import re
 from collections.abc import Iterator
 
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import LOOP_TYPES, CallSite
 from arena_ls.gates.model import TextEdit
-from arena_ls.gates.names import argument, call_name, dotted, last_identifier, string_value
-from arena_ls.gates.patterns import lazy
 from arena_ls.gates.rules.ar014_checkpoint_announce import _step_expression
 from arena_ls.gates.rules.base import Violation, declare
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.facts import LOOP_TYPES, CallSite
+from arena_ls.trainer_facts.names import argument, call_name, dotted, last_identifier, string_value
+from arena_ls.trainer_facts.patterns import lazy
 
 CODE = "AR015"
 NAME = "checkpoint-atomic"

@@ -33,9 +33,9 @@ import re
 from collections.abc import Callable, Iterable
 
 from arena_ls.diagnostics import Span
-from arena_ls.gates.context import TrainerContext
 from arena_ls.gates.model import Severity, TextEdit
-from arena_ls.gates.patterns import lazy
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.patterns import lazy
 
 SECTIONS = (
     "What it checks",

@@ -12,23 +12,23 @@ back end.
 
 What every back end guarantees (see ``docs/architecture.md``):
 
-- **The run folder is the single source.** A back end starts a *follower*
+- **The run folder is the single source.** A back end starts an *agent*
   for each run: a process on this machine that keeps ``state.json``
   (atomically, with its own pid as ``agentPid``) and ``output.log`` /
   ``output.idx`` current, wherever the trainer itself runs. Servers read
   only these files; none asks the back end for status, logs or progress.
 - **Stop requests go through the back end** (``request_stop``); the
-  follower records how the run ended, or, where the trainer runs elsewhere,
+  agent records how the run ended, or, where the trainer runs elsewhere,
   that it could not pass the stop on (``stop_undelivered``: the refusal the
   stop answers with).
 - **The back end reads its own part of the state**: whether a start has a
   trainer (``trainer_started``: a pid here, a submission Ray accepted), so
   the supervisor never looks at a back end's fields.
-- **Re-adoption asks the back end**: is this run's follower alive
-  (``follower_alive``), and if not, can a new one pick the run up where
+- **Re-adoption asks the back end**: is this run's agent alive
+  (``agent_alive``), and if not, can a new one pick the run up where
   the last left off (``revive``)? A local run cannot be revived (its
   trainer dies with its agent) and is recorded ``lost``; a cluster job
-  outlives its follower, and a revived follower catches up its log.
+  outlives its agent, and a revived agent catches up its log.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ class RunPlan:
         return kept if own is None else [own, *kept]
 
 
-class FollowerProcess(Protocol):
-    """A run's follower process, as the server that started it holds it (``subprocess.Popen``)."""
+class AgentProcess(Protocol):
+    """A run's agent process, as the server that started it holds it (``subprocess.Popen``)."""
 
     @property
     def pid(self) -> int: ...
@@ -101,19 +101,17 @@ class RunBackend(Protocol):
     def plan(self, job: Job, manifest: ManifestResult, settings: Settings) -> RunPlan:
         """What a start of ``job`` runs with here, read from ``manifest`` (the request's snapshot)."""
 
-    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
-        """Start the run that ``run_dir``'s spec describes: its follower, which starts the trainer.
+    def start(self, run_dir: RunDir, workspace: Path) -> AgentProcess:
+        """Start the run that ``run_dir``'s spec describes: its agent, which starts the trainer.
 
-        Raises ``OSError`` when the follower cannot be started (nothing ran).
+        Raises ``OSError`` when the agent cannot be started (nothing ran).
         """
 
     def start_failed(self, exit_code: int) -> bool:
-        """Whether a follower's ``exit_code``, before it recorded a trainer, means the start failed."""
+        """Whether an agent's ``exit_code``, before it recorded a trainer, means the start failed."""
 
-    def start_again(
-        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
-    ) -> FollowerProcess | None:
-        """The follower ``start`` returned died before it recorded a trainer: another one, or None.
+    def start_again(self, run_dir: RunDir, workspace: Path, failed: AgentProcess) -> AgentProcess | None:
+        """The agent ``start`` returned died before it recorded a trainer: another one, or None.
 
         Only where it is certain that nothing of the run was started (the
         run is never started twice); None: the start failed (1009). Called
@@ -127,19 +125,19 @@ class RunBackend(Protocol):
         """The server is closing, or a run it did not start is active: let go of what ``prepare``
         holds (no run is affected)."""
 
-    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
-        """Whether the run's follower lives: ``process`` if this server started it, else ``state``'s."""
+    def agent_alive(self, state: RunState | None, process: AgentProcess | None) -> bool:
+        """Whether the run's agent lives: ``process`` if this server started it, else ``state``'s."""
 
     @property
     def revivable(self) -> bool:
-        """Whether a run outlives its follower (a cluster job does; a local trainer dies with its agent)."""
+        """Whether a run outlives its agent (a cluster job does; a local trainer dies with its agent)."""
 
-    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
-        """The follower of an unfinished run is gone: start a new one, or None when the run is over.
+    def revive(self, run_dir: RunDir, state: RunState) -> AgentProcess | None:
+        """The agent of an unfinished run is gone: start a new one, or None when the run is over.
 
         Asked of a ``revivable`` back end only, and by one server per dead
-        follower (the one that won the run folder's once-only claim keyed by
-        its pid: ``RunDir.claim_once``). The new follower records itself in
+        agent (the one that won the run folder's once-only claim keyed by
+        its pid: ``RunDir.claim_once``). The new agent records itself in
         ``state.json`` first, then takes the run up from its files (and from
         wherever the trainer runs) with no output line lost or repeated.
         """
@@ -148,12 +146,12 @@ class RunBackend(Protocol):
         """The run is lost: end whatever of its trainer is left; what was done, for the evidence."""
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
-        """Ask the run to stop (its follower carries the stop out and records the outcome)."""
+        """Ask the run to stop (its agent carries the stop out and records the outcome)."""
 
     def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
-        """The run's follower could not pass a stop on to where the trainer runs: the refusal a
-        waiting ``arena/stop`` answers with at once (the follower keeps asking). None while it
-        could, or has not tried; always None where the follower holds the trainer itself."""
+        """The run's agent could not pass a stop on to where the trainer runs: the refusal a
+        waiting ``arena/stop`` answers with at once (the agent keeps asking). None while it
+        could, or has not tried; always None where the agent holds the trainer itself."""
 
     def trainer_started(self, state: RunState) -> bool:
         """Whether ``state`` records a started trainer (a start's answer waits for it)."""
@@ -184,15 +182,13 @@ class UnknownBackend:
     def plan(self, job: Job, manifest: ManifestResult, settings: Settings) -> RunPlan:
         return RunPlan(python=settings.python, runs_here=False)  # its start fails (1009): nothing runs
 
-    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
+    def start(self, run_dir: RunDir, workspace: Path) -> AgentProcess:
         raise OSError(self._why)
 
     def start_failed(self, exit_code: int) -> bool:
         return False
 
-    def start_again(
-        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
-    ) -> FollowerProcess | None:
+    def start_again(self, run_dir: RunDir, workspace: Path, failed: AgentProcess) -> AgentProcess | None:
         return None
 
     def prepare(self, workspace: Path) -> None:
@@ -201,24 +197,24 @@ class UnknownBackend:
     def release(self) -> None:
         return None
 
-    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
+    def agent_alive(self, state: RunState | None, process: AgentProcess | None) -> bool:
         return True  # cannot tell: never lose a run for a missing extra
 
     @property
     def revivable(self) -> bool:
         return False
 
-    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
+    def revive(self, run_dir: RunDir, state: RunState) -> AgentProcess | None:
         return None
 
     def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:
         return None
 
     def request_stop(self, run_dir: RunDir, *, kill: bool, grace_seconds: float | None, by: str) -> None:
-        run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # its follower reads it
+        run_dir.request_stop(kill=kill, grace_seconds=grace_seconds, by=by)  # its agent reads it
 
     def stop_undelivered(self, spec: RunSpec, state: RunState | None) -> ArenaError | None:
-        return None  # its follower records how the stop ended: the stop waits for that
+        return None  # its agent records how the stop ended: the stop waits for that
 
     def trainer_started(self, state: RunState) -> bool:
         return bool(state.pid)
@@ -259,8 +255,8 @@ class Backends:
         return self._by_name.get(name) or UnknownBackend(name)
 
 
-def detached_follower_alive(state: RunState | None, process: FollowerProcess | None) -> bool:
-    """Whether a run's detached follower lives: the one this server started, else the recorded one
+def detached_agent_alive(state: RunState | None, process: AgentProcess | None) -> bool:
+    """Whether a run's detached agent lives: the one this server started, else the recorded one
     (pid and creation time, so a reused pid is never mistaken for it)."""
     if process is not None and process.poll() is None:
         return True

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from arena_ls import platform
 from arena_ls.errors import ArenaError
-from arena_ls.lifecycle.backends.base import LOCAL, FollowerProcess, RunPlan, detached_follower_alive
+from arena_ls.lifecycle.backends.base import LOCAL, AgentProcess, RunPlan, detached_agent_alive
 from arena_ls.lifecycle.rundir import RunDir, RunSpec, RunState
 from arena_ls.lifecycle.spare import SpareAgent, agent_argv
 from arena_ls.manifest import Job, ManifestResult
@@ -32,7 +32,7 @@ class LocalBackend:
     def __init__(self, spare: SpareAgent | None = None) -> None:
         self.spare = spare
         """The agent loaded ahead of the next run, where the server keeps one (None: every start is cold)."""
-        self._handed: tuple[str, FollowerProcess] | None = None
+        self._handed: tuple[str, AgentProcess] | None = None
         """The last run handed to the spare, and that spare (``start_again`` starts it cold if it died)."""
 
     @property
@@ -47,16 +47,14 @@ class LocalBackend:
         """The workspace's interpreter (``settings.python``), this machine's pre-flight as it is."""
         return RunPlan(python=settings.python, runs_here=True)
 
-    def start(self, run_dir: RunDir, workspace: Path) -> FollowerProcess:
+    def start(self, run_dir: RunDir, workspace: Path) -> AgentProcess:
         agent = self.spare.take(run_dir, workspace) if self.spare is not None else None
         if agent is not None:
             self._handed = (run_dir.run_id, agent)
             return agent
         return platform.spawn_detached(agent_argv(run_dir), cwd=workspace, log_file=run_dir.agent_log)
 
-    def start_again(
-        self, run_dir: RunDir, workspace: Path, failed: FollowerProcess
-    ) -> FollowerProcess | None:
+    def start_again(self, run_dir: RunDir, workspace: Path, failed: AgentProcess) -> AgentProcess | None:
         """The spare handed this run died before it claimed it: it started nothing, so start the run cold.
 
         The spare reads its order from a pipe, so it can die after the order
@@ -105,14 +103,14 @@ class LocalBackend:
     def start_failed(self, exit_code: int) -> bool:
         return platform.spawn_failed(exit_code)
 
-    def follower_alive(self, state: RunState | None, process: FollowerProcess | None) -> bool:
-        return detached_follower_alive(state, process)
+    def agent_alive(self, state: RunState | None, process: AgentProcess | None) -> bool:
+        return detached_agent_alive(state, process)
 
     @property
     def revivable(self) -> bool:
         return False
 
-    def revive(self, run_dir: RunDir, state: RunState) -> FollowerProcess | None:
+    def revive(self, run_dir: RunDir, state: RunState) -> AgentProcess | None:
         return None  # the trainer died with its agent: nothing runs to be followed
 
     def end_remains(self, run_dir: RunDir, state: RunState) -> str | None:

@@ -511,6 +511,9 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     run_job(bench, "▶ Tiny LM pretraining (demo)", "tiny-lm")
     bench.status_item(r"^■ Stop$")
     bench.status_item(r"^⟳ tiny-lm \d+/600 \(\d+%\)", RUN_TIMEOUT)
+    # The status document beside the status bar: the run's checkpoint, record and keep-awake, as a person reads them.
+    bench.command("Arena: Show Status")
+    bench.editor_text(r"Active run: ⟳ tiny-lm", RUN_TIMEOUT)
     server.save_evidence("1-reference-job-running")  # kept for a person to look at, pass or fail
 
     # A failing trainer: arena's diagnostics in the Problems panel.

@@ -17,8 +17,8 @@ import bisect
 import re
 from collections.abc import Iterator, Sequence
 
-from arena_ls.gates.facts import CallSite, ModuleFacts
-from arena_ls.gates.patterns import lazy
+from arena_ls.trainer_facts.facts import CallSite, ModuleFacts
+from arena_ls.trainer_facts.patterns import lazy
 
 _PLACEHOLDER = lazy(r"%(?:\([^)]*\))?[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGrsa]|\{[^{}]*\}")
 _PRINTERS = frozenset(

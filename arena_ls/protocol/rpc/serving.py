@@ -42,9 +42,15 @@ from pygls.io_ import StdoutWriter
 
 from arena_ls import platform
 from arena_ls.manifest.loader import link_leaving
-from arena_ls.protocol.framing import FrameReader, LimitedSource, Message, OverLimit, PipeSource, StreamSource
-from arena_ls.protocol.server import ArenaServer
-from arena_ls.protocol.transport import (
+from arena_ls.protocol.rpc.framing import (
+    FrameReader,
+    LimitedSource,
+    Message,
+    OverLimit,
+    PipeSource,
+    StreamSource,
+)
+from arena_ls.protocol.rpc.transport import (
     ArenaProtocol,
     DiscardWriter,
     already_connected,
@@ -56,6 +62,7 @@ from arena_ls.protocol.transport import (
     serve,
     token_refusal,
 )
+from arena_ls.protocol.server import ArenaServer
 
 log = logging.getLogger(__name__)
 

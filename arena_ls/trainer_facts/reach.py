@@ -15,7 +15,7 @@ import ast
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 
-from arena_ls.gates.facts import CallSite, Chain, LoopSite, ModuleFacts, Scope
+from arena_ls.trainer_facts.facts import CallSite, Chain, LoopSite, ModuleFacts, Scope
 
 MAX_HOPS = 4
 _MAX_PATHS = 64

@@ -13,8 +13,8 @@ import ast
 import dataclasses
 from collections.abc import Iterator
 
-from arena_ls.gates.facts import ModuleFacts, Scope, iter_statements
-from arena_ls.gates.names import dotted, receiver, string_value
+from arena_ls.trainer_facts.facts import ModuleFacts, Scope, iter_statements
+from arena_ls.trainer_facts.names import dotted, receiver, string_value
 
 _MAX_DEPTH = 6
 

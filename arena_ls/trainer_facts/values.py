@@ -19,8 +19,8 @@ import dataclasses
 import operator
 from collections.abc import Callable
 
-from arena_ls.gates.facts import Assignment, ClassInfo, ModuleFacts, Scope
-from arena_ls.gates.names import call_name, dotted, keyword, last_identifier, string_value
+from arena_ls.trainer_facts.facts import Assignment, ClassInfo, ModuleFacts, Scope
+from arena_ls.trainer_facts.names import call_name, dotted, keyword, last_identifier, string_value
 
 _MAX_DEPTH = 12
 

@@ -28,10 +28,10 @@ import ast
 import re
 from collections.abc import Iterator, Sequence
 
-from arena_ls.gates.announce import announced_by
-from arena_ls.gates.facts import CallSite, ModuleFacts
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.reach import CallGraph, Path
+from arena_ls.trainer_facts.announce import announced_by
+from arena_ls.trainer_facts.facts import CallSite, ModuleFacts
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.reach import CallGraph, Path
 
 _ONCE_TEST = lazy(r"stop|exists|signal|interrupt|preempt|\blast|final|done|finish", re.IGNORECASE)
 _EXITS = frozenset({"exit", "_exit", "quit"})

@@ -24,8 +24,8 @@ from pygls.exceptions import JsonRpcException
 from pygls.progress import Progress
 from pygls.protocol import LanguageServerProtocol
 
-from arena_ls.protocol.framing import Broken, FrameReader, Message
-from arena_ls.protocol.preencoded import PreEncodedResults
+from arena_ls.protocol.rpc.framing import Broken, FrameReader, Message
+from arena_ls.protocol.rpc.preencoded import PreEncodedResults
 
 log = logging.getLogger(__name__)
 

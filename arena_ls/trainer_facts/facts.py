@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Literal, cast
 
-from arena_ls.gates.names import call_name
+from arena_ls.trainer_facts.names import call_name
 
 ChainLink = tuple[ast.AST, str]
 """A compound statement (or an ``except`` handler / ``case``) and the field we are in."""

@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from arena_ls.gates.facts import CallSite, ModuleFacts
-from arena_ls.gates.names import dotted
+from arena_ls.trainer_facts.facts import CallSite, ModuleFacts
+from arena_ls.trainer_facts.names import dotted
 
 KIT_MODULE = "arena_trainer"
 CALLBACKS = frozenset({"HFCallback", "LightningCallback"})

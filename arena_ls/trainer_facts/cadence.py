@@ -19,13 +19,13 @@ import re
 from collections.abc import Iterator
 from typing import Literal
 
-from arena_ls.gates.facts import LOOP_TYPES, CallSite, Chain, LoopSite, ModuleFacts, Scope
-from arena_ls.gates.loop import is_retry_loop
-from arena_ls.gates.names import dotted
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.reach import CallGraph, Path, Root
-from arena_ls.gates.sites import is_backward, is_optimizer_step
-from arena_ls.gates.values import Resolver, Value
+from arena_ls.trainer_facts.facts import LOOP_TYPES, CallSite, Chain, LoopSite, ModuleFacts, Scope
+from arena_ls.trainer_facts.loop import is_retry_loop
+from arena_ls.trainer_facts.names import dotted
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.reach import CallGraph, Path, Root
+from arena_ls.trainer_facts.sites import is_backward, is_optimizer_step
+from arena_ls.trainer_facts.values import Resolver, Value
 
 CadenceKind = Literal["every", "never", "unknown", "epoch", "handler"]
 

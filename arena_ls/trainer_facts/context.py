@@ -7,16 +7,16 @@ import re
 from functools import cached_property
 
 from arena_ls.diagnostics import Span
-from arena_ls.gates.cadence import Cadence, CadenceAnalyzer
-from arena_ls.gates.checkpoints import SaveAnalyzer
-from arena_ls.gates.facts import CallSite, ModuleFacts, collect_facts
-from arena_ls.gates.kit import Kit
-from arena_ls.gates.loop import TrainingLoop, find_training_loop
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.reach import CallGraph, Path, Predicate, Root
-from arena_ls.gates.sites import is_empty_cache
-from arena_ls.gates.source import SourceText, comment_start
-from arena_ls.gates.values import Resolver
+from arena_ls.trainer_facts.cadence import Cadence, CadenceAnalyzer
+from arena_ls.trainer_facts.checkpoints import SaveAnalyzer
+from arena_ls.trainer_facts.facts import CallSite, ModuleFacts, collect_facts
+from arena_ls.trainer_facts.kit import Kit
+from arena_ls.trainer_facts.loop import TrainingLoop, find_training_loop
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.reach import CallGraph, Path, Predicate, Root
+from arena_ls.trainer_facts.sites import is_empty_cache
+from arena_ls.trainer_facts.source import SourceText, comment_start
+from arena_ls.trainer_facts.values import Resolver
 
 _HOOK = lazy(r"^(training_step|on_\w+)$")
 _CUDA_MENTION = lazy(r"cuda|gpu|nccl|device_map|accelerator", re.IGNORECASE)

@@ -17,12 +17,12 @@ import re
 from typing import Literal
 
 from arena_ls.diagnostics import Span
-from arena_ls.gates.facts import CallSite, LoopSite, ModuleFacts
-from arena_ls.gates.names import argument, call_name, is_false, keyword, last_identifier, receiver
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.reach import CallGraph
-from arena_ls.gates.sites import is_backward
-from arena_ls.gates.source import SourceText
+from arena_ls.trainer_facts.facts import CallSite, LoopSite, ModuleFacts
+from arena_ls.trainer_facts.names import argument, call_name, is_false, keyword, last_identifier, receiver
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.reach import CallGraph
+from arena_ls.trainer_facts.sites import is_backward
+from arena_ls.trainer_facts.source import SourceText
 
 FrameworkKind = Literal["lightning", "hf"]
 _LIGHTNING_PACKAGES = frozenset({"lightning", "pytorch_lightning"})

@@ -15,12 +15,12 @@ import ast
 import dataclasses
 import re
 
-from arena_ls.gates.facts import CallSite, ModuleFacts, Scope
-from arena_ls.gates.kit import Kit
-from arena_ls.gates.names import argument, dotted, is_true, keyword, last_identifier, receiver
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.reach import CallGraph, Path
-from arena_ls.gates.sites import is_save_call
+from arena_ls.trainer_facts.facts import CallSite, ModuleFacts, Scope
+from arena_ls.trainer_facts.kit import Kit
+from arena_ls.trainer_facts.names import argument, dotted, is_true, keyword, last_identifier, receiver
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.reach import CallGraph, Path
+from arena_ls.trainer_facts.sites import is_save_call
 
 _STEP_KEY = lazy(
     r"step|^(iter_num|iteration|iterations|iter|iters|it|n_iter|num_updates|updates|update"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from arena_ls.diagnostics import Span
-from arena_ls.gates.patterns import lazy
+from arena_ls.trainer_facts.patterns import lazy
 
 _LINE_BREAK = lazy(r"\r\n|\r|\n")
 _BOM = "\ufeff"

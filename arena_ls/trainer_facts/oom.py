@@ -18,11 +18,11 @@ import dataclasses
 import re
 from collections.abc import Iterator
 
-from arena_ls.gates.context import TrainerContext
-from arena_ls.gates.facts import LOOP_TYPES, CallSite, Scope, TrySite
-from arena_ls.gates.names import call_name, dotted, string_value
-from arena_ls.gates.patterns import lazy
-from arena_ls.gates.sites import is_backward, is_oom_type
+from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.facts import LOOP_TYPES, CallSite, Scope, TrySite
+from arena_ls.trainer_facts.names import call_name, dotted, string_value
+from arena_ls.trainer_facts.patterns import lazy
+from arena_ls.trainer_facts.sites import is_backward, is_oom_type
 
 _BROAD = frozenset({"RuntimeError", "Exception", "BaseException"})
 _ATTEMPT = lazy(r"attempt|retr|tries|trial", re.IGNORECASE)

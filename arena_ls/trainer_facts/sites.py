@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import re
 
-from arena_ls.gates.facts import CallSite
-from arena_ls.gates.names import dotted, last_identifier, receiver
-from arena_ls.gates.patterns import lazy
+from arena_ls.trainer_facts.facts import CallSite
+from arena_ls.trainer_facts.names import dotted, last_identifier, receiver
+from arena_ls.trainer_facts.patterns import lazy
 
 SAVE_NAMES = frozenset({"save", "save_state", "save_checkpoint", "save_file"})
 _EVAL_NAME = lazy(
