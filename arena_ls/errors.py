@@ -23,6 +23,23 @@ ALREADY_FINISHED = (1012, "already-finished")
 CLUSTER_UNREACHABLE = (1013, "cluster-unreachable")
 """Not in the contract: ``arena/stop`` of a cluster run whose head cannot be told (docs/clusters.md)."""
 
+REFUSALS: tuple[tuple[int, str], ...] = (
+    NOT_ALLOWLISTED,
+    APPROVAL_REQUIRED,
+    ALREADY_RUNNING,
+    GATES_FAILED,
+    PREFLIGHT_FAILED,
+    INVALID_MANIFEST,
+    NO_CHECKPOINT,
+    DISABLED,
+    LAUNCH_FAILED,
+    PROBE_REQUIRED,
+    CHECKPOINT_MISMATCH,
+    ALREADY_FINISHED,
+    CLUSTER_UNREACHABLE,
+)
+"""Every refusal: the clients' reason by code is generated from it (``arena_ls.wording_gen``)."""
+
 
 class ArenaError(Exception):
     """A refusal: a contract error code, its reason, a message and extra data."""

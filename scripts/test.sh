@@ -75,6 +75,8 @@ types_lane() {
     timed "rules doc up to date" "$VENV_BIN/python" -m arena_ls.gates.docs --check
     timed "editors' settings declarations up to date (package.json, settingsTable.ts, server_defaults.lua)" \
         "$VENV_BIN/python" -m arena_ls.settings_schema --check
+    timed "clients' words up to date (wording.ts, wording.lua, wording_cases.json from arena_ls/wording.py)" \
+        "$VENV_BIN/python" -m arena_ls.wording_gen --check
 }
 
 editors_lane() {

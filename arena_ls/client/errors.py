@@ -10,15 +10,18 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from arena_ls.client.asks import finished_question, stop_loss_words
+from arena_ls.client.asks import finished_question
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
+from arena_ls.errors import REFUSALS
+from arena_ls.wording import stop_words
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 INVALID_PARAMS = -32602
-REFUSAL_CODES = range(1001, 1013)
+REFUSAL_CODES = frozenset(code for code, _ in REFUSALS)
+"""Every refusal the server makes, 1013 ``cluster-unreachable`` included (``arena_ls.errors``)."""
 
 HINTS = {
     "approval-required": "pass --approve",
@@ -58,7 +61,7 @@ def from_server_exit(error: ServerExited) -> CliError:
 def refusal_detail(reason: str, error: JsonRpcError) -> str:
     data: dict[str, Any] = error.data if isinstance(error.data, dict) else {}
     if reason == "no-checkpoint":
-        return no_checkpoint_detail(error.message, data)
+        return no_checkpoint_detail(data)
     if reason == "invalid-manifest":
         return manifest_refusal(error.message, data.get("diagnostics"))
     if reason == "already-finished" and isinstance(data.get("run"), dict):
@@ -83,9 +86,9 @@ def cli_words(reason: str, message: str) -> str:
     return text
 
 
-def no_checkpoint_detail(message: str, data: dict[str, Any]) -> str:
+def no_checkpoint_detail(data: dict[str, Any]) -> str:
     now = _dt.datetime.now(tz=_dt.timezone.utc)
-    return f"{stop_loss_words(message, data, now)}; pass --confirm to stop anyway"
+    return f"{stop_words(data, now)}; pass --confirm to stop anyway"
 
 
 def _extra(reason: str, data: dict[str, Any]) -> str:

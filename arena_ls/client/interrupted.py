@@ -21,6 +21,7 @@ from arena_ls.client.errors import EXIT_FAILED, EXIT_OK, CliError
 from arena_ls.client.lspclient import JsonRpcError, LspSession
 from arena_ls.client.session import Options, connect
 from arena_ls.client.visible import visible
+from arena_ls.wording import reboot_offer_message, say
 
 RESUME_WAIT_SECONDS = 120.0
 """How long ``resume-interrupted`` waits for the server's own resume (a pre-flight, a start)."""
@@ -37,19 +38,30 @@ def offers(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [run for run in runs if (after_reboot(run) or {}).get("offer")]
 
 
-def offer_line(run: dict[str, Any]) -> str:
-    """One run's offer in words, with the command that takes it."""
+def offer_question(run: dict[str, Any]) -> str:
+    """One run's offer in every client's words (``arena_ls.wording``): the run, why it was not
+    resumed by itself, and the checkpoint it resumes from (contract 8.1: a ``{path}`` resume)."""
     info = after_reboot(run) or {}
-    step, job = info.get("step"), run.get("jobId")
-    path = info.get("path")  # contract 8.1: a {path} resume names the file it resumes from
-    from_path = f" (its checkpoint {path})" if isinstance(path, str) and path else ""
-    line = (
-        f"run {run.get('runId')} of job {job} was interrupted by a restart of the machine: "
-        f"{info.get('offer')}{from_path} with `arena start {job} --start-step {step}`"
+    return reboot_offer_message(run) or f"{run.get('jobId')}: {info.get('offer')}?"
+
+
+def offer_row(run: dict[str, Any]) -> str:
+    """The offer in a cell of ``arena status``'s table (its title names the event): the button's
+    words, the checkpoint, the command, and why the server did not resume it by itself."""
+    info = after_reboot(run) or {}
+    job, path, problem = run.get("jobId"), info.get("path"), info.get("problem")
+    row = f"{job}: {info.get('offer')}"
+    row += say("rebootFrom", path=path) if isinstance(path, str) and path else ""
+    row += f" with `arena start {job} --start-step {info.get('step')}`"
+    return row + (say("rebootNotResumed", problem=problem) if problem else "")
+
+
+def offer_line(run: dict[str, Any]) -> str:
+    """One run's offer, with the command that takes it."""
+    info = after_reboot(run) or {}
+    return (
+        f"{offer_question(run)} `arena start {run.get('jobId')} --start-step {info.get('step')}` resumes it"
     )
-    if info.get("problem"):
-        line += f" (not resumed by itself: {info['problem']})"
-    return line
 
 
 def start_params(run: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +133,7 @@ async def _offer(session: LspSession, options: Options, waiting: list[dict[str, 
         if not options.interactive:
             print(visible(line), flush=True)
             continue
-        if options.ask(f"{visible(line)}. {(after_reboot(run) or {}).get('offer')} now?"):
+        if options.ask(visible(offer_question(run))):
             try:
                 started = await session.request("arena/start", start_params(run))
             except JsonRpcError as error:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from arena_ls.wording import keep_awake_words
+
 KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: "
 """The agent's log line when the platform does not allow keeping the machine awake."""
 REASON_LOG_LINES = 1000
@@ -42,9 +44,4 @@ def keep_awake_text(run: Any, reason: str | None = None) -> str | None:
     (``keepAwake`` is null until then), so nothing is claimed until the line says why."""
     if not isinstance(run, dict) or "keepAwake" not in run:
         return None
-    value = run["keepAwake"]
-    if value is True:
-        return "keeping the machine awake"
-    if value is False:
-        return "not keeping the machine awake"
-    return f"the machine may sleep: {reason}" if reason else None
+    return keep_awake_words(run["keepAwake"], reason)

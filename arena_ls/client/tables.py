@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from arena_ls.client.interrupted import offer_line, offers
+from arena_ls.client.interrupted import offer_row, offers
 from arena_ls.client.keep_awake import keep_awake_text
 from arena_ls.client.render import (
     fmt_duration,
@@ -61,7 +61,7 @@ def interrupted_tables(runs: list[dict[str, Any]]) -> list[Table]:
     table.add_column("run")
     table.add_column("offer")
     for run in reversed(waiting):
-        table.add_row(str(run.get("runId")), offer_line(run))
+        table.add_row(str(run.get("runId")), offer_row(run))
     return [table]
 
 

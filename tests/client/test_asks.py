@@ -85,7 +85,7 @@ def test_an_already_finished_job_says_its_step_and_when_and_offers_fresh() -> No
     question = start_question(already_finished(), {"id": "tiny-lm", "approved": False}, NOW)
     assert question is not None
     assert question.warning == (
-        "job tiny-lm is finished: it trained all 600 steps in run tiny-lm-1 "
+        "tiny-lm is finished: it trained all 600 steps in run tiny-lm-1 "
         "(ended 2026-12-01 15:48 UTC, 12 min ago)"
     )
     assert question.command == "arena start tiny-lm --fresh"
@@ -98,8 +98,8 @@ def test_a_mismatched_step_says_the_checkpoint_step_and_its_age() -> None:
     question = start_question(mismatch(), {"id": "tiny-lm", "resume": True, "startStep": 50}, NOW)
     assert question is not None
     assert question.warning == (
-        "job tiny-lm: you asked to start at step 50, but its last checkpoint is step 600 "
-        "(checkpoints/tiny-lm/ckpt_latest.pt, saved 3 h 05 min ago by run tiny-lm-1); "
+        "You asked to start tiny-lm at step 50, but its last checkpoint is step 600 "
+        "(checkpoints/tiny-lm/ckpt_latest.pt, saved 3 h 05 min ago by run tiny-lm-1). "
         "`arena start tiny-lm` resumes from step 600"
     )
     assert question.retried({"id": "tiny-lm", "startStep": 50})["confirm"] is True
@@ -110,21 +110,18 @@ def test_a_stop_of_a_run_with_an_old_checkpoint_says_how_much_is_lost() -> None:
     question = stop_question(old_checkpoint(), {"id": "tiny-lm", "kill": True, "confirm": False}, NOW)
     assert question is not None
     assert question.warning == (
-        "the run's last checkpoint is step 300 (ckpt.pt, saved 6 min ago by run r2); "
+        "This run's last checkpoint is step 300 (ckpt.pt, saved 6 min ago by run r2); "
         "stopping it now loses 90 steps (4 min) of training"
     )
     assert question.command == "arena stop tiny-lm --kill --confirm"
     assert question.retried({"id": "tiny-lm", "kill": True, "confirm": False})["confirm"] is True
 
 
-def test_a_stop_without_any_checkpoint_keeps_its_words() -> None:
+def test_a_stop_without_any_checkpoint_says_the_runtime_it_loses() -> None:
     error = JsonRpcError(1007, "run r has announced no checkpoint: x", {"runtimeSeconds": 600.0})
     question = stop_question(error, {"kill": False, "confirm": False}, NOW)
     assert question is not None and question.command == "arena stop --confirm"
-    assert (
-        question.warning
-        == "run r has announced no checkpoint: stopping it now loses 10.0 min (600s) of training"
-    )
+    assert question.warning == "This run has no checkpoint yet; stopping it now loses 10 min of training"
 
 
 @pytest.mark.parametrize(
@@ -279,7 +276,7 @@ def test_a_finished_job_on_a_terminal_asks_and_starts_over_on_yes(
     assert len(asked) == 1 and asked[0].startswith("Start over from step 0")
     assert [params.get("resume") for _, params in session.sent] == [None, False]
     text = out.getvalue()
-    assert "job tiny-lm is finished: it trained all 600 steps" in text and "started run tiny-lm-2" in text
+    assert "tiny-lm is finished: it trained all 600 steps" in text and "started run tiny-lm-2" in text
 
 
 def test_a_finished_job_on_a_terminal_starts_nothing_on_no(
@@ -301,7 +298,7 @@ def test_a_finished_job_without_a_terminal_prints_how(
     with pytest.raises(CliError) as refused:
         run_command(monkeypatch, session, commands.cmd_start(options, start_args()))
     assert refused.value.exit_code == 1 and asked == []
-    assert refused.value.message.startswith("refused (already-finished): job tiny-lm is finished")
+    assert refused.value.message.startswith("refused (already-finished): tiny-lm is finished")
     assert refused.value.message.endswith("to do it anyway: arena start tiny-lm --fresh")
 
 
@@ -340,7 +337,7 @@ def test_a_stop_with_an_old_checkpoint_asks_then_says_what_was_lost(
     options, out, asked = options_for(tmp_path, interactive=True)
     args = argparse.Namespace(job="tiny-lm", kill=True, confirm=False, grace=None)
     assert run_command(monkeypatch, session, commands.cmd_stop(options, args)) == 0
-    assert asked == ["Stop it anyway?"] and session.sent[1][1]["confirm"] is True
+    assert asked == ["Stop anyway?"] and session.sent[1][1]["confirm"] is True
     lines = out.getvalue().splitlines()
     assert "stopping it now loses 90 steps (4 min) of training" in lines[0]
     assert "killed at step 390; last checkpoint 300: 90 steps (4 min) lost" in lines
@@ -358,7 +355,7 @@ def test_a_server_that_keeps_refusing_is_asked_a_bounded_number_of_times(
 
 def test_a_1012_outside_a_question_still_says_the_command(tmp_path: Path) -> None:
     message = from_rpc_error(already_finished()).message
-    assert message.startswith("refused (already-finished): job tiny-lm is finished: it trained all 600 steps")
+    assert message.startswith("refused (already-finished): tiny-lm is finished: it trained all 600 steps")
     assert message.endswith("to do it anyway: arena start tiny-lm --fresh")
 
 

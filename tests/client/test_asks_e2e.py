@@ -97,7 +97,7 @@ def test_e2e_a_finished_job_is_refused_with_the_command_that_starts_over(workspa
     refused = run_arena(workspace, "start", "done")
     assert refused.returncode == 1, refused.stdout
     line = one_line(refused.stderr)
-    assert line.startswith("arena: refused (already-finished): job done is finished: it trained all 5 steps")
+    assert line.startswith("arena: refused (already-finished): done is finished: it trained all 5 steps")
     assert line.endswith("to do it anyway: arena start done --fresh"), line
     again = run_arena(workspace, "start", "done", "--fresh", "--follow")
     assert again.returncode == 0 and "starting from step 0 (--fresh)" in again.stdout
@@ -109,7 +109,7 @@ def test_e2e_a_finished_job_on_a_terminal_asks_and_starts_over(workspace: Path) 
     finish(workspace, "done")
     output, code = answer_on_a_terminal(workspace, ["start", "done"], "Start over from step 0", "y\n")
     assert code == 0, output
-    assert "job done is finished: it trained all 5 steps" in output
+    assert "done is finished: it trained all 5 steps" in output
     assert re.search(r"started run done-\S+ of job done", output), output
     assert "starting from step 0" in output
 
@@ -176,7 +176,7 @@ def test_e2e_a_start_step_other_than_the_checkpoint_says_both_and_needs_confirm(
     refused = run_arena(workspace, "start", "long", "--start-step", "1")
     assert refused.returncode == 1
     line = one_line(refused.stderr)
-    assert f"you asked to start at step 1, but its last checkpoint is step {step} (" in line, line
+    assert f"You asked to start long at step 1, but its last checkpoint is step {step} (" in line, line
     assert re.search(r"saved \d+ (?:s|min) ago", line), line
     assert line.endswith("to do it anyway: arena start long --start-step 1 --confirm"), line
     confirmed = run_arena(workspace, "start", "long", "--start-step", "1", "--confirm")
@@ -219,9 +219,9 @@ def test_e2e_a_stop_of_a_run_with_an_old_checkpoint_says_how_much_is_lost(worksp
     refused = run_arena(workspace, "stop", "quiet")
     assert refused.returncode == 1, refused.stdout
     line = one_line(refused.stderr)
-    assert f"the run's last checkpoint is step {last} (" in line, line
+    assert f"This run's last checkpoint is step {last} (" in line, line
     assert re.search(r"stopping it now loses \d+ steps \(\d+ s\) of training", line), line
-    assert line.startswith("arena: refused (no-checkpoint): the run's last checkpoint is step "), line
+    assert line.startswith("arena: refused (no-checkpoint): This run's last checkpoint is step "), line
     assert line.endswith("to do it anyway: arena stop quiet --confirm"), line
     stopped = run_arena(workspace, "stop", "quiet", "--confirm")
     assert stopped.returncode == 0, stopped.stderr

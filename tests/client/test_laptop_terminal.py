@@ -37,14 +37,14 @@ def interrupted(run_id: str, **after: Any) -> dict[str, Any]:
 def test_the_offer_says_the_command_that_takes_it() -> None:
     run = interrupted("r1")
     assert offer_line(run) == (
-        "run r1 of job tiny-lm was interrupted by a restart of the machine: "
-        "Resume from step 500 with `arena start tiny-lm --start-step 500`"
+        "tiny-lm was interrupted by a restart of the machine (run r1). Resume from step 500? "
+        "`arena start tiny-lm --start-step 500` resumes it"
     )
-    assert offer_line(interrupted("r1", policy="resume", problem="pre-flight failed")).endswith(
-        "(not resumed by itself: pre-flight failed)"
+    assert "(run r1). It was not resumed by itself: pre-flight failed. Resume from step 500?" in offer_line(
+        interrupted("r1", policy="resume", problem="pre-flight failed")
     )
     assert start_params(run) == {"id": "tiny-lm", "resume": True, "startStep": 500}
-    assert "Resume from step 500 (its checkpoint out/checkpoint-500) with `arena start" in offer_line(
+    assert "Resume from step 500 (its checkpoint out/checkpoint-500)? `arena start" in offer_line(
         interrupted("r1", path="out/checkpoint-500")
     )
 
@@ -77,7 +77,7 @@ def test_arena_status_lists_the_offer_and_each_runs_code() -> None:
     print_status(Console(file=out, width=220, color_system=None), status)
     text = out.getvalue()
     assert "Interrupted by a restart of the machine" in text
-    assert "Resume from step 500 with `arena start tiny-lm --start-step 500`" in text
+    assert "tiny-lm: Resume from step 500 with `arena start tiny-lm --start-step 500`" in text
     assert "0123456789ab (dirty)" in text
 
 

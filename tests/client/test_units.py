@@ -51,8 +51,8 @@ def test_no_checkpoint_says_the_minutes_lost() -> None:
     )
     message = from_rpc_error(error).message
     assert message == (
-        "refused (no-checkpoint): run r has announced no checkpoint: "
-        "stopping it now loses 10.0 min (600s) of training; pass --confirm to stop anyway"
+        "refused (no-checkpoint): This run has no checkpoint yet; "
+        "stopping it now loses 10 min of training; pass --confirm to stop anyway"
     )
     assert "\n" not in message
 

@@ -144,12 +144,12 @@ local function session()
   expect(
     "stop prompt counts minutes",
     arena.stop_prompt(612),
-    "This run has no checkpoint yet; stopping loses 10 minutes of training. Stop anyway? [y/N] "
+    "This run has no checkpoint yet; stopping it now loses 10 min of training. Stop anyway? [y/N] "
   )
   expect(
-    "stop prompt never says zero minutes",
+    "stop prompt of a young run says its seconds, not a rounded-up minute",
     arena.stop_prompt(3),
-    "This run has no checkpoint yet; stopping loses 1 minute of training. Stop anyway? [y/N] "
+    "This run has no checkpoint yet; stopping it now loses 3 s of training. Stop anyway? [y/N] "
   )
   expect(
     "refusal with its reason and details",
@@ -233,7 +233,7 @@ local function session()
   expect(
     "1012: finished, its step and when, start over?",
     question,
-    "tiny-lm is finished: it trained all 600 steps in run tiny-lm-1 (ended 2026-12-01 15:48 UTC, 12 min ago). Start over from step 0? [y/N] "
+    "tiny-lm is finished: it trained all 600 steps in run tiny-lm-1 (ended 2026-12-01 15:48 UTC, 12 min ago). Start over from step 0? The new run overwrites its checkpoints. [y/N] "
   )
   expect("1012: the retry is fresh", retry and retry.resume, false)
   expect("1012: the retry names no step", retry and retry.startStep, nil)
@@ -453,7 +453,66 @@ local function session()
   expect("no settings are sent as an empty object", vim.json.encode(settings.server_settings()), "{}")
 end
 
-local ok, err = xpcall(session, debug.traceback)
+--- One wording: the plugin says what the terminal client says for the same server answer (every
+--- case of tests/editor/fixtures/wording_cases.json, written from the Python client's functions).
+local function wording_cases()
+  local refusals = require("arena.refusals")
+  expect(
+    "a refusal's reason by its code, every code of arena_ls/errors.py (generated)",
+    refusals.refusal_message("stop the run", { code = 1013, message = "the head is down" }),
+    "cannot stop the run (cluster-unreachable): the head is down"
+  )
+  local worklost = require("arena.worklost")
+  local laptop = require("arena.laptop")
+  local file = assert(io.open(os.getenv("ARENA_WORDING_CASES"), "r"))
+  local fixture = vim.json.decode(file:read("*a"))
+  file:close()
+  local now = worklost.epoch(fixture.now)
+  local function prompt(text)
+    return text and (text .. " [y/N] ") or nil
+  end
+  local functions = {
+    span = function(seconds) return worklost.fmt_span(seconds) end,
+    checkpoint = function(checkpoint) return worklost.checkpoint_words(checkpoint, now) end,
+    finishedPrompt = function(job, run) return worklost.finished_prompt(job, run, now) end,
+    mismatchPrompt = function(job, data) return worklost.mismatch_prompt(job, data, now) end,
+    stopPrompt = function(data) return worklost.stop_question(data, now) end,
+    lostLine = function(run) return worklost.lost_line(run) end,
+    stoppedNotice = function(run) return worklost.stopped_notice(run) end,
+    keepAwakeText = function(run, reason) return laptop.keep_awake_text(run, reason) end,
+    rebootOffer = function(run)
+      local offer = laptop.reboot_offer(run)
+      return offer and offer.message or nil
+    end,
+  }
+  local asks = { finishedPrompt = true, mismatchPrompt = true, stopPrompt = true }
+  local count = 0
+  for index, case in ipairs(fixture.cases) do
+    local args = {}
+    for position = 1, #case.args do
+      local value = case.args[position]
+      args[position] = value ~= vim.NIL and value or nil
+    end
+    local expected = case.text ~= vim.NIL and case.text or nil
+    if asks[case.fn] then
+      expected = prompt(expected)
+    end
+    local fn = functions[case.fn] or function()
+      return "no function for " .. case.fn
+    end
+    local said = fn(unpack(args, 1, #case.args))
+    expect("wording case " .. index .. " (" .. case.fn .. ")", said, expected)
+    count = count + 1
+  end
+  expect("wording cases were read", count >= 30, true)
+end
+
+local function all()
+  session()
+  wording_cases()
+end
+
+local ok, err = xpcall(all, debug.traceback)
 if not ok then
   results.error = tostring(err)
 end

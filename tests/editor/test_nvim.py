@@ -153,7 +153,12 @@ def test_nvim_plugin_loads_and_formats(tmp_path: Path) -> None:
     """No server: commands exist; statusline, prompts and status lines read as documented."""
     nvim = _nvim_or_skip()
     results_path = tmp_path / "unit.json"
-    env = dict(os.environ, ARENA_PLUGIN_DIR=str(PLUGIN_DIR), ARENA_UNIT_RESULTS=str(results_path))
+    env = dict(
+        os.environ,
+        ARENA_PLUGIN_DIR=str(PLUGIN_DIR),
+        ARENA_UNIT_RESULTS=str(results_path),
+        ARENA_WORDING_CASES=str(HERE / "fixtures" / "wording_cases.json"),
+    )
     completed = subprocess.run(
         _headless(nvim, HERE / "nvim_unit.lua"),
         cwd=tmp_path,
@@ -184,6 +189,7 @@ PURE_MODULES = (
     "stderr",
     "util",
     "server_defaults",
+    "wording",
 )
 """The editor-free core: words and decisions, tables in and text out (docs/architecture.md)."""
 GLUE_MODULES = (
@@ -371,8 +377,12 @@ def test_nvim_stop_without_checkpoint_asks_before_losing_work(tmp_path: Path) ->
         {"scenario": "confirm-stop", "ready_job": TRAIN_JOB, "answers": ["n", "y"]},
     )
 
-    prompt = "This run has no checkpoint yet; stopping loses 1 minute of training. Stop anyway? [y/N] "
-    assert results["prompts"] == [prompt, prompt]
+    prompt = re.compile(
+        r"This run has no checkpoint yet; stopping it now loses (\d+ (s|min)|less than 1 s) of training\. "
+        r"Stop anyway\? \[y/N\] "
+    )
+    assert len(results["prompts"]) == 2, results["prompts"]
+    assert all(prompt.fullmatch(said) for said in results["prompts"]), results["prompts"]
     assert results["stopped_run"]["status"] == "stopped"
     assert results["stopped_run"]["stoppedBy"] == "file"
 

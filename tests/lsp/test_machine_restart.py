@@ -200,7 +200,7 @@ async def test_arena_resume_interrupted_offers_at_logon_then_resumes_once(tmp_pa
     asked = await asyncio.to_thread(run_arena, root, "resume-interrupted")
     assert asked.returncode == 0, asked.stderr
     offered = re.search(
-        rf"run {run_id} of job lm was interrupted by a restart of the machine: Resume from step (\d+)",
+        rf"lm was interrupted by a restart of the machine \(run {run_id}\)\.[^?]*? Resume from step (\d+)",
         asked.stdout,
     )
     assert offered, asked.stdout

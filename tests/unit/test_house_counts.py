@@ -42,3 +42,11 @@ def test_the_counts_print_and_check(counts: ModuleType, capsys: pytest.CaptureFi
         assert line in said
     long_ones = counts.long_files(counts.python_modules())
     assert all(lines > counts.LONGEST_MODULE for _, lines in long_ones)
+
+
+def test_generated_client_files_are_not_counted_their_sources_are(counts: ModuleType) -> None:
+    files = {str(path.relative_to(counts.REPO)) for path in counts.client_files()}
+    assert "editor-client/aide/lib/core.mjs" not in files, "the bundle of the VS Code core: a build"
+    assert "editor-client/nvim/lua/arena/wording.lua" not in files
+    assert "editor-client/vscode/src/core/workLost.ts" in files
+    assert "editor-client/aide/training-arena.mjs" in files

@@ -32,6 +32,7 @@ const PAGE_FILES = {
   "/training-room.js": { file: path.join(AIDE, "training-room.js"), type: "text/javascript; charset=utf-8" },
   "/training-room.css": { file: path.join(AIDE, "training-room.css"), type: "text/css; charset=utf-8" },
   "/lib/core.mjs": { file: path.join(AIDE, "lib", "core.mjs"), type: "text/javascript; charset=utf-8" },
+  "/lib/room-parts.mjs": { file: path.join(AIDE, "lib", "room-parts.mjs"), type: "text/javascript; charset=utf-8" },
 };
 
 function usage(message) {

@@ -4,131 +4,24 @@
 // Screenshots of each state go to e2e/out/ (git-ignored; CI keeps them).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import http from "node:http";
 import puppeteer from "puppeteer-core";
-import { AIDE, REPO, ARENA_LS, TEST_SETTINGS } from "../test/support.mjs";
+import { AIDE } from "../test/support.mjs";
+import { WAIT, referenceWorkspace, startDemo } from "./demo.mjs";
 import { isRawLine } from "../training-room.js";
 
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const OUT = path.join(AIDE, "e2e", "out");
-const WAIT = 120_000;
-const RESUME = { args: ["--resume", "--start-step", "{step}"] };
 
 let workspace;
 let daemon;
 let browser;
 let page;
 let profile;
-
-function referenceWorkspace() {
-  const root = mkdtempSync(path.join(os.tmpdir(), "aide-e2e-"));
-  cpSync(path.join(REPO, "training"), path.join(root, "training"), { recursive: true });
-  mkdirSync(path.join(root, "trainers"));
-  cpSync(path.join(REPO, "tests", "fixtures", "trainers", "fake_trainer.py"), path.join(root, "trainers", "fake_trainer.py"));
-  writeFileSync(
-    path.join(root, "trainers", "gated_train.py"),
-    "import torch\n\nmodel = torch.nn.Linear(4, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor step in range(100):\n    model(torch.randn(2, 4)).sum().backward()\n    opt.step()\n",
-  );
-  const manifest = {
-    version: 1,
-    jobs: [
-      {
-        id: "tiny-lm",
-        name: "Tiny LM pretraining (reference)",
-        kind: "train",
-        command: "{python}",
-        args: ["training/train.py", "--steps", "3000", "--ckpt-every", "50", "--log-every", "5", "--eval-every", "500"],
-        script: "training/train.py",
-        env: { OMP_NUM_THREADS: "1" },
-        status: "ready",
-        resume: RESUME,
-        stop: { method: "both", graceSeconds: 60 },
-        restart: { maxRestarts: 0, backoffSeconds: 5 },
-      },
-      {
-        id: "noisy",
-        name: "Noisy task",
-        kind: "task",
-        command: "{python}",
-        args: ["-c", "import sys; print('<img src=x onerror=window.pwned=1> \\x1b[31mred\\x1b[0m <b>bold</b>', flush=True); print('to stderr \\x1b[1mbright', file=sys.stderr, flush=True)"],
-        status: "ready",
-      },
-      {
-        id: "crashing",
-        name: "Crashing task",
-        kind: "task",
-        command: "{python}",
-        args: ["-c", "import sys; print('Traceback: something broke', file=sys.stderr, flush=True); sys.exit(3)"],
-        status: "ready",
-      },
-      {
-        id: "no-checkpoint",
-        name: "Trainer without checkpoints yet",
-        kind: "train",
-        command: "{python}",
-        args: ["trainers/fake_trainer.py", "--steps", "100000", "--interval", "0.05"],
-        script: "trainers/fake_trainer.py",
-        status: "ready",
-        resume: RESUME,
-        restart: { maxRestarts: 0, backoffSeconds: 1 },
-      },
-      {
-        id: "short",
-        name: "Short trainer",
-        kind: "train",
-        command: "{python}",
-        args: ["trainers/fake_trainer.py", "--steps", "20", "--interval", "0.02", "--ckpt-every", "10"],
-        script: "trainers/fake_trainer.py",
-        status: "ready",
-        resume: RESUME,
-        restart: { maxRestarts: 0, backoffSeconds: 1 },
-      },
-      { id: "gated", name: "Gated trainer", kind: "train", command: "{python}", args: ["trainers/gated_train.py"], script: "trainers/gated_train.py", status: "ready", resume: RESUME },
-    ],
-  };
-  writeFileSync(path.join(root, "training", "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
-  return root;
-}
-
-function startDemo(root, port = 0, uiPort = 0) {
-  const child = spawn(
-    process.execPath,
-    [path.join(AIDE, "demo", "daemon.mjs"), "--workspace", root, "--port", String(port), "--ui-port", String(uiPort), "--arena-ls", ARENA_LS, "--settings", JSON.stringify(TEST_SETTINGS)],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  return new Promise((resolve, reject) => {
-    let out = "";
-    let err = "";
-    const timer = setTimeout(() => reject(new Error(`the demo daemon did not say it listens: ${err}`)), WAIT);
-    const check = () => {
-      const api = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      const ui = /page: (http:\/\/127\.0\.0\.1:\d+)\//.exec(err);
-      const tokenFile = /token file: (.+)\n/.exec(err);
-      if (api && ui && tokenFile) {
-        clearTimeout(timer);
-        // The owner's scripts read the page's secret from the daemon's 0600 token file.
-        resolve({ child, api: api[1], ui: ui[1], token: readFileSync(tokenFile[1], "utf8").trim() });
-      }
-    };
-    child.stdout.on("data", (chunk) => {
-      out += chunk;
-      check();
-    });
-    child.stderr.on("data", (chunk) => {
-      err += chunk;
-      if (process.env.AIDE_TEST_VERBOSE) {
-        process.stderr.write(chunk);
-      }
-      check();
-    });
-    child.once("exit", (code) => reject(new Error(`the demo daemon exited with ${code}: ${err}`)));
-  });
-}
 
 async function shot(name) {
   const file = path.join(OUT, name);
@@ -376,7 +269,7 @@ test("Stop ends the run and shows the checkpoint step and what was lost", async 
   }
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => / stopped at step \d+/.test(node.textContent)));
   const notice = await page.$$eval("#arena-notices .tr-notice", (nodes) => nodes.map((node) => node.textContent).find((text) => / stopped at step/.test(text)));
-  assert.match(notice, /tiny-lm stopped at step \d+ \(checkpoint at step \d+; (no work lost|work lost: )/);
+  assert.match(notice, /tiny-lm stopped at step \d+; (nothing lost \(checkpoint at step \d+\)|last checkpoint \d+: .+ lost) \(exit code/);
   await page.waitForFunction(() => /No run active · last: tiny-lm stopped/.test(document.querySelector("#arena-run-title").textContent));
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-log .tr-line")].some((node) => /run ended: stopped/.test(node.textContent)));
   assert.match(await page.$eval("#arena-checkpoint", (node) => node.textContent), /checkpoint: step \d+/);
@@ -480,7 +373,7 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   await page.click("#arena-stop");
   await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
-  assert.match(question, /^This run has no checkpoint yet; stopping loses \d+ (seconds?|minutes?) of training\. Stop anyway\?$/);
+  assert.match(question, /^This run has no checkpoint yet; stopping it now loses (\d+ (s|min)|less than 1 s) of training\. Stop anyway\?$/);
   await shot("6-stop-asks-before-losing-work.png");
   await page.click("#arena-dialog button[data-answer='Cancel']");
   const still = await (await owned(`/api/training/status`)).json();
@@ -563,7 +456,7 @@ test("Run of a finished job: the panel offers Start fresh alone (no Resume that 
   const answers = await page.$$eval("#arena-dialog button", (nodes) => nodes.map((node) => node.dataset.answer));
   assert.deepEqual(answers.filter((answer) => answer !== "Cancel"), ["Start fresh"], "only Start fresh (and Cancel)");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
-  assert.match(question, /^Short trainer has finished all its 20 steps, so resuming trains nothing\. Start it fresh from step 0\?/);
+  assert.match(question, /^Short trainer is finished: it trained all 20 steps in run \S+ \(ended .+ ago\)\. Start over from step 0\? The new run overwrites its checkpoints\./);
   assert.equal((await status()).active, null, "the question started nothing");
   await shot("8-finished-job-start-over.png");
   await page.click("#arena-dialog button[data-answer='Start fresh']");
@@ -578,6 +471,7 @@ test("the seed's machine (a GPU and a battery are not here, so a stand-in daemon
   const files = {
     "/training-room.js": [path.join(AIDE, "training-room.js"), "text/javascript"],
     "/lib/core.mjs": [path.join(AIDE, "lib", "core.mjs"), "text/javascript"],
+    "/lib/room-parts.mjs": [path.join(AIDE, "lib", "room-parts.mjs"), "text/javascript"],
     "/training-room.css": [path.join(AIDE, "training-room.css"), "text/css"],
   };
   const status = {

@@ -172,7 +172,7 @@ test("stop of a run with no checkpoint: 409 no-checkpoint (1007) saying how much
   assert.equal(refused.status, 409);
   assert.equal(refused.json.reason, "no-checkpoint");
   assert.equal(refused.json.code, 1007);
-  assert.match(refused.json.error, /no checkpoint yet; stopping loses \d+ (seconds?|minutes?) of training/);
+  assert.match(refused.json.error, /no checkpoint yet; stopping it now loses (\d+ (s|min)|less than 1 s) of training/);
   assert.equal(typeof refused.json.runtimeSeconds, "number");
   assert.equal((await request(daemon.base, "/api/training/status")).json.active?.runId, started.json.runId, "the refusal stopped nothing");
 
@@ -253,7 +253,7 @@ test("start of a finished job: 409 already-finished (1012) with the question; th
   assert.equal(finished.totalSteps, 30);
   const offer = finishedOffer(finished);
   assert.deepEqual(offer.labels, ["Start fresh"], "no Resume on a finished job");
-  assert.match(offer.prompt, /^fake short has finished all its 30 steps, so resuming trains nothing\. Start it fresh from step 0\?$/);
+  assert.match(offer.prompt, /^fake short is finished: it trained all 30 steps in run short-\S+ \(ended \d{4}-\d\d-\d\d \d\d:\d\d UTC, .+ ago\)\. Start over from step 0\? The new run overwrites its checkpoints\.$/);
   const notFinished = (await request(daemon.base, "/api/training/status")).json.jobs.find((job) => job.id === "fake");
   assert.equal(notFinished.finished, false);
   const fresh = await post(daemon.base, "/api/training/start", { id: "short", approved: true, fresh: true });

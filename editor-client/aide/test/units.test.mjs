@@ -1,6 +1,7 @@
 // The pure parts: what the panel and the daemon make of arena-ls's shapes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { LogBuffer, isRawLine, keepAwakeLine, keepAwakeReasonOf, lostText, offerStartBody, placeOf, recordText, stripAnsi as panelStrip, withResume } from "../training-room.js";
 import { activeShape, interruptedShape, isLoopbackAddress, pageLine, parseCommand, runShape, statusLogLines, stripAnsi } from "../training-arena.mjs";
 
@@ -68,12 +69,34 @@ test("loopback addresses and the --arena-ls argument list", () => {
   assert.throws(() => parseCommand("[1]"), /list of strings/);
 });
 
-test("the 1007 question says seconds for a young run and the core's minutes after that", async () => {
-  const { noCheckpointPrompt } = await import("../training-arena.mjs");
-  assert.equal(noCheckpointPrompt(3.2), "This run has no checkpoint yet; stopping loses 3 seconds of training. Stop anyway?");
-  assert.equal(noCheckpointPrompt(0), "This run has no checkpoint yet; stopping loses 1 second of training. Stop anyway?");
-  assert.equal(noCheckpointPrompt(720), "This run has no checkpoint yet; stopping loses 12 minutes of training. Stop anyway?");
-  assert.match(noCheckpointPrompt(undefined), /loses all of its training/);
+test("the 1007 question says the run's runtime as every client does: seconds for a young run, never a rounded-up minute", async () => {
+  const { httpError } = await import("../training-arena.mjs");
+  const refused = (runtimeSeconds) => httpError({ code: 1007, message: "no checkpoint", data: { reason: "no-checkpoint", runtimeSeconds } }, "stop").body.error;
+  assert.equal(refused(3.2), "This run has no checkpoint yet; stopping it now loses 3 s of training. Stop anyway?");
+  assert.equal(refused(0), "This run has no checkpoint yet; stopping it now loses 0 s of training. Stop anyway?");
+  assert.equal(refused(720), "This run has no checkpoint yet; stopping it now loses 12 min of training. Stop anyway?");
+  assert.match(refused(undefined), /loses all of its training/);
+});
+
+test("one wording: the bundled core says what the terminal client says (tests/editor/fixtures/wording_cases.json)", async () => {
+  const core = await import("../lib/core.mjs");
+  const fixture = JSON.parse(readFileSync(new URL("../../../tests/editor/fixtures/wording_cases.json", import.meta.url), "utf8"));
+  const now = new Date(fixture.now);
+  const functions = {
+    span: (seconds) => core.fmtSpan(seconds),
+    checkpoint: (checkpoint) => core.checkpointWords(checkpoint, now),
+    finishedPrompt: (job, run) => core.finishedPrompt(job, run, now),
+    mismatchPrompt: (job, data) => core.mismatchPrompt(job, data, now),
+    stopPrompt: (data) => core.stopQuestion(data, now),
+    lostLine: (run) => core.lostLine(run),
+    stoppedNotice: (run) => core.stoppedNotice(run),
+    keepAwakeText: (run, reason) => core.keepAwakeText(run, reason ?? undefined),
+    rebootOffer: (run) => core.rebootOffer(run)?.message.replace(/^Arena: /, ""),
+  };
+  assert.ok(fixture.cases.length >= 30);
+  for (const [index, item] of fixture.cases.entries()) {
+    assert.equal(functions[item.fn](...item.args) ?? null, item.text, `case ${index} (${item.fn})`);
+  }
 });
 
 test("the panel's raw lines are the core's well-formed @arena announcements; look-alikes stay readable", () => {

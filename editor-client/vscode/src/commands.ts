@@ -9,7 +9,7 @@ import { addToManifestArgs, canAddToManifest } from "./core/adoption";
 import { blockedDialog, statusReport } from "./core/format";
 import { KeepAwakeReasons, REASON_LOG_LINES } from "./core/keepAwake";
 import { LogRouter } from "./core/logRouter";
-import { lostLine } from "./core/workLost";
+import { lostLine, stoppedNotice } from "./core/workLost";
 import { probeCandidates, probedJobOf, verdictMessage, waitForVerdict } from "./core/probe";
 import { Methods, isLive } from "./core/protocol";
 import type { JobInfo, LogLine, LogNotification, LogsResult, ProbeVerdict, RunInfo, StartParams, StatusResult } from "./core/protocol";
@@ -340,9 +340,8 @@ export class Commands implements vscode.Disposable {
           () => this.request<RunInfo | { status: "idle" }>(method, attempt.params),
         );
         if ("runId" in result) {
-          const lost = attempt.kind === "stop" ? lostLine(result) : undefined;
-          if (lost) {
-            void vscode.window.showInformationMessage(`Arena: ${result.jobId} ${lost}`);
+          if (attempt.kind === "stop" && lostLine(result) !== undefined) {
+            void vscode.window.showInformationMessage(`Arena: ${stoppedNotice(result)}`);
           }
           if (attempt.kind === "start" && attempt.params.probe === true) {
             const pending = { jobId: attempt.params.id, before: this.probes.get(attempt.params.id) ?? null };

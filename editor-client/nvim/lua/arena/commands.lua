@@ -254,7 +254,7 @@ function M.stop(opts)
     if err then
       if err.code == 1007 and not opts.confirm then
         local data = type(val(err.data)) == "table" and err.data or {}
-        local prompt = worklost.old_checkpoint_stop_prompt(data, os.time()) or refusals.stop_prompt(data.runtimeSeconds)
+        local prompt = worklost.stop_question(data, os.time())
         confirm(prompt, function()
           M.stop({ kill = opts.kill, confirm = true })
         end)
@@ -265,8 +265,7 @@ function M.stop(opts)
     end
     if type(result) == "table" and val(result.runId) then
       status_changed(result)
-      local lost = worklost.lost_line(result)
-      notify(tostring(val(result.jobId)) .. " " .. tostring(val(result.status)) .. (lost and (": " .. lost) or ""))
+      notify(worklost.stopped_notice(result))
     else
       notify("nothing is running")
     end

@@ -4,6 +4,9 @@
 
 local format = require("arena.format")
 local util = require("arena.util")
+local wording = require("arena.wording")
+
+local say = wording.say
 
 local val, is_number = util.val, util.is_number
 
@@ -22,23 +25,22 @@ function M.reboot_offer(run)
     return nil
   end
   local problem = val(info.problem)
-  local why = problem and (" It was not resumed by itself: " .. tostring(problem) .. ".") or ""
+  local why = problem and say("rebootNotResumed", { problem = tostring(problem) }) or ""
   -- Contract 8.1: a job resumed from the checkpoint's path ({path}) is told which file.
   local path = val(info.path)
-  local from = (type(path) == "string" and path ~= "") and (" (its checkpoint " .. path .. ")") or ""
+  local from = (type(path) == "string" and path ~= "") and say("rebootFrom", { path = path }) or ""
   return {
     run_id = val(run.runId),
     job_id = val(run.jobId),
     label = offer,
     from = from,
-    message = string.format(
-      "%s was interrupted by a restart of the machine (run %s).%s %s%s?",
-      tostring(val(run.jobId)),
-      tostring(val(run.runId)),
-      why,
-      offer,
-      from
-    ),
+    message = say("rebootOffer", {
+      job = tostring(val(run.jobId)),
+      runId = tostring(val(run.runId)),
+      why = why,
+      offer = offer,
+      checkpointFrom = from,
+    }),
     extra = { resume = true, startStep = step },
   }
 end
@@ -141,12 +143,12 @@ function M.keep_awake_text(run, reason)
   end
   local value = val(run.keepAwake)
   if value == true then
-    return "keeping the machine awake"
+    return say("keepingAwake")
   end
   if value == false then
-    return "not keeping the machine awake"
+    return say("notKeepingAwake")
   end
-  return reason and ("the machine may sleep: " .. reason) or nil
+  return reason and say("maySleep", { reason = reason }) or nil
 end
 
 return M

@@ -4,37 +4,15 @@
 -- (1012, 1011; contract 7.1). Pure, like arena.format.
 
 local util = require("arena.util")
+local wording = require("arena.wording")
 local worklost = require("arena.worklost")
 
-local val, is_number = util.val, util.is_number
+local val = util.val
 
 local M = {}
 
 --- The reason of each refusal code, for a refusal whose `data.reason` is missing.
-M.REFUSAL = {
-  [1001] = "not-allowlisted",
-  [1002] = "approval-required",
-  [1003] = "already-running",
-  [1004] = "gates-failed",
-  [1005] = "preflight-failed",
-  [1006] = "invalid-manifest",
-  [1007] = "no-checkpoint",
-  [1008] = "disabled",
-  [1009] = "launch-failed",
-  [1010] = "probe-required",
-  [1011] = "checkpoint-mismatch",
-  [1012] = "already-finished",
-}
-
---- "N minutes" of training a stop would lose, never "0 minutes".
-local function minutes_lost(seconds)
-  seconds = val(seconds)
-  if not is_number(seconds) or seconds < 0 then
-    return "all of its training"
-  end
-  local minutes = math.max(1, math.floor(seconds / 60 + 0.5))
-  return minutes == 1 and "1 minute of training" or (minutes .. " minutes of training")
-end
+M.REFUSAL = wording.REASONS
 
 --- The human part of a refusal, from the fields its `data` carries.
 function M.refusal_detail(err)
@@ -75,8 +53,9 @@ function M.refusal_message(what, err)
   return string.format("cannot %s%s: %s", what, reason and (" (" .. reason .. ")") or "", M.refusal_detail(err))
 end
 
+--- The 1007 question of a run with no checkpoint yet: its runtime (`3 s`, `12 min`) is what a stop loses.
 function M.stop_prompt(runtime_seconds)
-  return "This run has no checkpoint yet; stopping loses " .. minutes_lost(runtime_seconds) .. ". Stop anyway? [y/N] "
+  return worklost.no_checkpoint_stop_prompt(runtime_seconds)
 end
 
 --- The question a refused start puts to the person when it would overwrite work (1012, 1011,

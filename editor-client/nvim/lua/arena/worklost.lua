@@ -1,7 +1,13 @@
 -- arena.nvim: the words for work a start or a stop would lose or overwrite
 -- (contract 7.1 and 7.3), and which log lines are the trainer's own `@arena`
 -- announcements. Pure: no editor state, the clock passed in (seconds since
--- the epoch, UTC), so tests/editor/nvim_unit.lua checks every text.
+-- the epoch, UTC), so tests/editor/nvim_unit.lua checks every text. The texts are
+-- arena_ls/wording.py's (generated into arena.wording); nvim_unit.lua also checks these
+-- functions against tests/editor/fixtures/wording_cases.json, the terminal client's words.
+
+local wording = require("arena.wording")
+
+local say = wording.say
 
 local M = {}
 
@@ -33,17 +39,20 @@ end
 function M.fmt_span(seconds)
   seconds = val(seconds)
   if not is_finite(seconds) then
-    return "?"
+    return say("spanUnknown")
   end
   local total = math.max(0, math.floor(seconds + 0.5))
+  if total == 0 and seconds > 0 then
+    return say("spanUnderSecond")
+  end
   if total < 60 then
-    return total .. " s"
+    return say("spanSeconds", { seconds = total })
   end
   local minutes = math.floor(total / 60 + 0.5)
   if minutes < 60 then
-    return minutes .. " min"
+    return say("spanMinutes", { minutes = minutes })
   end
-  return string.format("%d h %02d min", math.floor(minutes / 60), minutes % 60)
+  return say("spanHours", { hours = math.floor(minutes / 60), minutes = string.format("%02d", minutes % 60) })
 end
 
 --- Days from 1970-01-01 to a civil date (H. Hinnant's algorithm): os.time reads local time.
@@ -76,35 +85,36 @@ end
 function M.fmt_age(at, now)
   local moment = M.epoch(at)
   if not moment then
-    return "at an unknown time"
+    return say("unknownTime")
   end
-  return M.fmt_span(now - moment) .. " ago"
+  return say("ago", { span = M.fmt_span(now - moment) })
 end
 
 --- `2026-12-01 15:48 UTC, 12 min ago`.
 function M.fmt_when(at, now)
   local moment = M.epoch(at)
   if not moment then
-    return "at an unknown time"
+    return say("unknownTime")
   end
-  return at:sub(1, 10) .. " " .. at:sub(12, 16) .. " UTC, " .. M.fmt_age(at, now)
+  return say("when", { date = at:sub(1, 10), time = at:sub(12, 16), age = M.fmt_age(at, now) })
 end
 
 --- `step 600 (checkpoints/ckpt.pt, saved 3 h 05 min ago by run r-1)`.
 function M.checkpoint_words(checkpoint, now)
   if not is_table(checkpoint) then
-    return "no checkpoint"
+    return say("noCheckpoint")
   end
   local details = {}
   if type(val(checkpoint.path)) == "string" and checkpoint.path ~= "" then
     table.insert(details, checkpoint.path)
   end
-  local saved = "saved " .. M.fmt_age(checkpoint.at, now)
+  local age = M.fmt_age(checkpoint.at, now)
   if type(val(checkpoint.runId)) == "string" and checkpoint.runId ~= "" then
-    saved = saved .. " by run " .. checkpoint.runId
+    table.insert(details, say("checkpointSavedBy", { age = age, runId = checkpoint.runId }))
+  else
+    table.insert(details, say("checkpointSaved", { age = age }))
   end
-  table.insert(details, saved)
-  return "step " .. scalar(checkpoint.step) .. " (" .. table.concat(details, ", ") .. ")"
+  return say("checkpoint", { step = scalar(checkpoint.step), details = table.concat(details, ", ") })
 end
 
 --- `90 steps (4 min)`, or `4 min` when the steps are not known (`steps` null).
@@ -112,28 +122,38 @@ function M.lost_amount(lost)
   local steps = val(lost.steps)
   local span = M.fmt_span(lost.seconds)
   if type(steps) == "number" and steps == math.floor(steps) then
-    return scalar(steps) .. (steps == 1 and " step" or " steps") .. " (" .. span .. ")"
+    return steps == 1 and say("lostStep", { span = span }) or say("lostSteps", { steps = scalar(steps), span = span })
   end
   return span
+end
+
+--- A question as the plugin asks it: the warning, what to answer, and the answers.
+function M.prompt(warning, question)
+  return say("prompt", { warning = warning, question = question }) .. " [y/N] "
 end
 
 --- 1012: the job trained all its steps; the question offers a fresh start.
 function M.finished_prompt(job_id, run, now)
   run = is_table(run) and run or {}
-  local steps = val(run.totalSteps) or val(run.step)
-  local what = steps and ("trained all " .. scalar(steps) .. " steps") or "trained all its steps"
-  local by = type(val(run.runId)) == "string" and (" in run " .. run.runId) or ""
-  return job_id .. " is finished: it " .. what .. by .. " (ended " .. M.fmt_when(val(run.endedAt), now)
-    .. "). Start over from step 0? [y/N] "
+  local steps = val(run.totalSteps)
+  if steps == nil then
+    steps = val(run.step)
+  end
+  local what = steps ~= nil and say("finishedSteps", { steps = scalar(steps) }) or say("finishedAllSteps")
+  local by = (type(val(run.runId)) == "string" and run.runId ~= "") and say("finishedInRun", { runId = run.runId }) or ""
+  local words = say("finished", { job = job_id, what = what, by = by, when = M.fmt_when(val(run.endedAt), now) })
+  return M.prompt(words, say("finishedQuestion"))
 end
 
 --- 1011: the step asked for against the job's last checkpoint, with its age.
 function M.mismatch_prompt(job_id, data, now)
   local asked = scalar(data.asked)
   local last = val(data.lastCheckpoint)
-  local resumes = is_table(last) and (" A plain start resumes from step " .. scalar(last.step) .. ".") or ""
-  return "You asked to start " .. job_id .. " at step " .. asked .. ", but its last checkpoint is "
-    .. M.checkpoint_words(last, now) .. "." .. resumes .. " Start at step " .. asked .. " anyway? [y/N] "
+  local words = say("mismatch", { job = job_id, asked = asked, checkpoint = M.checkpoint_words(last, now) })
+  if is_table(last) then
+    words = words .. ". " .. say("mismatchResumes", { start = say("mismatchPlainStart"), step = scalar(last.step) })
+  end
+  return M.prompt(words, say("mismatchQuestion", { asked = asked }))
 end
 
 --- 1007 with an old checkpoint: how much stopping now loses; nil without `lost`.
@@ -141,11 +161,26 @@ function M.old_checkpoint_stop_prompt(data, now)
   if not (is_table(data.lost) and is_table(data.lastCheckpoint)) then
     return nil
   end
-  return "This run's last checkpoint is " .. M.checkpoint_words(data.lastCheckpoint, now)
-    .. "; stopping it now loses " .. M.lost_amount(data.lost) .. " of training. Stop anyway? [y/N] "
+  local words = say("stopOldCheckpoint", { checkpoint = M.checkpoint_words(data.lastCheckpoint, now), amount = M.lost_amount(data.lost) })
+  return M.prompt(words, say("stopQuestion"))
 end
 
-local STOP_VERBS = { kill = "killed", battery = "stopped on battery" }
+--- 1007 without a checkpoint: the run's whole runtime (`runtimeSeconds`: `3 s`, `12 min`) is lost,
+--- or all of its training when the server does not say.
+function M.no_checkpoint_stop_prompt(runtime_seconds)
+  runtime_seconds = val(runtime_seconds)
+  if is_finite(runtime_seconds) and runtime_seconds >= 0 then
+    return M.prompt(say("stopLoses", { span = M.fmt_span(runtime_seconds) }), say("stopQuestion"))
+  end
+  return M.prompt(say("stopLosesAll"), say("stopQuestion"))
+end
+
+--- The 1007 question, whichever the refusal's data says: an old checkpoint's `lost`, else the runtime.
+function M.stop_question(data, now)
+  return M.old_checkpoint_stop_prompt(data, now) or M.no_checkpoint_stop_prompt(data.runtimeSeconds)
+end
+
+local STOP_VERBS = { kill = "stoppedKill", battery = "stoppedBattery" }
 
 --- `killed at step 390; last checkpoint 300: 90 steps (4 min) lost` from a stopped run's
 --- `lost`; nil when the run says nothing of it (null or absent).
@@ -153,14 +188,30 @@ function M.lost_line(run)
   if not is_table(run) or not is_table(run.lost) then
     return nil
   end
-  local verb = STOP_VERBS[val(run.stoppedBy) or ""] or "stopped"
+  local verb = say(STOP_VERBS[val(run.stoppedBy) or ""] or "stopped")
   local last = is_table(run.lastCheckpoint) and val(run.lastCheckpoint.step) or nil
-  local where = val(run.step) ~= nil and (verb .. " at step " .. scalar(run.step)) or verb
+  local where = val(run.step) ~= nil and say("stoppedAt", { verb = verb, step = scalar(run.step) }) or verb
   if val(run.lost.steps) == 0 then
-    return where .. "; nothing lost" .. (last ~= nil and (" (checkpoint at step " .. scalar(last) .. ")") or "")
+    if last == nil then
+      return say("lostNothing", { where = where })
+    end
+    return say("lostNothingSaved", { where = where, step = scalar(last) })
   end
-  local since = last ~= nil and ("last checkpoint " .. scalar(last)) or "no checkpoint"
-  return where .. "; " .. since .. ": " .. M.lost_amount(run.lost) .. " lost"
+  if last == nil then
+    return say("lostNoCheckpoint", { where = where, amount = M.lost_amount(run.lost) })
+  end
+  return say("lostSince", { where = where, step = scalar(last), amount = M.lost_amount(run.lost) })
+end
+
+--- The notice of a stop's result: `tiny-lm killed at step 390; last checkpoint 300: 90 steps (4 min) lost`,
+--- else `tiny-lm stopped`.
+function M.stopped_notice(run)
+  run = is_table(run) and run or {}
+  local lost = M.lost_line(run)
+  if lost == nil then
+    return say("runEnded", { job = scalar(run.jobId), status = scalar(run.status) })
+  end
+  return say("runStopped", { job = scalar(run.jobId), lost = lost })
 end
 
 local PREFIX = "@arena "

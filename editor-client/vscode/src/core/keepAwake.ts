@@ -9,6 +9,7 @@
  */
 import { isLive } from "./protocol";
 import type { LogLine, RunInfo } from "./protocol";
+import { say } from "./wording";
 
 /** The agent's log line when the platform does not allow keeping the machine awake. */
 export const KEEP_AWAKE_LINE = "the machine cannot be kept awake during this run: ";
@@ -38,12 +39,12 @@ export function keepAwakeText(run: RunInfo, reason?: string): string | undefined
     return undefined;
   }
   if (run.keepAwake === true) {
-    return "keeping the machine awake";
+    return say("keepingAwake");
   }
   if (run.keepAwake === false) {
-    return "not keeping the machine awake";
+    return say("notKeepingAwake");
   }
-  return reason === undefined ? undefined : `the machine may sleep: ${reason}`;
+  return reason === undefined ? undefined : say("maySleep", { reason });
 }
 
 /** Each run's reason, learned from its log lines; each run's log is asked for at most once. */

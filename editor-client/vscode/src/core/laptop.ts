@@ -8,6 +8,7 @@
  * `RunInfo.record` says which code, interpreter and settings the run trained with.
  */
 import type { RunInfo, RunRecord, StartParams } from "./protocol";
+import { say } from "./wording";
 
 export interface RebootOffer {
   runId: string;
@@ -28,13 +29,14 @@ export function rebootOffer(run: RunInfo): RebootOffer | undefined {
   if (!info || typeof info.offer !== "string" || info.offer === "" || !finite(info.step)) {
     return undefined;
   }
-  const why = info.problem ? ` It was not resumed by itself: ${info.problem}.` : "";
-  const from = typeof info.path === "string" && info.path ? ` (its checkpoint ${info.path})` : "";
+  const why = info.problem ? say("rebootNotResumed", { problem: String(info.problem) }) : "";
+  const from = typeof info.path === "string" && info.path ? say("rebootFrom", { path: info.path }) : "";
+  const question = say("rebootOffer", { job: run.jobId, runId: run.runId, why, offer: info.offer, checkpointFrom: from });
   return {
     runId: run.runId,
     jobId: run.jobId,
     label: info.offer,
-    message: `Arena: ${run.jobId} was interrupted by a restart of the machine (run ${run.runId}).${why} ${info.offer}${from}?`,
+    message: `Arena: ${question}`,
     params: { id: run.jobId, resume: true, startStep: info.step },
   };
 }

@@ -5,8 +5,9 @@
  * reason for every other one.
  */
 import { probeRequiredPrompt } from "./probe";
-import { finishedPrompt, mismatchPrompt, oldCheckpointStopPrompt, scalar } from "./workLost";
+import { finishedPrompt, mismatchPrompt, noCheckpointStopPrompt, scalar, stopQuestion } from "./workLost";
 import type { StartParams, StopParams } from "./protocol";
+import { REASONS } from "./wording";
 
 export const Refusal = {
   notAllowlisted: 1001,
@@ -21,22 +22,8 @@ export const Refusal = {
   probeRequired: 1010,
   checkpointMismatch: 1011,
   alreadyFinished: 1012,
+  clusterUnreachable: 1013,
 } as const;
-
-const REASONS: Readonly<Record<number, string>> = {
-  1001: "not-allowlisted",
-  1002: "approval-required",
-  1003: "already-running",
-  1004: "gates-failed",
-  1005: "preflight-failed",
-  1006: "invalid-manifest",
-  1007: "no-checkpoint",
-  1008: "disabled",
-  1009: "launch-failed",
-  1010: "probe-required",
-  1011: "checkpoint-mismatch",
-  1012: "already-finished",
-};
 
 /** A JSON-RPC error as any client library hands it over. */
 export interface RpcError {
@@ -65,19 +52,9 @@ export function reasonOf(error: RpcError): string | undefined {
   return typeof reason === "string" ? reason : REASONS[error.code];
 }
 
-/** "N minutes" of work a stop would lose, never "0 minutes". */
-export function minutesLost(runtimeSeconds: unknown): string | undefined {
-  if (typeof runtimeSeconds !== "number" || !Number.isFinite(runtimeSeconds) || runtimeSeconds < 0) {
-    return undefined;
-  }
-  const minutes = Math.max(1, Math.round(runtimeSeconds / 60));
-  return minutes === 1 ? "1 minute" : `${minutes} minutes`;
-}
-
+/** The 1007 question of a run with no checkpoint yet: its runtime (`3 s`, `12 min`) is what a stop loses. */
 export function stopPrompt(runtimeSeconds: unknown): string {
-  const lost = minutesLost(runtimeSeconds);
-  const what = lost === undefined ? "all of its training" : `${lost} of training`;
-  return `This run has no checkpoint yet; stopping loses ${what}. Stop anyway?`;
+  return noCheckpointStopPrompt(runtimeSeconds);
 }
 
 function messagesOf(items: unknown, limit = 3): string[] {
@@ -160,7 +137,7 @@ export function decide(operation: Operation, error: RpcError, now: Date = new Da
   if (operation.kind === "stop" && error.code === Refusal.noCheckpoint && operation.params.confirm !== true) {
     return {
       kind: "confirm",
-      prompt: oldCheckpointStopPrompt(dataOf(error), now) ?? stopPrompt(dataOf(error).runtimeSeconds),
+      prompt: stopQuestion(dataOf(error), now),
       confirmLabel: "Stop anyway",
       retry: { ...operation, params: { ...operation.params, confirm: true } },
     };

@@ -3,8 +3,12 @@
  * 7.1 and 7.3): a job that is finished (1012), a start step that is not the
  * job's last checkpoint (1011), a stop of a run whose checkpoint is old (1007
  * with `lastCheckpoint` and `lost`), and a stopped run's `lost`. Free of the
- * editor API; the clock is passed in.
+ * editor API; the clock is passed in. The texts are arena_ls/wording.py's, generated into
+ * ./wording.ts; tests/editor/fixtures/wording_cases.json holds what the terminal client says for
+ * the same answers, and src/test/wording.test.ts checks that these functions say the same.
  */
+import { say } from "./wording";
+
 
 type Data = Record<string, unknown>;
 
@@ -24,17 +28,20 @@ function finiteNumber(value: unknown): value is number {
 /** A span of work at a glance: `45 s`, `4 min`, `2 h 05 min`. */
 export function fmtSpan(seconds: unknown): string {
   if (!finiteNumber(seconds)) {
-    return "?";
+    return say("spanUnknown");
   }
   const total = Math.max(0, Math.round(seconds));
+  if (total === 0 && seconds > 0) {
+    return say("spanUnderSecond");
+  }
   if (total < 60) {
-    return `${total} s`;
+    return say("spanSeconds", { seconds: total });
   }
   const minutes = Math.round(total / 60);
   if (minutes < 60) {
-    return `${minutes} min`;
+    return say("spanMinutes", { minutes });
   }
-  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
+  return say("spanHours", { hours: Math.floor(minutes / 60), minutes: String(minutes % 60).padStart(2, "0") });
 }
 
 function parseTime(at: unknown): Date | undefined {
@@ -48,56 +55,70 @@ function parseTime(at: unknown): Date | undefined {
 /** `3 h 05 min ago`, or `at an unknown time`. */
 export function fmtAge(at: unknown, now: Date): string {
   const moment = parseTime(at);
-  return moment ? `${fmtSpan((now.getTime() - moment.getTime()) / 1000)} ago` : "at an unknown time";
+  return moment ? say("ago", { span: fmtSpan((now.getTime() - moment.getTime()) / 1000) }) : say("unknownTime");
 }
 
 /** `2026-12-01 15:48 UTC, 12 min ago`. */
 export function fmtWhen(at: unknown, now: Date): string {
   const moment = parseTime(at);
   if (!moment) {
-    return "at an unknown time";
+    return say("unknownTime");
   }
   const iso = moment.toISOString();
-  return `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC, ${fmtAge(at, now)}`;
+  return say("when", { date: iso.slice(0, 10), time: iso.slice(11, 16), age: fmtAge(at, now) });
 }
 
 /** `step 600 (checkpoints/ckpt.pt, saved 3 h 05 min ago by run r-1)`. */
 export function checkpointWords(checkpoint: unknown, now: Date): string {
   const found = record(checkpoint);
   if (!found) {
-    return "no checkpoint";
+    return say("noCheckpoint");
   }
   const details = typeof found.path === "string" && found.path ? [found.path] : [];
-  let saved = `saved ${fmtAge(found.at, now)}`;
-  if (typeof found.runId === "string" && found.runId) {
-    saved += ` by run ${found.runId}`;
-  }
-  details.push(saved);
-  return `step ${scalar(found.step)} (${details.join(", ")})`;
+  const age = fmtAge(found.at, now);
+  const by = typeof found.runId === "string" && found.runId ? found.runId : undefined;
+  details.push(by === undefined ? say("checkpointSaved", { age }) : say("checkpointSavedBy", { age, runId: by }));
+  return say("checkpoint", { step: scalar(found.step), details: details.join(", ") });
 }
 
 /** `90 steps (4 min)`, or `4 min` when the steps are not known (`steps` null). */
 export function lostAmount(lost: Data): string {
   const steps = lost.steps;
   const span = fmtSpan(lost.seconds);
-  return typeof steps === "number" && Number.isInteger(steps) ? `${steps} step${steps === 1 ? "" : "s"} (${span})` : span;
+  if (typeof steps !== "number" || !Number.isInteger(steps)) {
+    return span;
+  }
+  return steps === 1 ? say("lostStep", { span }) : say("lostSteps", { steps, span });
+}
+
+/** A question as an editor puts it: what would be lost or overwritten, then what to answer. */
+export function prompt(warning: string, question: string): string {
+  return say("prompt", { warning, question });
+}
+
+/** 1012: `tiny-lm is finished: it trained all 600 steps in run r-1 (ended …)`. */
+export function finishedWords(jobId: string, run: unknown, now: Date): string {
+  const info = record(run) ?? {};
+  const steps = info.totalSteps ?? info.step;
+  const what = steps !== undefined && steps !== null ? say("finishedSteps", { steps: scalar(steps) }) : say("finishedAllSteps");
+  const by = typeof info.runId === "string" && info.runId ? say("finishedInRun", { runId: info.runId }) : "";
+  return say("finished", { job: jobId, what, by, when: fmtWhen(info.endedAt, now) });
 }
 
 /** 1012: the job trained all its steps; the question offers a fresh start. */
 export function finishedPrompt(jobId: string, run: unknown, now: Date): string {
-  const info = record(run) ?? {};
-  const steps = info.totalSteps ?? info.step;
-  const what = steps !== undefined && steps !== null ? `trained all ${scalar(steps)} steps` : "trained all its steps";
-  const by = typeof info.runId === "string" && info.runId ? ` in run ${info.runId}` : "";
-  return `${jobId} is finished: it ${what}${by} (ended ${fmtWhen(info.endedAt, now)}). Start over from step 0? The new run overwrites its checkpoints.`;
+  return prompt(finishedWords(jobId, run, now), say("finishedQuestion"));
 }
 
 /** 1011: the step asked for against the job's last checkpoint, with its age. */
 export function mismatchPrompt(jobId: string, data: Data, now: Date): string {
   const asked = scalar(data.asked);
   const last = record(data.lastCheckpoint);
-  const resumes = last ? ` A plain start resumes from step ${scalar(last.step)}.` : "";
-  return `You asked to start ${jobId} at step ${asked}, but its last checkpoint is ${checkpointWords(last, now)}.${resumes} Start at step ${asked} anyway?`;
+  let words = say("mismatch", { job: jobId, asked, checkpoint: checkpointWords(last, now) });
+  if (last) {
+    words += `. ${say("mismatchResumes", { start: say("mismatchPlainStart"), step: scalar(last.step) })}`;
+  }
+  return prompt(words, say("mismatchQuestion", { asked }));
 }
 
 /** 1007 with an old checkpoint: how much stopping now loses; undefined without `lost`. */
@@ -107,10 +128,21 @@ export function oldCheckpointStopPrompt(data: Data, now: Date): string | undefin
   if (!lost || !last) {
     return undefined;
   }
-  return `This run's last checkpoint is ${checkpointWords(last, now)}; stopping it now loses ${lostAmount(lost)} of training. Stop anyway?`;
+  return prompt(say("stopOldCheckpoint", { checkpoint: checkpointWords(last, now), amount: lostAmount(lost) }), say("stopQuestion"));
 }
 
-const STOP_VERBS: Readonly<Record<string, string>> = { kill: "killed", battery: "stopped on battery" };
+/** 1007 without a checkpoint: the run's whole runtime (`runtimeSeconds`) is lost, or all of its training when unknown. */
+export function noCheckpointStopPrompt(runtimeSeconds: unknown): string {
+  const known = finiteNumber(runtimeSeconds) && runtimeSeconds >= 0;
+  return prompt(known ? say("stopLoses", { span: fmtSpan(runtimeSeconds) }) : say("stopLosesAll"), say("stopQuestion"));
+}
+
+/** The 1007 question, whichever the refusal's data says: an old checkpoint's `lost`, else the runtime. */
+export function stopQuestion(data: Data, now: Date): string {
+  return oldCheckpointStopPrompt(data, now) ?? noCheckpointStopPrompt(data.runtimeSeconds);
+}
+
+const STOP_VERBS: Readonly<Record<string, "stoppedKill" | "stoppedBattery">> = { kill: "stoppedKill", battery: "stoppedBattery" };
 
 /**
  * `killed at step 390; last checkpoint 300: 90 steps (4 min) lost`, from a
@@ -122,12 +154,21 @@ export function lostLine(run: unknown): string | undefined {
   if (!info || !lost) {
     return undefined;
   }
-  const verb = STOP_VERBS[scalar(info.stoppedBy)] ?? "stopped";
+  const verb = say(STOP_VERBS[scalar(info.stoppedBy)] ?? "stopped");
   const last = record(info.lastCheckpoint)?.step;
-  const where = info.step !== undefined && info.step !== null ? `${verb} at step ${scalar(info.step)}` : verb;
+  const known = last !== undefined && last !== null;
+  const where = info.step !== undefined && info.step !== null ? say("stoppedAt", { verb, step: scalar(info.step) }) : verb;
   if (lost.steps === 0) {
-    return `${where}; nothing lost${last !== undefined ? ` (checkpoint at step ${scalar(last)})` : ""}`;
+    return known ? say("lostNothingSaved", { where, step: scalar(last) }) : say("lostNothing", { where });
   }
-  const since = last !== undefined ? `last checkpoint ${scalar(last)}` : "no checkpoint";
-  return `${where}; ${since}: ${lostAmount(lost)} lost`;
+  const amount = lostAmount(lost);
+  return known ? say("lostSince", { where, step: scalar(last), amount }) : say("lostNoCheckpoint", { where, amount });
+}
+
+/** The notice of a stop's result: `tiny-lm killed at step 390; last checkpoint 300: 90 steps (4 min) lost`, else `tiny-lm stopped`. */
+export function stoppedNotice(run: unknown): string {
+  const info = record(run) ?? {};
+  const lost = lostLine(info);
+  const job = scalar(info.jobId);
+  return lost === undefined ? say("runEnded", { job, status: scalar(info.status) }) : say("runStopped", { job, lost });
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { asRpcError, decide, minutesLost, reasonOf, stopPrompt } from "../core/refusals";
+import { asRpcError, decide, reasonOf, stopPrompt } from "../core/refusals";
 import type { Operation } from "../core/refusals";
 
 const start: Operation = { kind: "start", params: { id: "tiny-lm" } };
@@ -23,13 +23,13 @@ describe("decide", () => {
     assert.equal(decision.kind, "error");
   });
 
-  it("warns about lost minutes and retries the stop with confirm: true", () => {
+  it("warns about the training lost and retries the stop with confirm: true", () => {
     const decision = decide(stop, { code: 1007, message: "no checkpoint", data: { reason: "no-checkpoint", runtimeSeconds: 612 } });
     assert.equal(decision.kind, "confirm");
     if (decision.kind !== "confirm") {
       return;
     }
-    assert.equal(decision.prompt, "This run has no checkpoint yet; stopping loses 10 minutes of training. Stop anyway?");
+    assert.equal(decision.prompt, "This run has no checkpoint yet; stopping it now loses 10 min of training. Stop anyway?");
     assert.deepEqual(decision.retry, { kind: "stop", params: { runId: "r1", confirm: true }, jobLabel: "tiny-lm" });
   });
 
@@ -68,15 +68,16 @@ describe("decide", () => {
 describe("reasons and minutes", () => {
   it("takes the reason from data, else from the code", () => {
     assert.equal(reasonOf({ code: 1003, message: "" }), "already-running");
+    assert.equal(reasonOf({ code: 1013, message: "" }), "cluster-unreachable", "every refusal of arena_ls/errors.py (generated)");
     assert.equal(reasonOf({ code: 1, message: "", data: { reason: "custom" } }), "custom");
     assert.equal(reasonOf({ code: -32603, message: "" }), undefined);
   });
 
-  it("never says zero minutes", () => {
-    assert.equal(minutesLost(5), "1 minute");
-    assert.equal(minutesLost(150), "3 minutes");
-    assert.equal(minutesLost("x"), undefined);
-    assert.equal(stopPrompt(undefined), "This run has no checkpoint yet; stopping loses all of its training. Stop anyway?");
+  it("says the runtime a stop loses as it is: seconds for a young run, never a rounded-up minute", () => {
+    assert.equal(stopPrompt(3.2), "This run has no checkpoint yet; stopping it now loses 3 s of training. Stop anyway?");
+    assert.equal(stopPrompt(150), "This run has no checkpoint yet; stopping it now loses 3 min of training. Stop anyway?");
+    assert.equal(stopPrompt("x"), "This run has no checkpoint yet; stopping it now loses all of its training. Stop anyway?");
+    assert.equal(stopPrompt(undefined), "This run has no checkpoint yet; stopping it now loses all of its training. Stop anyway?");
   });
 
   it("recognises thrown JSON-RPC errors only", () => {
