@@ -21,6 +21,7 @@ import attrs
 
 from arena_ls.agent.ckptverify import Verification
 from arena_ls.run.rundir import CheckpointRecord, RollbackSpec
+from arena_ls.settings import Settings
 
 MAD_TO_SIGMA = 1.4826
 WARN = "warn"
@@ -109,4 +110,18 @@ def decide(
         )
     return Rollback(
         spike_step, verification.chosen, verification, rules.skip_batches, done + 1, rules.max_rollbacks
+    )
+
+
+def rollback_spec(settings: Settings) -> RollbackSpec:
+    """The loss-spike rollback rules a run keeps from the settings at its start (contract 8.2)."""
+    insights = settings.insights
+    return RollbackSpec(
+        action=insights.loss_spike_action,
+        steps_before=insights.rollback_steps_before,
+        skip_batches=insights.rollback_skip_batches,
+        max_rollbacks=insights.rollback_max,
+        window=insights.loss_spike_window,
+        mads=insights.loss_spike_mads,
+        min_jump=insights.loss_spike_min_jump,
     )

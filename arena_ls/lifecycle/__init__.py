@@ -9,7 +9,9 @@ imports it.
 What other packages may use (``__all__``; ``tests/unit/test_layers.py`` holds every import
 from outside to it):
 
-- ``supervisor``: start, stop, status, logs, re-adoption;
+- ``supervisor``: every run of a workspace (status, logs, re-adoption), with ``starter`` (a
+  start: ``StartRequest``, ``DryRun``), ``stopper`` (a stop: ``StopRequest``) and
+  ``after_restart`` (the resume after a restart of the machine) as its parts;
 - ``backends``: the run back-end seam (``base``) and this machine's back end (``local``);
 - ``runview``: a server's view of one run, rebuilt from its folder;
 - ``follower``, ``state_watch``: the one follower of a server's runs and its wake on a new state;
@@ -21,7 +23,7 @@ from outside to it):
   the run record, the work a stop lost, what the gates said of the bytes a start runs.
 
 Its other modules (``history``, ``jobcheckpoint``, ``checkpoint_age``, ``progress``,
-``retention``) serve the supervisor and the run views only.
+``retention``, ``pruning``) serve the supervisor and the run views only.
 """
 
 __all__ = [
@@ -40,5 +42,8 @@ __all__ = [
     "runview",
     "spare",
     "state_watch",
+    "starter",
+    "stopper",
+    "after_restart",
     "supervisor",
 ]

@@ -41,10 +41,14 @@ class JobKnowledge:
     """The job's last announced checkpoints (``checkpoint.history``), oldest first (contract 8.2)."""
 
     @classmethod
-    def read(cls, folder: StateFolder, job_id: str) -> JobKnowledge:
+    def read(cls, folder: StateFolder, job_id: str, *, strict: bool = False) -> JobKnowledge:
+        """The job's record as it is; held open (Windows) past the retries, nothing is known, or
+        (``strict``, a start deciding where to resume) ``StateBusy`` is raised."""
         try:
             return cls(folder.job_checkpoint(job_id), folder.job_paths(job_id), folder.job_history(job_id))
-        except StateBusy:  # held open (Windows) past the retries: what the agents recorded is kept
+        except StateBusy:  # what the agents recorded is kept
+            if strict:
+                raise
             return cls(None, [])
 
     def history_for_run(self, resume_step: int | None) -> list[CheckpointRecord]:

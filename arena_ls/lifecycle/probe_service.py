@@ -33,7 +33,8 @@ from arena_ls.errors import PROBE_REQUIRED, ArenaError
 from arena_ls.health import Hardware, process_tree_pids
 from arena_ls.lifecycle.probe import Peak, verdict
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
+from arena_ls.lifecycle.starter import DryRun, StartRequest
+from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.manifest import Job
 from arena_ls.run import supervisor_events
 from arena_ls.run.rundir import write_json_atomic

@@ -24,7 +24,7 @@ from arena_ls.errors import InvalidParams
 from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import StopRequest
+from arena_ls.lifecycle.stopper import StopRequest
 from arena_ls.protocol import heap
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends

@@ -11,7 +11,8 @@ from typing import Any
 
 from arena_ls.lifecycle.lostwork import lost_work
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import DryRun, LogPage
+from arena_ls.lifecycle.starter import DryRun
+from arena_ls.lifecycle.supervisor import LogPage
 from arena_ls.run.capture import LogLine
 from arena_ls.run.rundir import CheckpointRecord, RelaunchRecord, RunSpec, RunState
 from arena_ls.run.states import RunStatus

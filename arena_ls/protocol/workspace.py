@@ -20,7 +20,8 @@ from arena_ls.health import Hardware
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.probe_service import ProbeService
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.lifecycle.supervisor import DryRun, StartRequest, StopRequest
+from arena_ls.lifecycle.starter import DryRun, StartRequest
+from arena_ls.lifecycle.stopper import StopRequest
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration

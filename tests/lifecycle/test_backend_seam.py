@@ -19,7 +19,9 @@ from arena_ls import platform
 from arena_ls.errors import LAUNCH_FAILED, ArenaError
 from arena_ls.lifecycle.backends.base import LOCAL, Backends, RunBackend, UnknownBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
-from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
+from arena_ls.lifecycle.starter import StartRequest
+from arena_ls.lifecycle.stopper import StopRequest
+from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.protocol.wire import run_info
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir, RunSpec, RunState, StateFolder

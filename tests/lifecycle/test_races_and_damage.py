@@ -33,7 +33,8 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from arena_ls.lifecycle.backends.base import Backends
-from arena_ls.lifecycle.supervisor import StartRequest, Supervisor
+from arena_ls.lifecycle.starter import StartRequest
+from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.protocol.wire import logs_page, run_info
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir, RunSpec, StateFolder

@@ -21,11 +21,13 @@ from arena_ls import platform
 from arena_ls.cluster import backend as ray_backend
 from arena_ls.cluster.backend import RayBackend
 from arena_ls.errors import LAUNCH_FAILED, ArenaError
-from arena_ls.lifecycle import supervisor as supervisor_module
+from arena_ls.lifecycle import stopper as stopper_module
 from arena_ls.lifecycle.backends.base import Backends, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.runview import AGENT_START_GRACE
-from arena_ls.lifecycle.supervisor import StartRequest, StopRequest, Supervisor
+from arena_ls.lifecycle.starter import StartRequest
+from arena_ls.lifecycle.stopper import StopRequest
+from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.run.rundir import ClusterRecord, ClusterSpec, RunDir, RunSpec, StateFolder
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.states import RunStatus
@@ -202,7 +204,7 @@ def test_the_spare_is_let_go_when_another_server_starts_a_run(workspace: Path) -
 async def test_a_stop_whose_run_never_ends_answers_the_run_as_it_stands(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(supervisor_module, "STOP_ANSWER_MARGIN", 0.0)
+    monkeypatch.setattr(stopper_module, "STOP_ANSWER_MARGIN", 0.0)
     backend = FakeBackend()
     supervisor = supervisor_with(workspace, backend)
     try:

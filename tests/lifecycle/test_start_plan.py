@@ -18,7 +18,8 @@ import pytest
 from arena_ls.diagnostics import Diag
 from arena_ls.errors import APPROVAL_REQUIRED, LAUNCH_FAILED, PREFLIGHT_FAILED, PROBE_REQUIRED, ArenaError
 from arena_ls.lifecycle.backends.base import Backends, Check, RunPlan
-from arena_ls.lifecycle.supervisor import DryRun, StartRequest, Supervisor
+from arena_ls.lifecycle.starter import DryRun, StartRequest
+from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.manifest.cache import ManifestCache
 from arena_ls.run.rundir import ClusterSpec, RunDir

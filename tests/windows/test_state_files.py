@@ -13,7 +13,7 @@ import pytest
 from arena_ls import platform
 from arena_ls.agent.statewriter import StateWriter
 from arena_ls.errors import ArenaError
-from arena_ls.lifecycle import supervisor as supervisor_module
+from arena_ls.lifecycle import starter as starter_module
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.runview import RunView
@@ -129,11 +129,11 @@ async def test_a_run_whose_files_are_held_open_is_neither_skipped_nor_unlocked(
     monkeypatch.setattr(platform.files, "REPLACE_RETRY_SECONDS", 0.02)
     monkeypatch.setattr(platform.files, "_read_once", Flaky(platform.files._read_once, -1, only="state.json"))
     # The holder's view cannot appear while its state is held open: no need to wait 5 s for it.
-    monkeypatch.setattr(supervisor_module, "HOLDER_WAIT", 0.05)
+    monkeypatch.setattr(starter_module, "HOLDER_WAIT", 0.05)
     supervisor.scan()
     assert run.run_id not in supervisor.views
     with pytest.raises(ArenaError) as refused:
-        await supervisor._refuse_if_active()
+        await supervisor.starter._refuse_if_active()
     assert "one job at a time" in str(refused.value)
     monkeypatch.undo()
     assert RunLock(folder).holder() == run.run_id, "the live run's lock must not be broken"
@@ -142,7 +142,7 @@ async def test_a_run_whose_files_are_held_open_is_neither_skipped_nor_unlocked(
         platform.files, "_read_once", Flaky(platform.files._read_once, -1, only="active.lock")
     )
     with pytest.raises(ArenaError, match="one job at a time"):
-        await supervisor._refuse_if_active()
+        await supervisor.starter._refuse_if_active()
     monkeypatch.undo()
     assert RunLock(folder).holder() == run.run_id
     supervisor.scan()  # the files are free again: adopted
