@@ -27,6 +27,7 @@ Its other modules (``history``, ``jobcheckpoint``, ``checkpoint_age``, ``progres
 """
 
 __all__ = [
+    "after_restart",
     "backends",
     "follower",
     "gate_verdict",
@@ -41,9 +42,8 @@ __all__ = [
     "runrecord",
     "runview",
     "spare",
-    "state_watch",
     "starter",
+    "state_watch",
     "stopper",
-    "after_restart",
     "supervisor",
 ]
