@@ -27,7 +27,8 @@ from typing import Any
 from arena_ls.agent.reserve import StateReserve
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.atomicfile import json_bytes
-from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, StateFolder, write_json_atomic
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, write_json_atomic
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")

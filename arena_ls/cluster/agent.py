@@ -37,8 +37,9 @@ from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.ray_trainer import RayTrainer, Timing
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.outputlog import ARENA, OutputWriter
-from arena_ls.run.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState, StateFolder
+from arena_ls.run.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from arena_ls.run.supervisor_events import SupervisorEvent
 

@@ -23,7 +23,7 @@ import psutil
 from arena_ls.health.checkpoint_history import CheckpointHistory
 from arena_ls.health.hardware import Hardware
 from arena_ls.health.model import Gpu, GpuProcess, GpuReading
-from arena_ls.run.rundir import make_state_folder
+from arena_ls.run.state_folder import make_state_folder
 from arena_ls.settings import PreflightSettings
 
 JobKind = Literal["train", "task"]

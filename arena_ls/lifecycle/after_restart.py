@@ -28,10 +28,7 @@ from arena_ls.lifecycle.reboot import (
 )
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.starter import DryRun, StartRequest
-from arena_ls.run.rundir import (
-    CheckpointRecord,
-    RunSpec,
-)
+from arena_ls.run.rundir import CheckpointRecord, RunSpec
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)

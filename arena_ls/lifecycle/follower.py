@@ -26,7 +26,7 @@ import attrs
 from arena_ls.lifecycle.runview import LineBatch, RunView
 from arena_ls.lifecycle.state_watch import StateWatch
 from arena_ls.run.capture import LogLine
-from arena_ls.run.rundir import StateFolder
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,8 @@ import attrs
 from arena_ls import platform
 from arena_ls.errors import ALREADY_FINISHED, CHECKPOINT_MISMATCH, ArenaError
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.run.rundir import CheckpointRecord, RunState, StateBusy, StateFolder
+from arena_ls.run.rundir import CheckpointRecord, RunState, StateBusy
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
 Signature = tuple[int, int, int, int] | None

@@ -28,17 +28,9 @@ from arena_ls.lifecycle.progress import ProgressTracker
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords
 from arena_ls.run.capture import Cursor, LogLine, OutputReader, Page
 from arena_ls.run.events import Checkpoint, EventParser, Progress
-from arena_ls.run.rundir import (
-    CorruptState,
-    Failure,
-    RunDir,
-    RunSpec,
-    RunState,
-    StateBusy,
-    StateFolder,
-    unstructure,
-)
+from arena_ls.run.rundir import CorruptState, Failure, RunDir, RunSpec, RunState, StateBusy, unstructure
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
 MACHINE_RESTARTED = "machine-restarted"

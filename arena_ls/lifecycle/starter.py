@@ -51,15 +51,9 @@ from arena_ls.manifest import Job, ManifestResult
 from arena_ls.manifest.lookup import allowlisted_job
 from arena_ls.manifest.model import PYTHON_PLACEHOLDER
 from arena_ls.run import supervisor_events
-from arena_ls.run.rundir import (
-    CheckpointRecord,
-    Failure,
-    RunDir,
-    RunSpec,
-    RunState,
-    StateFolder,
-)
+from arena_ls.run.rundir import CheckpointRecord, Failure, RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunHeld, RunLock, Verdict
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 

@@ -47,15 +47,9 @@ from arena_ls.lifecycle.stopper import Stopper, StopRequest
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.manifest.cache import ManifestCache
 from arena_ls.run.capture import Cursor, LogLine
-from arena_ls.run.rundir import (
-    CheckpointRecord,
-    CorruptState,
-    RunDir,
-    RunSpec,
-    StateBusy,
-    StateFolder,
-)
+from arena_ls.run.rundir import CheckpointRecord, CorruptState, RunDir, RunSpec, StateBusy
 from arena_ls.run.runlock import RunLock, valid_run_id
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.settings import Settings
 
 log = logging.getLogger(__name__)

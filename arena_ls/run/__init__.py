@@ -8,7 +8,8 @@ here starts or watches a process.
 What other packages may use (``__all__``; ``tests/unit/test_layers.py`` holds every
 import from outside to it):
 
-- ``rundir``: the run folder, its ``spec.json`` and ``state.json``, the state folder;
+- ``rundir``: a run's folder, its ``spec.json``, ``state.json`` and stop request;
+- ``state_folder``: the workspace's state folder, its runs and each job's checkpoint record;
 - ``runlock``: ``.runlock``, the one lock of a run's record, and its stale-lock rules;
 - ``atomicfile``: a JSON file replaced whole (standard library only);
 - ``claim``: the name of the agent's claim on a run (standard library only);
@@ -34,6 +35,7 @@ __all__ = [
     "outputlog",
     "rundir",
     "runlock",
+    "state_folder",
     "states",
     "supervisor_events",
 ]

@@ -41,7 +41,8 @@ from typing import Protocol, TypeVar
 import attrs
 
 from arena_ls import platform
-from arena_ls.run.rundir import CorruptState, RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import CorruptState, RunDir, RunSpec
+from arena_ls.run.state_folder import StateFolder
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ import pytest
 from arena_ls.agent import statewriter
 from arena_ls.agent.reserve import RESERVE_NAME
 from arena_ls.cluster import agent as agent_module
-from arena_ls.run.rundir import RunDir, StateFolder
+from arena_ls.run.rundir import RunDir
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,

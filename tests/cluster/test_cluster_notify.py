@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from arena_ls.cluster.agent import ClusterAgent
-from arena_ls.run.rundir import NotifySpec, StateFolder
+from arena_ls.run.rundir import NotifySpec
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,

@@ -17,7 +17,8 @@ import pytest
 
 from arena_ls.cluster import ray_trainer
 from arena_ls.cluster.ckpt_remote import VERIFIES
-from arena_ls.run.rundir import CheckpointRecord, RunDir, StateFolder
+from arena_ls.run.rundir import CheckpointRecord, RunDir
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.cluster.test_follower_misbehaving_cluster import (
     RUNNING,

@@ -24,15 +24,9 @@ from arena_ls.cluster import ray_trainer
 from arena_ls.cluster.agent import ClusterAgent
 from arena_ls.cluster.backend import RayBackend
 from arena_ls.cluster.jobsapi import ClusterError
-from arena_ls.run.rundir import (
-    CheckpointRecord,
-    ClusterRecord,
-    ClusterSpec,
-    RunDir,
-    RunSpec,
-    StateFolder,
-)
+from arena_ls.run.rundir import CheckpointRecord, ClusterRecord, ClusterSpec, RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.helpers.fake_backend import write_state
 from tests.helpers.serving import serve_in_thread

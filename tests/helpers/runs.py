@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 
 
 def claim_run(root: Path, job_id: str = "job", **spec: Any) -> RunDir:

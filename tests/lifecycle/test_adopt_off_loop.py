@@ -19,8 +19,9 @@ import pytest
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.run.outputlog import STDOUT, OutputWriter
-from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeBackend, Recorder, write_state

@@ -9,8 +9,9 @@ import pytest
 
 from arena_ls.agent.local.agent import Agent
 from arena_ls.run.capture import iter_all_lines
-from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
 

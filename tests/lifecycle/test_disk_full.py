@@ -18,8 +18,9 @@ from arena_ls.agent.local.agent import LAUNCH_FAILED_EXIT, Agent
 from arena_ls.run import outputlog
 from arena_ls.run.capture import iter_all_lines
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 

@@ -21,8 +21,9 @@ from arena_ls.lifecycle.follower import RunFollower
 from arena_ls.lifecycle.runview import LineBatch, RunView
 from arena_ls.run.capture import LogLine
 from arena_ls.run.outputlog import STDOUT, OutputWriter
-from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.helpers.fake_backend import write_state
 from tests.helpers.lsp import wait_for

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from arena_ls.agent.trainer_start import launch_from_spec
 from arena_ls.run.capture import iter_all_lines
-from arena_ls.run.rundir import RunSpec, StateFolder
+from arena_ls.run.rundir import RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "fake_trainer.py"
 

@@ -393,8 +393,9 @@ async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Pat
     """``arena/metrics`` paged while the run floods past its cap: every point once, in order."""
     from arena_ls.lifecycle.runview import RunView
     from arena_ls.protocol.metrics import MetricsCursor, metrics_page
-    from arena_ls.run.rundir import RunDir, RunSpec, RunState, StateFolder
+    from arena_ls.run.rundir import RunDir, RunSpec, RunState
     from arena_ls.run.runlock import RunLock
+    from arena_ls.run.state_folder import StateFolder
     from arena_ls.run.states import RunStatus
 
     def build(run_id: str) -> RunSpec:

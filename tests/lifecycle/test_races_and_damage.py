@@ -37,8 +37,9 @@ from arena_ls.lifecycle.starter import StartRequest
 from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.protocol.wire import logs_page, run_info
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.run.rundir import RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeBackend, Recorder, write_state

@@ -28,8 +28,9 @@ from arena_ls.lifecycle.runview import AGENT_START_GRACE
 from arena_ls.lifecycle.starter import StartRequest
 from arena_ls.lifecycle.stopper import StopRequest
 from arena_ls.lifecycle.supervisor import Supervisor
-from arena_ls.run.rundir import ClusterRecord, ClusterSpec, RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import ClusterRecord, ClusterSpec, RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from arena_ls.settings import Settings
 from tests.helpers.fake_backend import FakeAgent, FakeBackend, Recorder, write_state

@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from arena_ls.run.rundir import RunSpec, RunState, StateFolder
+from arena_ls.run.rundir import RunSpec, RunState
 from arena_ls.run.runlock import (
     CREATE_GRACE,
     START_GRACE,
@@ -23,6 +23,7 @@ from arena_ls.run.runlock import (
     judge,
     parse_lock,
 )
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
 ALIVE = {(100, 1.0), (200, 2.0)}

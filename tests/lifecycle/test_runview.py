@@ -17,8 +17,9 @@ from arena_ls.lifecycle import follower as follower_module
 from arena_ls.lifecycle.follower import RunFollower
 from arena_ls.lifecycle.runview import BACKLOG_JUMP_BYTES, RING_LINES, RunView
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.run.rundir import RunDir, RunSpec, RunState, StateFolder
+from arena_ls.run.rundir import RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.helpers.fake_backend import Recorder, write_state
 

@@ -18,8 +18,8 @@ import pytest
 
 from arena_ls import platform
 from arena_ls.lifecycle.spare import DISABLE_VARIABLE
-from arena_ls.run.rundir import StateFolder
 from arena_ls.run.runlock import RunLock, Verdict
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import LEGAL_MOVES, RunStatus
 from tests.helpers.lsp import (
     ArenaClient,

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from arena_ls.agent import statewriter
-from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, StateFolder
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState
+from arena_ls.run.state_folder import StateFolder
 
 
 def test_the_job_record_is_written_before_the_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

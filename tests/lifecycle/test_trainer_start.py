@@ -19,8 +19,9 @@ from arena_ls.agent.trainer_start import (
     record_launch,
     trainer_argv,
 )
-from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, RunState, StateFolder, unstructure
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, RunState, unstructure
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
 RESUME = ["--resume", "--start-step", "{step}"]

@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from arena_ls.run.rundir import StateFolder
+from arena_ls.run.state_folder import StateFolder
 from tests.client.support import run_arena, status_json
 from tests.helpers.fake_hardware import write_fake_hardware
 from tests.helpers.lsp import (

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from arena_ls import platform
-from arena_ls.run.rundir import Failure, RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import Failure, RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.helpers.fake_backend import write_state
 from tests.helpers.lsp import (

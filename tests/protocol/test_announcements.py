@@ -15,8 +15,9 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.protocol import server as server_module
 from arena_ls.protocol.app import create_server
 from arena_ls.protocol.server import ArenaServer
-from arena_ls.run.rundir import RunSpec, StateFolder
+from arena_ls.run.rundir import RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.helpers.fake_backend import write_state
 from tests.helpers.lsp import job, make_workspace

@@ -13,8 +13,9 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.protocol import metrics
 from arena_ls.protocol.metrics import DEFAULT_LIMIT, MetricsCursor, metrics_page
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
-from arena_ls.run.rundir import RunDir, RunSpec, RunState, StateFolder
+from arena_ls.run.rundir import RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
 WAIT = 30.0

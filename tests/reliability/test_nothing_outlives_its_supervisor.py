@@ -18,8 +18,9 @@ from typing import Any
 import psutil
 import pytest
 
-from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, StateFolder
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from tests.helpers.lsp import (
     ArenaClient,
     job,

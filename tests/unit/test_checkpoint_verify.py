@@ -26,7 +26,8 @@ from arena_ls.agent.ckptverify import (
 from arena_ls.agent.relaunch import CrashFacts, Stop, decide, needs_verification
 from arena_ls.agent.watchdog import GiveUp, Relaunch, Watchdog, WatchdogRules
 from arena_ls.run.events import Checkpoint, parse_arena_line
-from arena_ls.run.rundir import CheckpointRecord, StateFolder
+from arena_ls.run.rundir import CheckpointRecord
+from arena_ls.run.state_folder import StateFolder
 
 SHA = "a" * 64
 OTHER = "b" * 64

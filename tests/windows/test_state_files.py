@@ -24,11 +24,11 @@ from arena_ls.run.rundir import (
     RunSpec,
     RunState,
     StateBusy,
-    StateFolder,
     read_json,
     write_json_atomic,
 )
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings

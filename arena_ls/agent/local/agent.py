@@ -30,8 +30,9 @@ from arena_ls.agent.statewriter import StateWriter
 from arena_ls.agent.trainer_start import EarlyLaunch, recorded_argv
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.outputlog import ARENA, OutputWriter
-from arena_ls.run.rundir import Failure, RunDir, RunSpec, RunState, StateBusy, StateFolder
+from arena_ls.run.rundir import Failure, RunDir, RunSpec, RunState, StateBusy
 from arena_ls.run.runlock import RunLock
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from arena_ls.run.supervisor_events import SupervisorEvent
 

@@ -45,7 +45,8 @@ from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.events import EventParser
 from arena_ls.run.outputlog import OutputWriter
-from arena_ls.run.rundir import Failure, RunDir, StateFolder
+from arena_ls.run.rundir import Failure, RunDir
+from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
 log = logging.getLogger("arena_ls.agent")
