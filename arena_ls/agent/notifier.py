@@ -54,7 +54,7 @@ Desktop = Callable[[str, str], str]
 
 def told_keys(run_dir: Path) -> list[str]:
     """The keys of the events the run's log says were told (its ``arena`` stream's records)."""
-    from arena_ls.run.capture import iter_all_lines
+    from arena_ls.run.capture_records import iter_all_lines
 
     try:
         return [

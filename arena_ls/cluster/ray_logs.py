@@ -16,7 +16,8 @@ from arena_ls.agent.statewriter import StateWriter
 from arena_ls.agent.trainer_voice import TrainerVoice
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.run import supervisor_events as events
-from arena_ls.run.capture import LogLine, trainer_lines_after
+from arena_ls.run.capture import LogLine
+from arena_ls.run.capture_records import trainer_lines_after
 from arena_ls.run.events import Checkpoint, EventParser, Progress, is_bad_loss
 from arena_ls.run.outputlog import STDOUT, OutputWriter
 from arena_ls.run.rundir import CheckpointRecord, ClusterSpec, RunDir, RunSpec, RunState

@@ -38,7 +38,7 @@ import attrs
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.records import AgentLine, Item, TrainerEvent, decode_line, might_hold_items
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.run.capture import iter_records
+from arena_ls.run.capture_records import iter_records
 from arena_ls.run.events import Checkpoint, Eval, EventParser, Progress
 from arena_ls.run.outputlog import ARENA
 from arena_ls.run.supervisor_events import might_be_relaunch

@@ -32,7 +32,7 @@ from typing import Protocol
 import attrs
 
 from arena_ls.lifecycle.health_line import MARK, PREFIX, HealthPoint, health_in_chunk, parse_health
-from arena_ls.run.capture import iter_records
+from arena_ls.run.capture_records import iter_records
 from arena_ls.run.events import Event, EventParser
 from arena_ls.run.outputlog import ARENA, FLAG_QUIET, RECORD
 from arena_ls.run.supervisor_events import SupervisorEvent, parse_bytes

@@ -15,7 +15,9 @@ import from outside to it):
 - ``claim``: the name of the agent's claim on a run (standard library only);
 - ``states``: the state machine of a run (``RunStatus``, its moves);
 - ``outputlog``: the capture format, ``output.log`` and ``output.idx``, and its writer;
-- ``capture``: reading the output back with cursors;
+- ``capture``: reading the output back with cursors (``OutputReader``), with ``loglines`` (a
+  line, cleaned), ``cursors`` (a position a client holds), ``capture_index`` (the records and
+  segments, one at a time) and ``capture_records`` (whole-log iterators);
 - ``logsegments``, ``logkeep``: the log's segments and what is kept when it is capped;
 - ``events``, ``checkpoint_lines``: the trainer's announcements and the checkpoint lines;
 - ``supervisor_events``: the typed ``arena`` records an agent writes and their one renderer.
@@ -27,10 +29,14 @@ Modules import these as submodules (``from arena_ls.run.rundir import RunDir``);
 __all__ = [
     "atomicfile",
     "capture",
+    "capture_index",
+    "capture_records",
     "checkpoint_lines",
     "claim",
+    "cursors",
     "events",
     "logkeep",
+    "loglines",
     "logsegments",
     "outputlog",
     "rundir",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.rundir import NotifySpec, PowerSpec, RunDir, RunState
 from arena_ls.run.states import RunStatus
 from tests.helpers.processes import kill_runs_of

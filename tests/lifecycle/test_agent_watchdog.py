@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from arena_ls.agent.local.agent import Agent
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder

@@ -17,8 +17,8 @@ from arena_ls.run.capture import (
     OutputWriter,
     clean_text,
     clean_texts,
-    iter_all_lines,
 )
+from arena_ls.run.capture_records import iter_all_lines
 
 
 def read_all(folder: Path, limit: int) -> list[tuple[int, str, str]]:

@@ -16,7 +16,7 @@ from arena_ls.agent.failure import classify
 from arena_ls.agent.local import agent as agent_module
 from arena_ls.agent.local.agent import LAUNCH_FAILED_EXIT, Agent
 from arena_ls.run import outputlog
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir, RunSpec
 from arena_ls.run.runlock import RunLock

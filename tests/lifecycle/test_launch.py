@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from arena_ls.agent.trainer_start import launch_from_spec
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.rundir import RunSpec
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder

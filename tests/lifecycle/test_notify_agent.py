@@ -115,7 +115,7 @@ def notified_keys(run: AgentRun) -> list[str]:
 
 
 def _arena(run: AgentRun) -> list[Any]:
-    from arena_ls.run.capture import iter_all_lines
+    from arena_ls.run.capture_records import iter_all_lines
 
     return [line for line in iter_all_lines(run.run_dir.path) if line.stream == "arena"]
 

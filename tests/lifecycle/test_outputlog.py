@@ -10,7 +10,8 @@ import pytest
 
 from arena_ls.agent import pumps
 from arena_ls.agent.pumps import Pump
-from arena_ls.run.capture import OutputReader, iter_all_lines
+from arena_ls.run.capture import OutputReader
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter, Written
 from tests.helpers.waiting import wait_until
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords, TrainerEvent, record_count
-from arena_ls.run.capture import iter_records
+from arena_ls.run.capture_records import iter_records
 from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
 from arena_ls.run.events import Checkpoint, EventParser, Progress
 from arena_ls.run.outputlog import (

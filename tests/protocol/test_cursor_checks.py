@@ -9,15 +9,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from arena_ls.run.capture import (
-    LINE_LIMIT,
-    STDERR,
-    STDOUT,
-    Cursor,
-    InvalidCursor,
-    OutputReader,
-    OutputWriter,
-)
+from arena_ls.run.capture import LINE_LIMIT, STDERR, STDOUT, Cursor, InvalidCursor, OutputReader, OutputWriter
 
 
 def write_log(folder: Path) -> None:

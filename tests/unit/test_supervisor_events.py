@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from arena_ls.run import supervisor_events as ev
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.outputlog import ARENA, OutputWriter
 from arena_ls.run.supervisor_events import Kind, SupervisorEvent, parse, render
 

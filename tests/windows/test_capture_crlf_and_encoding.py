@@ -11,7 +11,7 @@ from pathlib import Path
 
 from arena_ls.agent.pumps import Pump
 from arena_ls.agent.trainer_start import trainer_env
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.outputlog import FLAG_CONTINUED, STDOUT, OutputWriter, Written
 from tests.lifecycle.test_launch import FAKE_TRAINER, run_agent, write_run
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.rundir import RunDir
 from tests.helpers.lsp import (
     all_logs,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.run.capture import iter_all_lines
+from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.rundir import RunDir
 from tests.helpers.waiting import wait_until
 from tests.lifecycle.test_launch import FAKE_TRAINER, write_run
