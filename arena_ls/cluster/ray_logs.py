@@ -11,6 +11,7 @@ import threading
 import time
 from collections import deque
 
+from arena_ls.agent.announcements import apply_checkpoint, apply_progress
 from arena_ls.agent.attempts import RunRecord
 from arena_ls.agent.statewriter import StateWriter
 from arena_ls.agent.trainer_voice import TrainerVoice
@@ -18,9 +19,9 @@ from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.capture import LogLine
 from arena_ls.run.capture_records import trainer_lines_after
-from arena_ls.run.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.run.events import Checkpoint, EventParser, Progress
 from arena_ls.run.outputlog import STDOUT, OutputWriter
-from arena_ls.run.rundir import CheckpointRecord, ClusterSpec, RunDir, RunSpec, RunState
+from arena_ls.run.rundir import ClusterSpec, RunDir, RunSpec, RunState
 from arena_ls.run.states import RunStatus
 from arena_ls.run.supervisor_events import Kind
 
@@ -105,24 +106,16 @@ class RayLogCopy(TrainerVoice):
         if note is not None:
             self.warn(note)
         if isinstance(event, Checkpoint):
-            record = CheckpointRecord(
-                step=event.step, path=event.path, at=time.time(), run_id=self.spec.run_id,
-                bytes=event.bytes, sha256=event.sha256,
-            )  # fmt: skip
             with self.lock:
                 self.attempt_announced = True
-                self.run_record.add_checkpoint(record)  # the run's last, and one to fall back to (8.2)
-                self.state.step = max(self.state.step or 0, event.step)
+                record = apply_checkpoint(event, self.spec.run_id, self.run_record, self.state)
             self.writer.request(job_checkpoint=(self.spec.job_id, record))
         elif isinstance(event, Progress):
             with self.lock:
-                self.run_record.progressed(time.time())  # a cluster's relaunch's downtime ends here
                 self.attempt_announced = True
-                self.state.step = event.step
-                self.state.total_steps = event.total or self.state.total_steps
-                self.state.loss = event.loss
-                if is_bad_loss(event.loss) and self.nan_evidence is None:
-                    self.nan_evidence = f"loss is {event.loss} at step {event.step}"
+                known = self.nan_evidence
+                self.nan_evidence = apply_progress(event, self.run_record, self.state, known)
+                if self.nan_evidence is not None and known is None:
                     self.warn(self.nan_evidence)
             now = time.monotonic()
             if now - self.last_progress_write >= PROGRESS_WRITE_INTERVAL:

@@ -11,14 +11,15 @@ import threading
 import time
 from collections import deque
 
+from arena_ls.agent.announcements import apply_checkpoint, apply_progress
 from arena_ls.agent.attempts import RunRecord
 from arena_ls.agent.local.stall import StallWatch
 from arena_ls.agent.rollback import SpikeWatch
 from arena_ls.agent.statewriter import StateWriter
 from arena_ls.agent.trainer_voice import TrainerVoice
-from arena_ls.run.events import Checkpoint, EventParser, Progress, is_bad_loss
+from arena_ls.run.events import Checkpoint, EventParser, Progress
 from arena_ls.run.outputlog import OutputWriter, Written
-from arena_ls.run.rundir import CheckpointRecord, Failure, RunSpec, RunState
+from arena_ls.run.rundir import Failure, RunSpec, RunState
 from arena_ls.run.states import RunStatus
 
 FULL_SCAN_BYTES = 1 << 16
@@ -165,35 +166,23 @@ class TrainerOutput(TrainerVoice):
         return lines
 
     def _on_checkpoint(self, event: Checkpoint) -> None:
-        record = CheckpointRecord(
-            step=event.step,
-            path=event.path,
-            at=time.time(),
-            run_id=self.spec.run_id,
-            bytes=event.bytes,
-            sha256=event.sha256,
-        )
         with self.lock:
             self.attempt_announced = True
-            self.record.add_checkpoint(record)
-            self.state.step = max(self.state.step or 0, event.step)
+            record = apply_checkpoint(event, self.spec.run_id, self.record, self.state)
         self.writer.request(job_checkpoint=(self.spec.job_id, record))
 
     def _on_progress(self, event: Progress) -> None:
         now = time.monotonic()
         with self.lock:
-            self.record.progressed(time.time())
             self.attempt_announced = True
             self.last_progress_at = now
-            self.state.step = event.step
-            self.state.total_steps = event.total or self.state.total_steps
-            self.state.loss = event.loss
+            known = self.nan_evidence
+            self.nan_evidence = apply_progress(event, self.record, self.state, known)
+            if self.nan_evidence is not None and known is None:
+                self.warn(self.nan_evidence)
             watch = self.spike_watch
             if watch is not None and watch.observe(event.loss) and self.spike_pending is None:
                 self.spike_pending = event.step  # the supervise loop acts on it (``_check_rollback``)
-            if is_bad_loss(event.loss) and self.nan_evidence is None:
-                self.nan_evidence = f"loss is {event.loss} at step {event.step}"
-                self.warn(self.nan_evidence)
             if self.stall_watch.progress(event.step, now) or self.state.stalled:
                 self._stall_ended()
             elif now - self.last_progress_write >= PROGRESS_WRITE_INTERVAL:
