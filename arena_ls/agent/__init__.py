@@ -13,6 +13,8 @@ import from outside to it):
 - ``pumps``, ``read_pacing``: the pumps that copy the trainer's pipes into the run's output, and
   their wait after a small read (standard library only);
 - ``attempts``: the attempt loop both agents run, over a ``Trainer``;
+- ``announcements``: what a checkpoint or a progress announcement changes in the run, for both
+  back ends;
 - ``relaunch``, ``relaunch_gate``, ``failure``, ``watchdog``: the relaunch policy and its gate,
   the failure classes, the watchdog's rules;
 - ``ckptverify``, ``rollback``, ``resume_args``, ``savedfiles``: checkpoints verified before a
@@ -34,6 +36,7 @@ heavier imports.
 __all__ = [
     "agent_laptop",
     "agent_power",
+    "announcements",
     "attempts",
     "ckptverify",
     "exec_check",
