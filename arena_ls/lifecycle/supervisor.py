@@ -90,6 +90,7 @@ class Supervisor:
         boot: BootReader | None = None,
         interrupted: Callable[[RunView], None] | None = None,
         recorder: RunRecorder | None = None,
+        manifests: ManifestCache | None = None,
     ) -> None:
         self.root = root.resolve()
         self.settings = settings
@@ -109,7 +110,7 @@ class Supervisor:
         """The one follower of every run's files (this server's only loop over them)."""
         self.job_checkpoints = JobCheckpoints()
         """Each job's last checkpoint (``JobInfo.lastCheckpoint``), read again only when it changed."""
-        self.manifests = ManifestCache()
+        self.manifests = manifests if manifests is not None else ManifestCache()
         """The manifest parsed once per content, for every reader (``arena_ls/manifest/cache.py``)."""
         self.history = RunHistory()
         """Every run folder, oldest first: ``views`` holds only the unfinished and newest runs."""

@@ -168,8 +168,8 @@ class ArenaServer(LanguageServer):
         """Bounded: past ``ANNOUNCED_KEPT`` runs, those the workspace no longer follows are forgotten."""
         self._announced_status[run_id] = announced
         if len(self._announced_status) > ANNOUNCED_KEPT and self.arena is not None:
-            followed = self.arena.supervisor.views
-            for known in [r for r in self._announced_status if r not in followed]:
+            arena = self.arena
+            for known in [r for r in self._announced_status if not arena.is_followed(r)]:
                 del self._announced_status[known]
 
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
@@ -204,14 +204,14 @@ class ArenaServer(LanguageServer):
     def _follow_now(self) -> None:
         """Read what the runs wrote since the last poll (just before ``arena/log`` is sent)."""
         if self.arena is not None:
-            self.arena.supervisor.poll_recent(FLUSH_POLL_AGE)
+            self.arena.read_runs_now(FLUSH_POLL_AGE)
 
     def _gpu_text(self, view: RunView) -> str:
         return self.ws.gpu_text(view)
 
     def _cancel_run(self, run_id: str) -> None:
         """The client cancelled a run's progress: a cooperative stop."""
-        stop = self.ws.supervisor.stop(StopRequest(run_id=run_id, confirm=True, wait=False))
+        stop = self.ws.stop_run(StopRequest(run_id=run_id, confirm=True, wait=False))
         self.run_task(stop, f"stopping run {run_id} after a progress cancel")
 
     def _log_batcher(self) -> LogBatcher:

@@ -29,6 +29,7 @@ from arena_ls.lifecycle.runrecord import run_record
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.manifest import ManifestResult
+from arena_ls.manifest.cache import ManifestCache
 from arena_ls.settings import Settings
 
 
@@ -67,6 +68,9 @@ class WorkspaceServices:
             self.root, self.manifest, self._fp32_only, self._gate_severities, budget=self.gate_budget
         )
         self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
+        self.manifests = ManifestCache()
+        """The manifest parsed once per content, for every reader: the supervisor's starts, the
+        editor's diagnostics and lenses (``arena_ls/manifest/cache.py``)."""
         self.supervisor = Supervisor(
             self.root,
             self.settings,
@@ -77,6 +81,7 @@ class WorkspaceServices:
             boot=hardware.boot_identity,
             interrupted=lambda _view: self.resume_after_reboot(),
             recorder=run_record,
+            manifests=self.manifests,
         )
         self.tasks = tasks
         self.preflight.checkpoint_history = self.supervisor.checkpoint_history
@@ -115,6 +120,26 @@ class WorkspaceServices:
 
     def manifest(self) -> ManifestResult:
         return self.supervisor.load_manifest()
+
+    def manifest_path(self) -> Path:
+        """The manifest the ``manifest`` setting names, resolved against the workspace."""
+        return self.supervisor.manifest_path()
+
+    def state_root(self) -> Path:
+        """The state folder (``stateDir``), resolved."""
+        return self._state_dir()
+
+    def active_view(self) -> RunView | None:
+        """The workspace's active run (by the run lock), if any."""
+        return self.supervisor.active_view()
+
+    def is_followed(self, run_id: str) -> bool:
+        """Whether this server still follows the run (unfinished, or among the newest)."""
+        return run_id in self.supervisor.views
+
+    def read_runs_now(self, max_age: float) -> None:
+        """Read what the runs wrote, unless the follower's last round is younger than ``max_age``."""
+        self.supervisor.poll_recent(max_age)
 
     def resume_after_reboot(self) -> None:
         """``watchdog.afterReboot`` ``resume``: resume each run this boot's restart interrupted,

@@ -475,3 +475,31 @@ def test_the_lsp_stack_walk_finds_a_deep_import(tmp_path: Path) -> None:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert loaded_by("arena_ls.agent.launch", tmp_path)[0] == {"json", "attrs", "lsprotocol"}
+
+
+def supervisor_reaches(protocol: Path, facade: Path) -> list[str]:
+    """``file:line`` of every ``X.supervisor`` in ``protocol``'s modules but the façade."""
+    found = []
+    for path in sorted(protocol.rglob("*.py")):
+        if path == facade:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "supervisor":
+                found.append(f"{path.relative_to(protocol.parent.parent)}:{node.lineno}")
+    return found
+
+
+def test_the_protocol_reaches_the_supervisor_only_through_its_workspace_facade() -> None:
+    """Issue 38: features and the server ask the workspace (``services/workspace.py``, shaped by
+    ``protocol/workspace.py``), never ``ws.supervisor.<anything>``."""
+    protocol = PACKAGE / "protocol"
+    assert supervisor_reaches(protocol, protocol / "workspace.py") == []
+
+
+def test_the_supervisor_reach_checker_finds_one(tmp_path: Path) -> None:
+    protocol = tmp_path / "arena_ls" / "protocol"
+    protocol.mkdir(parents=True)
+    (protocol / "workspace.py").write_text("x = self.supervisor.views\n")
+    (protocol / "lens.py").write_text("def f(ws):\n    return ws.supervisor.manifests\n")
+    assert supervisor_reaches(protocol, protocol / "workspace.py") == ["arena_ls/protocol/lens.py:2"]

@@ -199,7 +199,7 @@ class AdoptionActions(LanguageFeature):
                 actions.append(kit)
         if wants(only, ADD_TO_MANIFEST) and _asked(params.context):
             ws = self.server.ws
-            manifest = ws.supervisor.manifest_path()
+            manifest = ws.manifest_path()
             document = self.server.workspace.text_documents.get(params.text_document.uri)
             added = manifest_action(script, ws.root, manifest, document.source if document else None)
             if added is not None:

@@ -103,7 +103,7 @@ class DiagnosticsFeature(LanguageFeature):
 
     def document_save(self, params: types.DidSaveTextDocumentParams) -> None:
         if self.server.has_workspace:  # a script may exist now (AR107): the manifest is checked again
-            self.server.ws.supervisor.manifests.invalidate()
+            self.server.ws.manifests.invalidate()
         self.schedule(params.text_document.uri, 0.0)
 
     def document_close(self, params: types.DidCloseTextDocumentParams) -> None:
@@ -134,7 +134,7 @@ class DiagnosticsFeature(LanguageFeature):
     # -- which files --------------------------------------------------------------------
 
     def manifest_path(self) -> Path:
-        return self.server.ws.supervisor.manifest_path().resolve()
+        return self.server.ws.manifest_path().resolve()
 
     def buffer_text(self, path: Path) -> str | None:
         """The open buffer's text for a path, or None when it is not open."""
@@ -181,7 +181,7 @@ class DiagnosticsFeature(LanguageFeature):
         snapshot = _Snapshot(
             ws,
             self.manifest_path(),
-            ws.supervisor.folder.root,
+            ws.state_root(),
             {u: d.source for u, d in self.server.workspace.text_documents.items()},
         )
         loop = asyncio.get_running_loop()
@@ -235,10 +235,10 @@ class _Snapshot:
         ws = self.ws
         buffered = self.buffer_text(path)
         if buffered is not None:
-            return ws.supervisor.manifests.get_text(buffered, path, ws.root, self.state_dir)
+            return ws.manifests.get_text(buffered, path, ws.root, self.state_dir)
         if not path.exists():
             return None
-        return ws.supervisor.manifests.get(path, ws.root, self.state_dir, revalidate=True)
+        return ws.manifests.get(path, ws.root, self.state_dir, revalidate=True)
 
     def job_scripts(self, manifest: ManifestResult | None) -> set[Path]:
         if manifest is None:

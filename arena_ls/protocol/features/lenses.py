@@ -91,7 +91,7 @@ async def manifest_lenses(ls: ArenaServer) -> list[types.CodeLens]:
     """One lens per job entry of the manifest, runnable or not (a blocked one names why)."""
     manifest = await ls.ws.manifest_async()
     infos = {info["id"]: info for info in await ls.ws.job_infos(manifest)}
-    active = ls.ws.supervisor.active_view()  # once: it reads the run lock
+    active = ls.ws.active_view()  # once: it reads the run lock
     return [
         job_lens(manifest, job_id, line, infos.get(job_id, {}), active) for job_id, line in _entries(manifest)
     ]
@@ -118,7 +118,7 @@ class CodeLenses(LanguageFeature):
 
     async def code_lens(self, params: types.CodeLensParams) -> list[types.CodeLens]:
         path = uri_to_path(params.text_document.uri)
-        if path is None or path.resolve() != self.server.ws.supervisor.manifest_path().resolve():
+        if path is None or path.resolve() != self.server.ws.manifest_path().resolve():
             return []
         return await manifest_lenses(self.server)
 
@@ -164,7 +164,7 @@ class CodeLenses(LanguageFeature):
         try:
             ws = self.server.ws
             infos = await ws.job_infos()
-            active = ws.supervisor.active_view()
+            active = ws.active_view()
             return {
                 "active": (active.run_id, active.status.value) if active else None,
                 "jobs": [(i["id"], i["runnable"], len(i["blockedBy"])) for i in infos],
