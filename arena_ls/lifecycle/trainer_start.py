@@ -33,6 +33,7 @@ from arena_ls.lifecycle.exec_check import verify_exec
 from arena_ls.lifecycle.interpreter import with_stream_flags
 from arena_ls.lifecycle.outputlog import ARENA, OutputWriter, Pump, start_pumps
 from arena_ls.lifecycle.resume_args import ResumePathUnknown, fill
+from arena_ls.lifecycle.stop_marks import with_marks
 
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
@@ -327,11 +328,11 @@ def read_stop_request(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / "stop.json"
     try:
         if path.stat().st_size == 0:
-            return {}
+            return with_marks(run_dir, {})
         request = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return request if isinstance(request, dict) else {}
+    return with_marks(run_dir, request if isinstance(request, dict) else {})
 
 
 def first_stop_step(run_dir: Path, early: EarlyLaunch, request: dict[str, Any]) -> str | None:
