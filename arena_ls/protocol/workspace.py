@@ -160,6 +160,14 @@ class Workspace(WorkspaceServices):
         current = manifest or await self.manifest_async()
         return await asyncio.to_thread(lambda: self.jobs.build(current, judged=judged))
 
+    async def judge_trainers(self) -> None:
+        """Begin the gates' verdicts on the manifest's trainers at start-up, before anything asks:
+        a person who opens the editor and presses Run a second later finds them judged (a status
+        never waits for them; one asked sooner lists them ``gatesPending``)."""
+        self._loop = asyncio.get_running_loop()
+        manifest = await self.manifest_async()
+        await asyncio.to_thread(self.jobs.judge, manifest)
+
     def _verdicts_in(self) -> None:
         """A batch of the gates' verdicts ended (the batch's thread): what a status or a lens
         listed as still being checked is stale, and the client is told (``active_changed``)."""
