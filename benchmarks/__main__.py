@@ -44,6 +44,7 @@ BENCHMARKS: dict[str, str] = {
     "cluster": "benchmarks.bench_cluster",
     "resume": "benchmarks.bench_resume",
     "hostile_gates": "benchmarks.bench_hostile_gates",
+    "first_status": "benchmarks.bench_first_status",
 }
 """Benchmark name -> module with ``run(quick, repeats=None) -> list[Section]``.
 
@@ -52,7 +53,7 @@ BENCHMARKS: dict[str, str] = {
 ``history`` and ``checkpoints``.
 """
 
-OPT_IN = frozenset({"cluster", "resume", "hostile_gates"})
+OPT_IN = frozenset({"cluster", "resume", "hostile_gates", "first_status"})
 """Run only when named with ``--only``: the cluster benchmark starts a Ray head (``arena-ls[ray]``);
 the resume benchmark kills and restarts the torch reference trainer (about a minute per kill under
 load, and torch from the test extras); the hostile-gates one takes half a minute and more (issue 39)."""

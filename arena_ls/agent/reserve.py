@@ -11,6 +11,12 @@ state's length (shrinking needs no space), synced, and renamed over
 ``state.json`` (a rename onto an existing name needs no new block either).
 Readers still see the old file or the new one, never half.
 
+Where there is no reserve (the disk was full before the run started: issue 39
+item 7), the final state is written into ``state.json``'s own blocks, in place
+(``write_in_place``), when it fits them: a reader may then see the file half
+written for an instant, which it reads as damaged and reads again once the
+file's signature changes; a ``running`` state left on disk would say less.
+
 Standard library and ``platform`` only, like ``atomicfile``.
 """
 
@@ -83,3 +89,26 @@ class StateReserve:
         """Remove the reserve (the final state was written the usual way)."""
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+
+
+def write_in_place(target: Path, data: bytes) -> None:
+    """Write ``data`` over ``target`` within the blocks it holds already (no new block needed).
+
+    Raises ``OSError`` where the system does not say which blocks a file holds (Windows), or
+    ``data`` would need more than ``target`` holds; ``target`` is then left as it was.
+    """
+    fd = os.open(target, os.O_RDWR | getattr(os, "O_BINARY", 0))
+    try:
+        allocated = platform.allocated_bytes(os.fstat(fd))
+        if allocated is None or len(data) > allocated:
+            raise OSError(f"{target} holds {allocated} bytes on disk, the final state needs {len(data)}")
+        os.lseek(fd, 0, os.SEEK_SET)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.utime(target)  # a new signature: a reader that saw it half written reads it again

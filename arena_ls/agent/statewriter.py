@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from arena_ls.agent.reserve import StateReserve
+from arena_ls.agent.reserve import StateReserve, write_in_place
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.atomicfile import json_bytes
 from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, write_json_atomic
@@ -35,6 +35,9 @@ log = logging.getLogger("arena_ls.agent")
 
 RETRY_FIRST_SECONDS = 0.05
 RETRY_MOST_SECONDS = 2.0
+IN_PLACE_FIT = 4096
+"""What a final state written in place is cut to (its failure evidence first): one block of most
+file systems, which the last ``state.json`` (1-2 KB) holds already."""
 
 
 class StateWriter:
@@ -65,6 +68,8 @@ class StateWriter:
         self._reserve = reserve
         self.reserve_used = False
         """The final state went into the reserved space (the disk was full)."""
+        self.in_place = False
+        """The final state went into ``state.json``'s own blocks (full since the start: no reserve)."""
         self._observer: Callable[[Any], None] | None = None
         self.keep_history = 8
         """``checkpoint.history``: how many announcements the job's record keeps (the agent sets it)."""
@@ -210,11 +215,26 @@ class StateWriter:
         try:
             write_json_atomic(self._run_dir.state_path, payload)
         except OSError as error:
-            if not self._final or self.reserve_used or self._reserve is None or not self._reserve.ready:
+            if not self._final:
                 raise
+            if self.reserve_used or self._reserve is None or not self._reserve.ready:
+                self._write_in_place(payload, error)
+                return
             self._reserve.write_over(self._run_dir.state_path, _fitting(payload, self._reserve.size))
             self.reserve_used = True
             log.warning("the final state was written into its reserved space (%s)", error)
+
+    def _write_in_place(self, payload: Any, error: OSError) -> None:
+        """No reserve (the disk was full when the run started): the final state goes into the
+        blocks ``state.json`` holds already (``reserve.write_in_place``), else the error stands
+        and the write is retried until space returns."""
+        try:
+            write_in_place(self._run_dir.state_path, _fitting(payload, IN_PLACE_FIT))
+        except OSError as in_place:
+            log.warning("the final state could not be written in place either (%s)", in_place)
+            raise error from in_place
+        self.in_place = True
+        log.warning("the final state was written in place of the last one (%s)", error)
 
     def _record_job_checkpoint(self, checkpoint: tuple[str, CheckpointRecord]) -> None:
         """The job's record before the run's state: a server that sees the new state (a stop's

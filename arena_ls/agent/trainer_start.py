@@ -35,6 +35,7 @@ from arena_ls.run import supervisor_events as events
 from arena_ls.run.atomicfile import write_json_atomic
 from arena_ls.run.claim import AGENT_CLAIM
 from arena_ls.run.outputlog import ARENA, OutputWriter
+from arena_ls.run.stop_marks import with_marks
 
 RUNNING = "running"
 """``RunStatus.RUNNING``'s value (``states`` is not imported here: it is kept to the agent's side)."""
@@ -325,11 +326,11 @@ def read_stop_request(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / "stop.json"
     try:
         if path.stat().st_size == 0:
-            return {}
+            return with_marks(run_dir, {})
         request = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return request if isinstance(request, dict) else {}
+    return with_marks(run_dir, request if isinstance(request, dict) else {})
 
 
 def first_stop_step(run_dir: Path, early: EarlyLaunch, request: dict[str, Any]) -> str | None:

@@ -265,9 +265,30 @@ async def cmd_stop(options: Options, args: argparse.Namespace) -> int:
 # -- status --------------------------------------------------------------------------------
 
 
+async def judged_status(session: LspSession) -> dict[str, Any]:
+    """``arena/status`` once the gates have judged every trainer, or as it is after
+    ``STATUS_VERDICT_WAIT_S``: a status never waits for the gates (issue 38), and each ``arena``
+    command starts a server of its own, whose first status has seldom any verdict yet."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STATUS_VERDICT_WAIT_S
+    while True:
+        status: dict[str, Any] = await session.request("arena/status", {})
+        jobs = status.get("jobs") or []
+        if not any(isinstance(job, dict) and job.get("gatesPending") for job in jobs):
+            return status
+        if loop.time() >= deadline:
+            return status  # each job still being checked says so ("the gates are still checking")
+        await asyncio.sleep(0.1)  # a poll of the server, not a wait for luck: the deadline ends it
+
+
+STATUS_VERDICT_WAIT_S = 20.0
+"""How long ``arena status`` waits for the gates' verdicts (an ordinary trainer takes well under a
+second; a hostile one up to the gates' budget, 8 s)."""
+
+
 async def cmd_status(options: Options, args: argparse.Namespace) -> int:
     async with connect(options) as session:
-        status = await session.request("arena/status", {})
+        status = await judged_status(session)
         reason = None if args.json else await active_keep_awake_reason(session, status)
     problem = (
         None

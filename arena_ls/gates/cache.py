@@ -27,6 +27,10 @@ CACHE_LIMIT = 1024
 """Lint results kept (least recently used first out): a manifest of 500 jobs may name hundreds
 of trainers, each kept once per content."""
 
+PROFILE_WAIT_S = 30.0
+"""How long a lint waits for the device profile (the GPUs' first reading) before it judges with
+what is known: NVML starts in well under a second, even where a driver answers slowly."""
+
 Signature = tuple[int, int, int]
 """(size, mtime_ns, inode) of a trainer file: when it changes, the file is read and hashed again."""
 Chosen = tuple[tuple[str, Severity], ...]
@@ -50,8 +54,13 @@ class TrainerGates:
         fp32_only: Callable[[], bool | None],
         severities: Callable[[], Mapping[str, Severity]] | None = None,
         budget: GateBudget | None = None,
+        profile_known: Callable[[float | None], bool] | None = None,
     ) -> None:
         self.root = root
+        self.profile_known = profile_known or (lambda timeout_s: True)
+        """Whether the device profile is known (``fp32_only`` is read from the GPUs, which a new
+        server reads on a thread), waiting up to the seconds given: a trainer is not linted before
+        it is (its verdict would be judged for the wrong device), and is pending until then."""
         self.budget = budget
         """The worker process each lint runs in, within a time and memory budget (the server's);
         None: in this process (``arena check``, unit tests)."""
@@ -94,6 +103,7 @@ class TrainerGates:
         script = job.resolved_script(self.root) if job.kind == "train" else None
         if script is None:
             return GateVerdict([])
+        self.profile_known(PROFILE_WAIT_S)
         path = str(script)
         signature = _signature(path)
         source = _read(path)
@@ -155,6 +165,8 @@ class TrainerGates:
         signature = _signature(path)
         if signature is None:
             return True  # nothing to lint: errors() answers [] at once
+        if not self.profile_known(0.0):
+            return False
         with self._lock:
             known = self._digests.get(path)
             if known is None or known[0] != signature:
@@ -169,6 +181,7 @@ class TrainerGates:
 
     def warm(self, jobs: list[Job]) -> None:
         """Lint every trainer of ``jobs`` not linted yet in its current content (a worker thread's job)."""
+        self.profile_known(PROFILE_WAIT_S)
         for job in jobs:
             self.errors(job)
 
@@ -176,6 +189,7 @@ class TrainerGates:
         """Every gate diagnostic of a trainer file (the open buffer's text when given), cached by
         the text's hash: the same content is linted once, whoever asks."""
         source: str | bytes | None
+        self.profile_known(PROFILE_WAIT_S)
         if text is None:
             digest, source = self._file_digest(path)
             if digest is None:

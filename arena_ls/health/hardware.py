@@ -109,6 +109,11 @@ class SystemHardware:
     def boot_identity(self) -> BootIdentity:
         return BootIdentity(platform.boot_id(), platform.boot_time())
 
+    def gpus_ready(self) -> bool:
+        """Whether NVML was started already (reading the GPUs first imports and starts it: 20 ms
+        of CPU, and much more where a driver answers slowly)."""
+        return self._nvml.started
+
     def close(self) -> None:
         """Shut NVML down now instead of at exit. Later GPU reads report an error."""
         self._nvml.shutdown()
@@ -155,6 +160,11 @@ class NvmlSession:
         self._lock = threading.Lock()
         self._state = "new"  # new -> ready | failed; ready -> closed
         self._error: str | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether ``start`` ran once (ready, failed or closed since)."""
+        return self._state != "new"
 
     def start(self) -> tuple[Any, str | None]:
         """Return the initialised module and None, or None and why NVML is unusable."""

@@ -26,7 +26,11 @@ class HealthSampler:
     """Samples the machine on a daemon thread; :meth:`latest` never blocks.
 
     The first sample is taken synchronously in the constructor, so there is
-    always one to return. ``our_pids`` is called before every sample for the
+    always one to return; where the GPUs' reader has not started yet (the
+    hardware's ``gpus_ready`` says so: starting NVML costs 20 ms of CPU, and a
+    new server's first status waited for it), that sample leaves the GPUs out
+    (``gpuError`` says why) and the thread reads them at once;
+    ``wait_full_sample`` waits for it. ``our_pids`` is called before every sample for the
     pids to mark ``ours`` (every process of this workspace's runs).
     :meth:`set_active` switches between the two cadences; switching wakes the
     thread, which samples at once and then waits the new interval.
@@ -50,7 +54,14 @@ class HealthSampler:
         self._latest_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._latest = self._take()
+        self._full = threading.Event()
+        """Set once a sample with the GPUs read is in (the device profile is known)."""
+        gpus_ready: Callable[[], bool] | None = getattr(hw, "gpus_ready", None)
+        if gpus_ready is None or gpus_ready():
+            self._latest = self._take()
+            self._full.set()
+        else:
+            self._latest = take_health(hw, set(self._our_pids()), gpus=False)
         self._thread = threading.Thread(target=self._run, name="arena-health-sampler", daemon=True)
         self._thread.start()
 
@@ -63,6 +74,10 @@ class HealthSampler:
     def running(self) -> bool:
         """True until :meth:`close` has stopped the thread."""
         return self._thread.is_alive()
+
+    def wait_full_sample(self, timeout_s: float | None) -> bool:
+        """Whether a sample with the GPUs read is in, waiting up to ``timeout_s`` for it."""
+        return self._full.wait(timeout_s)
 
     def latest(self) -> Health:
         """The most recent sample; returns at once."""
@@ -111,6 +126,11 @@ class HealthSampler:
             return health
 
     def _run(self) -> None:
+        if not self._full.is_set():
+            try:
+                self.refresh()
+            finally:
+                self._full.set()
         while not self._stopping.is_set():
             self._wake.wait(self.interval_s)
             self._wake.clear()

@@ -121,6 +121,10 @@ class HealthService:
     def fp32_only(self) -> bool | None:
         return fp32_only(self.settings().device_fp32_only, self.sampler.latest().gpus)
 
+    def profile_known(self, timeout_s: float | None = 0.0) -> bool:
+        """Whether the device profile is known (the GPUs read once), waiting up to ``timeout_s``."""
+        return self.sampler.wait_full_sample(timeout_s)
+
     def device_profile(self) -> str:
         health = self.sampler.latest()
         return describe_device_profile(self.settings().device_fp32_only, health.gpus, health.gpu_error)

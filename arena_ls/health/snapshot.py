@@ -10,18 +10,23 @@ from typing import Any
 import attrs
 
 from arena_ls.health.hardware import Hardware
-from arena_ls.health.model import BatteryInfo, Gpu, Health
+from arena_ls.health.model import BatteryInfo, Gpu, GpuReading, Health
 from arena_ls.platform import tree_pids
 from arena_ls.timeutil import iso_utc_moment
 
+GPUS_NOT_READ_YET = "the GPUs are being read for the first time"
+"""``gpuError`` of the first sample of a server, taken before NVML has started (it starts on the
+sampler's thread, so that the first status does not wait for it)."""
 
-def take_health(hw: Hardware, our_pids: AbstractSet[int]) -> Health:
+
+def take_health(hw: Hardware, our_pids: AbstractSet[int], *, gpus: bool = True) -> Health:
     """Read the machine once; GPU processes whose pid is in ``our_pids`` are marked ours.
 
     ``our_pids`` should hold every process of every process tree of this
-    workspace's runs (see :func:`process_tree_pids`).
+    workspace's runs (see :func:`process_tree_pids`). ``gpus=False``: RAM, CPU and
+    battery only, and ``gpuError`` says the GPUs are not read yet.
     """
-    reading = hw.gpus()
+    reading = hw.gpus() if gpus else GpuReading(gpus=(), error=GPUS_NOT_READ_YET)
     return Health(
         at=datetime.now(timezone.utc),
         ram=hw.ram(),

@@ -85,6 +85,8 @@ class ManifestCache:
         self._parsed: OrderedDict[tuple[str, Place], _Parsed] = OrderedDict()
         self._disk: dict[Place, _OnDisk] = {}
         self._refreshing: dict[Place, asyncio.Task[ManifestResult]] = {}
+        self._parsing: dict[tuple[str, Place], threading.Event] = {}
+        """The parses under way, by (text's digest, place): a second reader waits for the first."""
         self.loads = 0
         """How many times a manifest was parsed (tests and benchmarks read it)."""
 
@@ -141,10 +143,9 @@ class ManifestCache:
             if parsed is not None and self.clock() - parsed.loaded_at <= self._revalidate_after(parsed):
                 self._parsed.move_to_end((digest, place))
                 return parsed.result
-        started = self.clock()
-        result = load_manifest_text(text, path, root, state_dir=state_dir)
-        self._store(digest, place, result, started)
-        return result
+        return self._parse_once(
+            digest, place, lambda: load_manifest_text(text, path, root, state_dir=state_dir)
+        )
 
     # -- inside ----------------------------------------------------------------------------
 
@@ -181,11 +182,39 @@ class ManifestCache:
         if parsed is not None and fresh:
             result = parsed.result
         else:
-            result = load_manifest(path, root, state_dir=state_dir)
-            self._store(digest, place, result, started)
+            result = self._parse_once(digest, place, lambda: load_manifest(path, root, state_dir=state_dir))
         with self._lock:
             self._disk[place] = _OnDisk(signature, digest)
         return result
+
+    def _parse_once(self, digest: str, place: Place, parse: Callable[[], ManifestResult]) -> ManifestResult:
+        """``parse()``, unless another thread is parsing the same text for the same place: then its
+        result. A status asked while the diagnostics pass parsed the open manifest (the same text)
+        parsed it a second time, and 500 jobs cost each of them half a second (issue 38 item 7)."""
+        key = (digest, place)
+        with self._lock:
+            running = self._parsing.get(key)
+            if running is None:
+                running = self._parsing[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            running.wait()
+            with self._lock:
+                parsed = self._parsed.get(key)
+            if parsed is not None:
+                return parsed.result
+            return parse()  # the other parse failed: this one says why
+        try:
+            started = self.clock()
+            result = parse()
+            self._store(digest, place, result, started)
+            return result
+        finally:
+            with self._lock:
+                del self._parsing[key]
+            running.set()
 
     def _store(self, digest: str, place: Place, result: ManifestResult, started: float) -> None:
         now = self.clock()

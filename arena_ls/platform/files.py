@@ -223,3 +223,14 @@ def unlock_file(fd: int) -> None:
 
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+# -- the blocks a file holds (issue 39 item 7: the final state on a disk full since the start) --
+
+
+def allocated_bytes(stat: os.stat_result) -> int | None:
+    """Bytes the file system has allocated to a file (whole blocks, at least its size on disk);
+    None where the system does not say (Windows: ``st_blocks`` is POSIX only)."""
+    if sys.platform == "win32":
+        return None
+    return int(stat.st_blocks) * 512

@@ -21,14 +21,17 @@ if TYPE_CHECKING:  # start-up speed: the gates load on first use
 
 def job_infos(
     manifest: ManifestResult,
-    gate_errors: Callable[[Job], list[Diag]],
+    gate_errors: Callable[[Job], list[Diag] | None],
     probes: ProbeService,
     checkpoints: Callable[[str], CheckpointRecord | None] = lambda job_id: None,
+    root: Path | None = None,
 ) -> list[dict[str, Any]]:
     """The contract's ``JobInfo`` for every job id in the manifest.
 
-    ``gate_errors`` is the workspace's ``TrainerGates.errors`` (the gates load on first use);
-    ``checkpoints`` the job's last checkpoint across its runs (``Supervisor.job_checkpoint``).
+    ``gate_errors`` is the workspace's ``TrainerGates.known_errors``: None while the trainer has
+    no verdict yet, and the job is then listed with ``gatesPending`` and a "still checking"
+    finding, never runnable; ``checkpoints`` the job's last checkpoint across its runs
+    (``Supervisor.job_checkpoint``).
     """
     infos: list[dict[str, Any]] = []
     for job_id in manifest.all_ids:
@@ -46,10 +49,15 @@ def job_infos(
                     "probe": None,
                     "lastCheckpoint": job_checkpoint(checkpoints(job_id)),
                     "resumesFromPath": False,
+                    "gatesPending": False,
                 }
             )
             continue
-        blocked = [d.to_wire() for d in gate_errors(job)] if job.kind == "train" else []
+        errors = gate_errors(job) if job.kind == "train" else []
+        pending = errors is None
+        if errors is None:
+            errors = [still_checking(job, root or Path("."))]
+        blocked = [d.to_wire() for d in errors]
         infos.append(
             {
                 "id": job.id,
@@ -61,6 +69,7 @@ def job_infos(
                 "probe": probes.info(job),
                 "lastCheckpoint": job_checkpoint(checkpoints(job.id)),
                 "resumesFromPath": job.kind == "train" and uses_path(job.resume_args),
+                "gatesPending": pending,
             }
         )
     infos.extend(stage_infos(manifest))
@@ -89,8 +98,12 @@ class JobInfos:
         gates: TrainerGates,
         probes: ProbeService,
         checkpoints: Callable[[str], CheckpointRecord | None] = lambda job_id: None,
+        judged: Callable[[], None] = lambda: None,
     ) -> None:
         self.gates = gates
+        self.judged = judged
+        """Called (from the batch's thread) when a batch of lints ends: what was listed as still
+        being checked is stale."""
         self.probes = probes
         self.checkpoints = checkpoints
         """The job's last checkpoint across its runs (``Supervisor.job_checkpoint``)."""
@@ -105,38 +118,40 @@ class JobInfos:
         """The list ``build`` answered last (None before the first): for the event loop."""
         return self._latest
 
-    def build(self, manifest: ManifestResult) -> list[dict[str, Any]]:
-        """The list as it is now: the trainers new or changed linted, the list made again if its
-        key changed, each job's ``lastCheckpoint`` read (a worker thread's job).
+    def build(self, manifest: ManifestResult, *, judged: bool = False) -> list[dict[str, Any]]:
+        """The list as it is now: the list made again if its key changed, each job's
+        ``lastCheckpoint`` read (a worker thread's job).
 
-        The lints run in a thread of their own (``_warm``), one batch at a time; a status waits for
-        them at most ``STATUS_GATE_WAIT`` after the batch began, then answers with a "still
-        checking" finding for each trainer not linted yet (RUN stays gated): hostile trainers
-        (issue 39) take seconds each to check, and status never waits for them all."""
-        warmer = self._warm(manifest)
-        if warmer is not None:
-            warmer.done.wait(max(0.0, warmer.began + STATUS_GATE_WAIT - time.monotonic()))
+        It never waits for the gates (issues 38 and 39): the trainers new or changed are linted
+        in a thread of their own (``judge``), one batch at a time, and a job whose trainer has no
+        verdict yet is listed with ``gatesPending`` and a "still checking" finding, not runnable
+        (a start judges the trainer itself, ``TrainerGates.verdict``). ``judge`` tells when the
+        batch ends, so that the client can be told to ask again. ``judged``: wait for the verdicts
+        first (``arena.showBlocked``: a person asked what blocks a job, and a lint it is)."""
+        batch = self.judge(manifest)
+        for _ in range(JUDGED_ROUNDS if judged else 0):
+            if batch is None:
+                break
+            batch.wait()
+            batch = self.judge(manifest)
         with self._lock:
             pending = self.gates.pending(manifest)
             key = (self.gates.signature(manifest), self.probes.signature(), pending)
             built = self._built
             if built is None or built[0] is not manifest or built[1] != key:
-
-                def gate_errors(job: Job) -> list[Diag]:
-                    known = self.gates.known_errors(job)
-                    return known if known is not None else [still_checking(job, self.gates.root)]
-
-                built = self._built = (manifest, key, job_infos(manifest, gate_errors, self.probes))
+                infos = job_infos(manifest, self.gates.known_errors, self.probes, root=self.gates.root)
+                built = self._built = (manifest, key, infos)
             infos = self._with_checkpoints(built[2])
             self._latest = infos
             return infos
 
-    def _warm(self, manifest: ManifestResult) -> _Warmer | None:
-        """The batch linting ``manifest``'s trainers not linted yet (started if none runs)."""
+    def judge(self, manifest: ManifestResult) -> threading.Event | None:
+        """Begin linting ``manifest``'s trainers not linted yet (unless a batch runs already); the
+        batch's end, or None when every trainer has its verdict."""
         with self._warm_lock:
             warmer = self._warmer
             if warmer is not None and not warmer.done.is_set():
-                return warmer
+                return warmer.done
             missing = self.gates.missing(manifest)
             if not missing:
                 return None
@@ -147,19 +162,19 @@ class JobInfos:
                     self.gates.warm(missing)
                 finally:
                     warmer.done.set()
+                    self.judged()
 
             threading.Thread(target=lint, name="gates-warm", daemon=True).start()
-            return warmer
+            return warmer.done
 
     def _with_checkpoints(self, infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``lastCheckpoint`` changes with the runs, not the manifest: the per-request pass."""
         return [{**info, "lastCheckpoint": job_checkpoint(self.checkpoints(info["id"]))} for info in infos]
 
 
-STATUS_GATE_WAIT = 3.0
-"""How long after a batch of lints began a status waits for it (then answers "still checking"): an
-ordinary trainer is linted in well under a second even on a loaded machine, so a status answers its
-real verdict; fifteen hostile ones take half a minute, and status does not wait for them."""
+JUDGED_ROUNDS = 3
+"""Batches a ``judged`` build waits for (a trainer rewritten during one is judged by the next; one
+that cannot be read stays pending rather than hold the caller for ever)."""
 
 
 class _Warmer(NamedTuple):
@@ -191,6 +206,7 @@ def stage_infos(manifest: ManifestResult) -> list[dict[str, Any]]:
             "blockedBy": [stage.diagnostic.to_wire()],
             "probe": None,
             "resumesFromPath": False,
+            "gatesPending": False,
         }
         for stage in manifest.stages
     ]

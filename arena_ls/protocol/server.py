@@ -288,6 +288,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         ls.ws.start()
         await pull_configuration(ls)
         ls.ws.resume_after_reboot()  # watchdog.afterReboot, now that the client's settings are in
+        ls.run_task(ls.ws.judge_trainers(), "judging the trainers at start-up")
         heap.freeze_what_start_up_made()
         loopcheck.arm()  # the slow-callback check (tests) counts from here: start-up is behind us
 

@@ -11,6 +11,7 @@ the client, never how.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,11 @@ class Workspace(WorkspaceServices):
         self.configuration = configuration
         super().__init__(root, lambda: configuration.settings, listener, hardware, tasks, backends)
         self.probes = ProbeService(self.supervisor, hardware, self.settings, listener, tasks)
-        self.jobs = JobInfos(self.gates, self.probes, self.supervisor.job_checkpoint)
+        self.jobs = JobInfos(self.gates, self.probes, self.supervisor.job_checkpoint, self._verdicts_in)
         self._ended_infos: dict[str, tuple[Any, dict[str, Any]]] = {}
         self.tasks = tasks
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop, once a request ran on it (a batch of verdicts tells it when it ends)."""
         self._unsubscribe = configuration.subscribe(self._settings_changed)
 
     # -- lifetime --------------------------------------------------------------------------
@@ -148,11 +151,31 @@ class Workspace(WorkspaceServices):
         clusters = [health.to_wire() for health in self.cluster_health.latest(targets)]
         return {**self.health.wire(), "clusters": clusters}
 
-    async def job_infos(self, manifest: ManifestResult | None = None) -> list[dict[str, Any]]:
+    async def job_infos(
+        self, manifest: ManifestResult | None = None, *, judged: bool = False
+    ) -> list[dict[str, Any]]:
         """``JobInfo`` of every job of the manifest (as it is on disk unless given), built in a
-        worker thread (``JobInfos``: with the lints it needs, trainers new or changed)."""
-        manifest = manifest or await self.manifest_async()
-        return await asyncio.to_thread(self.jobs.build, manifest)
+        worker thread (``JobInfos``: the trainers new or changed are judged meanwhile; with
+        ``judged``, before the list is made)."""
+        self._loop = asyncio.get_running_loop()
+        current = manifest or await self.manifest_async()
+        return await asyncio.to_thread(lambda: self.jobs.build(current, judged=judged))
+
+    async def judge_trainers(self) -> None:
+        """Begin the gates' verdicts on the manifest's trainers at start-up, before anything asks:
+        a person who opens the editor and presses Run a second later finds them judged (a status
+        never waits for them; one asked sooner lists them ``gatesPending``)."""
+        self._loop = asyncio.get_running_loop()
+        manifest = await self.manifest_async()
+        await asyncio.to_thread(self.jobs.judge, manifest)
+
+    def _verdicts_in(self) -> None:
+        """A batch of the gates' verdicts ended (the batch's thread): what a status or a lens
+        listed as still being checked is stale, and the client is told (``active_changed``)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self.listener.active_changed)
 
     def _read_for_status(self, manifest: ManifestResult) -> list[dict[str, Any]]:
         """A status's reading of files, on a worker thread: the runs folder's listing if it
@@ -163,6 +186,7 @@ class Workspace(WorkspaceServices):
     async def status(self, runs_limit: int = DEFAULT_RUNS) -> dict[str, Any] | PreEncoded:
         """The contract's status; ``runs`` holds the newest ``runs_limit`` runs, oldest first as
         before (contract 7.2 adds ``runsTotal``; ``arena/runs`` pages through the rest)."""
+        self._loop = asyncio.get_running_loop()
         manifest = await self.manifest_async()
         jobs = await asyncio.to_thread(self._read_for_status, manifest)
         supervisor = self.supervisor

@@ -14,6 +14,7 @@ import from outside to it):
 - ``atomicfile``: a JSON file replaced whole (standard library only);
 - ``claim``: the name of the agent's claim on a run (standard library only);
 - ``states``: the state machine of a run (``RunStatus``, its moves);
+- ``stop_marks``: a stop request said by empty files' names when the disk is full;
 - ``outputlog``: the capture format, ``output.log`` and ``output.idx``, and its writer;
 - ``capture``: reading the output back with cursors (``OutputReader``), with ``loglines`` (a
   line, cleaned), ``cursors`` (a position a client holds), ``capture_index`` (the records and
@@ -43,5 +44,6 @@ __all__ = [
     "runlock",
     "state_folder",
     "states",
+    "stop_marks",
     "supervisor_events",
 ]

@@ -36,6 +36,7 @@ from arena_ls import platform
 from arena_ls.run.atomicfile import write_json_atomic as write_json_atomic  # re-exported
 from arena_ls.run.claim import AGENT_CLAIM
 from arena_ls.run.states import RunStatus
+from arena_ls.run.stop_marks import mark_stop, with_marks
 from arena_ls.validation import finite
 
 log = logging.getLogger(__name__)
@@ -426,10 +427,12 @@ class RunDir:
         try:
             write_json_atomic(self.stop_request_path, request)
         except OSError as error:
-            # A full disk: an empty file needs no space, and still asks for a stop (with defaults).
-            log.warning("could not write %s (%s); asking with an empty one", self.stop_request_path, error)
-            with contextlib.suppress(FileExistsError):
-                os.close(os.open(self.stop_request_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            # A full disk: empty files need no data block; their names say what is asked.
+            log.warning("could not write %s (%s); asking with empty files", self.stop_request_path, error)
+            try:
+                mark_stop(self.path, kill=kill, grace_seconds=grace_seconds)
+            except OSError as again:
+                log.warning("could not ask for the stop with empty files either (%s)", again)
 
     @property
     def agent_claimed(self) -> bool:
@@ -460,14 +463,15 @@ class RunDir:
             os.unlink(self.path / f".{what}.claim")
 
     def read_stop_request(self) -> dict[str, Any] | None:
-        """The stop request, if any; an empty ``stop.json`` (written on a full disk) is one too."""
+        """The stop request, if any; an empty ``stop.json`` (written on a full disk) is one too, and
+        the marks beside it say what it asks (``stop_marks``)."""
         try:
             if self.stop_request_path.stat().st_size == 0:
-                return {}
+                return with_marks(self.path, {})
             payload = read_json(self.stop_request_path)
         except (FileNotFoundError, CorruptState, StateBusy):
             return None
-        return payload if isinstance(payload, dict) else {}
+        return with_marks(self.path, payload if isinstance(payload, dict) else {})
 
 
 MAX_STEP = 10**12

@@ -65,7 +65,12 @@ class WorkspaceServices:
         """The gates' worker process: every lint within a time and memory budget (issue 39),
         started at the first lint."""
         self.gates = TrainerGates(
-            self.root, self.manifest, self._fp32_only, self._gate_severities, budget=self.gate_budget
+            self.root,
+            self.manifest,
+            self._fp32_only,
+            self._gate_severities,
+            budget=self.gate_budget,
+            profile_known=self._profile_known,
         )
         self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
         self.manifests = ManifestCache()
@@ -102,6 +107,9 @@ class WorkspaceServices:
 
     def _fp32_only(self) -> bool | None:
         return self.health.fp32_only()
+
+    def _profile_known(self, timeout_s: float | None) -> bool:
+        return self.health.profile_known(timeout_s)
 
     def _gate_severities(self) -> dict[str, Severity]:
         """AR010 an error on a Windows device, then the workspace's ``gates.severity`` (contract 7.3)."""

@@ -80,6 +80,7 @@ def test_without_its_reserve_the_final_state_is_retried_until_space_returns(
     folder: StateFolder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(statewriter.StateReserve, "make", _no_room)
+    monkeypatch.setattr(statewriter, "write_in_place", _no_room_in_place)  # nor in state.json's blocks
     monkeypatch.setattr(agent_module, "FINAL_WRITE_TIMEOUT", 0.05)  # main gave up after it, outcome unwritten
     run = make_run(folder, tmp_path)
     disk = FullDisk(monkeypatch)
@@ -98,4 +99,9 @@ def test_without_its_reserve_the_final_state_is_retried_until_space_returns(
 
 
 def _no_room(self: Any) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _no_room_in_place(target: Path, data: bytes) -> None:
+    """The final state does not fit the blocks ``state.json`` holds (issue 39 item 7's fallback)."""
     raise OSError(errno.ENOSPC, "No space left on device")

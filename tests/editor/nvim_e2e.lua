@@ -127,6 +127,12 @@ end
 
 --- Run through the picker, watch, follow logs, status window, stop, approval, diagnostics.
 local function main_session(arena)
+  -- The gates judge the trainers in the background (a status never waits for them, issue 38):
+  -- the manifest's diagnostics come once every trainer it names is judged (AR108 names the one
+  -- that fails); a picker opened before then lists a trainer still being checked as blocked.
+  wait_for("the manifest's diagnostics", 60000, function()
+    return #vim.diagnostic.get(vim.fn.bufnr(config.workspace .. "/training/manifest.json")) > 0
+  end)
   -- 2. :ArenaRun with no job: the picker lists every job, blocked ones marked.
   vim.cmd("ArenaRun")
   wait_for("picker offered jobs", 30000, function()

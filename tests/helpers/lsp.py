@@ -220,6 +220,20 @@ async def wait_status(
         await asyncio.sleep(0.05)
 
 
+async def judged_status(client: ArenaClient, timeout: float = WAIT) -> dict[str, Any]:
+    """``arena/status`` once every job's trainer has its gates' verdict (no ``gatesPending``): a
+    status never waits for the gates (issues 38 and 39), so a test that reads a verdict waits here."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result: dict[str, Any] = await client.call("arena/status", {})
+        if not any(info.get("gatesPending") for info in result["jobs"]):
+            return result
+        if time.monotonic() > deadline:
+            pending = [info["id"] for info in result["jobs"] if info.get("gatesPending")]
+            raise AssertionError(f"the gates never judged {pending}")
+        await asyncio.sleep(0.05)
+
+
 async def all_logs(client: ArenaClient, run_id: str, limit: int = 1000) -> list[dict[str, Any]]:
     """Every line of a run through ``arena/logs`` paging."""
     lines: list[dict[str, Any]] = []

@@ -11,7 +11,16 @@ import pytest
 from lsprotocol import types
 
 from arena_ls.gates.registry import RULES
-from tests.helpers.lsp import REPO, RESUME, ArenaClient, start_server, stop_server, wait_for, write_manifest
+from tests.helpers.lsp import (
+    REPO,
+    RESUME,
+    ArenaClient,
+    judged_status,
+    start_server,
+    stop_server,
+    wait_for,
+    write_manifest,
+)
 
 GOOD = (REPO / "training" / "train.py").read_text()
 BAD = GOOD.replace('"--resume"', '"--continue"').replace('"--start-step"', '"--begin-step"')
@@ -160,6 +169,7 @@ async def test_every_job_gets_a_lens_naming_what_blocks_it(client: ArenaClient, 
     manifest = workspace / "training" / "manifest.json"
     manifest_uri = manifest.as_uri()
     open_doc(client, manifest, manifest.read_text())
+    await judged_status(client)  # lenses asked for before the verdict say "still checking"
     lenses = await client.text_document_code_lens_async(
         types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=manifest_uri))
     )

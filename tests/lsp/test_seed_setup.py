@@ -13,6 +13,7 @@ from typing import Any
 from tests.helpers.lsp import (
     REPO,
     all_logs,
+    judged_status,
     run_dir,
     start_server,
     stop_server,
@@ -93,7 +94,7 @@ async def test_a_trainer_in_a_roots_folder_runs_gated_and_one_elsewhere_is_refus
     write_manifest(root, {"roots": ["../E/train"], "jobs": jobs})
     client = await start_server(root)
     try:
-        status = await client.call("arena/status", {})
+        status = await judged_status(client)  # a status never waits for the gates (issue 38)
         infos = {info["id"]: info for info in status["jobs"]}
         assert infos["pretrain"]["runnable"], infos["pretrain"]
         # Gated like a workspace trainer: the one that fails the gates is blocked by them.

@@ -126,7 +126,7 @@ class CodeLenses(LanguageFeature):
         """``arena.showBlocked {id}``: what blocks a job, as a message and as the answer."""
         job_id = P.parse_show_blocked(P.command_argument(args, "arena.showBlocked"))
         ws = self.server.ws
-        infos = {info["id"]: info for info in await ws.job_infos()}
+        infos = {info["id"]: info for info in await ws.job_infos(judged=True)}  # a person asked
         info = infos.get(job_id, {"blockedBy": []})
         lines = [f"{d['code']} {d['message']}" for d in info["blockedBy"]]
         echoed = bound(job_id, long_strings(job_id))
