@@ -31,6 +31,40 @@ local function wait_for(name, ms, condition, describe)
   end
 end
 
+--- Waits until the server has judged every trainer (no job `gatesPending`, issue 39): a status
+--- never waits for the gates, and a job still being checked is listed as blocked until then.
+local function wait_judged(arena)
+  local latest, pending = nil, false
+  wait_for("every trainer judged", 120000, function()
+    local id = arena.state.clients and arena.state.clients[config.workspace]
+    local client = id and vim.lsp.get_client_by_id(id)
+    if pending or not client then
+      return false
+    end
+    if latest ~= nil then
+      for _, job in ipairs(latest.jobs or {}) do
+        if job.gatesPending == true then
+          latest = nil
+          break
+        end
+      end
+      if latest ~= nil then
+        return true
+      end
+    end
+    pending = true
+    local function on_status(_, result)
+      latest, pending = result, false
+    end
+    if vim.fn.has("nvim-0.11") == 1 then
+      client:request("arena/status", vim.empty_dict(), on_status)
+    else
+      client.request("arena/status", vim.empty_dict(), on_status)
+    end
+    return false
+  end)
+end
+
 --- Loads the plugin, records what the user would see, and answers prompts the
 --- way a user would: the picker picks config.ready_job, vim.ui.input answers
 --- from config.answers in turn (then "y").
@@ -231,6 +265,7 @@ end
 
 --- A train run with no checkpoint: :ArenaStop asks; "n" leaves it running, "y" stops it.
 local function confirm_stop_session(arena)
+  wait_judged(arena)
   vim.cmd("ArenaRun " .. config.ready_job)
   local run_id = wait_for_live_run(arena, "train run started", config.ready_job)
   wait_for("train run reports progress", 60000, function()
@@ -353,6 +388,7 @@ local function cluster_session(arena)
   local function describe_run()
     return vim.json.encode({ statusline = arena.statusline(), run = arena.state.run or {}, notifications = results.notifications })
   end
+  wait_judged(arena)
   vim.cmd("ArenaRun")
   wait_for("picker offered jobs", 30000, function()
     return results.picker ~= nil

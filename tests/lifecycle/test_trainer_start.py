@@ -150,6 +150,8 @@ def test_an_existing_state_is_never_replaced(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the fast path
 
 FAST_PATH = """
+import sys
+from pathlib import Path
 from arena_ls.agent import launch
 from arena_ls.agent.trainer_start import launch_from_spec
 early = launch_from_spec(Path(sys.argv[1]))

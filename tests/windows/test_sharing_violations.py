@@ -39,6 +39,9 @@ SITECUSTOMIZE = r'''
 """Test fault hook: WinError 32 on os.replace onto state.json and on opening it for reading."""
 import builtins
 import errno
+import json
+import os
+import threading
 
 _config = json.loads(os.environ.get("ARENA_TEST_SHARING_FAULTS", "null"))
 if _config:

@@ -23,6 +23,7 @@ from tests.helpers.waiting import wait_until
 from tests.lifecycle.test_launch import FAKE_TRAINER, write_run
 
 SITECUSTOMIZE = """
+import os
 if os.environ.get("ARENA_TEST_WINDOWS_STOP"):
     import arena_ls.platform
     arena_ls.platform.cooperative_signal_name = lambda: None
