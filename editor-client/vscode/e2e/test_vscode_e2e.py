@@ -551,7 +551,7 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     bench.answer_dialog(r"Run slow-lm\? It needs approval", "Run")
     bench.status_item(r"^⟳ slow-lm step \d+|^⟳ slow-lm \d+/20000", RUN_TIMEOUT)
     bench.click_status_item("■ Stop")
-    bench.answer_dialog(r"no checkpoint yet; stopping loses", "Stop anyway")
+    bench.answer_dialog(r"no checkpoint yet; stopping it now loses", "Stop anyway")
     bench.status_item(r"^■ slow-lm stopped", RUN_TIMEOUT)
     server.save_evidence("3-stopped-after-asking")
     bench.status_item(r"^▶ Run$")
