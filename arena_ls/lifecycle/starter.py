@@ -187,8 +187,8 @@ class Starter:
         plan = backend.plan(launched, manifest, self.runs.settings())
         command = launched.argv(plan.python)
         """The job's command line, built once: the dry run's answer, the spec and the exec check."""
-        if plan.runs_here:
-            self._refuse_a_command_too_long(launched, command)
+        if plan.runs_here:  # its sizes are measured in bytes: a 20 MB argument is encoded (a worker's)
+            await asyncio.to_thread(self._refuse_a_command_too_long, launched, command)
         verdict = await self.gate_verdict(job)
         gate_errors = verdict.errors
         # The job's checkpoints, read once for the whole start (a record held open past its
