@@ -10,6 +10,7 @@ while the checkpoints are really written. The trainer writes 256 KB every
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +89,14 @@ async def test_a_trainer_that_overwrites_one_checkpoint_never_trips_disk_runway(
 async def test_a_start_whose_checkpoints_left_will_not_fit_is_refused_by_the_pre_flight(
     tmp_path: Path,
 ) -> None:
-    """The job's first run kept every 1 MB checkpoint (one each 10 steps of 1000): a start at step
-    ~30 still needs ~97 MB of checkpoints, and the (injected) disk has 100 MB with a 10 MB floor."""
-    args = ["--steps", "1000", "--interval", "0.05", "--ckpt-every", "10", "--ckpt-bytes", str(1 << 20)]
+    """The job's first run kept every 1 MB checkpoint (one each 10 steps of 100,000): a start where
+    it stopped still needs thousands of MB of checkpoints, and the (injected) disk has 100 MB with
+    a 10 MB floor.
+
+    The run is stopped once it saved step 30, but a loaded machine answers the stop seconds later:
+    the steps are many so that the need stays far above the 100 MB wherever the run stopped (with
+    1,000 steps, a stop that landed past step ~95 needed only 100 MB, and the start was allowed)."""
+    args = ["--steps", "100000", "--interval", "0.05", "--ckpt-every", "10", "--ckpt-bytes", str(1 << 20)]
     spec = job("keeps", *args, "--ckpt-dir", str(tmp_path / "ws" / "ckpts"), kind="train")
     root = make_workspace(tmp_path / "ws", [spec])
     (root / "ckpts").mkdir()
@@ -108,7 +114,11 @@ async def test_a_start_whose_checkpoints_left_will_not_fit_is_refused_by_the_pre
         error = await client.call_error("arena/start", {"id": "keeps"})
         assert (error.code, error.data["reason"]) == (1005, "preflight-failed")
         disk = next(check for check in error.data["checks"] if check["name"] == "disk")
-        assert not disk["ok"] and disk["message"].startswith(f"only 100 MB free at {root / 'ckpts'}, need 1")
+        assert not disk["ok"] and disk["message"].startswith(f"only 100 MB free at {root / 'ckpts'}, need ")
+        need = int(re.match(r"only 100 MB free at .*?, need (\d+) MB", disk["message"]).group(1))  # type: ignore[union-attr]
+        steps_left = 100_000 - stopped["lastCheckpoint"]["step"]
+        # one save per 10 steps, or a little more often (the stop's own save counts in the cadence)
+        assert steps_left // 10 <= need - 10 <= steps_left // 5, (need, stopped["lastCheckpoint"])
         assert (
             "saves of 1 MB left" in disk["message"]
             and "it keeps every checkpoint it saves" in disk["message"]
