@@ -14,7 +14,9 @@ from outside to it):
   ``after_restart`` (the resume after a restart of the machine) as its parts;
 - ``backends``: the run back-end seam (``base``) and this machine's back end (``local``);
 - ``runview``: a server's view of one run, rebuilt from its folder;
-- ``follower``, ``state_watch``: the one follower of a server's runs and its wake on a new state;
+- ``follower``, ``follower_told``, ``state_watch``: the one follower of a server's runs, what it
+  told of each (and the statuses a run passed through that no reading caught), its wake on a
+  new state;
 - ``records``, ``health_line``, ``metrics``: one reader of a run's records, the trainer's health
   line, the pages of ``arena/metrics``;
 - ``probe``, ``probe_id``, ``probe_service``: the VRAM probe, a variant of a start;
@@ -30,6 +32,7 @@ __all__ = [
     "after_restart",
     "backends",
     "follower",
+    "follower_told",
     "gate_verdict",
     "health_line",
     "lostwork",
