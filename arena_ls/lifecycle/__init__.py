@@ -17,14 +17,14 @@ from outside to it):
 - ``follower``, ``follower_told``, ``state_watch``: the one follower of a server's runs, what it
   told of each (and the statuses a run passed through that no reading caught), its wake on a
   new state;
-- ``records``, ``health_line``, ``metrics``: one reader of a run's records, the trainer's health
-  line, the pages of ``arena/metrics``;
+- ``records``, ``health_line``, ``metrics_page_reader``: one reader of a run's records, the
+  trainer's health line, the pages of ``arena/metrics``;
 - ``probe``, ``probe_id``, ``probe_service``: the VRAM probe, a variant of a start;
 - ``spare``: the spare job agent, started while the workspace is idle;
 - ``reboot``, ``runrecord``, ``lostwork``, ``gate_verdict``: a restart of the machine under a run,
   the run record, the work a stop lost, what the gates said of the bytes a start runs.
 
-Its other modules (``history``, ``jobcheckpoint``, ``checkpoint_age``, ``progress``,
+Its other modules (``history``, ``jobcheckpoint``, ``checkpoint_age``, ``progress_speed``,
 ``retention``, ``pruning``) serve the supervisor and the run views only.
 """
 
@@ -36,7 +36,7 @@ __all__ = [
     "gate_verdict",
     "health_line",
     "lostwork",
-    "metrics",
+    "metrics_page_reader",
     "probe",
     "probe_id",
     "probe_service",

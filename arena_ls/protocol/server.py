@@ -25,19 +25,19 @@ from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.stopper import StopRequest
-from arena_ls.protocol import heap
+from arena_ls.protocol import gc_freeze
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.feature import Command, FeatureRegistry, LanguageFeature
 from arena_ls.protocol.notify import LogBatcher
-from arena_ls.protocol.progress import RunProgress
 from arena_ls.protocol.rpc.converter import arena_converter
 from arena_ls.protocol.rpc.preencoded import PreEncoded
 from arena_ls.protocol.rpc.refusals import refusals
 from arena_ls.protocol.rpc.transport import ArenaProtocol
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.protocol.wire import passing_info
+from arena_ls.protocol.work_done_progress import RunProgress
 from arena_ls.protocol.workspace import Workspace
 from arena_ls.run.capture import LogLine
 from arena_ls.run.supervisor_events import SupervisorEvent
@@ -271,7 +271,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         await pull_configuration(ls)
         ls.ws.resume_after_reboot()  # watchdog.afterReboot, now that the client's settings are in
         ls.run_task(ls.ws.judge_trainers(), "judging the trainers at start-up")
-        heap.freeze_what_start_up_made()
+        gc_freeze.freeze_what_start_up_made()
         loopcheck.arm()  # the slow-callback check (tests) counts from here: start-up is behind us
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
