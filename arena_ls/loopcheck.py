@@ -55,7 +55,7 @@ def arm() -> None:
     modules, cattrs generating the structuring code of the client's
     capabilities) are one-time costs of the process. Counting starts with the
     callback after the caller's, which finishes start-up (the collection before
-    ``gc.freeze`` in ``protocol.heap``)."""
+    ``gc.freeze`` in ``protocol.gc_freeze``)."""
     try:
         asyncio.get_running_loop().call_soon(_set_armed)
     except RuntimeError:  # no loop running here: from now on

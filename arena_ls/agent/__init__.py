@@ -13,8 +13,8 @@ import from outside to it):
 - ``pumps``, ``read_pacing``: the pumps that copy the trainer's pipes into the run's output, and
   their wait after a small read (standard library only);
 - ``attempts``: the attempt loop both agents run, over a ``Trainer``;
-- ``announcements``: what a checkpoint or a progress announcement changes in the run, for both
-  back ends;
+- ``announcements``: what a checkpoint or a progress announcement changes in the run: the one
+  ``Announcements`` handler both back ends' output uses;
 - ``relaunch``, ``relaunch_gate``, ``failure``, ``watchdog``: the relaunch policy and its gate,
   the failure classes, the watchdog's rules;
 - ``ckptverify``, ``rollback``, ``resume_args``, ``savedfiles``: checkpoints verified before a
@@ -25,8 +25,8 @@ import from outside to it):
   the battery rules, keeping the machine awake, the desktop notices;
 - ``exec_check``, ``interpreter``: the gated files checked again before each exec, the
   interpreter's flags;
-- ``stall``, ``stall_probe``, ``folderwatch``, ``trainer_voice``: the stall rules and their
-  evidence, the watched folder, the trainer's announcements handed to the loop;
+- ``stall``, ``stall_probe``, ``folderwatch``: the stall rules and their evidence, the watched
+  folder;
 - ``local``: the job agent proper and its local trainer (see its ``__init__``).
 
 This ``__init__`` imports none of them: the launcher starts the trainer before the agent's
@@ -61,6 +61,5 @@ __all__ = [
     "stall_probe",
     "statewriter",
     "trainer_start",
-    "trainer_voice",
     "watchdog",
 ]

@@ -28,7 +28,7 @@ from arena_ls.client.errors import (
 from arena_ls.client.lspclient import JsonRpcError, ServerExited
 from arena_ls.client.render import make_console
 from arena_ls.client.session import Options, find_root
-from arena_ls.client.visible import visible
+from arena_ls.client.visible_controls import visible
 from arena_ls.validation import Check, integer, number
 
 DESCRIPTION = "The terminal client of arena-ls: start, follow, stop and inspect training runs."

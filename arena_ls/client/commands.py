@@ -23,7 +23,7 @@ from arena_ls.client.follow import FollowResult, OnInterrupt, follow_run
 from arena_ls.client.keep_awake import REASON_LOG_LINES, keep_awake_reason, needs_reason
 from arena_ls.client.lspclient import JsonRpcError, LspSession
 from arena_ls.client.manifest_state import manifest_path, manifest_problem
-from arena_ls.client.metrics import read_all_metrics
+from arena_ls.client.metrics_all_pages import read_all_metrics
 from arena_ls.client.render import (
     OK_STATUSES,
     make_follow_view,
@@ -35,7 +35,7 @@ from arena_ls.client.render import (
 )
 from arena_ls.client.session import Options, connect, init_options
 from arena_ls.client.tables import BROKEN_MANIFEST, NO_JOBS, print_status
-from arena_ls.client.visible import visible
+from arena_ls.client.visible_controls import visible
 from arena_ls.timeutil import iso_utc_now
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from arena_ls.client.errors import EXIT_FAILED, EXIT_USAGE
-from arena_ls.client.visible import visible
+from arena_ls.client.visible_controls import visible
 
 MANIFEST = Path("training") / "manifest.json"
 EMPTY_MANIFEST = '{\n  "version": 1,\n  "jobs": []\n}\n'

@@ -20,7 +20,7 @@ from arena_ls.client.autostart import Autostart, resume_command
 from arena_ls.client.errors import EXIT_FAILED, EXIT_OK, CliError
 from arena_ls.client.lspclient import JsonRpcError, LspSession
 from arena_ls.client.session import Options, connect
-from arena_ls.client.visible import visible
+from arena_ls.client.visible_controls import visible
 from arena_ls.wording import reboot_offer_message, say
 
 RESUME_WAIT_SECONDS = 120.0

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from arena_ls.client.visible import visible
+from arena_ls.client.visible_controls import visible
 
 ManifestFindings = tuple[list[tuple[Path, Any]], list[Path]]
 MANIFEST = Path("training") / "manifest.json"

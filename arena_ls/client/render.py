@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
-from arena_ls.client.visible import visible, visible_markup
+from arena_ls.client.visible_controls import visible, visible_markup
 
 PLAIN_PROGRESS_INTERVAL = 3.0
 """Seconds between progress lines when stdout is not a terminal."""

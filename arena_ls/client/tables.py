@@ -18,7 +18,7 @@ from arena_ls.client.render import (
     resumed_from_text,
     run_place,
 )
-from arena_ls.client.visible import visible_data
+from arena_ls.client.visible_controls import visible_data
 
 RECENT_RUNS = 5
 

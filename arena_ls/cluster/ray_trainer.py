@@ -1,10 +1,12 @@
 """The Ray submission of one cluster run: the ``attempts.Trainer`` its follower (``agent``) hands the loop.
 
 Moved out of the cluster agent: submitting the job to Ray's Jobs API (its id
-recorded first), following its status and copying its log (``ray_logs``),
-turning a ``stop.json`` request into Ray's stop, waiting out a head that does
-not answer, giving a run up whose job the cluster refuses to tell of, and
-judging a submission's end.
+recorded first), following its status, waiting out a head that does not
+answer and giving a run up whose job the cluster refuses to tell of. It owns,
+rather than inherits, the parts that keep their own state: the log copy
+(``ray_logs.RayLogCopy``, with the run's ``Announcements`` handler the local
+trainer's output uses too), the stop and the judging of a submission's end
+(``ray_stop.RayStop``) and the cluster's answers (``contact.ClusterContact``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,9 +27,10 @@ from arena_ls.agent.statewriter import StateWriter
 from arena_ls.agent.trainer_start import trainer_argv
 from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
 from arena_ls.cluster.ckpt_remote import verify_on_cluster
+from arena_ls.cluster.contact import ClusterContact
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient, NotSent, transient
-from arena_ls.cluster.ray_logs import TAIL_LINES
-from arena_ls.cluster.ray_stop import RayStopAndEnd
+from arena_ls.cluster.ray_logs import RayLogCopy
+from arena_ls.cluster.ray_stop import RayStop
 from arena_ls.cluster.status import (
     TERMINAL,
     live_status,
@@ -40,7 +42,6 @@ from arena_ls.cluster.submission import (
     submit_payload,
 )
 from arena_ls.run import supervisor_events as events
-from arena_ls.run.events import EventParser
 from arena_ls.run.outputlog import OutputWriter
 from arena_ls.run.rundir import CheckpointRecord, ClusterRecord, Failure, RunDir
 from arena_ls.run.state_folder import StateFolder
@@ -72,7 +73,7 @@ class Timing:
         return cls(POLL_SECONDS, UNREACHABLE_RETRY_SECONDS, REFUSED_GIVE_UP_SECONDS)
 
 
-class RayTrainer(RayStopAndEnd):
+class RayTrainer:
     """One cluster run's submissions to Ray, attempt after attempt (``attempts.Trainer``)."""
 
     def __init__(
@@ -96,32 +97,27 @@ class RayTrainer(RayStopAndEnd):
         self.cluster = cluster
         self.state = run_record.state
         self.lock = run_record.lock
-        self.speak_through(run_record)
         self.writer = writer
-        self.output = output
         self.adopting = adopt
         self.connect = connect
         """How the follower reaches the cluster (``abandon`` connects if it never did)."""
         self.timing = timing
         self.record: ClusterRecord = self.state.cluster  # type: ignore[assignment]
-        self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
-        self.client = None
-        self.tail_buffer = deque(maxlen=TAIL_LINES)
-        self.copied = 0
-        self.stop_sent_at: float | None = None
-        """Wall time of the stop request this follower acted on (the request's own time)."""
-        self.nan_evidence = None
-        self.last_progress_write = 0.0
-        self.unreachable_said = False
+        self.client: JobsClient | None = None
+        self.contact = ClusterContact(run_record, cluster.name)
+        self.logs = RayLogCopy(run_record, run_dir, cluster.name, writer, output)
+        """The submission's log, copied into ``output.log``; its announcements applied to the run."""
+        self.announcements = self.logs.announcements
+        self.announcements.attempt_announced = adopt
+        """The current submission announced progress or a checkpoint (a new follower, not knowing
+        what it missed, assumes so: a relaunch with resume is never the one that overwrites)."""
+        self.stop = RayStop(run_record, run_dir, cluster, writer, self.contact)
         self.refused_since: float | None = None
         """When the cluster began refusing (a 4xx) to tell of the job: see ``REFUSED_GIVE_UP_SECONDS``."""
         self.attempt_step = (
             self.record.relaunch_step if self.record.relaunched else self.spec.resumed_from_step
         )
         """The step the current submission was launched from (None: from scratch)."""
-        self.attempt_announced = adopt
-        """The current submission announced progress or a checkpoint (a new follower, not knowing
-        what it missed, assumes so: a relaunch with resume is never the one that overwrites)."""
 
     def first_attempt(self) -> Outcome:
         """A new run's first submission; or, adopting, the submission an earlier follower left."""
@@ -144,7 +140,11 @@ class RayTrainer(RayStopAndEnd):
 
     @property
     def announced(self) -> bool:
-        return self.attempt_announced
+        return self.announcements.attempt_announced
+
+    def tail(self) -> list[str]:
+        """The submission's last lines (the failure's evidence)."""
+        return self.logs.tail()
 
     def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
         return self._attempt(step)
@@ -155,7 +155,7 @@ class RayTrainer(RayStopAndEnd):
 
     def verify(self, ordered: list[CheckpointRecord]) -> Verification | None:
         """Read on the cluster, where the trainer's files are (``ckpt_remote``), never here."""
-        self.say(f"verifying the checkpoints on cluster {self.cluster.name!r} before resuming")
+        self.run_record.say(f"verifying the checkpoints on cluster {self.cluster.name!r} before resuming")
         stop = lambda: self.run_dir.read_stop_request() is not None  # noqa: E731
         sid = self.record.submission_id
         return verify_on_cluster(self.client, self.spec, sid, self._package, stop, ordered)
@@ -205,7 +205,7 @@ class RayTrainer(RayStopAndEnd):
         while True:
             due = self.state.next_launch_at or 0.0
             if self.run_dir.read_stop_request() is not None:
-                self.say("stop requested during the backoff: relaunch cancelled")
+                self.run_record.say("stop requested during the backoff: relaunch cancelled")
                 return False
             if time.time() >= due:
                 return True
@@ -233,13 +233,13 @@ class RayTrainer(RayStopAndEnd):
         try:
             argv = trainer_argv(self.spec.argv, self.spec.resume_args, step, self._resume_path(step))
         except ResumePathUnknown as unknown:
-            self.say(str(unknown))
+            self.run_record.say(str(unknown))
             with self.lock:
                 self.state.failure = Failure("resume-unknown", str(unknown))
                 self.state.ended_at = time.time()
             return RunStatus.CRASHED
         self.attempt_step = step
-        self.attempt_announced = False
+        self.announcements.attempt_announced = False
         record = self.record
         sid = submission_id(self.spec.run_id, len(record.submissions) + 1)
         with self.lock:
@@ -250,8 +250,8 @@ class RayTrainer(RayStopAndEnd):
             return self._submit_failed(
                 f"its submission id could not be recorded in {self.run_dir.state_path}"
             )
-        self.tell(events.starting(self.spec.job_id, argv))
-        self.tell(events.submitting(self.cluster.name, sid))
+        self.run_record.tell(events.starting(self.spec.job_id, argv))
+        self.run_record.tell(events.submitting(self.cluster.name, sid))
         failure = self._submit(sid, argv)
         if failure is None:
             self._accepted(sid)
@@ -281,7 +281,7 @@ class RayTrainer(RayStopAndEnd):
             self.client.submit(submit_payload(self.spec, argv, sid, package))
         except ClusterError as error:
             if posting and transient(error):
-                self.warn(f"no answer to the submission of {sid} ({error}); asking for it")
+                self.run_record.warn(f"no answer to the submission of {sid} ({error}); asking for it")
                 return NotSent(str(error), definite=False)
             return NotSent(str(error), definite=True)
         except (PackageTooLarge, OSError) as error:
@@ -314,7 +314,7 @@ class RayTrainer(RayStopAndEnd):
             return path_at(step, [self.state.last_checkpoint, self.spec.job_checkpoint])
 
     def _submit_failed(self, evidence: str) -> RunStatus:
-        self.say(f"the cluster did not accept the job: {evidence}")
+        self.run_record.say(f"the cluster did not accept the job: {evidence}")
         with self.lock:
             self.state.failure = Failure("error", f"the cluster did not accept the job: {evidence}")
             self.state.ended_at = time.time()
@@ -323,21 +323,23 @@ class RayTrainer(RayStopAndEnd):
     def _follow(self, sid: str, resubmit_missing: bool) -> RunStatus | None:
         """Copy the submission's log and status until Ray finishes it."""
         assert self.client is not None
-        self.copied = self._lines_recorded(sid) if self.adopting else 0
+        self.logs.copied = self.logs.lines_recorded(sid) if self.adopting else 0
         self.adopting = False
         while True:
-            self._check_stop(sid)
+            self.stop.check(self.client, sid)
             try:
                 info = self.client.info(sid)
                 ray_status = str(info.get("status"))
-                self._answering()  # before the lines it missed, which the log copy catches up now
-                self._copy_logs(sid, final=ray_status in TERMINAL)
+                self.contact.answering()  # before the lines it missed, which the log copy catches up now
+                self.logs.copy(self.client, sid, final=ray_status in TERMINAL)
             except ClusterError as error:
                 if error.kind == "not-found" and resubmit_missing:
                     resubmit_missing = False  # recorded but never sent: send it now, once
-                    self.say(f"cluster {self.cluster.name!r} never received {sid}: submitting it now")
-                    self.copied = 0  # Ray has no line of it, whatever output.log holds before it
-                    self.tell(events.submitting(self.cluster.name, sid))  # its lines begin here
+                    self.run_record.say(
+                        f"cluster {self.cluster.name!r} never received {sid}: submitting it now"
+                    )
+                    self.logs.copied = 0  # Ray has no line of it, whatever output.log holds before it
+                    self.run_record.tell(events.submitting(self.cluster.name, sid))  # its lines begin here
                     failure = self._submit(sid, self.state.argv)
                     if failure is None:
                         self._accepted(sid)
@@ -345,12 +347,12 @@ class RayTrainer(RayStopAndEnd):
                         return self._submit_failed(failure.evidence)
                     else:  # no clear answer again: Ray may or may not have it; look again, then send
                         resubmit_missing = True
-                        self._unreachable(ClusterError("unreachable", failure.evidence))
+                        self.contact.unreachable(ClusterError("unreachable", failure.evidence))
                         time.sleep(self.timing.unreachable_retry_seconds)
                     continue
                 if not transient(error) and self._refused_too_long():
                     return self._given_up(error)
-                self._unreachable(error)
+                self.contact.unreachable(error)
                 time.sleep(self.timing.unreachable_retry_seconds)
                 continue
             resubmit_missing = False
@@ -358,13 +360,13 @@ class RayTrainer(RayStopAndEnd):
             if self.record.accepted != sid:
                 self._accepted(sid)  # a submission that got no clear answer: Ray has it
             if ray_status in TERMINAL:
-                return self._judge(ray_status, info)
-            live = live_status(ray_status, stopping=self.stop_sent_at is not None)
+                return self.stop.judge(ray_status, info, self.logs)
+            live = live_status(ray_status, stopping=self.stop.sent_at is not None)
             if live in (RunStatus.RUNNING, RunStatus.STOPPING) and self.state.status in (
                 RunStatus.STARTING,
                 RunStatus.RESTARTING,
             ):
-                self._running()
+                self.stop.running()
             time.sleep(self.timing.poll_seconds)
 
     def _refused_too_long(self) -> bool:
@@ -377,7 +379,7 @@ class RayTrainer(RayStopAndEnd):
     def _given_up(self, error: ClusterError) -> RunStatus:
         """The cluster keeps refusing to tell of the job: the run is ``lost`` (its end cannot be learned)."""
         evidence = f"{error} (for {self.timing.refused_give_up_seconds:g}s): the job is no longer followed"
-        self.say(f"giving the run up: {evidence}")
+        self.run_record.say(f"giving the run up: {evidence}")
         with self.lock:
             self.state.failure = Failure("error", evidence)
             self.state.ended_at = time.time()

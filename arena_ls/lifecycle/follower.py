@@ -23,6 +23,7 @@ from typing import Protocol
 
 import attrs
 
+from arena_ls.lifecycle.follower_told import StatusesTold
 from arena_ls.lifecycle.runview import LineBatch, RunView
 from arena_ls.lifecycle.state_watch import StateWatch
 from arena_ls.run.capture import LogLine
@@ -164,6 +165,9 @@ class RunFollower:
         self._last_busy = False
         self._state_watch = StateWatch(self._state_replaced)
         """Wakes the rounds when an agent replaces an unfinished run's state (Linux)."""
+        self.told = StatusesTold(lambda run_id: run_id in runs.views)
+        """What the listener was told of each run: whoever announces a run asks it what was
+        missed since (``missed_since_told``)."""
 
     # -- the task ------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from arena_ls.lifecycle.backends.base import AgentProcess, RunBackend
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.checkpoint_age import note_checkpoint
 from arena_ls.lifecycle.health_line import HealthPoint
-from arena_ls.lifecycle.progress import ProgressTracker
+from arena_ls.lifecycle.progress_speed import ProgressTracker
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords
 from arena_ls.run.capture import Cursor, LogLine, OutputReader, Page
 from arena_ls.run.events import Checkpoint, EventParser, Progress

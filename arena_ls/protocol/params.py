@@ -12,9 +12,9 @@ from typing import Any
 from arena_ls.errors import InvalidParams
 from arena_ls.lifecycle.starter import StartRequest
 from arena_ls.lifecycle.stopper import StopRequest
-from arena_ls.protocol.metrics import DEFAULT_LIMIT as DEFAULT_METRICS_LIMIT
-from arena_ls.protocol.metrics import MAX_LIMIT as MAX_METRICS_LIMIT
-from arena_ls.protocol.metrics import MetricsCursor
+from arena_ls.protocol.metrics_request import DEFAULT_LIMIT as DEFAULT_METRICS_LIMIT
+from arena_ls.protocol.metrics_request import MAX_LIMIT as MAX_METRICS_LIMIT
+from arena_ls.protocol.metrics_request import MetricsCursor
 from arena_ls.validation import (
     BOOLEAN,
     STRING,

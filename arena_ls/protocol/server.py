@@ -25,22 +25,21 @@ from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.stopper import StopRequest
-from arena_ls.protocol import heap
+from arena_ls.protocol import gc_freeze
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.feature import Command, FeatureRegistry, LanguageFeature
 from arena_ls.protocol.notify import LogBatcher
-from arena_ls.protocol.progress import RunProgress
 from arena_ls.protocol.rpc.converter import arena_converter
 from arena_ls.protocol.rpc.preencoded import PreEncoded
 from arena_ls.protocol.rpc.refusals import refusals
 from arena_ls.protocol.rpc.transport import ArenaProtocol
 from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.protocol.wire import passing_info
+from arena_ls.protocol.work_done_progress import RunProgress
 from arena_ls.protocol.workspace import Workspace
 from arena_ls.run.capture import LogLine
-from arena_ls.run.states import RunStatus, passed_through, stop_on_the_way
 from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings, parse_settings
 
@@ -51,8 +50,8 @@ F = TypeVar("F", bound=LanguageFeature)
 
 FLUSH_POLL_AGE = 0.005
 """An ``arena/log`` flush reads the runs first unless the follower did less than 5 ms ago."""
-ANNOUNCED_KEPT = 256
-"""Runs whose last announced status is remembered before those no longer followed are forgotten."""
+BATTERY_TOLD_KEPT = 256
+"""Runs whose battery stop was shown, remembered (the oldest forgotten first)."""
 
 
 class ArenaServer(LanguageServer):
@@ -73,9 +72,6 @@ class ArenaServer(LanguageServer):
         self.tasks = TaskRunner()
         self.logs = self._log_batcher()
         self.run_progress = RunProgress(self, self.tasks, self._cancel_run, self._gpu_text)
-        self._announced_status: dict[str, tuple[RunStatus, int]] = {}
-        """The last status and ``restarts`` announced of each run (``run_changed`` fills in what no
-        reading caught)."""
         self._battery_told: tuple[str, ...] = ()
         """Runs whose battery stop was shown (bounded, newest last)."""
 
@@ -139,7 +135,7 @@ class ArenaServer(LanguageServer):
         """A run the power rule stopped (contract 7.3): one warning per run, in every editor."""
         if info.get("stoppedBy") != "battery" or view.run_id in self._battery_told:
             return
-        self._battery_told = (*self._battery_told[-(ANNOUNCED_KEPT - 1) :], view.run_id)
+        self._battery_told = (*self._battery_told[-(BATTERY_TOLD_KEPT - 1) :], view.run_id)
         then = "it starts again, resuming, when power returns" if not view.is_final else "it stays stopped"
         self.window_show_message(
             types.ShowMessageParams(
@@ -150,27 +146,13 @@ class ArenaServer(LanguageServer):
 
     def _announce(self, view: RunView) -> dict[str, Any]:
         """``arena/statusChanged`` with the run's ``RunInfo``, after each status it passed through
-        since the last announcement (a stop, a relaunch no poll caught); the info is returned."""
+        since the last announcement (a stop, a relaunch no poll caught: the follower rebuilds them,
+        ``follower_told``); the info is returned."""
         info = self.ws.run_info(view)
-        restarts = view.state.restarts if view.state is not None else 0
-        before = self._announced_status.get(view.run_id)
-        if before is not None:
-            before_status, counted = before
-            through = stop_on_the_way(view.status, view.state.stopped_by if view.state is not None else None)
-            for status in passed_through(before_status, view.status, restarts - counted, through):
-                counted += status is RunStatus.RESTARTING
-                self.send_notification("arena/statusChanged", passing_info(info, status, counted))
-        self._remember_announced(view.run_id, (view.status, restarts))
+        for status, restarts in self.ws.statuses_missed(view):
+            self.send_notification("arena/statusChanged", passing_info(info, status, restarts))
         self.send_notification("arena/statusChanged", info)
         return info
-
-    def _remember_announced(self, run_id: str, announced: tuple[RunStatus, int]) -> None:
-        """Bounded: past ``ANNOUNCED_KEPT`` runs, those the workspace no longer follows are forgotten."""
-        self._announced_status[run_id] = announced
-        if len(self._announced_status) > ANNOUNCED_KEPT and self.arena is not None:
-            arena = self.arena
-            for known in [r for r in self._announced_status if not arena.is_followed(r)]:
-                del self._announced_status[known]
 
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
         self.logs.add(view.run_id, lines, skipped=view.take_unsummarised())
@@ -289,7 +271,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         await pull_configuration(ls)
         ls.ws.resume_after_reboot()  # watchdog.afterReboot, now that the client's settings are in
         ls.run_task(ls.ws.judge_trainers(), "judging the trainers at start-up")
-        heap.freeze_what_start_up_made()
+        gc_freeze.freeze_what_start_up_made()
         loopcheck.arm()  # the slow-callback check (tests) counts from here: start-up is behind us
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

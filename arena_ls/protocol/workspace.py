@@ -27,7 +27,7 @@ from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import wire
 from arena_ls.protocol.configuration import Configuration
 from arena_ls.protocol.jobs import JobInfos
-from arena_ls.protocol.metrics import MetricsCursor, metrics_answer
+from arena_ls.protocol.metrics_request import MetricsCursor, metrics_answer
 from arena_ls.protocol.params import DEFAULT_RUNS
 from arena_ls.protocol.rpc.preencoded import PreEncoded
 from arena_ls.protocol.tasks import TaskRunner

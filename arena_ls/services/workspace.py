@@ -24,6 +24,7 @@ from arena_ls.insights.model import Insight
 from arena_ls.insights.service import InsightService, TaskStarter
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.follower import Listener
+from arena_ls.lifecycle.follower_told import Passed
 from arena_ls.lifecycle.reboot import AFTER_REBOOT_CLAIM
 from arena_ls.lifecycle.runrecord import run_record
 from arena_ls.lifecycle.runview import RunView
@@ -144,6 +145,11 @@ class WorkspaceServices:
     def is_followed(self, run_id: str) -> bool:
         """Whether this server still follows the run (unfinished, or among the newest)."""
         return run_id in self.supervisor.views
+
+    def statuses_missed(self, view: RunView) -> Passed:
+        """The statuses the run passed through since the follower last told of it, which no reading
+        caught (``lifecycle/follower_told.py``); the run's status now counts as told."""
+        return self.supervisor.follower.told.missed_since_told(view)
 
     def read_runs_now(self, max_age: float) -> None:
         """Read what the runs wrote, unless the follower's last round is younger than ``max_age``."""

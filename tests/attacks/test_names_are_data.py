@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from arena_ls.client.render import plain_line, styled_line, write_line
-from arena_ls.client.visible import visible
+from arena_ls.client.visible_controls import visible
 from tests.client.support import ARENA, WAIT, arena_env
 from tests.helpers.lsp import job, make_workspace
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.client.metrics import read_all_metrics
+from arena_ls.client.metrics_all_pages import read_all_metrics
 from arena_ls.run.outputlog import STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir, RunState
 from arena_ls.run.states import RunStatus

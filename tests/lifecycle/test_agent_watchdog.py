@@ -39,7 +39,8 @@ class Crashes:
         self.started_from.append(step)
         self.agent.record.move(RunStatus.RUNNING)
         checkpoint = next(self.checkpoints)
-        self.agent.trainer.attempt_announced = checkpoint is not None  # a trainer that saved said so
+        announced = checkpoint is not None  # a trainer that saved said so
+        self.agent.trainer.announcements.attempt_announced = announced
         if checkpoint is not None:
             self.agent.state.last_checkpoint = CheckpointRecord(step=checkpoint, path="ckpt.pt", at=0.0)
         return None  # crashed: the watchdog decides

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from arena_ls.agent.attempts import RunRecord
@@ -35,37 +36,40 @@ class FakePower:
         return MachineReading(plugged_in=self.plugged_in, available_ram_mb=None)
 
 
-class PausedTrainer(StopProtocol):
-    """A local trainer stopped for battery, with the collaborators ``_resume_on_ac`` uses."""
+class PausedStop(StopProtocol):
+    """The stop protocol of a local trainer stopped for battery, with what ``resume_on_ac`` uses."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.run_dir = claim_run(tmp_path, "lm", resume_args=["--resume", "--start-step", "{step}"])
-        self.spec = self.run_dir.read_spec()
-        self.state = RunState(run_id=self.spec.run_id, job_id="lm", status=RunStatus.STOPPING)
+        run_dir = claim_run(tmp_path, "lm", resume_args=["--resume", "--start-step", "{step}"])
+        spec = run_dir.read_spec()
+        self.state = RunState(run_id=spec.run_id, job_id="lm", status=RunStatus.STOPPING)
         self.state.last_checkpoint = CheckpointRecord(step=40, path="ckpt.pt", at=time.time(), run_id="x")
         self.lock = threading.RLock()
         self.writes: list[tuple[RunStatus, Any]] = []
         """What each asked-for write of ``state.json`` would hold, at the moment it is asked for."""
-        self.record = RunRecord(self.spec, self.state, self.lock, lambda event: None, self._written)
-        self.speak_through(self.record)
-        self.power = FakePower()  # type: ignore[assignment]
-        self.stop_plan = None
-        self.wake = threading.Event()
+        record = RunRecord(spec, self.state, self.lock, lambda event: None, self._written)
+        super().__init__(
+            record,
+            run_dir,
+            power=FakePower(),  # type: ignore[arg-type]
+            stall_watch=None,  # type: ignore[arg-type]  # no stall is judged here
+            spikes=SimpleNamespace(spike_pending=None),
+            verify=lambda ordered: None,  # type: ignore[arg-type,return-value]
+            between_waits=lambda: None,
+            told_stop_file=str(run_dir.stop_file),
+        )
 
     def _written(self) -> None:
         with self.lock:
             self.writes.append((self.state.status, self.state.waiting_for))
-
-    def _save(self) -> None:
-        self._written()
 
     def pause(self, seconds: float) -> None:
         self.power.plugged_in = True  # type: ignore[attr-defined]  # power returns while it waits
 
 
 def test_the_battery_pause_is_recorded_restarting_with_what_it_waits_for(tmp_path: Path) -> None:
-    trainer = PausedTrainer(tmp_path)
-    resumes, step = trainer._resume_on_ac()
+    trainer = PausedStop(tmp_path)
+    resumes, step = trainer.resume_on_ac()
     assert (resumes, step) == (True, 40)
     restarting = [waiting for status, waiting in trainer.writes if status is RunStatus.RESTARTING]
     assert restarting, "the pause was recorded"

@@ -102,7 +102,7 @@ def test_a_failed_state_write_keeps_the_run_and_reports_disk_full(
     assert "No space left on device" in agent.state.failure.evidence
     full["on"] = False
     assert agent.writer.flush(60), "the retry writes the state once space is back"
-    agent.trainer._check_writes()  # every line and the state written: the disk-full evidence cleared
+    agent.trainer.printed.check_writes()  # every line and the state written: the disk-full evidence cleared
     assert agent.writer.close(60)
     written = json.loads(agent.run_dir.state_path.read_text())
     assert written["step"] == 7 and written["failure"] is None
@@ -119,7 +119,7 @@ def test_an_agent_that_cannot_record_its_run_starts_nothing(
     monkeypatch.setattr(RunDir, "write_state", lambda self, state: (_ for _ in ()).throw(ENOSPC))
     monkeypatch.setattr(agent_module, "FINAL_WRITE_TIMEOUT", 0.0)
     assert agent.run() == LAUNCH_FAILED_EXIT
-    assert agent.trainer.process is None, "no trainer was started"
+    assert agent.trainer.stop.process is None, "no trainer was started"
     assert RunLock(agent.folder).holder() is None, "the lock is free again"
 
 

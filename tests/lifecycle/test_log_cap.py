@@ -386,7 +386,7 @@ def test_a_cursor_into_a_segment_the_log_never_had_is_refused(tmp_path: Path) ->
 async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Path) -> None:
     """``arena/metrics`` paged while the run floods past its cap: every point once, in order."""
     from arena_ls.lifecycle.runview import RunView
-    from arena_ls.protocol.metrics import MetricsCursor, metrics_page
+    from arena_ls.protocol.metrics_request import MetricsCursor, metrics_page
     from arena_ls.run.rundir import RunDir, RunSpec, RunState
     from arena_ls.run.runlock import RunLock
     from arena_ls.run.state_folder import StateFolder

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
+from arena_ls.lifecycle import follower_told
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.protocol import server as server_module
 from arena_ls.protocol.app import create_server
 from arena_ls.protocol.server import ArenaServer
 from arena_ls.run.rundir import RunSpec
@@ -100,10 +100,11 @@ async def test_the_announced_statuses_of_runs_no_longer_followed_are_forgotten(
 ) -> None:
     server: ArenaServer = announcing[0]
     root: Path = announcing[1]
-    monkeypatch.setattr(server_module, "ANNOUNCED_KEPT", 2)
+    monkeypatch.setattr(follower_told, "ANNOUNCED_KEPT", 2)
     view = a_run(root, RunStatus.RUNNING)
     server.ws.supervisor.views[view.run_id] = view
+    told = server.ws.supervisor.follower.told
     for gone in ("old-1", "old-2"):
-        server._remember_announced(gone, (RunStatus.SUCCEEDED, 0))
+        told.remember(gone, (RunStatus.SUCCEEDED, 0))
     server.run_changed(view)
-    assert set(server._announced_status) == {view.run_id}, "bounded, the followed run kept"
+    assert set(told.told) == {view.run_id}, "bounded, the followed run kept"

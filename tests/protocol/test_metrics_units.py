@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from arena_ls.lifecycle.runview import RunView
-from arena_ls.protocol import metrics
-from arena_ls.protocol.metrics import DEFAULT_LIMIT, MetricsCursor, metrics_page
+from arena_ls.protocol import metrics_request
+from arena_ls.protocol.metrics_request import DEFAULT_LIMIT, MetricsCursor, metrics_page
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunLock
@@ -55,7 +55,7 @@ async def test_the_log_is_read_on_a_worker_thread_while_the_loop_goes_on(
     view = finished_run(tmp_path, "lm", [progress(1), progress(2)])
     entered, release = threading.Event(), threading.Event()
     readers: list[threading.Thread] = []
-    real = metrics.read_page
+    real = metrics_request.read_page
 
     def held(*args: Any) -> dict[str, Any]:
         readers.append(threading.current_thread())
@@ -63,7 +63,7 @@ async def test_the_log_is_read_on_a_worker_thread_while_the_loop_goes_on(
         assert release.wait(WAIT)
         return real(*args)
 
-    monkeypatch.setattr(metrics, "read_page", held)
+    monkeypatch.setattr(metrics_request, "read_page", held)
     answer = asyncio.create_task(metrics_page(view, None, DEFAULT_LIMIT))
     assert await asyncio.to_thread(entered.wait, WAIT), "the read began"
     assert not answer.done(), "the read is held, and the loop still runs this test"

@@ -8,7 +8,7 @@ from arena_ls.agent.attempts import RunRecord
 from arena_ls.client.plot import Resume
 from arena_ls.client.render import relaunch_costs
 from arena_ls.client.tables import relaunch_rows
-from arena_ls.protocol.metrics import _relaunch
+from arena_ls.protocol.metrics_request import _relaunch
 from arena_ls.run.rundir import MAX_RELAUNCH_RECORDS, RelaunchRecord, RunSpec, RunState
 
 

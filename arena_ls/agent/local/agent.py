@@ -5,7 +5,7 @@ outlives the server and the editor. It reads its run folder and spec, holds
 the run's lock, records every status change atomically in ``state.json`` and
 hands the trainer to the attempt loop (``attempts``): the process tree, the
 stop protocol, stalls, failures and the battery pause are ``LocalTrainer``'s
-(``local_trainer``); for ``train`` jobs the loop relaunches a crashed trainer
+(``trainer``); for ``train`` jobs the loop relaunches a crashed trainer
 from its last checkpoint (the watchdog). It imports nothing of the LSP
 stack, so it starts fast and stays small.
 """

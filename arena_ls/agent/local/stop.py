@@ -1,7 +1,10 @@
 """The local trainer's stop protocol (stop file, signal, grace, kill the tree) and the power rule's stop.
 
-Part of ``LocalTrainer`` (``local_trainer``), moved out of the job agent; the
-words it logs are the agent's, unchanged.
+Owned by ``LocalTrainer`` (``trainer``), which hands it what it needs (``StopProtocol``'s
+arguments): the run's record, its folder, the power guard, the stall watch, where a loss spike
+is waiting (``SpikeSource``), how to verify checkpoints and what to do between waits; the
+trainer gives it each attempt's process (``process``). Its own state is the stop in progress
+(``plan``) and the rollback it leads to.
 """
 
 from __future__ import annotations
@@ -11,15 +14,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 
 from arena_ls import platform
 from arena_ls.agent import rollback as rollbacks
 from arena_ls.agent.agent_power import GATE_POLL_SECONDS, PowerGuard
-from arena_ls.agent.ckptverify import DiskLook, Verification, verify
-from arena_ls.agent.local.output import STALLED, TrainerOutput
+from arena_ls.agent.attempts import RunRecord
+from arena_ls.agent.ckptverify import Verification
+from arena_ls.agent.local.output import STALLED
+from arena_ls.agent.local.stall import StallWatch
 from arena_ls.agent.power import PowerAction
 from arena_ls.agent.relaunch_gate import GateRules, describe_wait, relaunch_gate
 from arena_ls.run import supervisor_events as events
@@ -49,20 +56,48 @@ class StopPlan:
     and the watchdog relaunches it from its last checkpoint, as after a crash."""
 
 
-class StopProtocol(TrainerOutput):
+class SpikeSource(Protocol):
+    """Where a loss spike waits for the stop protocol (the trainer's output, set on a pump's thread)."""
+
+    spike_pending: int | None
+
+
+class StopProtocol:
     """Stopping the trainer's process tree, asked by a client, the power rule or a deleted folder."""
 
-    run_dir: RunDir
-    power: PowerGuard
-    stop_plan: StopPlan | None
-    process: subprocess.Popen[bytes] | None
-    _told_stop_file: str
-    """``ARENA_STOP_FILE`` as the trainer got it (a moved folder leaves it at the old path)."""
-
-    wake: threading.Event
-    """Set when the trainer exited: a pause ends at once."""
-    rollback_plan: rollbacks.Rollback | None
-    """The rollback the cooperative stop in progress leads to (``_check_rollback``)."""
+    def __init__(
+        self,
+        record: RunRecord,
+        run_dir: RunDir,
+        power: PowerGuard,
+        stall_watch: StallWatch,
+        spikes: SpikeSource,
+        verify: Callable[[list[CheckpointRecord]], Verification],
+        between_waits: Callable[[], None],
+        told_stop_file: str,
+    ) -> None:
+        self.record = record
+        self.spec = record.spec
+        self.state = record.state
+        self.lock = record.lock
+        self.run_dir = run_dir
+        self.power = power
+        self.stall_watch = stall_watch
+        self.spikes = spikes
+        self.verify = verify
+        """The agent's look at the checkpoint files before a rollback (``ckptverify``)."""
+        self.between_waits = between_waits
+        """What a pause keeps up while it waits (the output's disk check)."""
+        self.told_stop_file = told_stop_file
+        """``ARENA_STOP_FILE`` as the trainer got it (a moved folder leaves it at the old path)."""
+        self.plan: StopPlan | None = None
+        """The stop in progress."""
+        self.process: subprocess.Popen[bytes] | None = None
+        """The current attempt's trainer (the trainer sets it at each launch)."""
+        self.wake = threading.Event()
+        """Set when the trainer exited: a pause ends at once."""
+        self.rollback_plan: rollbacks.Rollback | None = None
+        """The rollback the cooperative stop in progress leads to (``check_rollback``)."""
 
     # -- WatchdogHost: the clock and the files the watchdog's backoff uses -----------------
 
@@ -72,72 +107,72 @@ class StopProtocol(TrainerOutput):
     def pause(self, seconds: float) -> None:
         self.wake.wait(seconds)
         self.wake.clear()  # set when the trainer exited: left set, every wait would return at once
-        self._check_writes()
+        self.between_waits()
 
     def stop_requested(self) -> bool:
         return self.run_dir.read_stop_request() is not None
 
-    def _continue_early_stop(self, stage: str | None) -> None:
+    def continue_early_stop(self, stage: str | None) -> None:
         """Go on with a stop that ``launch`` began while the agent was loading (its first ``stage`` taken)."""
         if stage is None:
             return
-        self._check_stop_request()  # the plan, ``stopping``, and who asked
-        plan = self.stop_plan
+        self.check_stop_request()  # the plan, ``stopping``, and who asked
+        plan = self.plan
         if plan is None:
             return
         plan.stage = stage
         if stage == "kill":
-            self.say("killing the process tree")
+            self.record.say("killing the process tree")
             return
         if stage == "file" and platform.cooperative_signal_name() is None:
             if self.spec.stop_method != "file":
-                self.say(NO_STOP_SIGNAL)
+                self.record.say(NO_STOP_SIGNAL)
         elif stage == "file" and self.spec.stop_method == "both":
             plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
         what = "created the stop file" if stage == "file" else "sent the stop signal"
-        self.say(f"{what}; waiting up to {plan.grace_seconds:g}s")
+        self.record.say(f"{what}; waiting up to {plan.grace_seconds:g}s")
 
     # -- power and the relaunch gate (contract 7.3) ----------------------------------------
 
-    def _check_power(self) -> None:
+    def check_power(self) -> None:
         """The power rule: on battery past its grace, a cooperative stop (``stoppedBy`` ``battery``)."""
-        if self.power.poll(time.monotonic()) is not PowerAction.STOP or self.stop_plan is not None:
+        if self.power.poll(time.monotonic()) is not PowerAction.STOP or self.plan is not None:
             return
-        self.stop_plan = StopPlan(
+        self.plan = StopPlan(
             kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic(), by_battery=True
         )
         with self.lock:
             if self.state.status is RunStatus.RUNNING:
-                self._move(RunStatus.STOPPING)
+                self.record.move(RunStatus.STOPPING)
 
-    def _resume_on_ac(self) -> tuple[bool, int | None]:
+    def resume_on_ac(self) -> tuple[bool, int | None]:
         """After a battery stop: wait (``restarting``, ``waitingFor`` power) and resume; False: stay stopped.
 
         Only a ``train`` run with a known checkpoint resumes: anything else
         would start from scratch, which the power rule never does.
         """
-        step = self._checkpoint_step()
+        step = self.record.checkpoint_step()
         if self.spec.kind != "train" or step is None or not self.spec.resume_args:
-            self.say("stopped for battery; not started again: no checkpoint to resume from")
+            self.record.say("stopped for battery; not started again: no checkpoint to resume from")
             return False, None
         rules = self.power.gate_rules(need_power=True)
         with self.lock:  # one write: a client never sees this ``restarting`` without what it waits for
             if rules is not None:
                 self.state.waiting_for = relaunch_gate(rules, self.power.reading()) or None
-            self._move(RunStatus.RESTARTING)
-        self.stop_plan = None
+            self.record.move(RunStatus.RESTARTING)
+        self.plan = None
         with contextlib.suppress(OSError):
             self.run_dir.stop_file.unlink(missing_ok=True)
-        if rules is not None and not self._await_relaunch_gate(rules):
+        if rules is not None and not self.await_relaunch_gate(rules):
             return False, None
         with self.lock:
             self.state.stopped_by = None
-        self.say(
+        self.record.say(
             f"power is back: starting {self.spec.job_id} again, resuming from step {step} (power.resumeOnAc)"
         )
         return True, step
 
-    def _await_relaunch_gate(self, rules: GateRules | None = None) -> bool:
+    def await_relaunch_gate(self, rules: GateRules | None = None) -> bool:
         """Hold a relaunch while a pre-flight check fails (``waitingFor``); False when a stop arrives."""
         rules = rules or self.power.gate_rules()
         if rules is None:
@@ -149,22 +184,22 @@ class StopProtocol(TrainerOutput):
                 changed = self.state.waiting_for != (failing or None)
                 self.state.waiting_for = failing or None
             if changed:
-                self._save()
+                self.record.save()
             if not failing:
                 if said is not None:
-                    self.say("pre-flight passes again: relaunching")
+                    self.record.say("pre-flight passes again: relaunching")
                 return True
             if describe_wait(failing) != said:
                 said = describe_wait(failing)
-                self.say(said)
+                self.record.say(said)
             if self.stop_requested():
-                self.say("stop requested while the relaunch waited: relaunch cancelled")
+                self.record.say("stop requested while the relaunch waited: relaunch cancelled")
                 return False
             self.pause(GATE_POLL_SECONDS)
 
     # -- stalls (contract 8.2: ``stall``, ``local_stall``) ------------------------------------
 
-    def _check_stall(self) -> None:
+    def check_stall(self) -> None:
         """Judge a silence past the stall threshold; say the finding with its evidence; act on it."""
         process = self.process
         if self.spec.kind != "train" or process is None:
@@ -176,27 +211,27 @@ class StopProtocol(TrainerOutput):
         if finding is None:
             return
         if finding.repeat:
-            self.say(f"still silent: {finding.decision.message}")
+            self.record.say(f"still silent: {finding.decision.message}")
             return
         with self.lock:
-            if self.state.status is not RunStatus.RUNNING or self.stop_plan is not None:
+            if self.state.status is not RunStatus.RUNNING or self.plan is not None:
                 return
             self.state.stalled = True
             self.state.failure = Failure(STALLED, finding.evidence())
-            self.warn(finding.decision.message)
+            self.record.warn(finding.decision.message)
             for line in finding.log_lines():
-                self.say(line)
+                self.record.say(line)
             if finding.decision.restart:
                 grace = self.spec.grace_seconds
-                self.stop_plan = StopPlan(
+                self.plan = StopPlan(
                     kill=False, grace_seconds=grace, requested_at=time.monotonic(), by_stall=True
                 )
-                self._move(RunStatus.STOPPING)
-            self._save()
+                self.record.move(RunStatus.STOPPING)
+            self.record.save()
 
-    def _after_stall_stop(self, exit_code: int | None, signal_name: str | None) -> None:
+    def after_stall_stop(self, exit_code: int | None, signal_name: str | None) -> None:
         """The stall watch's stop ended the attempt: ``stalled``, relaunched by the watchdog as a crash."""
-        self.stop_plan = None
+        self.plan = None
         with contextlib.suppress(OSError):
             self.run_dir.stop_file.unlink(missing_ok=True)  # or the relaunched trainer stops at once
         with self.lock:
@@ -205,16 +240,16 @@ class StopProtocol(TrainerOutput):
                 failure = Failure(STALLED, "stopped after a stall")
             self.state.failure = failure
             self.state.stalled = False
-        self.say(f"the stalled trainer ended ({events.code_words(exit_code, signal_name)})")
-        self.tell(events.failure(failure.kind, failure.evidence))
+        self.record.say(f"the stalled trainer ended ({events.code_words(exit_code, signal_name)})")
+        self.record.tell(events.failure(failure.kind, failure.evidence))
 
     # -- stop protocol -------------------------------------------------------------------
 
-    def _check_stop_request(self) -> None:
-        if self.stop_plan is not None:
+    def check_stop_request(self) -> None:
+        if self.plan is not None:
             request = self.run_dir.read_stop_request()
-            if request and request.get("kill") and not self.stop_plan.kill:
-                self.stop_plan.kill = True  # an escalation: kill now
+            if request and request.get("kill") and not self.plan.kill:
+                self.plan.kill = True  # an escalation: kill now
             return
         request = self.run_dir.read_stop_request()
         if request is None:
@@ -222,17 +257,17 @@ class StopProtocol(TrainerOutput):
         grace = request.get("graceSeconds")
         if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
             grace = self.spec.grace_seconds
-        self.stop_plan = StopPlan(
+        self.plan = StopPlan(
             kill=bool(request.get("kill")), grace_seconds=float(grace), requested_at=time.monotonic()
         )
         by = request.get("by") or "a client"
-        self.say(f"stop requested by {by}" + (" (kill)" if self.stop_plan.kill else ""))
+        self.record.say(f"stop requested by {by}" + (" (kill)" if self.plan.kill else ""))
         with self.lock:
             if self.state.status is RunStatus.RUNNING:
-                self._move(RunStatus.STOPPING)
+                self.record.move(RunStatus.STOPPING)
 
-    def _advance_stop(self) -> None:
-        plan = self.stop_plan
+    def advance_stop(self) -> None:
+        plan = self.plan
         process = self.process
         if plan is None or process is None or process.poll() is not None:
             return
@@ -245,7 +280,7 @@ class StopProtocol(TrainerOutput):
             plan.signal_due_at = None
             if platform.send_cooperative_signal(process.pid):
                 plan.stage = "signal"
-                self.say("stop file not honoured yet: sent the stop signal")
+                self.record.say("stop file not honoured yet: sent the stop signal")
 
     def _begin_cooperative(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         method = self.spec.stop_method
@@ -254,21 +289,21 @@ class StopProtocol(TrainerOutput):
         if platform.cooperative_signal_name() is None:  # Windows: the stop file is the only request
             self._create_stop_file(plan)
             if method != "file":
-                self.say(NO_STOP_SIGNAL)
+                self.record.say(NO_STOP_SIGNAL)
             return
         if method in ("file", "both") and not self._create_stop_file(plan):
-            self.say("sending the stop signal instead")  # a full disk: go on to the signal at once
+            self.record.say("sending the stop signal instead")  # a full disk: go on to the signal at once
             method = "signal"
         if method == "both":
             plan.signal_due_at = time.monotonic() + min(BOTH_SIGNAL_DELAY, plan.grace_seconds / 4)
         if method == "signal":
             platform.send_cooperative_signal(process.pid)
             plan.stage = "signal"
-            self.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
+            self.record.say(f"sent the stop signal; waiting up to {plan.grace_seconds:g}s")
 
     def _moved(self) -> bool:
         """The run folder is no longer where the trainer was told its stop file is."""
-        return str(self.run_dir.stop_file) != self._told_stop_file
+        return str(self.run_dir.stop_file) != self.told_stop_file
 
     def _create_stop_file(self, plan: StopPlan) -> bool:
         """Create ``ARENA_STOP_FILE``; False when it could not be (the grace window still ends in a kill)."""
@@ -276,39 +311,31 @@ class StopProtocol(TrainerOutput):
         try:
             self.run_dir.stop_file.write_text("stop requested\n")
         except OSError as error:
-            self.warn(f"could not create the stop file: {error}")
+            self.record.warn(f"could not create the stop file: {error}")
             return False
-        self.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
+        self.record.say(f"created the stop file; waiting up to {plan.grace_seconds:g}s")
         return True
 
     def _kill_now(self, plan: StopPlan, process: subprocess.Popen[bytes]) -> None:
         if plan.stage == "kill":
             return
         if not plan.kill:
-            self.say(f"grace window of {plan.grace_seconds:g}s elapsed: killing the process tree")
+            self.record.say(f"grace window of {plan.grace_seconds:g}s elapsed: killing the process tree")
         else:
-            self.say("killing the process tree")
+            self.record.say("killing the process tree")
         plan.stage = "kill"
         survivors = platform.kill_tree(process.pid, timeout=5.0, own_child=True)
         if survivors:
-            self.say(f"could not kill processes {survivors}")
+            self.record.say(f"could not kill processes {survivors}")
 
-    def verify(self, ordered: list[CheckpointRecord]) -> Verification:
-        """The agent's look at the files (``ckptverify``): a stop request ends a long hash."""
-        look = DiskLook(Path(self.spec.cwd), should_stop=self._stop_asked)
-        return verify(ordered, look)
-
-    def _stop_asked(self) -> bool:
-        return self.run_dir.read_stop_request() is not None
-
-    def _check_rollback(self, process: subprocess.Popen[bytes]) -> None:
+    def check_rollback(self, process: subprocess.Popen[bytes]) -> None:
         """A loss spike the pumps saw: with ``insights.lossSpikeAction`` ``rollback`` and a verified
         checkpoint far enough before it, a cooperative stop that leads to the rollback (contract 8.2);
         else the reason in the log. The look happens here, on the agent's loop, never on a pump."""
-        rules, spike = self.spec.rollback, self.spike_pending
-        if rules is None or spike is None or self.stop_plan is not None:
+        rules, spike = self.spec.rollback, self.spikes.spike_pending
+        if rules is None or spike is None or self.plan is not None:
             return
-        self.spike_pending = None
+        self.spikes.spike_pending = None
         with self.lock:
             done = self.state.rollbacks
         verification = None
@@ -318,41 +345,41 @@ class StopProtocol(TrainerOutput):
         decision = rollbacks.decide(rules, spike, done, verification)
         if isinstance(decision, rollbacks.NoRollback):
             if rules.action == rollbacks.ROLLBACK:
-                self.warn(decision.why)
+                self.record.warn(decision.why)
             return
         self.rollback_plan = decision
-        self.say(
+        self.record.say(
             f"loss spike at step {spike}: stopping the trainer cooperatively to roll back to step "
             f"{decision.target.step}"
         )
-        self.stop_plan = plan = StopPlan(
+        self.plan = plan = StopPlan(
             kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
         )
         plan.stage = self._first_stop_stage(process)
 
-    def _stop_unlisted(self, process: subprocess.Popen[bytes], where: Path) -> None:
+    def stop_unlisted(self, process: subprocess.Popen[bytes], where: Path) -> None:
         """The run folder itself was renamed or moved out of the runs folder (or replaced): no
         server can list the run any more, and its lock would hold the workspace for the trainer's
         whole life. The trainer is stopped cooperatively (it saves its checkpoint), as for a
         deleted folder, and the run ends where its folder now is (issue 39)."""
-        if self.stop_plan is not None:
+        if self.plan is not None:
             return
         why = (
             f"the run folder was renamed or replaced: run {self.spec.run_id} is now in {where}, where "
             "no server lists it, and it would lock the workspace: stopping its trainer cooperatively"
         )
         print(f"arena agent: {why} (pid {process.pid})", file=sys.stderr, flush=True)
-        self.say(why)
-        self._stop_cooperatively(process)
+        self.record.say(why)
+        self.stop_cooperatively(process)
 
-    def _stop_cooperatively(self, process: subprocess.Popen[bytes]) -> None:
-        self.stop_plan = plan = StopPlan(
+    def stop_cooperatively(self, process: subprocess.Popen[bytes]) -> None:
+        self.plan = plan = StopPlan(
             kill=False, grace_seconds=self.spec.grace_seconds, requested_at=time.monotonic()
         )
         plan.stage = "signal" if platform.send_cooperative_signal(process.pid) else "file"
         with self.lock:
             if self.state.status is RunStatus.RUNNING:
-                self._move(RunStatus.STOPPING)
+                self.record.move(RunStatus.STOPPING)
 
     def _first_stop_stage(self, process: subprocess.Popen[bytes]) -> str:
         """The cooperative stop's first step for a rollback: the stop file (and the signal when the
@@ -365,11 +392,11 @@ class StopProtocol(TrainerOutput):
             return "signal" if platform.send_cooperative_signal(process.pid) else "file"
         return "file"
 
-    def _clear_stop_file(self) -> None:
+    def clear_stop_file(self) -> None:
         """The rollback's stop file goes before the relaunch (the next attempt must not stop at once)."""
         try:
             self.run_dir.stop_file.unlink()
         except FileNotFoundError:
             pass
         except OSError as error:
-            self.warn(f"could not remove the stop file after the rollback's stop: {error}")
+            self.record.warn(f"could not remove the stop file after the rollback's stop: {error}")

@@ -2,9 +2,11 @@
 
 Moved out of the job agent (``agent``), which builds one and hands it to the
 attempt loop: launching the trainer (or adopting the one ``launch`` started),
-reading its output through the pumps (``local_output``), the stop protocol and
-the battery pause (``local_stop``), the saved-file check, and the end of an
-attempt judged from its exit.
+the saved-file check, and the end of an attempt judged from its exit. It owns,
+rather than inherits, the parts that each keep their own state: what the trainer
+printed (``output.TrainerOutput``, with the run's ``Announcements`` handler the
+cluster's log copy uses too), the stop protocol and the battery pause
+(``stop.StopProtocol``) and the stall watch (``stall.StallWatch``).
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from arena_ls import platform
 from arena_ls.agent import rollback as rollbacks
 from arena_ls.agent.agent_power import PowerGuard
+from arena_ls.agent.announcements import Announcements
 from arena_ls.agent.attempts import Outcome, RunRecord
+from arena_ls.agent.ckptverify import DiskLook, Verification
+from arena_ls.agent.ckptverify import verify as verify_files
 from arena_ls.agent.exec_check import verify_exec
 from arena_ls.agent.failure import classify, oom_kills_since
 from arena_ls.agent.folderwatch import FolderWatch, Gone, Moved, follows_the_workspace
-from arena_ls.agent.local.output import TAIL_LINES
+from arena_ls.agent.local.output import OutputTail, TrainerOutput
 from arena_ls.agent.local.stall import StallWatch
 from arena_ls.agent.local.stop import StopProtocol
 from arena_ls.agent.pumps import Pump
@@ -43,9 +47,8 @@ from arena_ls.agent.trainer_start import (
 )
 from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
 from arena_ls.run import supervisor_events as events
-from arena_ls.run.events import EventParser
 from arena_ls.run.outputlog import OutputWriter
-from arena_ls.run.rundir import Failure, RunDir
+from arena_ls.run.rundir import CheckpointRecord, Failure, RunDir
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 
@@ -55,7 +58,7 @@ POLL_SECONDS = 0.05
 GPU_RELEASE_TIMEOUT = 10.0
 
 
-class LocalTrainer(StopProtocol):
+class LocalTrainer:
     """The trainer's process tree on this machine, attempt after attempt (``attempts.Trainer``)."""
 
     def __init__(
@@ -75,40 +78,25 @@ class LocalTrainer(StopProtocol):
         self.spec = record.spec
         self.state = record.state
         self.lock = record.lock
-        self.speak_through(record)
         self.writer = writer
-        writer.report_failures_to(self._write_failed)  # a full disk is ``disk-full`` at once
         self.output = output
         self.early = early
         """The first attempt's trainer, when ``launch`` started it before loading the agent."""
-        self.attempt_announced = False
         self.folder_watch = FolderWatch(run_dir.path, folder_handle)
         """The run folder's place: moved, the agent follows it; deleted, it stops the trainer."""
-        told = early.stop_file if early is not None else ""
-        self._told_stop_file = told or str(run_dir.stop_file)
-        """Where the trainer was told its stop file is: ``launch``'s path, should the folder have
-        moved while the agent loaded (the agent then works from the new path, the trainer not)."""
-        launched_in = Path(self._told_stop_file).parent
+        # where the trainer was told its stop file is: ``launch``'s path, should the folder have
+        # moved while the agent loaded (the agent then works from the new path, the trainer not)
+        told = (early.stop_file if early is not None else "") or str(run_dir.stop_file)
+        launched_in = Path(told).parent
         self.listed_at = run_dir.path if follows_the_workspace(launched_in, run_dir.path) else launched_in
         """Where a server lists the run: the folder it was launched in, or where a moved workspace
         took it. The run folder anywhere else (renamed, replaced) stops the trainer (issue 39)."""
-        if self._told_stop_file != str(run_dir.stop_file) and self.listed_at == run_dir.path:
-            self.say(f"the run folder moved to {run_dir.path} while the agent loaded: following it there")
+        if told != str(run_dir.stop_file) and self.listed_at == run_dir.path:
+            record.say(f"the run folder moved to {run_dir.path} while the agent loaded: following it there")
         self.pumps: list[Pump] = []
-        self.parser = EventParser.for_patterns(self.spec.progress_pattern, self.spec.checkpoint_pattern)
-        self.wake = threading.Event()
-        self.tail_chunks = deque(maxlen=TAIL_LINES)
-        self.stop_plan = None
-        self.process = None
-        self.last_progress_at = time.monotonic()
-        self.last_progress_write = 0.0
-        self.last_full_scan = 0.0
-        self.nan_evidence = None
-        self.disk_evidence: str | None = None
-        self.seen_write_failures = 0
         self.oom_kills_at_launch: int | None = platform.oom_kill_count()
         """The kernel's OOM kills when the attempt started (an early launch's: when the agent loaded)."""
-        self.power = PowerGuard(self.spec.power, self.tell)
+        self.power = PowerGuard(self.spec.power, record.tell)
         self._watchdog = Watchdog(
             WatchdogRules.for_job(
                 kind=self.spec.kind,
@@ -118,6 +106,7 @@ class LocalTrainer(StopProtocol):
             )
         )
         self._launched_from = self.spec.resumed_from_step
+        self.output_tail = OutputTail()
         self.stall_watch = StallWatch(
             StallRules.of(
                 self.spec.stall_factor,
@@ -127,21 +116,30 @@ class LocalTrainer(StopProtocol):
             ),
             self.lock,
             self.power.hardware,
-            self.tail_lines,
+            self.output_tail.lines,
             self._restart_facts,
             time.monotonic(),
         )
-        self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback) if self.spec.rollback else None
-        """The current attempt's losses, judged as they come (loss-spike rollback, contract 8.2)."""
-        self.spike_pending: int | None = None
-        """A spike's step the supervise loop has yet to act on (set on a pump's thread)."""
-        self.rollback_plan: rollbacks.Rollback | None = None
-        """The rollback the cooperative stop in progress leads to."""
+        self.printed = TrainerOutput(record, writer, output, self.output_tail, self.stall_watch)
+        """What the trainer printed: its announcements, the disk's troubles, the loss spikes."""
+        self.announcements: Announcements = self.printed.announcements
+        self.stop = StopProtocol(
+            record,
+            run_dir,
+            self.power,
+            self.stall_watch,
+            self.printed,
+            self.verify,
+            self.printed.check_writes,
+            told,
+        )
 
     def _restart_facts(self) -> RestartFacts:
         """Where a stall restart would resume from: the run's checkpoint, else the job's as it began."""
         job = self.spec.job_checkpoint
-        known = [s for s in (self._checkpoint_step(), job.step if job else None, self.spec.resumed_from_step)]
+        known = [
+            s for s in (self.record.checkpoint_step(), job.step if job else None, self.spec.resumed_from_step)
+        ]
         steps = [step for step in known if step is not None]
         rules = self._watchdog.rules
         return RestartFacts(
@@ -157,7 +155,7 @@ class LocalTrainer(StopProtocol):
 
     @property
     def announced(self) -> bool:
-        return self.attempt_announced
+        return self.announcements.attempt_announced
 
     def launch(self, step: int | None, path: str | None = None, skip: int = 0) -> Outcome:
         self._launched_from = step
@@ -165,11 +163,15 @@ class LocalTrainer(StopProtocol):
 
     def rollback_wanted(self) -> rollbacks.Rollback | None:
         """The rollback the attempt just stopped for (taken: asked once)."""
-        plan, self.rollback_plan = self.rollback_plan, None
+        plan, self.stop.rollback_plan = self.stop.rollback_plan, None
         return plan
 
     def tail(self) -> list[str]:
-        return self.tail_lines()
+        return self.output_tail.lines()
+
+    def verify(self, ordered: list[CheckpointRecord]) -> Verification:
+        """The agent's look at the files (``ckptverify``): a stop request ends a long hash."""
+        return verify_files(ordered, DiskLook(Path(self.spec.cwd), should_stop=self.stop.stop_requested))
 
     def saved_file(self) -> str | None:
         return find_saved_file(Path(self.spec.cwd), self.spec.checkpoint_paths)
@@ -185,16 +187,16 @@ class LocalTrainer(StopProtocol):
 
     def sit_out(self, relaunch: Relaunch) -> bool:
         """The backoff, then the relaunch gate (contract 7.3); False when a stop cancels the relaunch."""
-        confirm_gpu_released(self.state.pid, self.warn)
-        if not Watchdog.sit_out(relaunch, self):
-            self.say("stop requested during the backoff: relaunch cancelled")
+        confirm_gpu_released(self.state.pid, self.record.warn)
+        if not Watchdog.sit_out(relaunch, self.stop):
+            self.record.say("stop requested during the backoff: relaunch cancelled")
             with self.lock:
                 self.state.stopped_by = None
             return False
-        return self._await_relaunch_gate()
+        return self.stop.await_relaunch_gate()
 
     def resume_paused(self) -> tuple[bool, int | None]:
-        return self._resume_on_ac()
+        return self.stop.resume_on_ac()
 
     def _attempt(self, step: int | None, path: str | None = None, skip: int = 0) -> RunStatus | None:
         """Launch once and wait; a final status, or None when the trainer crashed (the watchdog decides)."""
@@ -208,9 +210,7 @@ class LocalTrainer(StopProtocol):
             )
         except ResumePathUnknown as unknown:
             return self._no_resume_path(unknown)
-        if self.spec.rollback is not None:
-            self.spike_watch = rollbacks.SpikeWatch(self.spec.rollback)  # a new attempt, a new window
-            self.spike_pending = None
+        self.printed.new_attempt()
         if not self._launch(argv):
             return RunStatus.CRASHED
         returncode = self._supervise()
@@ -225,7 +225,7 @@ class LocalTrainer(StopProtocol):
 
     def _no_resume_path(self, unknown: ResumePathUnknown) -> RunStatus:
         """``{path}`` with no path known: nothing starts (never a trainer told a literal ``{path}``)."""
-        self.say(str(unknown))
+        self.record.say(str(unknown))
         with self.lock:
             self.state.failure = Failure("resume-unknown", str(unknown))
             self.state.exit_code = None
@@ -242,14 +242,14 @@ class LocalTrainer(StopProtocol):
                 argv = early.argv
                 self.pumps = early.pumps
             else:
-                self.tell(events.starting(self.spec.job_id, argv))
+                self.record.tell(events.starting(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
-                self._told_stop_file = str(self.run_dir.stop_file)
+                self.stop.told_stop_file = str(self.run_dir.stop_file)
                 verify_exec(self.spec.exec_check)  # right before the exec: the gated paths again
                 self.oom_kills_at_launch = platform.oom_kill_count()
                 process, self.pumps = start_captured(argv, Path(self.spec.cwd), env, self.output)
         except OSError as error:
-            self.say(f"could not start {argv[0]!r}: {error}")
+            self.record.say(f"could not start {argv[0]!r}: {error}")
             with self.lock:
                 self.state.failure = Failure("error", f"could not start {argv[0]!r}: {error}")
                 self.state.exit_code = None
@@ -259,7 +259,7 @@ class LocalTrainer(StopProtocol):
             stage = early.hand_over() if early is not None else None
             if early is not None:  # the launcher may have recorded a stop since the agent was made
                 self.state.generation = max(self.state.generation, early.generation)
-            self.process = process
+            self.stop.process = process
             self.state.pid = process.pid
             self.state.pid_create_time = platform.process_identity(process.pid)
             self.state.argv = argv
@@ -268,32 +268,31 @@ class LocalTrainer(StopProtocol):
             self.state.signal = None
             self.state.failure = None
             self.state.next_launch_at = None
-            self.last_progress_at = time.monotonic()
-            self.stall_watch.attempt_started(self.last_progress_at)
+            self.stall_watch.attempt_started(time.monotonic())
             self.state.stalled = False
-            self.attempt_announced = False
-            self._move(RunStatus.RUNNING)
-            self._continue_early_stop(stage)
+            self.announcements.attempt_announced = False
+            self.record.move(RunStatus.RUNNING)
+            self.stop.continue_early_stop(stage)
         return True
 
     def _supervise(self) -> int:
         """Capture output and watch for stop requests until the trainer exits."""
-        process = self.process
+        process = self.stop.process
         assert process is not None and process.stdout is not None and process.stderr is not None
         for pump in self.pumps:
-            pump.attach(self._on_output)
+            pump.attach(self.printed.on_output)
         waiter = threading.Thread(target=self._wait_exit, args=(process,), daemon=True)
         waiter.start()
         while process.poll() is None:
-            self.wake.wait(POLL_SECONDS)
-            self.wake.clear()
+            self.stop.wake.wait(POLL_SECONDS)
+            self.stop.wake.clear()
             try:
-                self._check_stop_request()
-                self._check_power()
-                self._advance_stop()
-                self._check_stall()
-                self._check_rollback(process)
-                self._check_writes()
+                self.stop.check_stop_request()
+                self.stop.check_power()
+                self.stop.advance_stop()
+                self.stop.check_stall()
+                self.stop.check_rollback(process)
+                self.printed.check_writes()
             except NotADirectoryError:  # a file put where the run folder was (issue 39): where is it?
                 self.folder_watch.check_now()
             self._check_folder(process)
@@ -301,7 +300,7 @@ class LocalTrainer(StopProtocol):
         returncode = process.wait()
         survivors = platform.kill_group_remnants(process.pid)
         if survivors:
-            self.say(f"processes {survivors} of the trainer's tree could not be killed")
+            self.record.say(f"processes {survivors} of the trainer's tree could not be killed")
         for pump in self.pumps:
             pump.join(timeout=10.0)
         return returncode
@@ -313,25 +312,25 @@ class LocalTrainer(StopProtocol):
             with self.lock:
                 self.run_dir.path = self.listed_at = change.path
                 self.folder.root = change.path.parent.parent
-            self.say(f"the run folder moved to {change.path}: following it there")
+            self.record.say(f"the run folder moved to {change.path}: following it there")
             self.writer.request()
         elif isinstance(change, Moved):
             with self.lock:
                 self.run_dir.path = change.path  # its records go on where the folder is now
-        elif isinstance(change, Gone) and self.stop_plan is None:
+        elif isinstance(change, Gone) and self.stop.plan is None:
             print(
                 f"arena agent: the run folder {change.path} is gone; nobody can follow run "
                 f"{self.spec.run_id} any more: stopping its trainer (pid {process.pid}) cooperatively",
                 file=sys.stderr,
                 flush=True,
             )
-            self._stop_cooperatively(process)
+            self.stop.stop_cooperatively(process)
         if self.run_dir.path != self.listed_at:
-            self._stop_unlisted(process, self.run_dir.path)
+            self.stop.stop_unlisted(process, self.run_dir.path)
 
     def _wait_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
-        self.wake.set()
+        self.stop.wake.set()
 
     # -- the end of an attempt -----------------------------------------------------------
 
@@ -341,35 +340,35 @@ class LocalTrainer(StopProtocol):
             self.state.exit_code = exit_code
             self.state.signal = signal_name
             self.state.ended_at = time.time()
-        self.tell(events.exited(exit_code, signal_name))
-        if self.stop_plan is not None and self.stop_plan.by_stall:
-            self._after_stall_stop(exit_code, signal_name)
+        self.record.tell(events.exited(exit_code, signal_name))
+        if self.stop.plan is not None and self.stop.plan.by_stall:
+            self.stop.after_stall_stop(exit_code, signal_name)
             return None  # the watchdog relaunches it from its last checkpoint, as after a crash
-        if self.stop_plan is not None and self.rollback_plan is not None:
-            self.stop_plan = None
-            self._clear_stop_file()
+        if self.stop.plan is not None and self.stop.rollback_plan is not None:
+            self.stop.plan = None
+            self.stop.clear_stop_file()
             if self.run_dir.read_stop_request() is None:  # a person's stop meanwhile wins
                 return RunStatus.RESTARTING
-            self.rollback_plan = None
-            self.say("a stop was asked for during the rollback's stop: the run stops")
+            self.stop.rollback_plan = None
+            self.record.say("a stop was asked for during the rollback's stop: the run stops")
             with self.lock:
                 self.state.stopped_by = "file"
-            self.tell(events.stopped("file"))
+            self.record.tell(events.stopped("file"))
             return RunStatus.STOPPED
-        if self.stop_plan is not None:
-            battery = self.stop_plan.by_battery
-            by = "battery" if battery else (self.stop_plan.stage or "file")
+        if self.stop.plan is not None:
+            battery = self.stop.plan.by_battery
+            by = "battery" if battery else (self.stop.plan.stage or "file")
             with self.lock:
                 self.state.stopped_by = by
-            self.tell(events.stopped(by))
+            self.record.tell(events.stopped(by))
             return RunStatus.RESTARTING if battery and self.power.resume_after_stop() else RunStatus.STOPPED
         if returncode == 0:
             return RunStatus.SUCCEEDED
         failure = classify(
             exit_code=exit_code,
             signal_name=signal_name,
-            tail=self.tail_lines(),
-            nan_evidence=self.nan_evidence,
+            tail=self.output_tail.lines(),
+            nan_evidence=self.announcements.nan_evidence,
             kind=self.spec.kind,
             oom_kills=oom_kills_since(self.oom_kills_at_launch),
         )

@@ -18,7 +18,7 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.manifest import ManifestResult
 from arena_ls.protocol import params as P
 from arena_ls.protocol.feature import Command, LanguageFeature
-from arena_ls.protocol.rpc.echoes import bound, long_strings
+from arena_ls.protocol.rpc.bounded_errors import bound, long_strings
 from arena_ls.protocol.server import ArenaServer
 from arena_ls.uris import uri_to_path
 

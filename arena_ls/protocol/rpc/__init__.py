@@ -6,7 +6,7 @@
 - ``serving``: stdio and loopback TCP, one client at a time;
 - ``preencoded``: big answers encoded off the event loop;
 - ``converter``: custom methods' params kept as plain JSON;
-- ``echoes`` and ``refusals``: bounded client values in errors, the project's errors as JSON-RPC's.
+- ``bounded_errors`` and ``refusals``: bounded client values in errors, the project's errors as JSON-RPC's.
 
 The pygls privates these modules override or touch are listed, with a fingerprint of pygls's own
 code for each, in ``tests/protocol/test_pygls_privates.py``: a pygls upgrade that changes one fails

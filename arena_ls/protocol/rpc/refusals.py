@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 
 from arena_ls.errors import ArenaError, InvalidParams
-from arena_ls.protocol.rpc.echoes import bound, long_strings
+from arena_ls.protocol.rpc.bounded_errors import bound, long_strings
 from arena_ls.protocol.wire import error_data
 
 log = logging.getLogger(__name__)

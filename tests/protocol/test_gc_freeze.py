@@ -1,4 +1,4 @@
-"""``protocol.heap``: start-up's objects leave the collector's walks, start-up's garbage does not stay.
+"""``protocol.gc_freeze``: start-up's objects leave the collector's walks, start-up's garbage does not stay.
 
 In a fresh interpreter: freezing the test process's own heap would change every later test.
 """
@@ -11,7 +11,7 @@ import sys
 PROGRAM = """
 import gc, weakref
 from arena_ls.protocol.app import create_server
-from arena_ls.protocol import heap
+from arena_ls.protocol import gc_freeze
 
 server = create_server()
 class Node:
@@ -21,7 +21,7 @@ garbage.self = garbage  # a cycle only the collector frees
 dead = weakref.ref(garbage)
 del garbage
 walked_before = len(gc.get_objects())
-heap.freeze_what_start_up_made()
+gc_freeze.freeze_what_start_up_made()
 walked_after = len(gc.get_objects())
 print(walked_before, walked_after, gc.get_freeze_count(), dead() is None)
 """

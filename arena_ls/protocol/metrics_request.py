@@ -10,7 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from arena_ls.lifecycle.metrics import DEFAULT_LIMIT, MAX_LIMIT, MetricsCursor, MetricsPage, read_metrics
+from arena_ls.lifecycle.metrics_page_reader import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    MetricsCursor,
+    MetricsPage,
+    read_metrics,
+)
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.protocol.rpc.preencoded import PreEncoded
 from arena_ls.run.rundir import RelaunchRecord
