@@ -25,7 +25,7 @@ before them) give ``relaunches``: where the watchdog
 relaunched the trainer inside the run (``arena plot`` marks exactly those).
 
 Each line is decoded by the one record grammar (``records.decode_line``);
-the page is plain data, which ``protocol.metrics`` shapes for the wire.
+the page is plain data, which ``protocol.metrics_request`` shapes for the wire.
 """
 
 from __future__ import annotations

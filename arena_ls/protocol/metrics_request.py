@@ -1,6 +1,6 @@
 """``arena/metrics`` (contract 7.2): a page of a run's metrics, read off the event loop, as wire.
 
-The page is read by ``lifecycle.metrics`` (what a page holds, its cursor and
+The page is read by ``lifecycle.metrics_page_reader`` (what a page holds, its cursor and
 why nothing is kept between requests are documented there); this module runs
 that reading on a worker thread and shapes the page as the contract's answer.
 """
