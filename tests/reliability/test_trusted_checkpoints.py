@@ -161,9 +161,12 @@ async def test_a_start_that_resumes_verifies_first_and_refuses_a_torn_checkpoint
     workspace: tuple[Path, list[ArenaClient]],
 ) -> None:
     """The job's last checkpoint (a cooperative stop's) is damaged before the next start: the start
-    resumes from the previous one, verified, instead of handing the trainer the damaged file."""
+    resumes from the previous one, verified, instead of handing the trainer the damaged file.
+
+    The run is long (it is stopped anyway): 400 steps of 0.02 s could end before a loaded
+    machine's stop reached the trainer, and the stop then found nothing to stop."""
     root, clients = workspace
-    client = await serve(root, clients, "--steps", "400", "--interval", "0.02")
+    client = await serve(root, clients, "--steps", "100000", "--interval", "0.02")
     first = await client.call("arena/start", {"id": "lm"})
     await wait_for(lambda: (root / "ckpt-40.json").exists(), timeout=120, what="ckpt-40.json")
     stopped = await client.call("arena/stop", {"confirm": True})
