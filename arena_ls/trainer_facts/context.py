@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from functools import cached_property
 
@@ -10,6 +11,7 @@ from arena_ls.diagnostics import Span
 from arena_ls.trainer_facts.cadence import Cadence, CadenceAnalyzer
 from arena_ls.trainer_facts.checkpoints import SaveAnalyzer
 from arena_ls.trainer_facts.facts import CallSite, ModuleFacts, collect_facts
+from arena_ls.trainer_facts.job_args import JobArgs
 from arena_ls.trainer_facts.kit import Kit
 from arena_ls.trainer_facts.loop import TrainingLoop, find_training_loop
 from arena_ls.trainer_facts.names import argument
@@ -61,15 +63,50 @@ class TrainerContext:
         *,
         fp32_only: bool | None,
         checkpoint_patterns: tuple[str, ...] = (),
+        jobs: tuple[JobArgs, ...] = (),
     ) -> None:
         self.source = source
         self.tree = tree
         self.fp32_only = fp32_only
         self.checkpoint_patterns = checkpoint_patterns
         """The ``checkpoint.pattern`` of the jobs that run this trainer (AR014)."""
+        self.jobs = jobs
+        """The manifest jobs that run this trainer, with their arguments (the cadence rules judge each)."""
+        self.job: JobArgs | None = None
+        """The job this context judges for (its options resolve to the job's values): set in the
+        views of ``for_job``, which the cadence rules judge each job with; None: the defaults."""
         self.facts: ModuleFacts = collect_facts(tree)
         self.graph = CallGraph(self.facts)
-        self.resolver = Resolver(self.facts)
+        self.resolver = Resolver(self.facts, self.job)
+
+    def for_job(self, job: JobArgs | None) -> TrainerContext:
+        """The same trainer judged for ``job``: its options resolve to the job's values.
+
+        Shares the parse and every analysis that does not resolve values (the
+        loop, the call graph, the saves); only the resolver and the cadences are its own.
+        """
+        self.training  # noqa: B018 (computed once, shared by every job's view)
+        view = copy.copy(self)
+        view.job = job
+        view.jobs = (job,) if job is not None else ()
+        view.resolver = self.resolver.for_job(job)
+        view.__dict__.pop("cadences", None)
+        return view
+
+    @cached_property
+    def job_views(self) -> list[tuple[TrainerContext, tuple[str, ...]]]:
+        """One view per distinct setting of the jobs that run the trainer, with those jobs' ids.
+
+        Jobs whose arguments set this trainer's options alike share a view (200
+        jobs of a sweep over the learning rate are judged once). No job: the
+        defaults, for no job in particular.
+        """
+        if not self.jobs:
+            return [(self, ())]
+        groups: dict[tuple[tuple[str, str | None], ...], list[JobArgs]] = {}
+        for job in self.jobs:
+            groups.setdefault(self.resolver.settings_of(job), []).append(job)
+        return [(self.for_job(jobs[0]), tuple(job.job for job in jobs)) for jobs in groups.values()]
 
     @cached_property
     def training(self) -> TrainingLoop:

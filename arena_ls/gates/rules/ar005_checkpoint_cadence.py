@@ -31,6 +31,15 @@ is given (a warning: the steps in an epoch are not known here); a
 and `every_n_epochs` (a warning). Hugging Face's `save_strategy="epoch"` is
 a warning and `save_steps` above 500 an error (its default of 500 is fine).
 
+The job's arguments: when a manifest job that runs the trainer sets the
+option (`"args": ["train.py", "--ckpt-every", "500"]`, or `--ckpt-every=500`),
+the job's value is judged, not the default, and the message says so ("500
+from the job's args"); so is a nanoGPT-style module global that the job sets
+with `--eval_interval=500` through `exec(open('configurator.py').read())` (its
+only form; a config file the job names is not read). Jobs that set it apart
+are judged apart: the finding on the file is the worst job's, names it, and
+refuses only the starts of the jobs judged as badly.
+
 The kit: the cadence of `arena_trainer.save(...)` is read from its guard,
 as for `torch.save`. Hugging Face's `TrainingArguments.save_steps` (500 by
 default) is the cadence of a Hugging Face trainer, and Lightning's
@@ -195,4 +204,4 @@ def _too_rare(ctx: TrainerContext, value: ast.expr | None, label: str) -> Iterat
         yield Violation(span=ctx.span(value), message=f"{MESSAGE}: {label}={steps}{origin}")
 
 
-RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check, per_job=True)
