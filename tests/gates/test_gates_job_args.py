@@ -196,3 +196,62 @@ def test_the_gates_worker_process_reads_the_jobs_too() -> None:
         assert [f.jobs for f in found] == [("plain",)]
     finally:
         budget.close()
+
+
+# --------------------------------------------------------------------------- arena check
+
+
+def check_workspace(root: Path, jobs: list[tuple[str, list[str]]]) -> tuple[int, str]:
+    import io
+
+    from arena_ls.client.lint import make_manifest_linter
+    from arena_ls.gates.check import main_check
+
+    (root / "training").mkdir(exist_ok=True)
+    (root / "train.py").write_text(DIT_LIKE, encoding="utf-8")
+    manifest = manifest_for(root, jobs)
+    (root / "training" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "jobs": [
+                    {
+                        "id": job.id,
+                        "kind": "train",
+                        "command": "{python}",
+                        "args": list(job.args),
+                        "resume": {"args": ["--start-step", "{step}"]},
+                    }
+                    for job in manifest.jobs.values()  # type: ignore[attr-defined]
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    linter = make_manifest_linter(root)
+    out = io.StringIO()
+    code = main_check(
+        [str(root / "training" / "manifest.json")], stdout=out, manifest_linter=linter, jobs_of=linter.jobs_of
+    )
+    return code, out.getvalue()
+
+
+def test_arena_check_judges_the_manifests_scripts_for_their_jobs(tmp_path: Path) -> None:
+    _code, out = check_workspace(tmp_path, [("fast", ["--ckpt-every", "500"]), ("plain", [])])
+    [line] = [line for line in out.splitlines() if "AR005" in line]
+    assert line.endswith("(job 'plain')")
+    _code, out = check_workspace(
+        tmp_path, [("fast", ["--ckpt-every", "500"]), ("also", ["--ckpt-every=200"])]
+    )
+    assert "AR005" not in out
+
+
+def test_arena_check_of_the_script_alone_judges_its_defaults(tmp_path: Path) -> None:
+    import io
+
+    from arena_ls.gates.check import main_check
+
+    (tmp_path / "train.py").write_text(DIT_LIKE, encoding="utf-8")
+    out = io.StringIO()
+    main_check([str(tmp_path / "train.py")], stdout=out)
+    assert "every 50000 steps" in out.getvalue()
