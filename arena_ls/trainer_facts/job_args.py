@@ -49,12 +49,19 @@ class JobArgs:
         return found
 
     def configurator_value(self, name: str) -> str | None:
-        """nanoGPT's ``--name=value`` (``configurator.py`` reads no other form), the last one."""
+        """nanoGPT's ``--name=value`` (``configurator.py`` reads no other form), the last one.
+
+        The configurator applies its arguments in order, and a config file (an
+        argument without ``--``) may set any global: a ``--name=value`` followed by
+        one is not known to hold, so it is not taken (the default is judged).
+        """
         found = None
         prefix = "--" + name + "="
         for argument in self.args:
             if argument.startswith(prefix):
                 found = argument[len(prefix) :]
+            elif not argument.startswith("--"):
+                found = None  # a config file after it may set it again
         return found
 
 

@@ -50,9 +50,12 @@ def test_an_option_is_read_as_argparse_reads_it(
 
 
 def test_nanogpts_configurator_reads_only_name_equals_value() -> None:
-    job = JobArgs("j", ("config/x.py", "--eval_interval", "100", "--eval_interval=500", "--eval_intervals=9"))
+    job = JobArgs("j", ("config/x.py", "--eval_interval=100", "--eval_interval=500", "--eval_intervals=9"))
     assert job.configurator_value("eval_interval") == "500"
     assert JobArgs("j", ("--eval_interval", "500")).configurator_value("eval_interval") is None
+    # a config file after it may set it again: not taken
+    after = JobArgs("j", ("--eval_interval=500", "config/train_gpt2.py"))
+    assert after.configurator_value("eval_interval") is None
 
 
 def test_values_are_read_as_the_trainer_reads_them() -> None:

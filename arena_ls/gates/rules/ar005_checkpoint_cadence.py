@@ -36,7 +36,8 @@ option (`"args": ["train.py", "--ckpt-every", "500"]`, or `--ckpt-every=500`),
 the job's value is judged, not the default, and the message says so ("500
 from the job's args"); so is a nanoGPT-style module global that the job sets
 with `--eval_interval=500` through `exec(open('configurator.py').read())` (its
-only form; a config file the job names is not read). Jobs that set it apart
+only form; the values of a config file the job names are not read, and a
+`--name=value` that one follows is not taken). Jobs that set it apart
 are judged apart: the finding on the file is the worst job's, names it, and
 refuses only the starts of the jobs judged as badly.
 
