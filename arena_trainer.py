@@ -24,6 +24,11 @@ A plain PyTorch loop::
         if stop:
             break
 
+A loop that never saved needs no guard of its own: ``arena.save(state, path, step,
+every=200)`` saves only every 200 steps (and on every call once a stop is asked), and
+``if arena.due(step, every=200):`` guards a save the kit does not make (both are
+arena-ls additions to contract 8.1's kit).
+
 Hugging Face: ``Trainer(..., callbacks=[arena_trainer.HFCallback()])``.
 Lightning: ``Trainer(..., callbacks=[arena_trainer.LightningCallback()])``, and
 ``trainer.fit(..., ckpt_path=arena_trainer.resume_path())`` where no option of the
