@@ -93,20 +93,13 @@ class TrainerContext:
         view.__dict__.pop("cadences", None)
         return view
 
-    @cached_property
-    def job_views(self) -> list[tuple[TrainerContext, tuple[str, ...]]]:
-        """One view per distinct setting of the jobs that run the trainer, with those jobs' ids.
-
-        Jobs whose arguments set this trainer's options alike share a view (200
-        jobs of a sweep over the learning rate are judged once). No job: the
-        defaults, for no job in particular.
-        """
-        if not self.jobs:
-            return [(self, ())]
-        groups: dict[tuple[tuple[str, str | None], ...], list[JobArgs]] = {}
-        for job in self.jobs:
-            groups.setdefault(self.resolver.settings_of(job), []).append(job)
-        return [(self.for_job(jobs[0]), tuple(job.job for job in jobs)) for jobs in groups.values()]
+    def job_view(self, job: JobArgs, settings: tuple[tuple[str, str], ...]) -> TrainerContext:
+        """The view judging ``job``, shared by every job (and rule) with the same ``settings``."""
+        views: dict[tuple[tuple[str, str], ...], TrainerContext] = self.__dict__.setdefault("_job_views", {})
+        view = views.get(settings)
+        if view is None:
+            view = views[settings] = self.for_job(job)
+        return view
 
     @cached_property
     def training(self) -> TrainingLoop:

@@ -15,6 +15,7 @@ it could not resolve and why.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import operator
 from collections.abc import Callable
@@ -131,29 +132,41 @@ class Resolver:
         self.options = collect_options(facts)
         self.option_overrides = _set_defaults(facts)
         self.configurator = configurator_line(facts)
+        self.consulted: set[str] = set()
+        """The options (``option DEST``) and configurator globals (``global NAME``) read so far:
+        what a job's arguments could change in what was resolved."""
         self._active: set[int] = set()
         self._imported: dict[str, ClassInfo] = {}
 
     def for_job(self, job: JobArgs | None) -> Resolver:
-        """A resolver of the same module that reads ``job``'s arguments."""
-        return Resolver(self.facts, job)
+        """A resolver of the same module that reads ``job``'s arguments (the options and the
+        configurator found once are shared)."""
+        resolver = copy.copy(self)
+        resolver.job = job
+        resolver.consulted = set()
+        resolver._active = set()
+        return resolver
 
-    def settings_of(self, job: JobArgs) -> tuple[tuple[str, str | None], ...]:
-        """What ``job``'s arguments set of this trainer's options and configurator globals.
+    def settings_of(self, job: JobArgs, consulted: set[str]) -> tuple[tuple[str, str], ...]:
+        """What ``job``'s arguments set of the options and configurator globals in ``consulted``.
 
-        Two jobs with the same settings resolve every value alike, whatever else
-        their arguments say (a learning rate, a data path): they are judged once.
+        ``consulted`` are those a rule read (``self.consulted`` after it judged the
+        defaults): two jobs that set them alike are judged alike, whatever else their
+        arguments say (a sweep over the learning rate is judged once).
         """
-        found: list[tuple[str, str | None]] = []
-        for dest, option in sorted(self.options.items()):
-            given = job.option_value(option.flags)
-            found.append((dest, given[1] if given else job.flag_given(option.flags)))
-        if self.configurator is not None:
-            module = self.facts.module
-            for name in sorted(module.assigns):
-                if any(item.stmt.lineno < self.configurator for item in module.assigns[name]):
-                    found.append(("global " + name, job.configurator_value(name)))
-        return tuple(item for item in found if item[1] is not None)
+        found: list[tuple[str, str]] = []
+        for key in sorted(consulted):
+            kind, _space, name = key.partition(" ")
+            value: str | None = None
+            if kind == "option" and name in self.options:
+                option = self.options[name]
+                given = job.option_value(option.flags)
+                value = given[1] if given else job.flag_given(option.flags)
+            elif kind == "global":
+                value = job.configurator_value(name)
+            if value is not None:
+                found.append((key, value))
+        return tuple(found)
 
     def resolve(self, expr: ast.expr | None, scope: Scope, line: int | None = None) -> Value:
         """The value of ``expr`` as seen from ``scope`` at 1-based ``line``."""
@@ -392,11 +405,13 @@ class Resolver:
     def _configured(self, assignment: Assignment) -> Value | None:
         """A module-level global the job's ``--name=value`` overrides through nanoGPT's configurator."""
         if (
-            self.job is None
-            or self.configurator is None
+            self.configurator is None
             or assignment.scope is not self.facts.module
             or assignment.stmt.lineno >= self.configurator
         ):
+            return None
+        self.consulted.add("global " + assignment.target)
+        if self.job is None:
             return None
         given = self.job.configurator_value(assignment.target)
         if given is None:
@@ -431,6 +446,7 @@ class Resolver:
         )
 
     def option_default(self, option: ArgOption) -> Value:
+        self.consulted.add("option " + option.dest)
         from_job = self._from_job(option)
         if from_job is not None:
             return from_job

@@ -258,3 +258,27 @@ def test_arena_check_of_the_script_alone_judges_its_defaults(tmp_path: Path) -> 
     out = io.StringIO()
     main_check([str(tmp_path / "train.py")], stdout=out)
     assert "every 50000 steps" in out.getvalue()
+
+
+def test_jobs_that_differ_only_in_options_no_cadence_reads_share_one_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sweep of 300 jobs over ``--steps`` (declared, read by no cadence): judged by two views,
+    not 300 (the defaults, and the one ``--ckpt-every 9000`` sets)."""
+    from arena_ls.trainer_facts.context import TrainerContext
+
+    made: list[object] = []
+    original = TrainerContext.for_job
+
+    def counting(self: TrainerContext, job: JobArgs | None) -> TrainerContext:
+        made.append(job)
+        return original(self, job)
+
+    monkeypatch.setattr(TrainerContext, "for_job", counting)
+    sweep = [JobArgs(f"s{i}", ("--steps", str(1000 + i))) for i in range(300)]
+    sweep.append(JobArgs("rare", ("--steps", "5", "--ckpt-every", "9000")))
+    findings = only(lint_trainer(DIT_LIKE, fp32_only=True, jobs=tuple(sweep)), "AR005")
+    assert len(made) == 1, "one view: --ckpt-every 9000; the sweep is judged by the defaults"
+    [finding] = findings  # every job saves too rarely: the first judged is named, all are held
+    assert finding.message.endswith("(job 's0' and 300 other jobs)")
+    assert len(finding.jobs) == 301 and "rare" in finding.jobs

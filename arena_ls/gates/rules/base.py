@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from arena_ls.diagnostics import Span
 from arena_ls.gates.model import Severity, TextEdit
 from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.job_args import JobArgs
 from arena_ls.trainer_facts.patterns import lazy
 
 SECTIONS = (
@@ -124,17 +125,34 @@ _RANK = {None: 0, "information": 1, "warning": 2, "error": 3}
 
 
 def judge_each_job(check: Check, severity: Severity) -> Check:
-    """``check`` run once per distinct setting of the jobs that run the trainer.
+    """``check`` run on the defaults, then once per distinct setting of the jobs that run the
+    trainer.
 
-    No job (the defaults), or every job setting the trainer's options alike:
-    the findings as they are. Jobs judged apart: the worst one's findings,
-    naming the job, held only for the jobs judged as badly (a start of a job
-    whose own arguments pass is not refused for another's).
+    A job's setting is what its arguments give the options and configurator
+    globals that judging the defaults read (``Resolver.consulted``): a job that
+    sets none of them is judged by the defaults, and a sweep over an option no
+    cadence reads is judged once. No job, or every job judged alike: the
+    findings as they are. Jobs judged apart: the worst one's findings, naming
+    the job, held only for the jobs judged as badly (a start of a job whose own
+    arguments pass is not refused for another's).
     """
 
     def judged(ctx: TrainerContext) -> Iterable[Violation]:
-        views = ctx.job_views
-        outcomes = [(ids, list(check(view))) for view, ids in views]
+        defaults = list(check(ctx))
+        if not ctx.jobs:
+            return defaults
+        consulted = set(ctx.resolver.consulted)  # what judging the defaults read
+        groups: dict[tuple[tuple[str, str], ...], list[JobArgs]] = {}
+        for job in ctx.jobs:
+            groups.setdefault(ctx.resolver.settings_of(job, consulted), []).append(job)
+        outcomes = [
+            # jobs that set none of what was read are judged by the defaults
+            (
+                tuple(job.job for job in jobs),
+                list(check(ctx.job_view(jobs[0], settings))) if settings else defaults,
+            )
+            for settings, jobs in groups.items()
+        ]
         shapes = {tuple((v.span, v.message, v.severity) for v in found) for _ids, found in outcomes}
         if len(shapes) == 1:
             return outcomes[0][1]
