@@ -24,6 +24,11 @@ A plain PyTorch loop::
         if stop:
             break
 
+A loop that never saved needs no guard of its own: ``arena.save(state, path, step,
+every=200)`` saves only every 200 steps (and on every call once a stop is asked), and
+``if arena.due(step, every=200):`` guards a save the kit does not make (both are
+arena-ls additions to contract 8.1's kit).
+
 Hugging Face: ``Trainer(..., callbacks=[arena_trainer.HFCallback()])``.
 Lightning: ``Trainer(..., callbacks=[arena_trainer.LightningCallback()])``, and
 ``trainer.fit(..., ckpt_path=arena_trainer.resume_path())`` where no option of the
@@ -60,7 +65,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -216,7 +221,15 @@ def _files_under(folder: str) -> list[str]:
 # --------------------------------------------------------------------------- saving
 
 
-def save(obj: object, path: str | os.PathLike[str], step: int) -> str:
+@overload
+def save(obj: object, path: str | os.PathLike[str], step: int) -> str: ...
+
+
+@overload
+def save(obj: object, path: str | os.PathLike[str], step: int, every: int | None = None) -> str | None: ...
+
+
+def save(obj: object, path: str | os.PathLike[str], step: int, every: int | None = None) -> str | None:
     """``torch.save(obj)`` to ``path`` atomically, then announce it; returns the path.
 
     The object is written to a temporary file in the same folder (same disk),
@@ -224,7 +237,17 @@ def save(obj: object, path: str | os.PathLike[str], step: int) -> str:
     kill in the middle of the save leaves the previous checkpoint whole, and
     the next save to ``path`` removes the temporary the killed process left
     (``remove_stale_temporaries``). The folder is created when it does not exist.
+
+    ``every`` (an arena-ls addition to contract 8.1's ``save(obj, path, step)``):
+    save only when ``due(step, every)``, that is every ``every`` steps (step 0
+    excepted) and at every call once a stop was asked; otherwise nothing is
+    written and None is returned. So a loop that never saved needs one line,
+    ``arena.save({...}, "ckpt.pt", step, every=200)``, and no guard of its own.
+    ``obj`` is built at every call: build it of ``state_dict()`` s (references,
+    not copies), and save the last step with a call without ``every``.
     """
+    if every is not None and not due(step, every):
+        return None
     import torch  # only now: a trainer that never saves with the kit never imports it here
 
     name = os.fspath(path)
@@ -245,6 +268,36 @@ def save(obj: object, path: str | os.PathLike[str], step: int) -> str:
     _fsync_folder(folder)
     checkpoint(step, name)
     return name
+
+
+def due(step: int, every: int) -> bool:
+    """Whether a checkpoint is due at ``step``: every ``every`` steps, or a stop was asked.
+
+    An arena-ls addition to contract 8.1, for a save the kit does not make
+    (``if arena.due(step, every=200): accelerator.save_state(folder)``, then
+    ``arena.checkpoint(step, folder)``): True when ``step`` is a positive
+    multiple of ``every``, and at every call once a stop was asked (the stop
+    file, or a signal after ``should_stop()`` installed the handlers; this call
+    installs none, so Ctrl-C keeps its meaning in a trainer that never asks).
+    """
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError("every must be a whole number of steps, at least 1, not " + repr(every))
+    step = _whole(step)
+    if step > 0 and step % every == 0:
+        return True
+    return _stop_asked()
+
+
+def _stop_asked() -> bool:
+    """``should_stop()`` without installing the handlers (a signal counts once they are)."""
+    global _stop_reason
+    if _stop_reason is not None:
+        return True
+    stop_file = os.environ.get(STOP_FILE_VARIABLE)
+    if stop_file and os.path.exists(stop_file):
+        _stop_reason = "stop file"
+        return True
+    return False
 
 
 def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[str]:
@@ -397,15 +450,8 @@ def should_stop() -> bool:
     the signal handlers, which only set a flag: call it once early (before
     the first step) so that a signal during start-up is a stop too.
     """
-    global _stop_reason
     _install_handlers()
-    if _stop_reason is not None:
-        return True
-    stop_file = os.environ.get(STOP_FILE_VARIABLE)
-    if stop_file and os.path.exists(stop_file):
-        _stop_reason = "stop file"
-        return True
-    return False
+    return _stop_asked()
 
 
 def stop_reason() -> str | None:

@@ -47,10 +47,17 @@ class Diag:
     """The file the diagnostic is in (absolute), when known."""
     related: tuple[Related, ...] = ()
     data: Any = None
+    jobs: tuple[str, ...] = ()
+    """A gate finding that holds only for these manifest jobs (their arguments set the cadence
+    it judges); empty: for every job that runs the trainer."""
 
     @property
     def is_error(self) -> bool:
         return self.severity == "error"
+
+    def holds_for(self, job_id: str) -> bool:
+        """Whether this finding counts against ``job_id``'s start (see ``jobs``)."""
+        return not self.jobs or job_id in self.jobs
 
     def to_wire(self, uri: str | None = None) -> dict[str, Any]:
         """The contract's ``{code, message, uri, range}`` shape (plus severity)."""

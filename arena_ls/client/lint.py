@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -56,12 +55,19 @@ def finding_severity(severity: str) -> Literal["error", "warning", "information"
     return "warning" if severity == "warning" else "information"
 
 
-def make_manifest_linter(fallback_root: Path) -> Callable[[Path], ManifestFindings]:
-    def lint(path: Path) -> ManifestFindings:
+class ManifestLinter:
+    """Lints manifests for ``arena check`` and remembers their ``train`` jobs by script, so the
+    scripts are judged for the jobs' arguments (``jobs_of``), as the server judges them."""
+
+    def __init__(self, fallback_root: Path) -> None:
+        self.fallback_root = fallback_root
+        self.jobs: dict[Path, list[tuple[str, tuple[str, ...], str | None]]] = {}
+
+    def __call__(self, path: Path) -> ManifestFindings:
         from arena_ls.gates.model import Finding  # imported when a manifest is linted
         from arena_ls.manifest import load_manifest
 
-        root = manifest_root(path, fallback_root)
+        root = manifest_root(path, self.fallback_root)
         result = load_manifest(path, root)
         findings: list[tuple[Path, Any]] = []
         for diag in result.diagnostics:
@@ -76,10 +82,23 @@ def make_manifest_linter(fallback_root: Path) -> Callable[[Path], ManifestFindin
                 span.end_col,
             )
             findings.append((Path(diag.path) if diag.path else path, finding))
-        scripts = [job.resolved_script(root) for job in result.jobs.values()]
-        return findings, [s for s in scripts if s is not None and s.is_file()]
+        scripts = []
+        for job in result.jobs.values():
+            script = job.resolved_script(root)
+            if script is None:
+                continue
+            scripts.append(script)
+            if job.kind == "train":
+                self.jobs.setdefault(script.resolve(), []).append((job.id, job.args, job.script))
+        return findings, [s for s in scripts if s.is_file()]
 
-    return lint
+    def jobs_of(self, script: Path) -> list[tuple[str, tuple[str, ...], str | None]]:
+        """``(id, args, script)`` of every ``train`` job of the linted manifests that runs ``script``."""
+        return list(self.jobs.get(script.resolve(), []))
+
+
+def make_manifest_linter(fallback_root: Path) -> ManifestLinter:
+    return ManifestLinter(fallback_root)
 
 
 def shown_path(path: Path) -> str:
@@ -171,8 +190,10 @@ def run_check(args: argparse.Namespace, root: Path, stdout: TextIO | None = None
         from arena_ls.client.errors import EXIT_FAILED, CliError
 
         raise CliError(f"arena check is not available in this build ({error})", EXIT_FAILED) from error
+    linter = make_manifest_linter(root)
     return main_check(
         check_argv(args, root),
         stdout=stdout or sys.stdout,
-        manifest_linter=make_manifest_linter(root),
+        manifest_linter=linter,
+        jobs_of=linter.jobs_of,
     )

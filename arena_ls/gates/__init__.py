@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from arena_ls.gates.model import Finding, Severity, TextEdit
 from arena_ls.gates.suppression import suppression_edit
+from arena_ls.trainer_facts.job_args import JobArgs
 
 DOCS_URL = "https://github.com/arena-ls/arena-ls/blob/main/docs/rules.md"
 
 
 def lint_trainer(
-    source: str | bytes, *, fp32_only: bool | None = None, checkpoint_patterns: tuple[str, ...] = ()
+    source: str | bytes,
+    *,
+    fp32_only: bool | None = None,
+    checkpoint_patterns: tuple[str, ...] = (),
+    jobs: tuple[JobArgs, ...] = (),
 ) -> list[Finding]:
     """Every gate finding for one trainer script, sorted by position (``engine.lint_trainer``).
 
@@ -25,7 +30,9 @@ def lint_trainer(
     """
     from arena_ls.gates import engine  # start-up speed: the rules load on the first lint
 
-    return engine.lint_trainer(source, fp32_only=fp32_only, checkpoint_patterns=checkpoint_patterns)
+    return engine.lint_trainer(
+        source, fp32_only=fp32_only, checkpoint_patterns=checkpoint_patterns, jobs=jobs
+    )
 
 
 def rule_doc_url(code: str) -> str:
@@ -36,6 +43,7 @@ def rule_doc_url(code: str) -> str:
 __all__ = [
     "DOCS_URL",
     "Finding",
+    "JobArgs",
     "Severity",
     "TextEdit",
     "lint_trainer",

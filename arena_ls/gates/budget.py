@@ -30,6 +30,7 @@ import psutil
 from arena_ls import platform
 from arena_ls.gates.model import Finding
 from arena_ls.gates.worker import read_message, write_message
+from arena_ls.trainer_facts.job_args import JobArgs
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +76,16 @@ class GateBudget:
         """The worker's largest resident memory seen (benchmarks read it)."""
 
     def lint(
-        self, source: str | bytes, fp32_only: bool | None, checkpoint_patterns: tuple[str, ...]
+        self,
+        source: str | bytes,
+        fp32_only: bool | None,
+        checkpoint_patterns: tuple[str, ...],
+        jobs: tuple[JobArgs, ...] = (),
     ) -> list[Finding]:
         size = len(source) if isinstance(source, bytes) else len(source.encode("utf-8", "surrogatepass"))
         if size > self.max_bytes:
             return [too_large(f"it is {size / (1 << 20):.1f} MB, more than {self.max_bytes >> 20} MB")]
-        request = pickle.dumps((source, fp32_only, list(checkpoint_patterns)))
+        request = pickle.dumps((source, fp32_only, list(checkpoint_patterns), list(jobs)))
         with self._lock:
             return self._ask(request)
 

@@ -22,6 +22,7 @@ from arena_ls.gates.model import Finding
 from arena_ls.gates.severity import with_severities
 from arena_ls.lifecycle.gate_verdict import GateVerdict
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.trainer_facts.job_args import JobArgs, trainer_arguments
 
 CACHE_LIMIT = 1024
 """Lint results kept (least recently used first out): a manifest of 500 jobs may name hundreds
@@ -35,8 +36,9 @@ Signature = tuple[int, int, int]
 """(size, mtime_ns, inode) of a trainer file: when it changes, the file is read and hashed again."""
 Chosen = tuple[tuple[str, Severity], ...]
 """The tunable gates' severities (``gates.severity``, AR010 on Windows), sorted."""
-LintKey = tuple[str, str, bool | None, tuple[str, ...], Chosen]
-"""(path, SHA-256 of the text, device profile, checkpoint patterns, severities): what a lint depends on."""
+LintKey = tuple[str, str, bool | None, tuple[str, ...], Chosen, tuple[JobArgs, ...]]
+"""(path, SHA-256 of the text, device profile, checkpoint patterns, severities, the arguments of the
+jobs that run it): what a lint depends on."""
 
 
 class TrainerGates:
@@ -76,6 +78,8 @@ class TrainerGates:
         """Each trainer file's last signature and the hash of its text then."""
         self._patterns: tuple[ManifestResult, dict[str, tuple[str, ...]]] | None = None
         """The checkpoint patterns by trainer, computed once per parsed manifest."""
+        self._job_args: tuple[ManifestResult, dict[str, tuple[JobArgs, ...]]] | None = None
+        """The arguments of the jobs by trainer, computed once per parsed manifest."""
         self._trainers: tuple[ManifestResult, dict[str, Job]] | None = None
         self.lints = 0
         """How many lints ran (tests and benchmarks read it)."""
@@ -84,13 +88,14 @@ class TrainerGates:
         ``signature``: what status answered from the old verdict is answered again)."""
 
     def errors(self, job: Job) -> list[Diag]:
-        """Error-severity gate diagnostics of the job's trainer file (empty when it passes)."""
+        """Error-severity gate diagnostics of the job's trainer file (empty when it passes), as
+        judged for this job (a cadence its arguments set: ``Diag.jobs``)."""
         if job.kind != "train":
             return []
         script = job.resolved_script(self.root)
         if script is None:
             return []
-        return [d for d in self.lint_file(str(script)) if d.is_error]
+        return [d for d in self.lint_file(str(script)) if d.is_error and d.holds_for(job.id)]
 
     def verdict(self, job: Job) -> GateVerdict:
         """The gates' verdict on the trainer's bytes as they are now, for a start (issue 39).
@@ -117,7 +122,8 @@ class TrainerGates:
         if changed:
             self.rewrites_seen += 1
         diags = self._lint_text(path, digest, source)
-        return GateVerdict([d for d in diags if d.is_error], path, digest, changed)
+        errors = [d for d in diags if d.is_error and d.holds_for(job.id)]
+        return GateVerdict(errors, path, digest, changed)
 
     def known_errors(self, job: Job) -> list[Diag] | None:
         """``errors`` when the trainer's current content is linted already, else None (nothing is
@@ -177,6 +183,7 @@ class TrainerGates:
                 self.fp32_only(),
                 self.checkpoint_patterns(path),
                 self._chosen(),
+                self.job_args(path),
             ) in self._results
 
     def warm(self, jobs: list[Job]) -> None:
@@ -200,7 +207,14 @@ class TrainerGates:
 
     def _lint_text(self, path: str, digest: str, source: str | bytes | None) -> list[Diag]:
         """The diagnostics of ``path`` whose text hashes to ``digest`` (``source``, or read when None)."""
-        key = (path, digest, self.fp32_only(), self.checkpoint_patterns(path), self._chosen())
+        key = (
+            path,
+            digest,
+            self.fp32_only(),
+            self.checkpoint_patterns(path),
+            self._chosen(),
+            self.job_args(path),
+        )
         with self._lock:
             found = self._results.get(key)
             if found is not None:
@@ -241,9 +255,9 @@ class TrainerGates:
 
     def _lint(self, path: str, source: str | bytes, key: LintKey) -> list[Diag]:
         if self.budget is not None:
-            findings = self.budget.lint(source, key[2], key[3])
+            findings = self.budget.lint(source, key[2], key[3], key[5])
         else:
-            findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3])
+            findings = lint_trainer(source, fp32_only=key[2], checkpoint_patterns=key[3], jobs=key[5])
         return with_severities(
             (
                 Diag(
@@ -253,6 +267,7 @@ class TrainerGates:
                     span=Span(f.line, f.col, f.end_line, f.end_col),
                     path=path,
                     data=_fix_data(f),
+                    jobs=f.jobs,
                 )
                 for f in findings
             ),
@@ -286,6 +301,33 @@ class TrainerGates:
         patterns = {path: tuple(sorted(values)) for path, values in found.items()}
         self._patterns = (manifest, patterns)
         return patterns
+
+    def job_args(self, path: str) -> tuple[JobArgs, ...]:
+        """The arguments of every ``train`` job whose script is ``path``, by job id (the cadence
+        rules judge each job with the values its arguments set)."""
+        try:
+            return self._job_args_by_script().get(os.path.realpath(path), ())
+        except (OSError, ValueError):
+            return ()
+
+    def _job_args_by_script(self) -> dict[str, tuple[JobArgs, ...]]:
+        manifest = self.manifest()
+        known = self._job_args
+        if known is not None and known[0] is manifest:
+            return known[1]
+        found: dict[str, list[JobArgs]] = {}
+        for job in sorted(manifest.jobs.values(), key=lambda item: item.id):
+            script = job.resolved_script(self.root) if job.kind == "train" else None
+            if script is None:
+                continue
+            try:
+                where = os.path.realpath(script)
+            except (OSError, ValueError):
+                continue
+            found.setdefault(where, []).append(JobArgs(job.id, trainer_arguments(job.args, job.script)))
+        by_script = {path: tuple(jobs) for path, jobs in found.items()}
+        self._job_args = (manifest, by_script)
+        return by_script
 
 
 def _signature(path: str) -> Signature | None:

@@ -21,9 +21,13 @@ from typing import NoReturn, TextIO
 
 from arena_ls.gates.engine import lint_trainer
 from arena_ls.gates.model import Finding
+from arena_ls.trainer_facts.job_args import JobArgs, trainer_arguments
 
 ManifestLinter = Callable[[Path], tuple[list[tuple[Path, Finding]], list[Path]]]
 """Lints a manifest: its own findings (with the file each is in) and the scripts it names."""
+JobsOf = Callable[[Path], list[tuple[str, tuple[str, ...], str | None]]]
+"""The jobs of the manifests linted so far that run a script: ``(id, args, script)`` each (the
+cadence rules judge the script for each job's arguments, as the server does)."""
 
 DEFAULT_MANIFEST = Path("training") / "manifest.json"
 _SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "__pycache__", "node_modules", ".aide", "build", "dist"})
@@ -38,12 +42,19 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def main_check(argv: list[str], *, stdout: TextIO, manifest_linter: ManifestLinter | None = None) -> int:
+def main_check(
+    argv: list[str],
+    *,
+    stdout: TextIO,
+    manifest_linter: ManifestLinter | None = None,
+    jobs_of: JobsOf | None = None,
+) -> int:
     """Run ``arena check`` with ``argv`` (the arguments after ``check``); return the exit status."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-        results, checked = _collect(args.paths, manifest_linter, fp32_only=True if args.fp32_only else None)
+        fp32_only = True if args.fp32_only else None
+        results, checked = _collect(args.paths, manifest_linter, fp32_only=fp32_only, jobs_of=jobs_of)
     except UsageError as error:
         print(f"arena check: {error}", file=sys.stderr)
         return 2
@@ -91,7 +102,11 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _collect(
-    paths: list[str], manifest_linter: ManifestLinter | None, *, fp32_only: bool | None
+    paths: list[str],
+    manifest_linter: ManifestLinter | None,
+    *,
+    fp32_only: bool | None,
+    jobs_of: JobsOf | None = None,
 ) -> tuple[list[tuple[Path, Finding]], int]:
     """The findings, and how many files were read (manifests and scripts)."""
     if not paths:
@@ -119,7 +134,11 @@ def _collect(
             scripts.append(path)
     unique = _unique(scripts)
     for script in unique:
-        results.extend((script, finding) for finding in _lint_file(script, fp32_only))
+        jobs = tuple(
+            JobArgs(job_id, trainer_arguments(args, script_arg))
+            for job_id, args, script_arg in (jobs_of(script) if jobs_of is not None else [])
+        )
+        results.extend((script, finding) for finding in _lint_file(script, fp32_only, jobs))
     return results, manifests + len(unique)
 
 
@@ -142,12 +161,12 @@ def _unique(paths: Iterable[Path]) -> list[Path]:
     return ordered
 
 
-def _lint_file(path: Path, fp32_only: bool | None) -> list[Finding]:
+def _lint_file(path: Path, fp32_only: bool | None, jobs: tuple[JobArgs, ...] = ()) -> list[Finding]:
     try:
         data = path.read_bytes()
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror or error}") from error
-    return lint_trainer(data, fp32_only=fp32_only)
+    return lint_trainer(data, fp32_only=fp32_only, jobs=jobs)
 
 
 def _write(results: list[tuple[Path, Finding]], fmt: str, stdout: TextIO) -> None:

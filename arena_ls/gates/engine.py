@@ -17,6 +17,7 @@ from arena_ls.gates.rules.ar000_syntax_error import syntax_error_finding
 from arena_ls.gates.rules.base import Rule, Violation
 from arena_ls.gates.suppression import parse_suppressions
 from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.job_args import JobArgs
 from arena_ls.trainer_facts.source import SourceText, decode_source
 
 
@@ -28,26 +29,35 @@ def _log_exception(message: str, *args: object) -> None:
 
 
 def lint_trainer(
-    source: str | bytes, *, fp32_only: bool | None = None, checkpoint_patterns: tuple[str, ...] = ()
+    source: str | bytes,
+    *,
+    fp32_only: bool | None = None,
+    checkpoint_patterns: tuple[str, ...] = (),
+    jobs: tuple[JobArgs, ...] = (),
 ) -> list[Finding]:
     """Every gate finding for one trainer script, sorted by position.
 
     ``fp32_only`` is the device profile: True turns AR011 on, None (unknown)
     and False leave it off. ``checkpoint_patterns`` are the ``checkpoint.pattern``
     of the jobs that run the script: a line they match announces a checkpoint (AR014).
+    ``jobs`` are those jobs' arguments: the cadence rules judge each job with the
+    values its arguments set (``--ckpt-every 500``); a finding that holds for some
+    of them only names them in ``Finding.jobs``.
     """
     text = SourceText(decode_source(source))
     paused = gc.isenabled()
     if paused:
         gc.disable()  # a big file builds ~100k AST objects that cannot form cycles
     try:
-        return _lint(text, fp32_only, checkpoint_patterns)
+        return _lint(text, fp32_only, checkpoint_patterns, jobs)
     finally:
         if paused:
             gc.enable()
 
 
-def _lint(text: SourceText, fp32_only: bool | None, checkpoint_patterns: tuple[str, ...]) -> list[Finding]:
+def _lint(
+    text: SourceText, fp32_only: bool | None, checkpoint_patterns: tuple[str, ...], jobs: tuple[JobArgs, ...]
+) -> list[Finding]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -56,7 +66,9 @@ def _lint(text: SourceText, fp32_only: bool | None, checkpoint_patterns: tuple[s
         return [syntax_error_finding(text, error)]
     suppressions = parse_suppressions(text)
     try:
-        ctx = TrainerContext(text, tree, fp32_only=fp32_only, checkpoint_patterns=checkpoint_patterns)
+        ctx = TrainerContext(
+            text, tree, fp32_only=fp32_only, checkpoint_patterns=checkpoint_patterns, jobs=jobs
+        )
     except Exception:  # a bug must not take the server down; the log says what happened
         _log_exception("could not analyse the trainer; no gate findings for it")
         return []
@@ -105,4 +117,5 @@ def _finding(rule: Rule, violation: Violation) -> Finding:
         end_col=span.end_col,
         fix_title=(violation.fix_title or rule.fix_title) if violation.edits else None,
         edits=violation.edits,
+        jobs=violation.jobs,
     )

@@ -37,3 +37,6 @@ class Finding:
     end_col: int
     fix_title: str | None = None
     edits: tuple[TextEdit, ...] = ()
+    jobs: tuple[str, ...] = ()
+    """The manifest jobs it holds for, when the jobs that run the trainer set its cadence
+    differently (their arguments); empty: every job."""

@@ -2,7 +2,7 @@
 
 Reads requests from stdin and answers on stdout, one at a time, each a
 4-byte big-endian length and a pickle: the request ``(source, fp32_only,
-checkpoint_patterns)``, the answer the list of ``Finding``. Only the server
+checkpoint_patterns, jobs)``, the answer the list of ``Finding``. Only the server
 that started it writes to it (its own child, through a pipe). It ends at the
 end of its input (its server gone). A lint that runs past the budget or grows
 past it is the server's to stop: it kills this process (``budget.GateBudget``).
@@ -40,8 +40,10 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
         message = read_message(inbox)
         if message is None:
             return 0
-        source, fp32_only, patterns = pickle.loads(message)
-        findings = lint_trainer(source, fp32_only=fp32_only, checkpoint_patterns=tuple(patterns))
+        source, fp32_only, patterns, jobs = pickle.loads(message)
+        findings = lint_trainer(
+            source, fp32_only=fp32_only, checkpoint_patterns=tuple(patterns), jobs=tuple(jobs)
+        )
         write_message(outbox, pickle.dumps(findings))
 
 

@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from typing import Literal
 
 from arena_ls.trainer_facts.facts import LOOP_TYPES, CallSite, Chain, LoopSite, ModuleFacts, Scope
+from arena_ls.trainer_facts.kit import Kit
 from arena_ls.trainer_facts.loop import is_retry_loop
-from arena_ls.trainer_facts.names import dotted
+from arena_ls.trainer_facts.names import argument, dotted
 from arena_ls.trainer_facts.patterns import lazy
 from arena_ls.trainer_facts.reach import CallGraph, Path, Root
 from arena_ls.trainer_facts.sites import is_backward, is_optimizer_step
@@ -99,6 +100,7 @@ class CadenceAnalyzer:
         self.graph = graph
         self.resolver = resolver
         self.has_optimizer_step = any(is_optimizer_step(site) for site in facts.calls)
+        self.kit = Kit(facts)
         self._stepping: dict[int, bool] = {}
 
     def cadence(self, root: Root, path: Path) -> Cadence:
@@ -124,6 +126,7 @@ class CadenceAnalyzer:
                     for divisor, expr in _modulo_terms(node.test, positive=field == "body")
                     if not _is_rank_modulo(expr)
                 ]
+                found.extend(self._due_terms(node.test, positive=field == "body"))
                 # a test with a modulo term is the cadence guard (its ``or last_step`` is fine)
                 terms.extend(_Term(divisor, expr, site.scope) for divisor, expr in found)
                 if not found and not self._is_neutral(node.test, site.scope):
@@ -178,6 +181,18 @@ class CadenceAnalyzer:
         return Cadence(
             kind="unknown", node=term.node, reason=f"the value of `{text}` cannot be resolved{why}"
         )
+
+    def _due_terms(self, test: ast.expr, positive: bool) -> Iterator[tuple[ast.expr, ast.expr]]:
+        """``(every, call)`` for each ``arena_trainer.due(step, every=N)`` the test holds on."""
+        if isinstance(test, ast.BoolOp):
+            for value in test.values:
+                yield from self._due_terms(value, positive)
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            yield from self._due_terms(test.operand, not positive)
+        elif positive and isinstance(test, ast.Call) and self.kit.name_of(test.func) == "due":
+            every = argument(test, 1, "every")
+            if every is not None:
+                yield every, test
 
     # levels ----------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from functools import cached_property
 
@@ -10,6 +11,7 @@ from arena_ls.diagnostics import Span
 from arena_ls.trainer_facts.cadence import Cadence, CadenceAnalyzer
 from arena_ls.trainer_facts.checkpoints import SaveAnalyzer
 from arena_ls.trainer_facts.facts import CallSite, ModuleFacts, collect_facts
+from arena_ls.trainer_facts.job_args import JobArgs
 from arena_ls.trainer_facts.kit import Kit
 from arena_ls.trainer_facts.loop import TrainingLoop, find_training_loop
 from arena_ls.trainer_facts.names import argument
@@ -61,15 +63,43 @@ class TrainerContext:
         *,
         fp32_only: bool | None,
         checkpoint_patterns: tuple[str, ...] = (),
+        jobs: tuple[JobArgs, ...] = (),
     ) -> None:
         self.source = source
         self.tree = tree
         self.fp32_only = fp32_only
         self.checkpoint_patterns = checkpoint_patterns
         """The ``checkpoint.pattern`` of the jobs that run this trainer (AR014)."""
+        self.jobs = jobs
+        """The manifest jobs that run this trainer, with their arguments (the cadence rules judge each)."""
+        self.job: JobArgs | None = None
+        """The job this context judges for (its options resolve to the job's values): set in the
+        views of ``for_job``, which the cadence rules judge each job with; None: the defaults."""
         self.facts: ModuleFacts = collect_facts(tree)
         self.graph = CallGraph(self.facts)
-        self.resolver = Resolver(self.facts)
+        self.resolver = Resolver(self.facts, self.job)
+
+    def for_job(self, job: JobArgs | None) -> TrainerContext:
+        """The same trainer judged for ``job``: its options resolve to the job's values.
+
+        Shares the parse and every analysis that does not resolve values (the
+        loop, the call graph, the saves); only the resolver and the cadences are its own.
+        """
+        self.training  # noqa: B018 (computed once, shared by every job's view)
+        view = copy.copy(self)
+        view.job = job
+        view.jobs = (job,) if job is not None else ()
+        view.resolver = self.resolver.for_job(job)
+        view.__dict__.pop("cadences", None)
+        return view
+
+    def job_view(self, job: JobArgs, settings: tuple[tuple[str, str], ...]) -> TrainerContext:
+        """The view judging ``job``, shared by every job (and rule) with the same ``settings``."""
+        views: dict[tuple[tuple[str, str], ...], TrainerContext] = self.__dict__.setdefault("_job_views", {})
+        view = views.get(settings)
+        if view is None:
+            view = views[settings] = self.for_job(job)
+        return view
 
     @cached_property
     def training(self) -> TrainingLoop:

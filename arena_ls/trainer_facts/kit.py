@@ -2,7 +2,8 @@
 
 A call of the kit keeps the rule it implements: ``oom_retry`` AR001,
 ``empty_cache`` AR002 and AR003 (its ``every``, default 50, is the cadence),
-``save`` AR004-AR006 and AR014 (it announces what it saved), ``checkpoint``
+``save`` AR004-AR006 and AR014 (it announces what it saved; its ``every=N``
+is its cadence, and ``if due(step, every=N):`` a guard of N steps), ``checkpoint``
 AR014, ``resume_step`` AR007 and AR008 (so does ``resume_path`` in a plain
 loop; a framework's ``fit`` must be handed it), ``should_stop`` AR009. A call is the
 kit's when the name it calls comes from ``arena_trainer``: ``import

@@ -15,11 +15,13 @@ it could not resolve and why.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import operator
 from collections.abc import Callable
 
 from arena_ls.trainer_facts.facts import Assignment, ClassInfo, ModuleFacts, Scope
+from arena_ls.trainer_facts.job_args import JobArgs, literal
 from arena_ls.trainer_facts.names import call_name, dotted, keyword, last_identifier, string_value
 
 _MAX_DEPTH = 12
@@ -105,15 +107,66 @@ def _set_defaults(facts: ModuleFacts) -> dict[str, ast.expr]:
     return found
 
 
-class Resolver:
-    """Resolves expressions of one module to values."""
+def configurator_line(facts: ModuleFacts) -> int | None:
+    """The line of nanoGPT's ``exec(open('configurator.py').read())`` at module level, or None.
 
-    def __init__(self, facts: ModuleFacts) -> None:
+    From there on, a module-level global assigned before it is what the
+    command line's ``--name=value`` made it.
+    """
+    for site in facts.calls_named("exec"):
+        if site.scope is facts.module and site.node.args and "config" in ast.unparse(site.node.args[0]):
+            return site.node.lineno
+    return None
+
+
+class Resolver:
+    """Resolves expressions of one module to values.
+
+    ``job``: the arguments of the manifest job the trainer is judged for; an
+    option (or a nanoGPT global) the job sets resolves to the job's value.
+    """
+
+    def __init__(self, facts: ModuleFacts, job: JobArgs | None = None) -> None:
         self.facts = facts
+        self.job = job
         self.options = collect_options(facts)
         self.option_overrides = _set_defaults(facts)
+        self.configurator = configurator_line(facts)
+        self.consulted: set[str] = set()
+        """The options (``option DEST``) and configurator globals (``global NAME``) read so far:
+        what a job's arguments could change in what was resolved."""
         self._active: set[int] = set()
         self._imported: dict[str, ClassInfo] = {}
+
+    def for_job(self, job: JobArgs | None) -> Resolver:
+        """A resolver of the same module that reads ``job``'s arguments (the options and the
+        configurator found once are shared)."""
+        resolver = copy.copy(self)
+        resolver.job = job
+        resolver.consulted = set()
+        resolver._active = set()
+        return resolver
+
+    def settings_of(self, job: JobArgs, consulted: set[str]) -> tuple[tuple[str, str], ...]:
+        """What ``job``'s arguments set of the options and configurator globals in ``consulted``.
+
+        ``consulted`` are those a rule read (``self.consulted`` after it judged the
+        defaults): two jobs that set them alike are judged alike, whatever else their
+        arguments say (a sweep over the learning rate is judged once).
+        """
+        found: list[tuple[str, str]] = []
+        for key in sorted(consulted):
+            kind, _space, name = key.partition(" ")
+            value: str | None = None
+            if kind == "option" and name in self.options:
+                option = self.options[name]
+                given = job.option_value(option.flags)
+                value = given[1] if given else job.flag_given(option.flags)
+            elif kind == "global":
+                value = job.configurator_value(name)
+            if value is not None:
+                found.append((key, value))
+        return tuple(found)
 
     def resolve(self, expr: ast.expr | None, scope: Scope, line: int | None = None) -> Value:
         """The value of ``expr`` as seen from ``scope`` at 1-based ``line``."""
@@ -301,6 +354,9 @@ class Resolver:
         return before[-1] if before else assignments[-1]
 
     def _from_assignment(self, assignment: Assignment) -> Value:
+        overridden = self._configured(assignment)
+        if overridden is not None:
+            return overridden
         value = self.resolve(assignment.value, assignment.scope, assignment.stmt.lineno)
         where = f"{assignment.target} at line {assignment.stmt.lineno}"
         return _with_origin(value, where) if value.known else dataclasses.replace(value, origin=where)
@@ -346,7 +402,54 @@ class Resolver:
             )
         return None
 
+    def _configured(self, assignment: Assignment) -> Value | None:
+        """A module-level global the job's ``--name=value`` overrides through nanoGPT's configurator."""
+        if (
+            self.configurator is None
+            or assignment.scope is not self.facts.module
+            or assignment.stmt.lineno >= self.configurator
+        ):
+            return None
+        self.consulted.add("global " + assignment.target)
+        if self.job is None:
+            return None
+        given = self.job.configurator_value(assignment.target)
+        if given is None:
+            return None
+        return Value(
+            known=True,
+            value=literal(given),
+            origin=f"{given} from the job's args (--{assignment.target}={given})",
+        )
+
+    def _from_job(self, option: ArgOption) -> Value | None:
+        """The option's value when the job's arguments set it (``--x V``, ``--x=V``, a switch)."""
+        if self.job is None:
+            return None
+        if option.action in ("store_true", "store_false"):
+            switch = self.job.flag_given(option.flags)
+            if switch is None:
+                return None
+            return Value(
+                known=True,
+                value=option.action == "store_true",
+                origin=f"{switch} in the job's args",
+            )
+        given = self.job.option_value(option.flags)
+        if given is None:
+            return None
+        flag, text = given
+        return Value(
+            known=True,
+            value=literal(text),
+            origin=f"{text} from the job's args ({flag} {text})",
+        )
+
     def option_default(self, option: ArgOption) -> Value:
+        self.consulted.add("option " + option.dest)
+        from_job = self._from_job(option)
+        if from_job is not None:
+            return from_job
         flag = next((f for f in option.flags if f.startswith("--")), option.flags[0])
         origin = f"the default of {flag} at line {option.call.lineno}"
         override = self.option_overrides.get(option.dest)

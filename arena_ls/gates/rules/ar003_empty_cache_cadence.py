@@ -13,6 +13,9 @@ it cannot work out (it says so).
 The kit: `arena_trainer.empty_cache(step, every=N)` runs every N steps
 (50 when `every` is not given), whatever guard is written around it.
 
+As for AR005, an option a manifest job sets in its `args` is judged with
+the job's value, each job apart.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 Each `empty_cache()` synchronises the GPU and makes the allocator start
@@ -108,4 +111,4 @@ def _describe(cadence: Cadence) -> str:
     return f"the cadence cannot be determined: {cadence.reason}"
 
 
-RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check, per_job=True)

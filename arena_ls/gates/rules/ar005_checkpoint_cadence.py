@@ -31,9 +31,21 @@ is given (a warning: the steps in an epoch are not known here); a
 and `every_n_epochs` (a warning). Hugging Face's `save_strategy="epoch"` is
 a warning and `save_steps` above 500 an error (its default of 500 is fine).
 
+The job's arguments: when a manifest job that runs the trainer sets the
+option (`"args": ["train.py", "--ckpt-every", "500"]`, or `--ckpt-every=500`),
+the job's value is judged, not the default, and the message says so ("500
+from the job's args"); so is a nanoGPT-style module global that the job sets
+with `--eval_interval=500` through `exec(open('configurator.py').read())` (its
+only form; the values of a config file the job names are not read, and a
+`--name=value` that one follows is not taken). Jobs that set it apart
+are judged apart: the finding on the file is the worst job's, names it, and
+refuses only the starts of the jobs judged as badly.
+
 The kit: the cadence of `arena_trainer.save(...)` is read from its guard,
-as for `torch.save`. Hugging Face's `TrainingArguments.save_steps` (500 by
-default) is the cadence of a Hugging Face trainer, and Lightning's
+as for `torch.save`; `save(obj, path, step, every=N)` saves every N steps
+(within a guard of M steps, every lcm(M, N)), and a guard
+`if arena_trainer.due(step, every=N):` runs every N steps. Hugging Face's
+`TrainingArguments.save_steps` (500 by default) is the cadence of a Hugging Face trainer, and Lightning's
 `ModelCheckpoint(every_n_train_steps=N)` of a Lightning one.
 
 Why it matters on a 6 GB FP32-only laptop GPU
@@ -75,13 +87,15 @@ for step, (x, y) in enumerate(loader):
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Iterator
 
 from arena_ls.gates.rules.base import Violation, declare
 from arena_ls.trainer_facts.cadence import Cadence
 from arena_ls.trainer_facts.context import TrainerContext
 from arena_ls.trainer_facts.loop import Framework
-from arena_ls.trainer_facts.names import is_false, keyword, string_value
+from arena_ls.trainer_facts.names import argument, is_false, keyword, string_value
+from arena_ls.trainer_facts.reach import Path, Root
 
 CODE = "AR005"
 NAME = "checkpoint-cadence"
@@ -96,7 +110,7 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
         return
     if training.kind != "loop":
         return
-    cadences = [ctx.cadence(root, path) for root, path in ctx.paths("save", ctx.saves.is_save)]
+    cadences = [_cadence(ctx, root, path) for root, path in ctx.paths("save", ctx.saves.is_save)]
     if not cadences or any(_often_enough(cadence) for cadence in cadences):
         return
     too_rare = [c for c in cadences if c.kind == "every" and (c.steps or 0) > LIMIT]
@@ -108,6 +122,26 @@ def check(ctx: TrainerContext) -> Iterator[Violation]:
     # a save made when the trainer is asked to stop is no cadence: report the others first
     chosen = min(cadences, key=lambda cadence: (cadence.on_stop, order.get(cadence.kind, 9)))
     yield Violation(span=ctx.span(chosen.node), message=_warning(chosen), severity="warning")
+
+
+def _cadence(ctx: TrainerContext, root: Root, path: Path) -> Cadence:
+    """The guard's cadence; for the kit's ``save(..., every=N)``, every N steps within it."""
+    cadence = ctx.cadence(root, path)
+    target = path.target
+    every = argument(target.node, 3, "every") if ctx.kit.function(target) == "save" else None
+    if every is None or (isinstance(every, ast.Constant) and every.value is None):
+        return cadence
+    value = ctx.resolver.resolve(every, target.scope)
+    steps = value.as_int()
+    if steps is None or steps <= 0:
+        return Cadence(kind="unknown", node=every, reason=f"every={ast.unparse(every)} is not known here")
+    origin = f"`every={ast.unparse(every)}`" + (f", {value.origin}" if value.origin else "")
+    if cadence.kind == "every" and cadence.steps is not None:
+        # a guard of M steps around a save of every N: it saves every lcm(M, N) steps
+        combined = cadence.steps * steps // math.gcd(cadence.steps, steps)
+        where = origin if cadence.steps == 1 else f"{origin} within a guard of every {cadence.steps}"
+        return Cadence(kind="every", node=target.node, steps=combined, origin=where)
+    return cadence
 
 
 def _often_enough(cadence: Cadence) -> bool:
@@ -195,4 +229,4 @@ def _too_rare(ctx: TrainerContext, value: ast.expr | None, label: str) -> Iterat
         yield Violation(span=ctx.span(value), message=f"{MESSAGE}: {label}={steps}{origin}")
 
 
-RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "error", check, per_job=True)

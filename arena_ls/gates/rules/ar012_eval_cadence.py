@@ -12,6 +12,9 @@ its cadence cannot be worked out (it says so). A guard whose body only logs
 to 0 or None ("never") do not fire. For framework trainers it reads
 Lightning's `val_check_interval` and Hugging Face's `eval_steps`.
 
+As for AR005, an option a manifest job sets in its `args` is judged with
+the job's value, each job apart.
+
 Why it matters on a 6 GB FP32-only laptop GPU
 ----------------------------------------------
 An evaluation pass holds a second set of activations and, without half
@@ -103,4 +106,4 @@ def _framework(ctx: TrainerContext, framework: Framework) -> Iterator[Violation]
         yield Violation(span=ctx.span(node), message=f"{MESSAGE}: it runs every {steps} steps")
 
 
-RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check)
+RULE = declare(__doc__, CODE, NAME, MESSAGE, "warning", check, per_job=True)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from arena_ls.diagnostics import Span
 from arena_ls.gates.model import Severity, TextEdit
 from arena_ls.trainer_facts.context import TrainerContext
+from arena_ls.trainer_facts.job_args import JobArgs
 from arena_ls.trainer_facts.patterns import lazy
 
 SECTIONS = (
@@ -56,6 +57,9 @@ class Violation:
     edits: tuple[TextEdit, ...] = ()
     fix_title: str | None = None
     """The title of ``edits`` when it is not the rule's own fix (the kit's callback on AR001)."""
+    jobs: tuple[str, ...] = ()
+    """The manifest jobs it holds for, when the jobs that run the trainer are judged apart
+    (their arguments differ): a start of another job is not refused for it. Empty: every job."""
 
 
 Check = Callable[[TrainerContext], Iterable[Violation]]
@@ -97,8 +101,15 @@ def declare(
     check: Check | None,
     *,
     fix_title: str | None = None,
+    per_job: bool = False,
 ) -> Rule:
-    """The rule a module declares: its documentation is that module's docstring."""
+    """The rule a module declares: its documentation is that module's docstring.
+
+    ``per_job``: the rule reads values a job's arguments may set (a cadence), so each
+    manifest job that runs the trainer is judged with its own (``judge_each_job``).
+    """
+    if per_job and check is not None:
+        check = judge_each_job(check, severity)
     return Rule(
         code=code,
         name=name,
@@ -108,6 +119,59 @@ def declare(
         doc=parse_doc(docstring),
         check=check,
     )
+
+
+_RANK = {None: 0, "information": 1, "warning": 2, "error": 3}
+
+
+def judge_each_job(check: Check, severity: Severity) -> Check:
+    """``check`` run on the defaults, then once per distinct setting of the jobs that run the
+    trainer.
+
+    A job's setting is what its arguments give the options and configurator
+    globals that judging the defaults read (``Resolver.consulted``): a job that
+    sets none of them is judged by the defaults, and a sweep over an option no
+    cadence reads is judged once. No job, or every job judged alike: the
+    findings as they are. Jobs judged apart: the worst one's findings, naming
+    the job, held only for the jobs judged as badly (a start of a job whose own
+    arguments pass is not refused for another's).
+    """
+
+    def judged(ctx: TrainerContext) -> Iterable[Violation]:
+        defaults = list(check(ctx))
+        if not ctx.jobs:
+            return defaults
+        consulted = set(ctx.resolver.consulted)  # what judging the defaults read
+        groups: dict[tuple[tuple[str, str], ...], list[JobArgs]] = {}
+        for job in ctx.jobs:
+            groups.setdefault(ctx.resolver.settings_of(job, consulted), []).append(job)
+        outcomes = [
+            # jobs that set none of what was read are judged by the defaults
+            (
+                tuple(job.job for job in jobs),
+                list(check(ctx.job_view(jobs[0], settings))) if settings else defaults,
+            )
+            for settings, jobs in groups.items()
+        ]
+        shapes = {tuple((v.span, v.message, v.severity) for v in found) for _ids, found in outcomes}
+        if len(shapes) == 1:
+            return outcomes[0][1]
+
+        def rank(found: list[Violation]) -> int:
+            return max((_RANK[v.severity or severity] for v in found), default=0)
+
+        worst_rank = max(rank(found) for _ids, found in outcomes)
+        as_bad = [ids for ids, found in outcomes if rank(found) == worst_rank]
+        worst = next(found for _ids, found in outcomes if rank(found) == worst_rank)
+        held = tuple(sorted(job for ids in as_bad for job in ids))
+        named = as_bad[0][0]
+        others = len(held) - 1
+        more = f" and {others} other job{'s' if others > 1 else ''}" if others else ""
+        return [
+            dataclasses.replace(v, message=f"{v.message} (job {named!r}{more})", jobs=held) for v in worst
+        ]
+
+    return judged
 
 
 def parse_doc(docstring: str | None) -> RuleDoc:

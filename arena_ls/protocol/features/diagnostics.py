@@ -275,7 +275,7 @@ class _Snapshot:
             script = job.resolved_script(self.ws.root)
             if job.kind != "train" or script is None:
                 continue
-            errors = [d for d in self.lint(script) if d.is_error]
+            errors = [d for d in self.lint(script) if d.is_error and d.holds_for(job.id)]
             if errors:
                 diags.append(_ar108(job.id, job.span, str(manifest.path), str(script), errors))
         return [(path_to_uri(manifest.path), diags, None)]
