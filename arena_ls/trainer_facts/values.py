@@ -20,22 +20,12 @@ import dataclasses
 import operator
 from collections.abc import Callable
 
+from arena_ls.trainer_facts.cli_options import ArgOption, collect_options, configurator_line, set_defaults
 from arena_ls.trainer_facts.facts import Assignment, ClassInfo, ModuleFacts, Scope
 from arena_ls.trainer_facts.job_args import JobArgs, literal
 from arena_ls.trainer_facts.names import call_name, dotted, keyword, last_identifier, string_value
 
 _MAX_DEPTH = 12
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ArgOption:
-    """One ``add_argument`` call with option strings (positionals are left out)."""
-
-    flags: tuple[str, ...]
-    dest: str
-    call: ast.Call
-    default: ast.expr | None
-    action: str | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,51 +64,6 @@ class Value:
 UNKNOWN = Value(known=False)
 
 
-def collect_options(facts: ModuleFacts) -> dict[str, ArgOption]:
-    """argparse options by ``dest``; the first definition of a dest wins."""
-    options: dict[str, ArgOption] = {}
-    for site in facts.calls_named("add_argument"):
-        flags = tuple(text for text in (string_value(arg) for arg in site.node.args) if text is not None)
-        if not flags or not all(flag.startswith("-") for flag in flags):
-            continue
-        dest = string_value(keyword(site.node, "dest")) or _dest_from_flags(flags)
-        action = string_value(keyword(site.node, "action"))
-        options.setdefault(
-            dest,
-            ArgOption(
-                flags=flags, dest=dest, call=site.node, default=keyword(site.node, "default"), action=action
-            ),
-        )
-    return options
-
-
-def _dest_from_flags(flags: tuple[str, ...]) -> str:
-    long = [flag for flag in flags if flag.startswith("--")]
-    chosen = long[0] if long else flags[0]
-    return chosen.lstrip("-").replace("-", "_")
-
-
-def _set_defaults(facts: ModuleFacts) -> dict[str, ast.expr]:
-    found: dict[str, ast.expr] = {}
-    for site in facts.calls_named("set_defaults"):
-        for item in site.node.keywords:
-            if item.arg:
-                found[item.arg] = item.value
-    return found
-
-
-def configurator_line(facts: ModuleFacts) -> int | None:
-    """The line of nanoGPT's ``exec(open('configurator.py').read())`` at module level, or None.
-
-    From there on, a module-level global assigned before it is what the
-    command line's ``--name=value`` made it.
-    """
-    for site in facts.calls_named("exec"):
-        if site.scope is facts.module and site.node.args and "config" in ast.unparse(site.node.args[0]):
-            return site.node.lineno
-    return None
-
-
 class Resolver:
     """Resolves expressions of one module to values.
 
@@ -130,7 +75,7 @@ class Resolver:
         self.facts = facts
         self.job = job
         self.options = collect_options(facts)
-        self.option_overrides = _set_defaults(facts)
+        self.option_overrides = set_defaults(facts)
         self.configurator = configurator_line(facts)
         self.consulted: set[str] = set()
         """The options (``option DEST``) and configurator globals (``global NAME``) read so far:
