@@ -14,6 +14,13 @@ line's own seq), then the segment's files are deleted.
 how much of the middle is committed and how much was dropped; readers trust
 nothing beyond it. Its absence means the log was never capped.
 
+A tail segment is an eighth of the kept tail, never under 1 MiB
+(``SEGMENT_FLOOR_BYTES``) nor over 16 MB: each costs two table saves and two
+files made and deleted, a toll a flood must pay per megabyte at most (issue
+39: 16 KB segments under a 64 KB cap made it pay 64 times, 60-200 times the
+uncapped write). The agents' writers save the table on a thread of their own
+(``segment_commits``), never in the trainer's pump.
+
 A record's *global index* is its position in the log as written: the head's
 records are 0..H-1, a tail's are ``base`` onwards. A middle line carries the
 global index of the record it came from, so every reader (``arena/metrics``'s

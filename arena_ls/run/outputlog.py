@@ -8,6 +8,11 @@ agent only writes whole lines in a record, except for an overlong line
 (over ``LINE_LIMIT`` bytes without a newline), which it writes in
 continuation records so that memory stays bounded.
 
+Past ``logs.maxRunMb`` the log is written as head, tail segments and middle
+(``logsegments``); the agents' writers hand each new segment table to a
+``segment_commits.TableCommitter`` (``background_commits``), so that a flood
+never waits for a sync of arena-ls's own bookkeeping.
+
 Standard library only: ``launch`` starts the trainer and its pumps
 (``agent.pumps``) with it before the rest of the agent is loaded, so the trainer's first lines reach
 the log as fast as its later ones. ``capture`` reads the files back.
@@ -77,9 +82,10 @@ AHEAD = 2
 """With background commits, the writer moves on to a new segment only once the table listing the
 segment ``AHEAD`` back is saved: at most ``AHEAD`` segments' lines wait for a save (not yet
 readable), and at most about as many dropped segments for their deletion."""
-ROTATION_PATIENCE = 5.0
-"""The longest a rotation waits for the table before the current segment's (one sync; a disk
-that takes longer lets the segment grow on instead of holding the trainer's pipe)."""
+ROTATION_PATIENCE = 1.0
+"""The longest a rotation waits for the table listing the segment before the current one (one
+sync; a disk slower than that lets the current segment grow on instead of holding the trainer's
+pipe, and the next rotations do not wait until that save is done)."""
 FLUSH_PATIENCE = 2.0
 """How long an agent waits for its log's last table before it records the run's end (a full disk
 must not hold the outcome: the close tries on, for ``CLOSE_PATIENCE``)."""
@@ -152,8 +158,9 @@ class OutputWriter:
         self._run_dir = run_dir
         self._segment_floor = segment_floor
         self._committer = TableCommitter(run_dir) if background_commits else None
-        self._listed: dict[int, int] = {}
-        """The generation of the table that first listed each tail (background commits)."""
+        self._rotations: list[int] = []
+        """The generations of the tables that listed the last ``AHEAD`` new segments (background
+        commits: the drops in between do not count, a segment dropped since was listed all the same)."""
         spec = _read_spec(run_dir)
         self._spec = spec
         self._quiet_allowed = bool(spec) and not spec.get("checkpointPattern")
@@ -360,7 +367,7 @@ class OutputWriter:
                 fds.append(os.open(path, _SEGMENT_FLAGS | os.O_TRUNC, 0o644))
             table.tails.append(Tail(k, self._base + self._records, self._next_seq))
             try:
-                self._listed[k] = self._commit(table)
+                self._rotations = [*self._rotations, self._commit(table)][-AHEAD:]
             except OSError:
                 table.tails.pop()
                 raise
@@ -391,11 +398,9 @@ class OutputWriter:
         committer = self._committer
         if committer is None:
             return True
-        table = self._table
-        before = table.tails[-AHEAD].k if table is not None and len(table.tails) >= AHEAD else None
-        saved = committer.error is None and (
-            before is None or committer.wait_saved(self._listed.get(before, 0), ROTATION_PATIENCE)
-        )
+        needed = self._rotations[-AHEAD] if len(self._rotations) >= AHEAD else 0
+        patience = 0.0 if self.rotation_error is not None else ROTATION_PATIENCE  # waited once already
+        saved = committer.error is None and committer.wait_saved(needed, patience)
         if not saved:
             error = committer.error or TimeoutError("the segment table's save is slow")
             if self.rotation_error is None:
@@ -448,7 +453,6 @@ class OutputWriter:
             log.warning("the log's oldest tail segment could not be dropped: %s", error)
             return False
         self._tail_bytes.pop(tail.k, None)
-        self._listed.pop(tail.k, None)
         if self._committer is None:
             table.doomed.append(tail.k)  # deleted by the _trim that called this, after the commit above
         return True

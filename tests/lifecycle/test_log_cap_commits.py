@@ -166,7 +166,7 @@ def test_a_save_held_up_never_holds_the_flood_for_long_nor_shows_a_reader_more_t
     deleted. Let through, every line is readable and the dropped segments are gone."""
     save = HeldSave()
     writer = background_writer(tmp_path, monkeypatch, save)
-    chunks = flood_chunks(12)
+    chunks = flood_chunks(16)
     for _ in range(48):  # 3 MiB: the head, a few segments, a drop or two
         writer.append(STDOUT, next(chunks))
     assert writer.flush(30)
@@ -184,6 +184,10 @@ def test_a_save_held_up_never_holds_the_flood_for_long_nor_shows_a_reader_more_t
         assert (tmp_path / f"output.t{tail.k}.log").exists(), "a segment the saved table lists is there"
     seqs = readable_seqs(tmp_path)
     assert seqs == sorted(set(seqs)) and seqs[-1] < writer.lines_written - 1, "the new segment unread"
+    segment = writer._segment  # the file it writes (no public name for it)
+    for _ in range(40):  # 2.5 MiB more: the next rotation waits for that save, a second at most, then
+        writer.append(STDOUT, next(chunks))  # the segment grows on past 1 MiB (never a third unsaved one)
+    assert writer._segment == segment and isinstance(writer.rotation_error, TimeoutError)
     save.gate.set()
     assert writer.flush(30)
     writer.close()
