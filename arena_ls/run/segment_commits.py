@@ -110,6 +110,9 @@ class TableCommitter:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
+        with self._cond:
+            held, self._held = self._held, []
+        self._held = [k for k in held if not self._delete(k)]  # a reader let go meanwhile (Windows)
         return saved
 
     def _run(self) -> None:

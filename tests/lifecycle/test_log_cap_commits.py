@@ -29,6 +29,7 @@ from arena_ls.run import segment_commits
 from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.logsegments import SEGMENT_FLOOR_BYTES, load_table, save_table_bytes, segment_bytes
 from arena_ls.run.outputlog import STDOUT, OutputWriter
+from tests.helpers.waiting import wait_until
 
 CAP_MB = 0.0625
 CAP = 64 * 1024
@@ -222,3 +223,33 @@ def test_a_table_that_cannot_be_saved_loses_no_line(tmp_path: Path, monkeypatch:
     seqs = [line.seq for line in lines if line not in gaps]
     assert seqs == sorted(set(seqs)) and seqs[-1] == writer.lines_written - 1
     assert int(match.group(1)) + len(seqs) == writer.lines_written, "every line read or counted as dropped"
+
+
+def test_a_dropped_segment_held_open_is_deleted_later_by_the_committer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows: a reader holds the first dropped segment; it is deleted after a later save or at
+    the close, and a writer started again sweeps what is left (``_dropped_leftovers``)."""
+    from arena_ls import platform
+
+    held = {"output.t1.log"}
+    real_remove = platform.files.remove_file
+
+    def remove_file(path: str | Path) -> bool:
+        return False if Path(path).name in held else real_remove(path)
+
+    monkeypatch.setattr(platform, "remove_file", remove_file)
+    writer = OutputWriter(capped_run(tmp_path), background_commits=True)
+    for chunk in flood_chunks(4):
+        writer.append(STDOUT, chunk)
+    assert writer.flush(30)
+    table = load_table(tmp_path)
+    assert table is not None and table.oldest.k > 1 and (tmp_path / "output.t1.log").exists()
+    wait_until(lambda: not (tmp_path / "output.t2.log").exists(), what="the segments not held deleted")
+    writer.close()
+    assert (tmp_path / "output.t1.log").exists(), "still held at the close"
+    held.clear()
+    again = OutputWriter(tmp_path, background_commits=True)  # a follower started again
+    again.append(STDOUT, next(flood_chunks(1)))
+    again.close()
+    assert not (tmp_path / "output.t1.log").exists() and not (tmp_path / "output.t1.idx").exists()
