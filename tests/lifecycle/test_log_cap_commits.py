@@ -24,12 +24,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from arena_ls.run import segment_commits
+from arena_ls.run.capture import Cursor, LogLine, OutputReader
 from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.logsegments import SEGMENT_FLOOR_BYTES, load_table, save_table_bytes, segment_bytes
 from arena_ls.run.outputlog import STDOUT, OutputWriter
 from tests.helpers.waiting import wait_until
+from tests.lifecycle.test_log_cap import SMALL, Trainer, check_lines, read_all
 
 CAP_MB = 0.0625
 CAP = 64 * 1024
@@ -253,3 +257,48 @@ def test_a_dropped_segment_held_open_is_deleted_later_by_the_committer(
     again.append(STDOUT, next(flood_chunks(1)))
     again.close()
     assert not (tmp_path / "output.t1.log").exists() and not (tmp_path / "output.t1.idx").exists()
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("chunk"), st.integers(1, 400), st.sampled_from([0, 3, 17, 50])),
+        st.tuples(st.just("arena"), st.just(0), st.just(0)),
+        st.tuples(st.just("read"), st.integers(1, 500), st.just(0)),
+        st.tuples(st.just("flush"), st.just(0), st.just(0)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, width=st.sampled_from([10, 60, 300]))
+def test_readers_during_background_saves_see_each_line_once_in_order_and_every_event_at_the_end(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, int]], width: int
+) -> None:
+    """The model of ``test_log_cap.py`` with the table saved on the committer's thread: a reader
+    between saves sees an older table, never a line twice, out of order or wrong; after the last
+    save every kept line is there."""
+    run_dir = tmp_path_factory.mktemp("run")
+    trainer = Trainer(run_dir, cap=64 * 1024)
+    trainer.writer = OutputWriter(run_dir, max_bytes=64 * 1024, segment_floor=SMALL, background_commits=True)
+    reader = OutputReader(run_dir)
+    cursor = reader.start()
+    seen: list[LogLine] = []
+    for kind, count, every in ops:
+        if kind == "chunk":
+            trainer.chunk(count, every, width)
+        elif kind == "arena":
+            trainer.arena(f"arena note {len(trainer.lines)}")
+        elif kind == "flush":
+            assert trainer.writer.flush(30)
+        else:
+            reader.check_cursor(Cursor.decode(cursor.encode()))
+            page = reader.read(Cursor.decode(cursor.encode()), count)
+            assert page.damage is None and page.reset is None
+            seen += page.lines
+            cursor = page.cursor
+    trainer.close()
+    rest, _ = read_all(reader, cursor)
+    check_lines(trainer, seen + rest)
+    check_lines(trainer, list(iter_all_lines(run_dir)))
