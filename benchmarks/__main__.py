@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, str] = {
     "resume": "benchmarks.bench_resume",
     "hostile_gates": "benchmarks.bench_hostile_gates",
     "first_status": "benchmarks.bench_first_status",
+    "capped_log": "benchmarks.bench_capped_log",
 }
 """Benchmark name -> module with ``run(quick, repeats=None) -> list[Section]``.
 

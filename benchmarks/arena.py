@@ -23,9 +23,10 @@ SUMMARY_COUNT = re.compile(r"(\d+) lines not shown")
 
 
 @contextlib.asynccontextmanager
-async def session(root: Path) -> AsyncIterator[BenchClient]:
-    """An initialized arena-ls on ``root``; shut down (never killed) afterwards."""
-    client = await open_session(root, root / "arena-ls.stderr")
+async def session(root: Path, settings: dict[str, Any] | None = None) -> AsyncIterator[BenchClient]:
+    """An initialized arena-ls on ``root`` (with ``settings`` beside ``python``); shut down (never
+    killed) afterwards."""
+    client = await open_session(root, root / "arena-ls.stderr", options=settings)
     try:
         yield client
     finally:

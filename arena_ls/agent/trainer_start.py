@@ -218,7 +218,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
         stop_method = str(spec.get("stopMethod") or "file")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    writer = OutputWriter(run_dir)
+    writer = OutputWriter(run_dir, background_commits=True)
     writer.append_line(ARENA, events.starting(job_id, argv).encode())
     ids: dict[str, Any] = {
         "run_id": run_id, "job_id": job_id, "resumed_from_step": step, "stop_method": stop_method,

@@ -36,7 +36,7 @@ from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.ray_trainer import RayTrainer, Timing
 from arena_ls.run import supervisor_events as events
-from arena_ls.run.outputlog import ARENA, OutputWriter
+from arena_ls.run.outputlog import ARENA, FLUSH_PATIENCE, OutputWriter
 from arena_ls.run.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
@@ -61,7 +61,7 @@ class ClusterAgent:
         self.folder = StateFolder(run_dir.path.parent.parent)
         self.adopting = adopt
         self.state = self._initial_state(adopt)
-        self.output = OutputWriter(run_dir.path)
+        self.output = OutputWriter(run_dir.path, background_commits=True)
         self.lock = threading.RLock()
         self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.tell)
         self.run_record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
@@ -126,6 +126,7 @@ class ClusterAgent:
             self._run_attempts()
         finally:
             self.laptop.release()
+            self.output.flush(FLUSH_PATIENCE)  # a capped log's last table saved before the run reads as ended
             if not self.writer.close_final(FINAL_WRITE_TIMEOUT):  # retried while the run folder is there
                 log.error("the final state could not be written: the run folder is gone")
             self.laptop.finish()

@@ -19,8 +19,12 @@ from arena_ls.run.events import ARENA_PREFIX_BYTES, EventParser
 
 def event_filters(
     progress: object, checkpoint: object
-) -> tuple[Callable[[bytes], bool], Callable[[bytes], bool]]:
-    """(can a chunk hold an event, is a line one) for a job's patterns (as ``spec.json`` has them)."""
+) -> tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]]:
+    """(can a chunk hold an event, is a line one) for a job's patterns (as ``spec.json`` has them).
+
+    The first is told whether the chunk is a ``FLAG_QUIET`` record (the writer found no ``@arena``
+    line and no "checkpoint" in it, for a job without patterns): then only the progress spellings
+    are looked for, which spares a dropped flood's every megabyte a case-blind search (issue 39)."""
     try:
         parser = EventParser.for_patterns(
             progress if isinstance(progress, str) else None,
@@ -29,7 +33,11 @@ def event_filters(
     except Exception:  # a pattern the spec holds but this version cannot compile: keep more, not less
         parser = EventParser()
 
-    def may_hold(data: bytes) -> bool:
+    patterned = parser.progress_pattern is not None or parser.checkpoint_pattern is not None
+
+    def may_hold(data: bytes, quiet: bool) -> bool:
+        if quiet and not patterned:
+            return parser.use_defaults and (b"/" in data or b"loss" in data.lower())
         return parser.might_match(data)
 
     def is_event(raw: bytes) -> bool:

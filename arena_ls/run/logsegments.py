@@ -14,6 +14,13 @@ line's own seq), then the segment's files are deleted.
 how much of the middle is committed and how much was dropped; readers trust
 nothing beyond it. Its absence means the log was never capped.
 
+A tail segment is an eighth of the kept tail, never under 1 MiB
+(``SEGMENT_FLOOR_BYTES``) nor over 16 MB: each costs two table saves and two
+files made and deleted, a toll a flood must pay per megabyte at most (issue
+39: 16 KB segments under a 64 KB cap made it pay 64 times, 60-200 times the
+uncapped write). The agents' writers save the table on a thread of their own
+(``segment_commits``), never in the trainer's pump.
+
 A record's *global index* is its position in the log as written: the head's
 records are 0..H-1, a tail's are ``base`` onwards. A middle line carries the
 global index of the record it came from, so every reader (``arena/metrics``'s
@@ -43,8 +50,18 @@ MID_RECORD = struct.Struct("<BxIQQQQd")
 """stream, length, the line's seq, its record's global index, that record's first seq,
 byte offset in output.mid.log, arrival time."""
 SEGMENT_FRACTION = 8
-"""A tail segment is an eighth of the kept tail: the log on disk exceeds the cap by at most that."""
+"""A tail segment is an eighth of the kept tail, and at least ``SEGMENT_FLOOR_BYTES``: the log on
+disk exceeds the cap by at most one segment."""
 MIN_SEGMENT_BYTES = 16 << 10
+"""The smallest cap is four of these (64 KB); a writer may be given segments this small (tests of
+the format), never smaller."""
+SEGMENT_FLOOR_BYTES = 1 << 20
+"""The smallest tail segment the agent writes, whatever the cap (issue 39): each segment costs a
+fixed toll (two files made and deleted, two table commits and two syncs of the middle, about
+2–4 ms on a quiet disk, far more on a loaded one), so a segment that shrank with the cap (16 KB
+under a 64 KB cap) made a flood pay it 64 times a megabyte, 60–200 times the uncapped write.
+At a megabyte the toll is a few milliseconds a megabyte; the price is disk: a capped log may
+exceed its cap by this much (a 64 KB cap keeps its 64 KB and at most one more megabyte)."""
 MAX_SEGMENT_BYTES = 16 << 20
 """Dropping a segment reads it once, in the trainer's pump: bounded to keep that short."""
 DEFAULT_MAX_RUN_MB = 2048.0
@@ -61,9 +78,9 @@ def segment_paths(run_dir: Path, k: int) -> tuple[Path, Path]:
     return run_dir / f"output.t{k}.log", run_dir / f"output.t{k}.idx"
 
 
-def segment_bytes(half: int) -> int:
-    """The size of one tail segment for a kept tail of ``half`` bytes."""
-    return max(MIN_SEGMENT_BYTES, min(MAX_SEGMENT_BYTES, half // SEGMENT_FRACTION))
+def segment_bytes(half: int, floor: int = SEGMENT_FLOOR_BYTES) -> int:
+    """The size of one tail segment for a kept tail of ``half`` bytes (at least ``floor``)."""
+    return max(floor, MIN_SEGMENT_BYTES, min(MAX_SEGMENT_BYTES, half // SEGMENT_FRACTION))
 
 
 def cap_bytes(max_run_mb: object) -> int | None:
@@ -170,10 +187,19 @@ def load_table(run_dir: Path) -> Table | None:
 
 def save_table(run_dir: Path, table: Table) -> None:
     """Replace the table atomically (temporary file, fsync, rename)."""
+    save_table_bytes(run_dir, table_bytes(table))
+
+
+def table_bytes(table: Table) -> bytes:
+    """The table as its file holds it (a snapshot: the table may change after)."""
+    return json.dumps(table.to_json()).encode()
+
+
+def save_table_bytes(run_dir: Path, data: bytes) -> None:
+    """Replace the table file with ``data`` atomically (temporary file, fsync, rename)."""
     from arena_ls import platform
 
     temporary = run_dir / (SEGMENTS_FILE + ".tmp")
-    data = json.dumps(table.to_json()).encode()
     try:
         with open(temporary, "wb") as handle:
             handle.write(data)

@@ -8,6 +8,11 @@ agent only writes whole lines in a record, except for an overlong line
 (over ``LINE_LIMIT`` bytes without a newline), which it writes in
 continuation records so that memory stays bounded.
 
+Past ``logs.maxRunMb`` the log is written as head, tail segments and middle
+(``logsegments``); the agents' writers hand each new segment table to a
+``segment_commits.TableCommitter`` (``background_commits``), so that a flood
+never waits for a sync of arena-ls's own bookkeeping.
+
 Standard library only: ``launch`` starts the trainer and its pumps
 (``agent.pumps``) with it before the rest of the agent is loaded, so the trainer's first lines reach
 the log as fast as its later ones. ``capture`` reads the files back.
@@ -19,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import struct
 import threading
 import time
@@ -33,6 +39,7 @@ from arena_ls.run.logsegments import (
     MID_IDX,
     MID_LOG,
     MID_RECORD,
+    SEGMENT_FLOOR_BYTES,
     SegmentsDamaged,
     Table,
     Tail,
@@ -41,7 +48,9 @@ from arena_ls.run.logsegments import (
     save_table,
     segment_bytes,
     segment_paths,
+    table_bytes,
 )
+from arena_ls.run.segment_commits import TableCommitter
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -69,9 +78,25 @@ ANNOUNCEMENT_PREFIX = b"@arena "
 
 RECORD = struct.Struct("<BBIQQd")
 """stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
+AHEAD = 2
+"""With background commits, the writer moves on to a new segment only once the table listing the
+segment ``AHEAD`` back is saved: at most ``AHEAD`` segments' lines wait for a save (not yet
+readable), and at most about as many dropped segments for their deletion."""
+ROTATION_PATIENCE = 1.0
+"""The longest a rotation waits for the table listing the segment before the current one (one
+sync; a disk slower than that lets the current segment grow on instead of holding the trainer's
+pipe, and the next rotations do not wait until that save is done)."""
+FLUSH_PATIENCE = 2.0
+"""How long an agent waits for its log's last table before it records the run's end (a full disk
+must not hold the outcome: the close tries on, for ``CLOSE_PATIENCE``)."""
+CLOSE_PATIENCE = 10.0
+"""The longest the writer's close waits for its last table (a full disk: tried until then)."""
 MAX_RECORD_BYTES = 16 << 20
 """No record the writer makes is longer (a read is at most 1 MiB plus an unfinished line):
 a longer one is damage, and is never read into memory."""
+
+
+_SEGMENT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
 
 
 class DamagedLog(ValueError):
@@ -117,9 +142,25 @@ class OutputWriter:
     Thread-safe: one reader thread per stream calls ``append``.
     """
 
-    def __init__(self, run_dir: Path, max_bytes: int | str | None = "from spec") -> None:
-        """``max_bytes``: the log's cap (``logs.maxRunMb``); by default the run's ``spec.json`` says."""
+    def __init__(
+        self,
+        run_dir: Path,
+        max_bytes: int | str | None = "from spec",
+        segment_floor: int = SEGMENT_FLOOR_BYTES,
+        background_commits: bool = False,
+    ) -> None:
+        """``max_bytes``: the log's cap (``logs.maxRunMb``); by default the run's ``spec.json`` says.
+        ``segment_floor``: the smallest tail segment (tests of the format pass a small one to see
+        many segments in a few kilobytes; the agent keeps the default, see ``SEGMENT_FLOOR_BYTES``).
+        ``background_commits``: the segment table is saved on a thread of its own
+        (``segment_commits``), as the agents' writers do; without it each save is done in
+        ``append`` (its readers see a rotation or a drop as soon as ``append`` returns)."""
         self._run_dir = run_dir
+        self._segment_floor = segment_floor
+        self._committer = TableCommitter(run_dir) if background_commits else None
+        self._rotations: list[int] = []
+        """The generations of the tables that listed the last ``AHEAD`` new segments (background
+        commits: the drops in between do not count, a segment dropped since was listed all the same)."""
         spec = _read_spec(run_dir)
         self._spec = spec
         self._quiet_allowed = bool(spec) and not spec.get("checkpointPattern")
@@ -135,10 +176,14 @@ class OutputWriter:
         self._table = self._resumed_table()
         self._tail_bytes: dict[int, int] = {}
         """The size (log and index) of each kept tail segment but the one being written."""
+        self._saved_doomed: list[int] = []
+        """``doomed`` as the table on disk has it (see ``_delete_doomed``)."""
         if self._table is not None:
+            self._saved_doomed = list(self._table.doomed)
+            self._table.doomed = _dropped_leftovers(run_dir, self._table)
             for tail in self._table.tails[:-1]:
                 self._tail_bytes[tail.k] = _files_size(*segment_paths(run_dir, tail.k))
-        self._keep: tuple[Callable[[bytes], bool], Callable[[bytes], bool]] | None = None
+        self._keep: tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]] | None = None
         self._segment = HEAD
         self._log_fd = self._idx_fd = -1
         self._open_segment(self._table.current.k if self._table is not None else HEAD)
@@ -150,6 +195,9 @@ class OutputWriter:
         self.last_error: OSError | None = None
         self.rotation_error: OSError | None = None
         """Why the log could not move on to its next segment (it then grows past its cap)."""
+        self.commits = 0
+        """Tables made so far (saved, or handed to the committer, which may save several as one):
+        two a tail segment (its rotation, its drop), and one at the close."""
 
     def _resumed_table(self) -> Table | None:
         """The segment table of a log this writer continues (an agent started again)."""
@@ -160,19 +208,24 @@ class OutputWriter:
             self._cap = None
             return None
 
-    def _open_segment(self, k: int) -> None:
-        """Append to segment ``k`` (the head, or a tail listed in the table)."""
-        log_path, idx_path = segment_paths(self._run_dir, k)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
-        log_fd = os.open(log_path, flags, 0o644)
-        try:
-            idx_fd = os.open(idx_path, flags, 0o644)
-        except OSError:
-            os.close(log_fd)
-            raise
-        self._log_fd, self._idx_fd, self._segment = log_fd, idx_fd, k
-        self._offset = os.fstat(log_fd).st_size
-        self._idx_size = os.fstat(idx_fd).st_size
+    def _open_segment(self, k: int, made: tuple[int, int] | None = None) -> None:
+        """Append to segment ``k`` (the head, or a tail listed in the table); ``made``: its files,
+        just made empty by a rotation (their descriptors)."""
+        if made is not None:
+            self._log_fd, self._idx_fd, self._segment = made[0], made[1], k
+            self._offset = self._idx_size = 0
+        else:
+            log_path, idx_path = segment_paths(self._run_dir, k)
+            log_fd = os.open(log_path, _SEGMENT_FLAGS, 0o644)
+            try:
+                idx_fd = os.open(idx_path, _SEGMENT_FLAGS, 0o644)
+            except OSError:
+                os.close(log_fd)
+                raise
+            self._log_fd, self._idx_fd, self._segment = log_fd, idx_fd, k
+            self._offset = os.fstat(log_fd).st_size
+            self._idx_size = os.fstat(idx_fd).st_size
+        idx_path = segment_paths(self._run_dir, k)[1]
         tail = self._table.tail(k) if self._table is not None else None
         self._base = tail.base if tail is not None else 0
         self._records = self._idx_size // RECORD.size
@@ -298,26 +351,30 @@ class OutputWriter:
         """Bytes the segment being written still takes (log and index together)."""
         assert self._cap is not None
         half = self._cap // 2
-        limit = half if self._segment == HEAD else segment_bytes(half)
+        limit = half if self._segment == HEAD else segment_bytes(half, self._segment_floor)
         return limit - self._used()
 
     def _rotate(self) -> bool:
         """Move on to a new tail segment; False (the current one grows on) when it cannot be made."""
         assert self._cap is not None
+        if not self._may_rotate():
+            return False
         k = self._segment + 1
         table = self._table if self._table is not None else Table(self._cap, self._records, self._next_seq)
-        log_path, idx_path = segment_paths(self._run_dir, k)
+        fds: list[int] = []
         try:
-            for path in (log_path, idx_path):  # a leftover of a rotation cut short: never listed, never read
-                with open(path, "wb"):
-                    pass
+            for path in segment_paths(self._run_dir, k):  # truncated: a leftover of a rotation cut short
+                fds.append(os.open(path, _SEGMENT_FLAGS | os.O_TRUNC, 0o644))
             table.tails.append(Tail(k, self._base + self._records, self._next_seq))
             try:
-                save_table(self._run_dir, table)
+                self._rotations = [*self._rotations, self._commit(table)][-AHEAD:]
             except OSError:
                 table.tails.pop()
                 raise
         except OSError as error:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             if self.rotation_error is None:
                 log.warning("the log cannot move on to its next segment (%s); it grows past its cap", error)
             self.rotation_error = error
@@ -328,8 +385,28 @@ class OutputWriter:
         if previous != HEAD:
             self._tail_bytes[previous] = self._used()
         self._table = table
-        self._open_segment(k)
+        self._open_segment(k, (fds[0], fds[1]))
         return True
+
+    def _may_rotate(self) -> bool:
+        """With background commits: whether the writer may move on to a new segment.
+
+        Only once the table listing the segment before the current one is saved (the writer
+        waits for it: one sync at most, the time it took the current segment to fill), so that
+        at most two segments' lines are not yet readable; never while saves fail (a full disk:
+        the current segment grows on, as when a synchronous rotation fails)."""
+        committer = self._committer
+        if committer is None:
+            return True
+        needed = self._rotations[-AHEAD] if len(self._rotations) >= AHEAD else 0
+        patience = 0.0 if self.rotation_error is not None else ROTATION_PATIENCE  # waited once already
+        saved = committer.error is None and committer.wait_saved(needed, patience)
+        if not saved:
+            error = committer.error or TimeoutError("the segment table's save is slow")
+            if self.rotation_error is None:
+                log.warning("the log cannot move on to its next segment (%s); it grows past its cap", error)
+            self.rotation_error = error
+        return saved
 
     def _trim(self) -> None:
         """Drop the oldest tails while the others still hold half the cap."""
@@ -355,7 +432,7 @@ class OutputWriter:
         assert table is not None
         try:
             drop = _extract(self._run_dir, tail, self._keepers())
-            _append_mid(self._run_dir, table, drop)
+            _append_mid(self._run_dir, table, drop, sync=self._committer is None)
             saved = (table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes)
             saved_gap, saved_records = table.gap_seq, table.dropped_records
             table.mid_records += drop.records
@@ -365,12 +442,10 @@ class OutputWriter:
             table.dropped_records += drop.source_records
             table.gap_seq = drop.gap_seq if drop.gap_seq is not None else table.gap_seq
             table.tails.pop(0)
-            table.doomed.append(tail.k)
             try:
-                save_table(self._run_dir, table)
+                self._commit(table, dropped=[tail.k], middle_grew=drop.records > 0)
             except OSError:
                 table.tails.insert(0, tail)
-                table.doomed.pop()
                 table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes = saved
                 table.gap_seq, table.dropped_records = saved_gap, saved_records
                 raise
@@ -378,10 +453,39 @@ class OutputWriter:
             log.warning("the log's oldest tail segment could not be dropped: %s", error)
             return False
         self._tail_bytes.pop(tail.k, None)
+        if self._committer is None:
+            table.doomed.append(tail.k)  # deleted by the _trim that called this, after the commit above
         return True
 
-    def _delete_doomed(self, table: Table) -> None:
-        """Delete dropped segments' files; one held open (Windows) is tried again at the next drop."""
+    def _commit(self, table: Table, dropped: list[int] | None = None, middle_grew: bool = False) -> int:
+        """Replace ``output.segments.json`` with ``table`` (synced, renamed: ``save_table``), or
+        hand it to the committer, which saves it, then deletes the ``dropped`` segments' files.
+        The generation of the table (background commits; 0 otherwise)."""
+        self.commits += 1
+        if self._committer is not None:
+            self._saved_doomed = list(table.doomed)
+            return self._committer.submit(table_bytes(table), dropped or [], middle_grew)
+        save_table(self._run_dir, table)
+        self._saved_doomed = list(table.doomed)
+        return 0
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait (at most ``timeout`` seconds) until the tables handed to the committer are saved:
+        everything written so far is readable. True at once without background commits."""
+        committer = self._committer
+        with self._lock:
+            generation = self.commits
+        return committer is None or committer.wait_saved(generation, timeout, through_failures=True)
+
+    def _delete_doomed(self, table: Table, *, commit: bool = False) -> None:
+        """Delete dropped segments' files; one held open (Windows) is tried again at the next drop.
+
+        A segment is deleted once the table that no longer lists it is committed. One that cannot
+        be deleted stays in ``doomed``, which is saved with the table's next change (a rotation, a
+        drop) or, with ``commit``, at once (the writer's close): a save of its own per drop would
+        cost a flood one more synced table a segment. Nothing depends on the saved list: a writer
+        started again deletes every tail file older than the table's oldest tail
+        (``_dropped_leftovers``), and no reader opens a segment the table does not list."""
         from arena_ls import platform
 
         remaining = []
@@ -392,12 +496,12 @@ class OutputWriter:
                 gone = False
             if not gone:
                 remaining.append(k)
-        if remaining != table.doomed:
-            table.doomed = remaining
+        table.doomed = remaining
+        if commit and remaining != self._saved_doomed:
             with contextlib.suppress(OSError):
-                save_table(self._run_dir, table)
+                self._commit(table)
 
-    def _keepers(self) -> tuple[Callable[[bytes], bool], Callable[[bytes], bool]]:
+    def _keepers(self) -> tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]]:
         """(can this chunk hold an event, is this line one): loaded at the first drop only."""
         if self._keep is None:
             from arena_ls.run.logkeep import event_filters
@@ -430,8 +534,10 @@ class OutputWriter:
     def close(self) -> None:
         with self._lock:
             self._close_fds(sync=True)
-            if self._table is not None and self._table.doomed:
-                self._delete_doomed(self._table)
+            if self._table is not None:
+                self._delete_doomed(self._table, commit=True)
+            if self._committer is not None:
+                self._committer.close(CLOSE_PATIENCE)
 
     def _close_fds(self, *, sync: bool = False) -> None:
         for fd in (self._log_fd, self._idx_fd):
@@ -504,6 +610,21 @@ def _read_spec(run_dir: Path) -> dict[str, Any]:
     return spec if isinstance(spec, dict) else {}
 
 
+_TAIL_FILE = re.compile(r"output\.t(\d{1,9})\.(?:log|idx)")
+
+
+def _dropped_leftovers(run_dir: Path, table: Table) -> list[int]:
+    """The tail segments older than ``table``'s oldest that still have files: dropped, their
+    deletion cut short (an agent killed between the commit and the delete) or refused (held open)."""
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(run_dir):
+            match = _TAIL_FILE.fullmatch(name)
+            if match and int(match.group(1)) < table.oldest.k:
+                found.add(int(match.group(1)))
+    return sorted(found)[:1000]
+
+
 def _files_size(*paths: Path) -> int:
     total = 0
     for path in paths:
@@ -526,7 +647,7 @@ class _Drop:
 
 
 def _extract(
-    run_dir: Path, tail: Tail, keepers: tuple[Callable[[bytes], bool], Callable[[bytes], bool]]
+    run_dir: Path, tail: Tail, keepers: tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]]
 ) -> _Drop:
     """Read tail segment ``tail`` whole: its kept lines as middle records, and what it drops."""
     may_hold, is_event = keepers
@@ -545,12 +666,19 @@ def _extract(
             if kind == FLAG_CONTINUED:  # part of an overlong line: never an event
                 drop.bytes += len(data)
                 continue
+            candidate = stream == ARENA or may_hold(data, bool(flags & FLAG_QUIET))
+            if not candidate:  # a flood's usual record: counted whole, never split into lines
+                lines = data.count(b"\n") + (kind == FLAG_FINAL_PARTIAL)
+                drop.lines += lines
+                drop.bytes += len(data) + (kind == FLAG_FINAL_PARTIAL)
+                if lines:
+                    drop.gap_seq = first_seq + lines - 1
+                continue
             raws = data.split(b"\n")
             if kind == FLAG_LINES:
                 raws.pop()
-            candidate = stream == ARENA or may_hold(data)
             for number, raw in enumerate(raws):
-                if candidate and (stream == ARENA or is_event(raw)):
+                if stream == ARENA or is_event(raw):
                     line = raw + b"\n"
                     relative = len(drop.text)  # made absolute by _append_mid
                     drop.index += MID_RECORD.pack(
@@ -565,8 +693,9 @@ def _extract(
     return drop
 
 
-def _append_mid(run_dir: Path, table: Table, drop: _Drop) -> None:
-    """Write ``drop``'s lines after the committed middle, synced (the table commits them)."""
+def _append_mid(run_dir: Path, table: Table, drop: _Drop, *, sync: bool = True) -> None:
+    """Write ``drop``'s lines after the committed middle, synced (the table commits them; with
+    background commits the committer syncs them before it saves that table)."""
     if not drop.records:
         return
     start = table.mid_bytes
@@ -584,6 +713,7 @@ def _append_mid(run_dir: Path, table: Table, drop: _Drop) -> None:
             os.ftruncate(fd, committed)  # what a drop cut short left beyond the commit
             os.lseek(fd, committed, os.SEEK_SET)
             _write_all(fd, data)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)

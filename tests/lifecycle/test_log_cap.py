@@ -24,6 +24,7 @@ from arena_ls import platform
 from arena_ls.run.capture import RECORD, Cursor, LogLine, OutputReader
 from arena_ls.run.capture_records import iter_all_lines, iter_records
 from arena_ls.run.logsegments import (
+    MIN_SEGMENT_BYTES,
     SEGMENTS_FILE,
     load_table,
     segment_bytes,
@@ -32,7 +33,10 @@ from arena_ls.run.logsegments import (
 from arena_ls.run.outputlog import ARENA, STDERR, STDOUT, OutputWriter
 
 CAP = 128 * 1024
-"""A small cap: 64 KiB of head, 64 KiB of tail in 16 KiB segments."""
+"""A small cap: 64 KiB of head, 64 KiB of tail in 16 KiB segments (``SMALL``: the agent's own
+segments are at least 1 MiB, ``SEGMENT_FLOOR_BYTES``; the format is the same at any size, and
+16 KiB ones show many drops in a few hundred kilobytes)."""
+SMALL = MIN_SEGMENT_BYTES
 GAP = re.compile(r"^… (\d+) lines \(.*\) of output were dropped here")
 
 
@@ -40,7 +44,7 @@ class Trainer:
     """Writes numbered lines through a real writer and remembers what each seq was."""
 
     def __init__(self, run_dir: Path, cap: int | None = CAP) -> None:
-        self.writer = OutputWriter(run_dir, max_bytes=cap)
+        self.writer = OutputWriter(run_dir, max_bytes=cap, segment_floor=SMALL)
         self.lines: list[tuple[str, str, bool]] = []
         """(stream, text, kept: an event or an arena line) by seq."""
 
@@ -123,7 +127,7 @@ def test_a_log_past_its_cap_keeps_head_tail_events_and_one_gap_line(tmp_path: Pa
     for _ in range(200):
         trainer.chunk(40, event_every=37)
     trainer.close()
-    assert log_bytes(tmp_path) <= CAP + segment_bytes(CAP // 2) + 200
+    assert log_bytes(tmp_path) <= CAP + segment_bytes(CAP // 2, SMALL) + 200
     lines = list(iter_all_lines(tmp_path))
     dropped = check_lines(trainer, lines)
     read = {line.seq for line in lines if not GAP.match(line.text)}  # the gap line takes a dropped seq
@@ -169,13 +173,13 @@ def test_a_writer_started_again_continues_the_segments(tmp_path: Path) -> None:
     for _ in range(60):
         trainer.chunk(40, event_every=11)
     trainer.close()
-    trainer.writer = OutputWriter(tmp_path, max_bytes=CAP)  # a cluster agent revived
+    trainer.writer = OutputWriter(tmp_path, max_bytes=CAP, segment_floor=SMALL)  # an agent revived
     for _ in range(60):
         trainer.chunk(40, event_every=11)
     trainer.close()
     lines = list(iter_all_lines(tmp_path))
     assert check_lines(trainer, lines) > 0
-    assert log_bytes(tmp_path) <= CAP + segment_bytes(CAP // 2) + 200
+    assert log_bytes(tmp_path) <= CAP + segment_bytes(CAP // 2, SMALL) + 200
 
 
 def test_without_a_cap_the_log_is_one_file_pair(tmp_path: Path) -> None:
@@ -336,7 +340,7 @@ def test_random_writes_and_reads_see_every_kept_line_once_in_order(
         check_lines_from(trainer, lines, tail.seq)
     expected = [text.encode() for _, text, kept in trainer.lines if kept]
     assert events_of(run_dir) == expected
-    limit = 64 * 1024 + segment_bytes(32 * 1024) + width + 200 + RECORD.size
+    limit = 64 * 1024 + segment_bytes(32 * 1024, SMALL) + width + 200 + RECORD.size
     assert log_bytes(run_dir) <= limit
     trainer.close()
 
@@ -397,7 +401,7 @@ async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Pat
 
     folder = StateFolder(tmp_path / "state")
     run: RunDir = RunLock(folder).claim("lm", build)
-    writer = OutputWriter(run.path, max_bytes=CAP)
+    writer = OutputWriter(run.path, max_bytes=CAP, segment_floor=SMALL)
     step = 0
 
     def flood(records: int) -> None:

@@ -29,7 +29,7 @@ from arena_ls.agent.resume_args import path_at
 from arena_ls.agent.statewriter import StateWriter
 from arena_ls.agent.trainer_start import EarlyLaunch, recorded_argv
 from arena_ls.run import supervisor_events as events
-from arena_ls.run.outputlog import ARENA, OutputWriter
+from arena_ls.run.outputlog import ARENA, FLUSH_PATIENCE, OutputWriter
 from arena_ls.run.rundir import Failure, RunDir, RunSpec, RunState, StateBusy
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
@@ -79,7 +79,9 @@ class Agent:
                 previous = None
             if previous is not None and previous.step == self.spec.resumed_from_step:
                 self.state.last_checkpoint = previous
-        self.output = early.writer if early is not None else OutputWriter(run_dir.path)
+        self.output = (
+            early.writer if early is not None else OutputWriter(run_dir.path, background_commits=True)
+        )
         self.lock = threading.RLock()
         self.reserve = StateReserve(run_dir.path)
         self.writer = StateWriter(
@@ -136,6 +138,7 @@ class Agent:
             return 0
         finally:
             self.laptop.release()
+            self.output.flush(FLUSH_PATIENCE)  # a capped log's last table saved before the run reads as ended
             if not self.writer.close_final(1.0 if self.trainer.folder_watch.gone else FINAL_WRITE_TIMEOUT):
                 log.error("the final state could not be written: the run folder is gone")
             self.laptop.finish()
