@@ -24,21 +24,34 @@ import contextlib
 import json
 import logging
 import os
-import re
-import struct
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint
+from arena_ls.run.log_drop import append_mid, dropped_leftovers, extract, files_size
+from arena_ls.run.log_record import (
+    ANNOUNCEMENT_PREFIX,
+    ARENA,
+    FLAG_CONTINUED,
+    FLAG_FINAL_PARTIAL,
+    FLAG_LINES,
+    FLAG_QUIET,
+    LINE_LIMIT,
+    MAX_RECORD_BYTES,
+    RECORD,
+    STDERR,
+    STDOUT,
+    STREAMS,
+    DamagedLog,
+    check_record,
+    quiet_lines,
+    write_all,
+)
 from arena_ls.run.logsegments import (
     DEFAULT_MAX_RUN_MB,
     HEAD,
-    MID_IDX,
-    MID_LOG,
-    MID_RECORD,
     SEGMENT_FLOOR_BYTES,
     SegmentsDamaged,
     Table,
@@ -52,32 +65,34 @@ from arena_ls.run.logsegments import (
 )
 from arena_ls.run.segment_commits import TableCommitter
 
+__all__ = [
+    "AHEAD",
+    "ANNOUNCEMENT_PREFIX",
+    "ARENA",
+    "CLOSE_PATIENCE",
+    "FLAG_CONTINUED",
+    "FLAG_FINAL_PARTIAL",
+    "FLAG_LINES",
+    "FLAG_QUIET",
+    "FLUSH_PATIENCE",
+    "LINE_LIMIT",
+    "MAX_RECORD_BYTES",
+    "RECORD",
+    "ROTATION_PATIENCE",
+    "STDERR",
+    "STDOUT",
+    "STREAMS",
+    "DamagedLog",
+    "OutputWriter",
+    "Written",
+    "check_record",
+    "count_recorded_lines",
+    "quiet_lines",
+]
+"""The record format's names (``log_record``) stay importable from here, beside the writer."""
+
 log = logging.getLogger("arena_ls.agent")
 
-LINE_LIMIT = 64 * 1024
-"""Lines are cut at 64 KiB in ``LogLine.text``; the file keeps everything."""
-
-STREAMS = ("stdout", "stderr", "arena")
-STDOUT, STDERR, ARENA = 0, 1, 2
-
-FLAG_LINES = 0
-"""The record holds one or more complete lines."""
-FLAG_CONTINUED = 1
-"""The record holds part of one overlong line; more of it follows."""
-FLAG_FINAL_PARTIAL = 2
-"""The record holds the stream's last line, which had no newline."""
-FLAG_QUIET = 0x80
-"""Beside ``FLAG_LINES`` on a record of the trainer's lines that can announce nothing but
-progress: no ``@arena`` line (announcements, health) and no "checkpoint" in any case (the word
-of every built-in spelling), written for a job without a ``checkpoint.pattern``. The writer
-decides it once, on exactly the record's bytes (a word cut between two reads of the pipe is
-whole in the record), and the agent's scan and the server's reader trust it: a quiet record's
-progress is looked for in its tail only (a level: the latest wins), as for any flood's chunk,
-and nothing else is searched for in it. ``check_record`` gives the kind without it."""
-ANNOUNCEMENT_PREFIX = b"@arena "
-
-RECORD = struct.Struct("<BBIQQd")
-"""stream, flags, length, seq of its first line, byte offset in output.log, arrival time."""
 AHEAD = 2
 """With background commits, the writer moves on to a new segment only once the table listing the
 segment ``AHEAD`` back is saved: at most ``AHEAD`` segments' lines wait for a save (not yet
@@ -91,38 +106,9 @@ FLUSH_PATIENCE = 2.0
 must not hold the outcome: the close tries on, for ``CLOSE_PATIENCE``)."""
 CLOSE_PATIENCE = 10.0
 """The longest the writer's close waits for its last table (a full disk: tried until then)."""
-MAX_RECORD_BYTES = 16 << 20
-"""No record the writer makes is longer (a read is at most 1 MiB plus an unfinished line):
-a longer one is damage, and is never read into memory."""
 
 
 _SEGMENT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
-
-
-class DamagedLog(ValueError):
-    """The run's output files are damaged; the message names the file and what is wrong."""
-
-
-def check_record(index: int, stream: int, flags: int, length: int) -> int:
-    """The record's kind (``FLAG_LINES``, ``FLAG_CONTINUED`` or ``FLAG_FINAL_PARTIAL``: its flags
-    without ``FLAG_QUIET``); ``DamagedLog`` for a record no writer makes (unknown stream or flags,
-    quiet where no writer says so, absurd length)."""
-    kind = flags & ~FLAG_QUIET
-    if stream >= len(STREAMS):
-        raise DamagedLog(f"output.idx record {index} has unknown stream byte {stream}")
-    if kind > FLAG_FINAL_PARTIAL or (flags & FLAG_QUIET and (kind != FLAG_LINES or stream == ARENA)):
-        raise DamagedLog(f"output.idx record {index} has unknown flags {flags}")
-    if length > MAX_RECORD_BYTES:
-        raise DamagedLog(f"output.idx record {index} claims {length} bytes, more than any record holds")
-    return kind
-
-
-def quiet_lines(data: bytes) -> bool:
-    """Whether these complete lines can announce nothing but progress (``FLAG_QUIET``): a
-    ``memchr`` for ``@`` (most output has none), then one lowering and one search for the word."""
-    if b"@" in data and ANNOUNCEMENT_PREFIX in data:
-        return False
-    return not chunk_mentions_checkpoint(data)
 
 
 class Written(NamedTuple):
@@ -180,9 +166,9 @@ class OutputWriter:
         """``doomed`` as the table on disk has it (see ``_delete_doomed``)."""
         if self._table is not None:
             self._saved_doomed = list(self._table.doomed)
-            self._table.doomed = _dropped_leftovers(run_dir, self._table)
+            self._table.doomed = dropped_leftovers(run_dir, self._table)
             for tail in self._table.tails[:-1]:
-                self._tail_bytes[tail.k] = _files_size(*segment_paths(run_dir, tail.k))
+                self._tail_bytes[tail.k] = files_size(*segment_paths(run_dir, tail.k))
         self._keep: tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]] | None = None
         self._segment = HEAD
         self._log_fd = self._idx_fd = -1
@@ -431,8 +417,8 @@ class OutputWriter:
         table = self._table
         assert table is not None
         try:
-            drop = _extract(self._run_dir, tail, self._keepers())
-            _append_mid(self._run_dir, table, drop, sync=self._committer is None)
+            drop = extract(self._run_dir, tail, self._keepers())
+            append_mid(self._run_dir, table, drop, sync=self._committer is None)
             saved = (table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes)
             saved_gap, saved_records = table.gap_seq, table.dropped_records
             table.mid_records += drop.records
@@ -511,9 +497,9 @@ class OutputWriter:
 
     def _try_write(self, stream: int, flags: int, data: bytes, lines: int) -> bool:
         try:
-            _write_all(self._log_fd, data)
+            write_all(self._log_fd, data)
             record = RECORD.pack(stream, flags, len(data), self._next_seq, self._offset, time.time())
-            _write_all(self._idx_fd, record)
+            write_all(self._idx_fd, record)
         except OSError as error:
             self.last_error = error
             self.write_failures += 1
@@ -562,13 +548,6 @@ def _redrawn_in_place(pending: bytearray) -> bool:
     return len(pending) > 1 and pending.find(b"\r", 0, len(pending) - 1) >= 0
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 def count_recorded_lines(idx_path: Path, records: int | None = None) -> int:
     """The seq the next line gets, from the last record (an agent restarts rarely).
 
@@ -608,112 +587,3 @@ def _read_spec(run_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return spec if isinstance(spec, dict) else {}
-
-
-_TAIL_FILE = re.compile(r"output\.t(\d{1,9})\.(?:log|idx)")
-
-
-def _dropped_leftovers(run_dir: Path, table: Table) -> list[int]:
-    """The tail segments older than ``table``'s oldest that still have files: dropped, their
-    deletion cut short (an agent killed between the commit and the delete) or refused (held open)."""
-    found: set[int] = set()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(run_dir):
-            match = _TAIL_FILE.fullmatch(name)
-            if match and int(match.group(1)) < table.oldest.k:
-                found.add(int(match.group(1)))
-    return sorted(found)[:1000]
-
-
-def _files_size(*paths: Path) -> int:
-    total = 0
-    for path in paths:
-        with contextlib.suppress(OSError):
-            total += path.stat().st_size
-    return total
-
-
-class _Drop:
-    """What dropping one tail segment keeps (the middle's new lines) and loses (counted)."""
-
-    def __init__(self) -> None:
-        self.text = bytearray()
-        self.index = bytearray()
-        self.records = 0
-        self.lines = 0
-        self.bytes = 0
-        self.source_records = 0
-        self.gap_seq: int | None = None
-
-
-def _extract(
-    run_dir: Path, tail: Tail, keepers: tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]]
-) -> _Drop:
-    """Read tail segment ``tail`` whole: its kept lines as middle records, and what it drops."""
-    may_hold, is_event = keepers
-    drop = _Drop()
-    log_path, idx_path = segment_paths(run_dir, tail.k)
-    with open(idx_path, "rb") as idx, open(log_path, "rb") as text:
-        while header := idx.read(RECORD.size):
-            if len(header) < RECORD.size:
-                break
-            stream, flags, length, first_seq, offset, at = RECORD.unpack(header)
-            kind = check_record(tail.base + drop.source_records, stream, flags, length)
-            text.seek(offset)
-            data = text.read(length)
-            index = tail.base + drop.source_records
-            drop.source_records += 1
-            if kind == FLAG_CONTINUED:  # part of an overlong line: never an event
-                drop.bytes += len(data)
-                continue
-            candidate = stream == ARENA or may_hold(data, bool(flags & FLAG_QUIET))
-            if not candidate:  # a flood's usual record: counted whole, never split into lines
-                lines = data.count(b"\n") + (kind == FLAG_FINAL_PARTIAL)
-                drop.lines += lines
-                drop.bytes += len(data) + (kind == FLAG_FINAL_PARTIAL)
-                if lines:
-                    drop.gap_seq = first_seq + lines - 1
-                continue
-            raws = data.split(b"\n")
-            if kind == FLAG_LINES:
-                raws.pop()
-            for number, raw in enumerate(raws):
-                if stream == ARENA or is_event(raw):
-                    line = raw + b"\n"
-                    relative = len(drop.text)  # made absolute by _append_mid
-                    drop.index += MID_RECORD.pack(
-                        stream, len(line), first_seq + number, index, first_seq, relative, at
-                    )
-                    drop.text += line
-                    drop.records += 1
-                else:
-                    drop.lines += 1
-                    drop.bytes += len(raw) + 1
-                    drop.gap_seq = first_seq + number
-    return drop
-
-
-def _append_mid(run_dir: Path, table: Table, drop: _Drop, *, sync: bool = True) -> None:
-    """Write ``drop``'s lines after the committed middle, synced (the table commits them; with
-    background commits the committer syncs them before it saves that table)."""
-    if not drop.records:
-        return
-    start = table.mid_bytes
-    index = bytearray()
-    for number in range(drop.records):
-        fields = list(MID_RECORD.unpack_from(drop.index, number * MID_RECORD.size))
-        fields[5] += start
-        index += MID_RECORD.pack(*fields)
-    for name, data, committed in (
-        (MID_LOG, bytes(drop.text), table.mid_bytes),
-        (MID_IDX, bytes(index), table.mid_records * MID_RECORD.size),
-    ):
-        fd = os.open(run_dir / name, os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
-        try:
-            os.ftruncate(fd, committed)  # what a drop cut short left beyond the commit
-            os.lseek(fd, committed, os.SEEK_SET)
-            _write_all(fd, data)
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
