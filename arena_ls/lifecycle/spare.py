@@ -37,7 +37,9 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from arena_ls import platform
@@ -79,11 +81,49 @@ class SpareAgent:
         self._workspace: Path | None = None
         self.deaths = 0
         """Spares that died before they were handed a run."""
+        self._lock = threading.RLock()
+        """Held while a spare is started, handed or let go: ``ensure_soon`` starts it on a thread."""
+        self._soon: Path | None = None
+        """The workspace ``ensure_soon`` asked a spare for, until its thread starts it (or a
+        ``take`` / ``release`` meanwhile says it is no longer wanted)."""
+        self._thread: ThreadPoolExecutor | None = None
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
         """The spare waiting now, if any (for tests and diagnostics)."""
         return self._process
+
+    def ensure_soon(self, workspace: Path) -> None:
+        """``ensure`` on a worker thread of the spare's own: the event loop never waits for the
+        spare's fork and exec (9-14 ms of the loop on the project's VM, in the first status's way
+        at start-up). A ``take`` or ``release`` before that thread began cancels it; one while it
+        starts the spare waits for it (the lock), then hands the spare on or lets it go."""
+        if not self.enabled or self._soon == workspace:
+            return
+        if not self._lock.acquire(blocking=False):  # a spare is being started or handed now
+            return
+        try:
+            if self._waiting_for(workspace):
+                return
+            self._soon = workspace
+        finally:
+            self._lock.release()
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="arena-spare")
+        self._thread.submit(self._ensure_if_wanted, workspace)
+
+    def _ensure_if_wanted(self, workspace: Path) -> None:
+        with self._lock:
+            if self._soon != workspace:
+                return
+            self._soon = None
+            try:
+                self.ensure(workspace)
+            except Exception:  # a thread's failure would otherwise go unseen
+                log.exception("starting a spare job agent failed (runs start cold)")
+
+    def _waiting_for(self, workspace: Path) -> bool:
+        return self._process is not None and self._process.poll() is None and self._workspace == workspace
 
     def ensure(self, workspace: Path) -> None:
         """Have a live spare for ``workspace``: start one unless one waits already.
@@ -94,7 +134,11 @@ class SpareAgent:
         """
         if not self.enabled:
             return
-        if self._process is not None and self._process.poll() is None and self._workspace == workspace:
+        with self._lock:
+            self._ensure(workspace)
+
+    def _ensure(self, workspace: Path) -> None:
+        if self._waiting_for(workspace):
             return
         if self._process is not None and self._process.returncode is not None:
             self.deaths += 1
@@ -117,6 +161,11 @@ class SpareAgent:
 
     def take(self, run_dir: RunDir, workspace: Path) -> subprocess.Popen[bytes] | None:
         """Hand ``run_dir`` to the spare; the spare (now the run's agent), or None to start one cold."""
+        with self._lock:
+            self._soon = None
+            return self._take(run_dir, workspace)
+
+    def _take(self, run_dir: RunDir, workspace: Path) -> subprocess.Popen[bytes] | None:
         process, self._process = self._process, None
         matches = self._workspace == workspace
         self._workspace = None
@@ -137,8 +186,10 @@ class SpareAgent:
 
     def release(self) -> None:
         """Let the spare go (it exits at end-of-file); the server is closing, or the spare is stale."""
-        process, self._process = self._process, None
-        self._workspace = None
+        with self._lock:
+            self._soon = None
+            process, self._process = self._process, None
+            self._workspace = None
         if process is not None:
             _dismiss(process)
 

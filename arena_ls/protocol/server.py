@@ -25,7 +25,7 @@ from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.stopper import StopRequest
-from arena_ls.protocol import heap
+from arena_ls.protocol import heap, warmup
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
@@ -282,6 +282,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         if ls.arena is not None:  # opened before this session began: it saw the old root and settings
             ls.run_task(ls.arena.close(), "closing a workspace view opened before initialize")
         ls.arena = None
+        warmup.warm_up(ls.protocol)  # while the client reads the answer: what the first status waited for
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: ArenaServer, params: types.InitializedParams) -> None:
