@@ -14,11 +14,11 @@ reads on worker threads each waited for the default executor to start its
 thread (three thread starts, 2-12 ms).
 
 So once the ``initialize`` answer is written, ``warm_up`` starts the default
-executor's threads, one of them importing those modules and structuring one
-message of each of those kinds: that work is done while the client is busy
-with the answer, not after the status arrived. A module still loading when
-the workspace imports it is waited for (Python's per-module import lock),
-never loaded twice; a structuring function made twice is only made twice.
+executor's threads, one importing those modules, one structuring a message
+of each of those kinds: that work is done while the client is busy with the
+answer, not after the status arrived. The workspace is opened once the
+imports are done (``ArenaServer.workspace`` awaits them: the loop never
+imports them); a structuring function made twice is only made twice.
 """
 
 from __future__ import annotations
@@ -38,28 +38,31 @@ WORKSPACE_MODULES = (
 """The modules ``services.workspace`` imports inside ``WorkspaceServices.__init__`` (start-up speed)."""
 
 THREADS = 3
-"""Worker threads started ahead: a first status runs two reads off the loop while the
-trainers' first verdicts hold a third."""
+"""Worker threads started ahead (the two warm-up tasks' and one more): a first status runs two
+reads off the loop while the trainers' first verdicts hold a third."""
 
 
-def warm_up(protocol: Any) -> None:
+def warm_up(protocol: Any) -> asyncio.Future[None]:
     """Schedule the warm-up after the current callback (the ``initialize`` handler: its answer is
-    written first). ``protocol``: pygls's protocol, whose converter structures what arrives."""
+    written first). ``protocol``: the server's ``ArenaProtocol``. Returns a future done once the
+    workspace's modules are imported (whether they could be or not)."""
     loop = asyncio.get_running_loop()
-    loop.call_soon(_start, loop, protocol)
+    imported: asyncio.Future[None] = loop.create_future()
+    loop.call_soon(_start, loop, protocol, imported)
+    return imported
 
 
-def _start(loop: asyncio.AbstractEventLoop, protocol: Any) -> None:
-    if loop.is_closed():
-        return
-    loop.run_in_executor(None, _warm, protocol)
-    for _ in range(THREADS - 1):
+def _start(loop: asyncio.AbstractEventLoop, protocol: Any, imported: asyncio.Future[None]) -> None:
+    imports = loop.run_in_executor(None, import_workspace_modules)
+    imports.add_done_callback(lambda _: _set(imported))
+    loop.run_in_executor(None, structure_first_messages, protocol)
+    for _ in range(THREADS - 2):
         loop.run_in_executor(None, _nothing)
 
 
-def _warm(protocol: Any) -> None:
-    import_workspace_modules()
-    structure_first_messages(protocol)
+def _set(imported: asyncio.Future[None]) -> None:
+    if not imported.done():
+        imported.set_result(None)
 
 
 def import_workspace_modules() -> None:
