@@ -38,6 +38,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,8 +75,12 @@ def spare_argv() -> list[str]:
 class SpareAgent:
     """One server's spare agent for one workspace (see the module docstring)."""
 
-    def __init__(self, spawn: SpawnSpare = _spawn, *, enabled: bool | None = None) -> None:
+    def __init__(
+        self, spawn: SpawnSpare = _spawn, *, enabled: bool | None = None, not_before: float = 0.0
+    ) -> None:
         self._spawn = spawn
+        self.not_before = not_before
+        """``time.monotonic()`` before which ``ensure_soon`` starts no spare (its thread waits)."""
         self.enabled = enabled if enabled is not None else _enabled_here()
         self._process: subprocess.Popen[bytes] | None = None
         self._workspace: Path | None = None
@@ -94,10 +99,12 @@ class SpareAgent:
         return self._process
 
     def ensure_soon(self, workspace: Path) -> None:
-        """``ensure`` on a worker thread of the spare's own: the event loop never waits for the
-        spare's fork and exec (9-14 ms of the loop on the project's VM, in the first status's way
-        at start-up). A ``take`` or ``release`` before that thread began cancels it; one while it
-        starts the spare waits for it (the lock), then hands the spare on or lets it go."""
+        """``ensure`` on a worker thread of the spare's own, not before ``not_before``: the event
+        loop never waits for the spare's fork and exec (8-14 ms of the loop on the project's VM,
+        in the first status's way at start-up), and the spare's interpreter does not load beside
+        start-up's first requests. A ``take`` or ``release`` before that thread began cancels it;
+        one while it starts the spare waits for it (the lock), then hands the spare on or lets
+        it go."""
         if not self.enabled or self._soon == workspace:
             return
         if not self._lock.acquire(blocking=False):  # a spare is being started or handed now
@@ -113,6 +120,9 @@ class SpareAgent:
         self._thread.submit(self._ensure_if_wanted, workspace)
 
     def _ensure_if_wanted(self, workspace: Path) -> None:
+        wait = self.not_before - time.monotonic()
+        if wait > 0:  # the spare's own thread: nothing else waits meanwhile (a take cancels it)
+            time.sleep(wait)
         with self._lock:
             if self._soon != workspace:
                 return

@@ -62,8 +62,6 @@ RECENT_POLL = 0.02
 round is older than this (20 ms: the pace at which a flood is read)."""
 ADOPT_PER_SCAN = 8
 """Runs a scan adopts at most (each is a few file reads): the rest at the next scans."""
-PREPARE_AFTER_OPEN = 0.5
-"""Seconds after the workspace opened before ``idle`` gets the next start ready (a spare agent)."""
 
 
 @attrs.define
@@ -104,7 +102,6 @@ class Supervisor:
         self.views: dict[str, RunView] = {}
         self.prepared = False
         """``idle`` got the default back end ready (a spare agent) and no start of ours used it since."""
-        self._opened = time.monotonic()
         self._folder: StateFolder | None = None
         self._folder_setting: str | None = None
         """The ``stateDir`` setting ``_folder`` was made for."""
@@ -395,11 +392,7 @@ class Supervisor:
         self.backends.default.release()
 
     def idle(self) -> None:
-        """No run of the workspace is active (the follower says so): get ready for the next start,
-        from ``PREPARE_AFTER_OPEN`` on (a spare agent's interpreter loading beside start-up's first
-        requests took one of two cores from them; the follower's next idle round prepares it)."""
-        if time.monotonic() - self._opened < PREPARE_AFTER_OPEN:
-            return
+        """No run of the workspace is active (the follower says so): get ready for the next start."""
         self.backends.default.prepare(self.root)
         self.prepared = True
 
