@@ -11,6 +11,7 @@ handler here that calls every feature, each isolated from the others.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -254,7 +255,8 @@ class ArenaServer(LanguageServer):
         """``ws``, opened once the warm-up imported its modules (on a worker thread, begun at
         ``initialize``): the event loop never imports them (issue 38 item 7)."""
         if self.arena is None and self.warmed is not None:
-            await asyncio.shield(self.warmed)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.warmed), warmup.WAIT_FOR_IMPORTS)
         return self.ws
 
     @property

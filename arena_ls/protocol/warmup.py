@@ -37,6 +37,10 @@ WORKSPACE_MODULES = (
 )
 """The modules ``services.workspace`` imports inside ``WorkspaceServices.__init__`` (start-up speed)."""
 
+WAIT_FOR_IMPORTS = 10.0
+"""Seconds the workspace's opening waits for the warm-up's imports at most; past that (a machine
+so loaded that the thread never ran) it imports them itself, as before the warm-up."""
+
 THREADS = 3
 """Worker threads started ahead (the two warm-up tasks' and one more): a first status runs two
 reads off the loop while the trainers' first verdicts hold a third."""
@@ -53,11 +57,14 @@ def warm_up(protocol: Any) -> asyncio.Future[None]:
 
 
 def _start(loop: asyncio.AbstractEventLoop, protocol: Any, imported: asyncio.Future[None]) -> None:
-    imports = loop.run_in_executor(None, import_workspace_modules)
-    imports.add_done_callback(lambda _: _set(imported))
-    loop.run_in_executor(None, structure_first_messages, protocol)
-    for _ in range(THREADS - 2):
-        loop.run_in_executor(None, _nothing)
+    try:
+        imports = loop.run_in_executor(None, import_workspace_modules)
+        imports.add_done_callback(lambda _: _set(imported))
+        loop.run_in_executor(None, structure_first_messages, protocol)
+        for _ in range(THREADS - 2):
+            loop.run_in_executor(None, _nothing)
+    except RuntimeError:  # the executor is shut down (the server is ending): nothing to warm
+        _set(imported)
 
 
 def _set(imported: asyncio.Future[None]) -> None:
