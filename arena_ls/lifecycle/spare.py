@@ -37,7 +37,10 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from arena_ls import platform
@@ -72,18 +75,65 @@ def spare_argv() -> list[str]:
 class SpareAgent:
     """One server's spare agent for one workspace (see the module docstring)."""
 
-    def __init__(self, spawn: SpawnSpare = _spawn, *, enabled: bool | None = None) -> None:
+    def __init__(
+        self, spawn: SpawnSpare = _spawn, *, enabled: bool | None = None, not_before: float = 0.0
+    ) -> None:
         self._spawn = spawn
+        self.not_before = not_before
+        """``time.monotonic()`` before which ``ensure_soon`` starts no spare (its thread waits)."""
         self.enabled = enabled if enabled is not None else _enabled_here()
         self._process: subprocess.Popen[bytes] | None = None
         self._workspace: Path | None = None
         self.deaths = 0
         """Spares that died before they were handed a run."""
+        self._lock = threading.RLock()
+        """Held while a spare is started, handed or let go: ``ensure_soon`` starts it on a thread."""
+        self._soon: Path | None = None
+        """The workspace ``ensure_soon`` asked a spare for, until its thread starts it (or a
+        ``take`` / ``release`` meanwhile says it is no longer wanted)."""
+        self._thread: ThreadPoolExecutor | None = None
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
         """The spare waiting now, if any (for tests and diagnostics)."""
         return self._process
+
+    def ensure_soon(self, workspace: Path) -> None:
+        """``ensure`` on a worker thread of the spare's own, not before ``not_before``: the event
+        loop never waits for the spare's fork and exec (8-14 ms of the loop on the project's VM,
+        in the first status's way at start-up), and the spare's interpreter does not load beside
+        start-up's first requests. A ``take`` or ``release`` before that thread began cancels it;
+        one while it starts the spare waits for it (the lock), then hands the spare on or lets
+        it go."""
+        if not self.enabled or self._soon == workspace:
+            return
+        if not self._lock.acquire(blocking=False):  # a spare is being started or handed now
+            return
+        try:
+            if self._waiting_for(workspace):
+                return
+            self._soon = workspace
+        finally:
+            self._lock.release()
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="arena-spare")
+        self._thread.submit(self._ensure_if_wanted, workspace)
+
+    def _ensure_if_wanted(self, workspace: Path) -> None:
+        wait = self.not_before - time.monotonic()
+        if wait > 0:  # the spare's own thread: nothing else waits meanwhile (a take cancels it)
+            time.sleep(wait)
+        with self._lock:
+            if self._soon != workspace:
+                return
+            self._soon = None
+            try:
+                self.ensure(workspace)
+            except Exception:  # a thread's failure would otherwise go unseen
+                log.exception("starting a spare job agent failed (runs start cold)")
+
+    def _waiting_for(self, workspace: Path) -> bool:
+        return self._process is not None and self._process.poll() is None and self._workspace == workspace
 
     def ensure(self, workspace: Path) -> None:
         """Have a live spare for ``workspace``: start one unless one waits already.
@@ -94,7 +144,11 @@ class SpareAgent:
         """
         if not self.enabled:
             return
-        if self._process is not None and self._process.poll() is None and self._workspace == workspace:
+        with self._lock:
+            self._ensure(workspace)
+
+    def _ensure(self, workspace: Path) -> None:
+        if self._waiting_for(workspace):
             return
         if self._process is not None and self._process.returncode is not None:
             self.deaths += 1
@@ -117,6 +171,11 @@ class SpareAgent:
 
     def take(self, run_dir: RunDir, workspace: Path) -> subprocess.Popen[bytes] | None:
         """Hand ``run_dir`` to the spare; the spare (now the run's agent), or None to start one cold."""
+        with self._lock:
+            self._soon = None
+            return self._take(run_dir, workspace)
+
+    def _take(self, run_dir: RunDir, workspace: Path) -> subprocess.Popen[bytes] | None:
         process, self._process = self._process, None
         matches = self._workspace == workspace
         self._workspace = None
@@ -137,8 +196,10 @@ class SpareAgent:
 
     def release(self) -> None:
         """Let the spare go (it exits at end-of-file); the server is closing, or the spare is stale."""
-        process, self._process = self._process, None
-        self._workspace = None
+        with self._lock:
+            self._soon = None
+            process, self._process = self._process, None
+            self._workspace = None
         if process is not None:
             _dismiss(process)
 

@@ -30,10 +30,22 @@ class ManifestDocument:
         self.clusters: dict[str, ClusterDecl] = {}
         self.roots: tuple[Path, ...] = ()
         self.approval = "by-job"
+        self._real: dict[Path, Path] = {}
+
+    def resolve(self, path: Path) -> Path:
+        """``path.resolve()``, once per path and load: 500 jobs named the same ``cwd`` and trainer,
+        and resolving each again (a ``lstat`` per part of the path) was a third of a 500-job load
+        (issue 38 item 7). A load reads the files as they are while it runs, so nothing kept here
+        outlives it."""
+        real = self._real.get(path)
+        if real is None:
+            real = self._real[path] = path.resolve()
+        return real
 
     def inside(self, path: Path) -> bool:
         """True when ``path`` lies in the workspace or one of the manifest's ``roots``."""
-        return any(inside_folder(path, folder) for folder in (self.root, *self.roots))
+        real = self.resolve(path)
+        return any(_under(real, folder) for folder in (self.root, *self.roots))
 
     # -- reporting -------------------------------------------------------------------
 
@@ -67,8 +79,12 @@ class ManifestDocument:
 
 def inside_folder(path: Path, root: Path) -> bool:
     """True when ``path`` (resolved) lies in ``root`` (already resolved)."""
+    return _under(path.resolve(), root)
+
+
+def _under(real: Path, root: Path) -> bool:
     try:
-        path.resolve().relative_to(root)
+        real.relative_to(root)
     except ValueError:
         return False
     return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -335,7 +336,7 @@ class JobReader:
 
     def check_paths(self, job: Job) -> None:
         root = self.loader.root
-        cwd = job.resolved_cwd(root)
+        cwd = self.loader.resolve(root / job.cwd)  # ``job.resolved_cwd``, once per load
         if not self.loader.inside(cwd):
             self.report("AR110", f"`cwd` {job.cwd!r} leaves the workspace (and its `roots`)", "cwd")
             return
@@ -343,9 +344,9 @@ class JobReader:
         if not cwd.is_dir():
             self.report("AR107", f"`cwd` {job.cwd!r} does not exist", "cwd")
             return
-        script = job.resolved_script(root)
-        if script is None:
+        if job.script is None:
             return
+        script = self.loader.resolve(cwd / job.script)  # ``job.resolved_script``, once per load
         field = "script" if "script" in self.raw else "args"
         named = (
             f"`script` {job.script!r}" if field == "script" else f"the trainer {job.script!r} (from `args`)"
@@ -358,9 +359,9 @@ class JobReader:
     def check_arguments(self, job: Job) -> None:
         """AR110 for each argument that names an existing path outside the workspace."""
         root = self.loader.root
-        cwd = job.resolved_cwd(root)
+        cwd = self.loader.resolve(root / job.cwd)
         for index, arg in enumerate(job.args):
-            target = _existing_path(cwd, arg)
+            target = _existing_path(cwd, arg, self.loader.resolve)
             if target is not None and not self.loader.inside(target):
                 self.report(
                     "AR110",
@@ -373,7 +374,7 @@ LOADER_VARIABLES = frozenset({"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHO
 """Variables that choose what code runs (AR113)."""
 
 
-def _existing_path(cwd: Path, arg: str) -> Path | None:
+def _existing_path(cwd: Path, arg: str, resolve: Callable[[Path], Path] = Path.resolve) -> Path | None:
     """The real path ``arg`` names when it is an existing file or folder, else None."""
     if not arg or arg.startswith("-") or "\0" in arg or len(arg) > 4096:
         return None
@@ -381,7 +382,7 @@ def _existing_path(cwd: Path, arg: str) -> Path | None:
     try:
         if not candidate.exists():
             return None
-        return candidate.resolve()
+        return resolve(candidate)
     except (OSError, ValueError):
         return None
 

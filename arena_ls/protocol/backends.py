@@ -9,12 +9,19 @@ workspace is idle), then Ray clusters (``cluster/backend.py``: jobs with
 
 from __future__ import annotations
 
+import time
+
 from arena_ls.cluster.backend import RayBackend
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.spare import SpareAgent
 
+FIRST_SPARE_AFTER = 0.5
+"""Seconds after a workspace opens before its first spare agent starts: its interpreter, loading
+on one of two cores, took CPU from start-up's first requests (issue 38 item 7)."""
+
 
 def server_backends() -> Backends:
     """A fresh set of back ends for one workspace (each holds its own spare agent)."""
-    return Backends(LocalBackend(SpareAgent()), RayBackend())
+    spare = SpareAgent(not_before=time.monotonic() + FIRST_SPARE_AFTER)
+    return Backends(LocalBackend(spare), RayBackend())

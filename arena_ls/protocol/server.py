@@ -11,6 +11,7 @@ handler here that calls every feature, each isolated from the others.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -25,7 +26,7 @@ from arena_ls.health import Hardware, SystemHardware
 from arena_ls.insights.model import Insight
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.stopper import StopRequest
-from arena_ls.protocol import gc_freeze
+from arena_ls.protocol import gc_freeze, loopaudit, warmup
 from arena_ls.protocol import params as P
 from arena_ls.protocol.backends import server_backends
 from arena_ls.protocol.configuration import Configuration
@@ -68,6 +69,8 @@ class ArenaServer(LanguageServer):
         """The settings problems last shown: the same settings read twice warn once."""
         self.root = Path.cwd()
         self.arena: Workspace | None = None
+        self.warmed: asyncio.Future[None] | None = None
+        """The warm-up's imports of the workspace's modules (``warmup.py``), begun at ``initialize``."""
         self.features = FeatureRegistry()
         self.tasks = TaskRunner()
         self.logs = self._log_batcher()
@@ -230,6 +233,14 @@ class ArenaServer(LanguageServer):
             self.arena = Workspace(self.root, self.configuration, self, hardware, self.tasks, backends)
         return self.arena
 
+    async def open_workspace(self) -> Workspace:
+        """``ws``, opened once the warm-up imported its modules (on a worker thread, begun at
+        ``initialize``): the event loop never imports them (issue 38 item 7)."""
+        if self.arena is None and self.warmed is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.warmed), warmup.WAIT_FOR_IMPORTS)
+        return self.ws
+
     @property
     def has_workspace(self) -> bool:
         """Whether this client's workspace is open (features never open it early)."""
@@ -264,10 +275,12 @@ def _register_lifecycle(server: ArenaServer) -> None:
         if ls.arena is not None:  # opened before this session began: it saw the old root and settings
             ls.run_task(ls.arena.close(), "closing a workspace view opened before initialize")
         ls.arena = None
+        ls.warmed = warmup.warm_up(ls.protocol)  # while the client reads the answer (warmup.py)
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: ArenaServer, params: types.InitializedParams) -> None:
-        ls.ws.start()
+        loopaudit.begin()  # a debug record, off unless ARENA_LOOP_AUDIT is set (tests)
+        (await ls.open_workspace()).start()
         await pull_configuration(ls)
         ls.ws.resume_after_reboot()  # watchdog.afterReboot, now that the client's settings are in
         ls.run_task(ls.ws.judge_trainers(), "judging the trainers at start-up")
@@ -359,7 +372,10 @@ def _register_methods(server: ArenaServer) -> None:
     @server.feature("arena/status")
     @refusals
     async def status(ls: ArenaServer, params: Any) -> dict[str, Any] | PreEncoded:
-        return await ls.ws.status(P.parse_status(params))
+        runs_limit = P.parse_status(params)
+        answer = await (await ls.open_workspace()).status(runs_limit)
+        loopaudit.first_status_answered()
+        return answer
 
     @server.feature("arena/runs")
     @refusals

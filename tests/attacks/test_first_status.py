@@ -14,17 +14,21 @@ know it is busy: behaviour only, never a time (the timings are in
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from arena_ls.platform import SPARE_AGENT
+from arena_ls.protocol import loopaudit
 from tests.helpers.lsp import (
     ArenaClient,
     job,
     judged_status,
     make_workspace,
+    spares_of,
     start_server,
     stop_server,
     wait_for,
@@ -115,3 +119,50 @@ async def test_the_first_status_after_start_up_never_calls_an_unjudged_trainer_r
             await wait_for(lambda: client.lens_refreshes >= 1, what="a code lens refresh for the verdict")
     finally:
         await stop_server(client)
+
+
+LOOP_READS_BEFORE_THE_FIRST_STATUS = 12
+"""Different files opened and folders listed on the event loop's thread from ``initialized`` to
+the first status's answer, at most: the health sampler's first look (three), the runs folder and
+its lock (read again by each of the follower's rounds, so counted once). The workspace below has
+40 jobs, so one read per job on the loop would exceed it."""
+
+
+def _audit(path: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The loop's events (``protocol/loopaudit.py``) before and after the first status's answer."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    marks = [i for i, line in enumerate(lines) if line["event"] == loopaudit.FIRST_STATUS]
+    assert len(marks) == 1, f"the first status is marked once: {lines}"
+    return lines[: marks[0]], lines[marks[0] + 1 :]
+
+
+async def test_the_event_loop_imports_nothing_starts_no_process_and_reads_few_files_for_the_first_status(
+    tmp_path: Path,
+) -> None:
+    """Issue 38 item 7, by what the loop does rather than how long it takes: the workspace's
+    modules are imported on the warm-up's thread, the spare agent and the gates' worker are
+    started on threads of their own, and the job list is built off the loop (no file per job)."""
+    jobs = [job(f"t{i}", "--steps", "5", kind="train") for i in range(20)]
+    jobs += [job(f"task{i}") for i in range(20)]
+    root = make_workspace(tmp_path / "ws", jobs)
+    audit = tmp_path / "loop-audit.jsonl"
+    client = await start_server(root, env={loopaudit.VARIABLE: str(audit)})
+    try:
+        first = await client.call("arena/status", {})
+        assert [info["id"] for info in first["jobs"]] == [j["id"] for j in jobs]
+        if SPARE_AGENT:  # the spare is started while the session runs: on its own thread
+            await wait_for(lambda: spares_of(client), what="the spare agent")
+        await judged_status(client)  # the gates' worker started and judged every trainer
+    finally:
+        await stop_server(client)
+    before, after = _audit(audit)
+    imported = [line["arg"] for line in before if line["event"] == "import"]
+    assert imported == [], f"the event loop imported modules before the first status: {imported}"
+    started = [line for line in before + after if line["event"] in PROCESS_STARTS]
+    assert started == [], f"the event loop started processes: {started}"
+    reads = {line["arg"] for line in before if line["event"] in FILE_READS}
+    assert len(reads) <= LOOP_READS_BEFORE_THE_FIRST_STATUS, sorted(reads)
+
+
+PROCESS_STARTS = {"subprocess.Popen", "os.posix_spawn", "os.fork", "os.exec"}
+FILE_READS = {"open", "os.listdir", "os.scandir"}

@@ -16,6 +16,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from arena_ls.lifecycle.spare import DISABLE_VARIABLE, MOST_DEATHS, SpareAgent, 
 from arena_ls.run.claim import AGENT_CLAIM
 from arena_ls.run.rundir import RunDir
 from tests.helpers.lsp import (
+    WAIT,
     ArenaClient,
     all_logs,
     job,
@@ -167,6 +170,72 @@ def test_release_lets_the_spare_go(tmp_path: Path) -> None:
     agents.ensure(tmp_path)
     agents.release()
     assert spare.closed and spare.order == b"" and agents.process is None
+
+
+class HeldSpawner(Spawner):
+    """A ``Spawner`` whose spawn waits until ``go`` is set, and says which thread called it."""
+
+    def __init__(self, *spares: FakeSpare | OSError) -> None:
+        super().__init__(*spares)
+        self.go = threading.Event()
+        self.entered = threading.Event()
+        self.threads: list[int] = []
+
+    def __call__(self, argv: list[str], cwd: Path) -> Any:
+        self.threads.append(threading.get_ident())
+        self.entered.set()
+        assert self.go.wait(WAIT), "the test never let the spawn go on"
+        return super().__call__(argv, cwd)
+
+
+def _settled(agents: SpareAgent) -> None:
+    """Until the spare's thread is idle (``ensure_soon`` submitted nothing, or it ended)."""
+    assert agents._thread is not None
+    agents._thread.submit(lambda: None).result(WAIT)
+
+
+def test_ensure_soon_starts_the_spare_on_a_thread_of_its_own(tmp_path: Path) -> None:
+    """Issue 38 item 7: the fork and exec of a spare (9-14 ms) never run on the caller's thread
+    (the event loop's); asked again meanwhile, nothing more is started."""
+    spare = FakeSpare(100)
+    spawn = HeldSpawner(spare)
+    agents = SpareAgent(spawn, enabled=True)
+    agents.ensure_soon(tmp_path)
+    assert spawn.entered.wait(WAIT)
+    agents.ensure_soon(tmp_path)  # while it starts: not a second one
+    spawn.go.set()
+    _settled(agents)
+    assert spawn.threads != [threading.get_ident()] and len(spawn.threads) == 1
+    assert agents.process is spare
+    agents.ensure_soon(tmp_path)  # one waits already
+    _settled(agents)
+    assert len(spawn.calls) == 1
+
+
+def test_a_take_while_the_spare_starts_waits_for_it_and_one_before_cancels_it(tmp_path: Path) -> None:
+    """A start that comes while the spare's thread starts it is handed that spare; a release before
+    the thread began means no spare is started at all (none waits beside a run)."""
+    spare = FakeSpare(100)
+    spawn = HeldSpawner(spare)
+    agents = SpareAgent(spawn, enabled=True)
+    agents.ensure_soon(tmp_path)
+    assert spawn.entered.wait(WAIT)
+    threading.Timer(0.05, spawn.go.set).start()  # let it finish while the take below waits
+    taken = agents.take(RunDir(tmp_path / "runs" / "r1"), tmp_path)
+    assert taken is spare and b'"runDir"' in spare.order
+    assert agents.process is None
+
+    idle = HeldSpawner(FakeSpare(101))
+    held = SpareAgent(idle, enabled=True)
+    blocker = threading.Event()
+    held._thread = ThreadPoolExecutor(1)
+    held._thread.submit(blocker.wait, WAIT)  # the spare's thread is busy: the spawn waits its turn
+    held.ensure_soon(tmp_path)
+    held.release()  # the run started, or the server closes: the spare is no longer wanted
+    blocker.set()
+    idle.go.set()
+    _settled(held)
+    assert idle.calls == [] and held.process is None
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,16 @@ OVERRIDDEN_METHODS = {
 }
 """Methods of pygls's ``JsonRPCProtocol`` that arena-ls overrides (and calls through ``super()``)."""
 
-RESET_ATTRIBUTES = ("_include_headers", "_request_futures", "_result_types", "_shutdown", "_workspace")
-"""Attributes pygls's protocols set in ``__init__`` that arena-ls reads or resets between clients."""
+RESET_ATTRIBUTES = (
+    "_converter",
+    "_include_headers",
+    "_request_futures",
+    "_result_types",
+    "_shutdown",
+    "_workspace",
+)
+"""Attributes pygls's protocols set in ``__init__`` that arena-ls reads or resets between clients
+(``_converter``: read by ``ArenaProtocol.warm_structuring``)."""
 
 PUBLIC_ENTRY = {"handle_message": "d46f22474082c0cf"}
 """pygls's public entry our frame reader hands each message to (its behaviour is what we rely on)."""

@@ -92,9 +92,10 @@ class LocalBackend:
         return platform.spawn_detached(agent_argv(run_dir), cwd=workspace, log_file=run_dir.agent_log)
 
     def prepare(self, workspace: Path) -> None:
-        """The workspace is idle: load a spare agent for its next run (where this server keeps one)."""
+        """The workspace is idle: load a spare agent for its next run (where this server keeps one),
+        started on a thread of its own (``SpareAgent.ensure_soon``): this runs on the event loop."""
         if self.spare is not None:
-            self.spare.ensure(workspace)
+            self.spare.ensure_soon(workspace)
 
     def release(self) -> None:
         if self.spare is not None:

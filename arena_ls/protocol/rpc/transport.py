@@ -20,6 +20,7 @@ import logging
 from contextlib import aclosing
 from typing import Any
 
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.progress import Progress
 from pygls.protocol import LanguageServerProtocol
@@ -198,6 +199,17 @@ class ArenaProtocol(PreEncodedResults, LanguageServerProtocol):
         _SESSION.set(self.session)  # the answer's callback runs in this context (see _send_response)
         self.handle_message(message)
 
+    def warm_structuring(self) -> None:
+        """Structure one message of each kind an editor sends first, and the answer to our
+        ``workspace/configuration``: cattrs makes and caches each kind's structuring code at its
+        first message (3-7 ms of the event loop before the first status). Called on a worker
+        thread (``protocol/warmup.py``); nothing is handled."""
+        for message in FIRST_MESSAGES:
+            self.structure_message(message)
+        answer_type = self.get_result_type(types.WORKSPACE_CONFIGURATION)
+        if answer_type is not None:
+            self._converter.structure({"jsonrpc": "2.0", "id": 0, "result": [None]}, answer_type)
+
     def _token_matches(self, value: dict[str, Any]) -> bool:
         """Compare the offered token in constant time, and keep it out of the settings."""
         assert self.token is not None
@@ -215,6 +227,13 @@ class ArenaProtocol(PreEncodedResults, LanguageServerProtocol):
             log.info("dropping the answer to request %r of a client that has left", msg_id)
             return
         super()._send_response(msg_id, result, error)
+
+
+FIRST_MESSAGES: tuple[dict[str, Any], ...] = (
+    {"jsonrpc": "2.0", "method": types.INITIALIZED, "params": {}},
+    {"jsonrpc": "2.0", "id": 0, "method": "arena/status", "params": {}},
+)
+"""Messages an editor sends first (``warm_structuring``)."""
 
 
 def offers_token(value: dict[str, Any], token: str) -> bool:
