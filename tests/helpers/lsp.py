@@ -7,6 +7,7 @@ which polls a condition, so they pass on a loaded two-core machine too.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import shutil
@@ -38,6 +39,11 @@ WAIT = 60.0
 """Default deadline for an awaited event: generous, since CI machines are loaded."""
 
 RESUME = {"args": ["--resume", "--start-step", "{step}"]}
+ANSWERS_AN_OBJECT = frozenset(
+    {"arena/start", "arena/stop", "arena/status", "arena/runs", "arena/logs", "arena/metrics"}
+)
+"""Methods whose answer is always an object (contract): a null is a defect of the wire."""
+RECENT_KEPT = 40
 
 
 def _raw_converter() -> Any:
@@ -63,6 +69,15 @@ class ArenaClient(LanguageClient):
         self.log_batches: list[dict[str, Any]] = []
         self.lens_refreshes = 0
         self.slow_callback_log: Path | None = None
+        self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_KEPT)
+        """The last messages read from the server, shortened (the evidence of a null answer)."""
+        handle = self.protocol.handle_message
+
+        def recorded(message: Any) -> Any:
+            self.recent.append(repr(message)[:400])
+            return handle(message)
+
+        self.protocol.handle_message = recorded  # type: ignore[method-assign]
         """Where the server reports a callback that held its event loop (``check_slow_callbacks``)."""
 
         @self.feature("arena/statusChanged")
@@ -79,7 +94,14 @@ class ArenaClient(LanguageClient):
             client.log_lines.extend(params["lines"])
 
     async def call(self, method: str, params: Any = None) -> Any:
-        return await asyncio.wait_for(self.protocol.send_request_async(method, params), WAIT)
+        result = await asyncio.wait_for(self.protocol.send_request_async(method, params), WAIT)
+        if result is None and method in ANSWERS_AN_OBJECT:
+            # Seen once in 120 runs of a framework e2e (arena/start answered null while the run
+            # started): the messages around it are the evidence the next time.
+            raise AssertionError(
+                f"{method} was answered null; the last messages the client read:\n" + "\n".join(self.recent)
+            )
+        return result
 
     async def call_error(self, method: str, params: Any = None) -> JsonRpcException:
         """Call a method that must fail; return its error."""
