@@ -62,7 +62,10 @@ class StateWriter:
         self._cond = threading.Condition()
         self._requested = 0
         self._written = 0
-        self._checkpoint: tuple[str, CheckpointRecord] | None = None
+        self._checkpoints: list[tuple[str, CheckpointRecord]] = []
+        """Every checkpoint announced since the last write, in order: a writer that lags (a slow
+        disk, a loaded machine) records each in the job's history, not only the newest (issue 36:
+        three saves in one write left the record with the last one, a torn file, and no fallback)."""
         self._closing = False
         self._final = False
         self._reserve = reserve
@@ -130,7 +133,7 @@ class StateWriter:
         with self._cond:
             self._requested += 1
             if job_checkpoint is not None:
-                self._checkpoint = job_checkpoint
+                self._checkpoints.append(job_checkpoint)
             self._cond.notify_all()
 
     def flush(self, timeout: float) -> bool:
@@ -183,11 +186,11 @@ class StateWriter:
                 self._cond.wait_for(lambda: self._requested > self._written or self._closing)
                 if self._closing and self._requested <= self._written:
                     return
-                target, checkpoint, self._checkpoint = self._requested, self._checkpoint, None
+                target, checkpoints, self._checkpoints = self._requested, self._checkpoints, []
             try:
-                self._write(checkpoint)
+                self._write(checkpoints)
             except Exception as error:  # the writer outlives every failure; the run goes on
-                self._failed(error, checkpoint)
+                self._failed(error, checkpoints)
                 with self._cond:
                     if self._closing:
                         return
@@ -202,7 +205,7 @@ class StateWriter:
                 self._written = max(self._written, target)
                 self._cond.notify_all()
 
-    def _write(self, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
+    def _write(self, checkpoints: list[tuple[str, CheckpointRecord]]) -> None:
         with self._state_lock:
             payload: Any = self._run_dir.state_payload(self._state)
         if self._observer is not None:
@@ -210,8 +213,9 @@ class StateWriter:
                 self._observer(payload)
             except Exception:  # an observer never costs the run its state
                 log.exception("the state's observer failed")
-        if checkpoint is not None:
-            self._record_job_checkpoint(checkpoint)
+        while checkpoints:  # each recorded once, oldest first, even when a later one fails
+            self._record_job_checkpoint(checkpoints[0])
+            del checkpoints[0]
         try:
             write_json_atomic(self._run_dir.state_path, payload)
         except OSError as error:
@@ -249,11 +253,10 @@ class StateWriter:
                 raise
             log.warning("the job's checkpoint record could not be written (%s); the state goes first", error)
 
-    def _failed(self, error: Exception, checkpoint: tuple[str, CheckpointRecord] | None) -> None:
+    def _failed(self, error: Exception, checkpoints: list[tuple[str, CheckpointRecord]]) -> None:
         self.failures += 1
         with self._cond:
-            if checkpoint is not None and self._checkpoint is None:
-                self._checkpoint = checkpoint
+            self._checkpoints[:0] = checkpoints  # not yet recorded: before those announced since
         log.warning("could not write the run's state: %s; retrying", error)
         if self._on_failure is not None:
             self._on_failure(error)
