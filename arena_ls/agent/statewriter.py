@@ -28,7 +28,7 @@ from arena_ls.agent.reserve import StateReserve, write_in_place
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.atomicfile import json_bytes
 from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, write_json_atomic
-from arena_ls.run.state_folder import StateFolder
+from arena_ls.run.state_folder import MAX_JOB_PATHS, StateFolder
 from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
@@ -134,6 +134,8 @@ class StateWriter:
             self._requested += 1
             if job_checkpoint is not None:
                 self._checkpoints.append(job_checkpoint)
+                # a writer that fails for hours: the record keeps no more than these anyway
+                del self._checkpoints[:-MAX_JOB_PATHS]
             self._cond.notify_all()
 
     def flush(self, timeout: float) -> bool:
@@ -257,6 +259,7 @@ class StateWriter:
         self.failures += 1
         with self._cond:
             self._checkpoints[:0] = checkpoints  # not yet recorded: before those announced since
+            del self._checkpoints[:-MAX_JOB_PATHS]
         log.warning("could not write the run's state: %s; retrying", error)
         if self._on_failure is not None:
             self._on_failure(error)
