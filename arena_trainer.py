@@ -538,6 +538,9 @@ def resume_path(argv: Sequence[str] | None = None) -> str | None:
 def _without_resume_step(arguments: Sequence[str]) -> list[str]:
     """``arguments`` less the start-step options and a bare ``--resume`` right before one (the
     default ``resume.args``); a ``--resume`` elsewhere is the trainer's own (timm's takes a path)."""
+    kept = _without_options(arguments, RESUME_STEP_OPTIONS)
+    if len(kept) == len(arguments):
+        return kept
     result: list[str] = []
     for index, argument in enumerate(arguments):
         if argument == "--":
