@@ -91,8 +91,6 @@ _handlers_installed = False
 _interrupts = 0
 _resume_path_taken: tuple[str | None] | None = None
 """What ``resume_path()`` took off ``sys.argv`` (a 1-tuple once it has read it)."""
-_resume_step_taken: tuple[str | None] | None = None
-"""What ``resume_step()`` took off ``sys.argv`` (a 1-tuple once it has read it)."""
 
 
 # --------------------------------------------------------------------------- announcing
@@ -473,27 +471,10 @@ def resume_step(argv: Sequence[str] | None = None) -> int | None:
     (``["--resume", "--start-step", "{step}"]``) passes on every relaunch.
     A value that is not a non-negative integer raises ``ValueError``: a
     resume that cannot be read must not quietly start from scratch.
-
-    Read from ``sys.argv`` (``argv`` None), the option is also taken off
-    ``sys.argv``, with the ``--resume`` just before it, so a command-line
-    parser that does not know them (argparse, tyro, absl) does not refuse the
-    relaunch: call it before that parser reads the command line. Later calls
-    give the same step. A trainer whose own parser declares ``--start-step``
-    reads it there and need not call this.
     """
-    global _resume_step_taken
     value = os.environ.get(RESUME_STEP_VARIABLE)
-    if argv is not None:
-        value = value or _option_value(list(argv), RESUME_STEP_OPTIONS)
-    else:
-        given = _option_value(sys.argv[1:], RESUME_STEP_OPTIONS)
-        with _state_lock:
-            if given is None and _resume_step_taken is not None:
-                given = _resume_step_taken[0]
-            else:
-                _resume_step_taken = (given,)
-            sys.argv[1:] = _without_resume_step(sys.argv[1:])
-        value = value or given
+    if not value:
+        value = _option_value(sys.argv[1:] if argv is None else list(argv), RESUME_STEP_OPTIONS)
     if value is None:
         return None
     if not re.fullmatch(r"\s*\d+\s*", value):
@@ -533,27 +514,6 @@ def resume_path(argv: Sequence[str] | None = None) -> str | None:
     if not value.strip():
         raise ValueError("the resume path must name a checkpoint, not " + repr(value))
     return value
-
-
-def _without_resume_step(arguments: Sequence[str]) -> list[str]:
-    """``arguments`` less the start-step options and a bare ``--resume`` right before one (the
-    default ``resume.args``); a ``--resume`` elsewhere is the trainer's own (timm's takes a path)."""
-    kept = _without_options(arguments, RESUME_STEP_OPTIONS)
-    if len(kept) == len(arguments):
-        return kept
-    result: list[str] = []
-    for index, argument in enumerate(arguments):
-        if argument == "--":
-            result.extend(arguments[index:])
-            break
-        ahead = arguments[index + 1] if index + 1 < len(arguments) else ""
-        precedes_step = ahead in RESUME_STEP_OPTIONS or ahead.startswith(
-            tuple(name + "=" for name in RESUME_STEP_OPTIONS)
-        )
-        if argument == "--resume" and precedes_step:
-            continue
-        result.append(argument)
-    return _without_options(result, RESUME_STEP_OPTIONS)
 
 
 def _without_options(arguments: Sequence[str], names: Sequence[str]) -> list[str]:

@@ -37,7 +37,6 @@ def fresh_kit(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(arena_trainer, "_handlers_installed", False)
     monkeypatch.setattr(arena_trainer, "_interrupts", 0)
     monkeypatch.setattr(arena_trainer, "_resume_path_taken", None)
-    monkeypatch.setattr(arena_trainer, "_resume_step_taken", None)
     monkeypatch.delenv("ARENA_STOP_FILE", raising=False)
     monkeypatch.delenv("ARENA_RESUME_STEP", raising=False)
     yield
@@ -498,41 +497,6 @@ def test_resume_step_from_the_command_line(argv: list[str], expected: int | None
 def test_resume_step_reads_sys_argv_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["train.py", "--resume", "--start-step", "300"])
     assert arena_trainer.resume_step() == 300
-
-
-def test_resume_step_takes_the_default_resume_args_off_the_command_line(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A trainer's own argparse that knows neither option reads the relaunch's command line
-    after the kit did: it must not exit with "unrecognized arguments"."""
-    monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "3e-4", "--resume", "--start-step", "300"])
-    assert arena_trainer.resume_step() == 300
-    assert sys.argv == ["train.py", "--lr", "3e-4"]
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--lr", type=float)
-    assert parser.parse_args().lr == 3e-4
-    assert arena_trainer.resume_step() == 300, "a second call gives the same step"
-
-
-@pytest.mark.parametrize(
-    ("argv", "left"),
-    [
-        (["--resume", "ckpt/last.pth", "--start-step=40"], ["--resume", "ckpt/last.pth"]),
-        (
-            ["--start_step", "40", "--", "--resume", "--start-step", "9"],
-            ["--", "--resume", "--start-step", "9"],
-        ),
-        (["--resume", "--epochs", "3"], ["--resume", "--epochs", "3"]),
-    ],
-)
-def test_resume_step_leaves_the_trainers_own_resume_option(
-    monkeypatch: pytest.MonkeyPatch, argv: list[str], left: list[str]
-) -> None:
-    """Only a ``--resume`` right before the start step is the default resume.args'; timm's
-    ``--resume PATH`` and anything after ``--`` stay."""
-    monkeypatch.setattr(sys, "argv", ["train.py", *argv])
-    arena_trainer.resume_step()
-    assert sys.argv[1:] == left
 
 
 def test_resume_step_from_the_environment_first(monkeypatch: pytest.MonkeyPatch) -> None:
