@@ -76,15 +76,20 @@ def chunk_mentions_checkpoint(data: bytes) -> bool:
     The word spelt with a letter from outside ASCII can only be there when one of the three
     characters' UTF-8 bytes is (a ``memmem`` each, and only for a chunk that is not all ASCII):
     then the chunk is decoded and asked the text's question, so bytes and text never disagree."""
-    search = _case_blind_search()
-    if search is not None and b"\0" not in data:  # strcasestr stops at a NUL
-        if search(data, _CHECKPOINT_WORD_BYTES):
-            return True
-    elif _CHECKPOINT_WORD_BYTES in data.lower():
+    if ascii_word_in(data, _CHECKPOINT_WORD_BYTES):
         return True
     if data.isascii() or not any(folded in data for folded in _FOLDED_UTF8):
         return False
     return mentions_checkpoint(data.decode("utf-8", "replace"))
+
+
+def ascii_word_in(data: bytes, word: bytes) -> bool:
+    """``word`` (lower-case ASCII) is in ``data`` in any ASCII case: exactly ``word in data.lower()``,
+    by ``strcasestr`` where the platform has one that folds ASCII (no copy, no GIL)."""
+    search = _case_blind_search()
+    if search is not None and b"\0" not in data:  # strcasestr stops at a NUL
+        return search(data, word)
+    return word in data.lower()
 
 
 @functools.cache

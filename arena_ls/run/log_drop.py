@@ -16,6 +16,7 @@ from arena_ls.run.log_record import (
     ARENA,
     FLAG_CONTINUED,
     FLAG_FINAL_PARTIAL,
+    FLAG_INERT,
     FLAG_LINES,
     FLAG_QUIET,
     RECORD,
@@ -61,50 +62,75 @@ class Drop:
 
 
 def extract(
-    run_dir: Path, tail: Tail, keepers: tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]]
+    run_dir: Path,
+    tail: Tail,
+    keepers: tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]],
+    end_seq: int | None = None,
 ) -> Drop:
-    """Read tail segment ``tail`` whole: its kept lines as middle records, and what it drops."""
+    """Read tail segment ``tail`` whole: its kept lines as middle records, and what it drops.
+
+    ``end_seq``: the seq of the line after the segment's last (the next tail's first): an inert
+    record (``FLAG_INERT``) is then counted from the sequence numbers alone, its bytes never read;
+    without it, or where the numbers do not add up (damage), the record is read and counted."""
     may_hold, is_event = keepers
     drop = Drop()
     log_path, idx_path = segment_paths(run_dir, tail.k)
     with open(idx_path, "rb") as idx, open(log_path, "rb") as text:
-        while header := idx.read(RECORD.size):
-            if len(header) < RECORD.size:
-                break
-            stream, flags, length, first_seq, offset, at = RECORD.unpack(header)
-            kind = check_record(tail.base + drop.source_records, stream, flags, length)
+        headers = idx.read()
+        count = len(headers) // RECORD.size
+        for number in range(count):
+            stream, flags, length, first_seq, offset, at = RECORD.unpack_from(headers, number * RECORD.size)
+            index = tail.base + drop.source_records
+            kind = check_record(index, stream, flags, length)
+            drop.source_records += 1
+            if flags & FLAG_INERT:
+                following = number + 1 < count
+                after = RECORD.unpack_from(headers, (number + 1) * RECORD.size)[3] if following else end_seq
+                if after is not None and 0 < after - first_seq <= length:
+                    _count_dropped(drop, first_seq, after - first_seq, length)
+                    continue
             text.seek(offset)
             data = text.read(length)
-            index = tail.base + drop.source_records
-            drop.source_records += 1
             if kind == FLAG_CONTINUED:  # part of an overlong line: never an event
                 drop.bytes += len(data)
                 continue
             candidate = stream == ARENA or may_hold(data, bool(flags & FLAG_QUIET))
             if not candidate:  # a flood's usual record: counted whole, never split into lines
-                lines = data.count(b"\n") + (kind == FLAG_FINAL_PARTIAL)
-                drop.lines += lines
-                drop.bytes += len(data) + (kind == FLAG_FINAL_PARTIAL)
-                if lines:
-                    drop.gap_seq = first_seq + lines - 1
+                final = kind == FLAG_FINAL_PARTIAL
+                _count_dropped(drop, first_seq, data.count(b"\n") + final, len(data) + final)
                 continue
-            raws = data.split(b"\n")
-            if kind == FLAG_LINES:
-                raws.pop()
-            for number, raw in enumerate(raws):
-                if stream == ARENA or is_event(raw):
-                    line = raw + b"\n"
-                    relative = len(drop.text)  # made absolute by append_mid
-                    drop.index += MID_RECORD.pack(
-                        stream, len(line), first_seq + number, index, first_seq, relative, at
-                    )
-                    drop.text += line
-                    drop.records += 1
-                else:
-                    drop.lines += 1
-                    drop.bytes += len(raw) + 1
-                    drop.gap_seq = first_seq + number
+            _keep_events(drop, data, (stream, kind, first_seq, index, at), is_event)
     return drop
+
+
+def _count_dropped(drop: Drop, first_seq: int, lines: int, size: int) -> None:
+    drop.lines += lines
+    drop.bytes += size
+    if lines:
+        drop.gap_seq = first_seq + lines - 1
+
+
+def _keep_events(
+    drop: Drop, data: bytes, record: tuple[int, int, int, int, float], is_event: Callable[[bytes], bool]
+) -> None:
+    """Split a record that may hold events into lines: the events (every ``arena`` line) are kept
+    for the middle, the rest counted as dropped."""
+    stream, kind, first_seq, index, at = record
+    raws = data.split(b"\n")
+    if kind == FLAG_LINES:
+        raws.pop()
+    for number, raw in enumerate(raws):
+        if stream == ARENA or is_event(raw):
+            line = raw + b"\n"
+            relative = len(drop.text)  # made absolute by append_mid
+            seq = first_seq + number
+            drop.index += MID_RECORD.pack(stream, len(line), seq, index, first_seq, relative, at)
+            drop.text += line
+            drop.records += 1
+        else:
+            drop.lines += 1
+            drop.bytes += len(raw) + 1
+            drop.gap_seq = first_seq + number
 
 
 def append_mid(run_dir: Path, table: Table, drop: Drop, *, sync: bool = True) -> None:

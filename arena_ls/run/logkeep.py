@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from arena_ls.run.events import ARENA_PREFIX_BYTES, EventParser
+from arena_ls.run.log_record import inert_lines
 
 
 def event_filters(
@@ -37,7 +38,7 @@ def event_filters(
 
     def may_hold(data: bytes, quiet: bool) -> bool:
         if quiet and not patterned:
-            return parser.use_defaults and (b"/" in data or b"loss" in data.lower())
+            return parser.use_defaults and not inert_lines(data)
         return parser.might_match(data)
 
     def is_event(raw: bytes) -> bool:

@@ -14,7 +14,7 @@ line's own seq), then the segment's files are deleted.
 how much of the middle is committed and how much was dropped; readers trust
 nothing beyond it. Its absence means the log was never capped.
 
-A tail segment is an eighth of the kept tail, never under 1 MiB
+A tail segment is an eighth of the kept tail, never under 4 MiB
 (``SEGMENT_FLOOR_BYTES``) nor over 16 MB: each costs two table saves and two
 files made and deleted, a toll a flood must pay per megabyte at most (issue
 39: 16 KB segments under a 64 KB cap made it pay 64 times, 60-200 times the
@@ -55,13 +55,14 @@ disk exceeds the cap by at most one segment."""
 MIN_SEGMENT_BYTES = 16 << 10
 """The smallest cap is four of these (64 KB); a writer may be given segments this small (tests of
 the format), never smaller."""
-SEGMENT_FLOOR_BYTES = 1 << 20
+SEGMENT_FLOOR_BYTES = 4 << 20
 """The smallest tail segment the agent writes, whatever the cap (issue 39): each segment costs a
 fixed toll (two files made and deleted, two table commits and two syncs of the middle, about
 2–4 ms on a quiet disk, far more on a loaded one), so a segment that shrank with the cap (16 KB
 under a 64 KB cap) made a flood pay it 64 times a megabyte, 60–200 times the uncapped write.
-At a megabyte the toll is a few milliseconds a megabyte; the price is disk: a capped log may
-exceed its cap by this much (a 64 KB cap keeps its 64 KB and at most one more megabyte)."""
+At 1 MiB a block-buffered flood still paid it 1.6-2.3 times its uncapped time (one toll a
+millisecond or two of writing); at 4 MiB the toll is a quarter of that. The price is disk: a capped
+log may exceed its cap by this much (a 64 KB cap keeps its 64 KB and at most 4 MiB more)."""
 MAX_SEGMENT_BYTES = 16 << 20
 """Dropping a segment reads it once, in the trainer's pump: bounded to keep that short."""
 DEFAULT_MAX_RUN_MB = 2048.0

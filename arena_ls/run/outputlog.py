@@ -36,6 +36,7 @@ from arena_ls.run.log_record import (
     ARENA,
     FLAG_CONTINUED,
     FLAG_FINAL_PARTIAL,
+    FLAG_INERT,
     FLAG_LINES,
     FLAG_QUIET,
     LINE_LIMIT,
@@ -46,6 +47,7 @@ from arena_ls.run.log_record import (
     STREAMS,
     DamagedLog,
     check_record,
+    inert_lines,
     quiet_lines,
     write_all,
 )
@@ -72,6 +74,7 @@ __all__ = [
     "CLOSE_PATIENCE",
     "FLAG_CONTINUED",
     "FLAG_FINAL_PARTIAL",
+    "FLAG_INERT",
     "FLAG_LINES",
     "FLAG_QUIET",
     "FLUSH_PATIENCE",
@@ -87,6 +90,7 @@ __all__ = [
     "Written",
     "check_record",
     "count_recorded_lines",
+    "inert_lines",
     "quiet_lines",
 ]
 """The record format's names (``log_record``) stay importable from here, beside the writer."""
@@ -152,11 +156,16 @@ class OutputWriter:
         self._quiet_allowed = bool(spec) and not spec.get("checkpointPattern")
         """``FLAG_QUIET`` is written only for a job known to have no ``checkpoint.pattern`` (any
         line may match one): never when the spec could not be read."""
+        self._inert_allowed = self._quiet_allowed and not spec.get("progressPattern")
+        """``FLAG_INERT`` besides, for a capped log (set with the cap below): the built-in progress
+        spellings are then the only ones, and a drop keeps none of an inert record's lines. Only
+        past the head (which is never dropped): a log under its cap pays nothing for it."""
         self._cap = (
             cap_bytes(spec.get("logMaxRunMb", DEFAULT_MAX_RUN_MB))
             if isinstance(max_bytes, str)
             else max_bytes
         )
+        self._inert_allowed = self._inert_allowed and self._cap is not None
         self._lock = threading.Lock()
         self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
         self._table = self._resumed_table()
@@ -247,6 +256,8 @@ class OutputWriter:
                 pending += data[cut + 1 :]
                 quiet = self._quiet_allowed and quiet_lines(complete)
                 flags = FLAG_LINES | FLAG_QUIET if quiet else FLAG_LINES
+                if quiet and self._inert_allowed and self._segment != HEAD and inert_lines(complete):
+                    flags |= FLAG_INERT
                 self._write(stream, flags, complete, complete.count(b"\n"))
             update = b""
             if len(pending) > LINE_LIMIT or _redrawn_in_place(pending):
@@ -291,7 +302,8 @@ class OutputWriter:
             room = self._room() - RECORD.size
             if len(data) <= room:
                 break
-            cut = data.rfind(b"\n", 0, room) if (flags & ~FLAG_QUIET) == FLAG_LINES and room > 0 else -1
+            whole_lines = (flags & ~(FLAG_QUIET | FLAG_INERT)) == FLAG_LINES
+            cut = data.rfind(b"\n", 0, room) if whole_lines and room > 0 else -1
             if cut < 0:
                 if self._used() and self._rotate():
                     self._trim()
@@ -417,7 +429,8 @@ class OutputWriter:
         table = self._table
         assert table is not None
         try:
-            drop = extract(self._run_dir, tail, self._keepers())
+            ends = table.tails[1].first_seq if len(table.tails) > 1 else None
+            drop = extract(self._run_dir, tail, self._keepers(), ends)
             append_mid(self._run_dir, table, drop, sync=self._committer is None)
             saved = (table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes)
             saved_gap, saved_records = table.gap_seq, table.dropped_records

@@ -1,13 +1,14 @@
 """``logs.maxRunMb`` end to end (contract 7.1, issue 23 failure 5): a real trainer floods past the cap.
 
-A real server, agent and trainer (``flood_ckpt_trainer.py``: 4 KB of noise a
-step, its progress every step, a checkpoint every 10 steps up to step 400).
+A real server, agent and trainer (``flood_ckpt_trainer.py``: 16 KB of noise a
+step (4 MiB tail segments: several are dropped), its progress every step,
+a checkpoint every 10 steps up to step 400).
 Under ``logs.maxRunMb`` 1 the log on disk stays under 1 MB and one segment;
 ``arena/logs`` has one gap line with the right count; ``arena/metrics`` (read
 from the files by a server started after the drop) has every progress point
 and checkpoint; cursors taken before the drop read on; a kill -9 of the
 trainer is relaunched from the checkpoint announced in the dropped middle.
-On main the log grew to 3.6 MB and had no gap line.
+On main the log grew to the whole flood (14 MB) and had no gap line.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def flood_job() -> dict[str, Any]:
         "status": "ready",
         "command": "{python}",
         "script": "flood_ckpt_trainer.py",
-        "args": ["flood_ckpt_trainer.py", "--steps", "1000", "--noise", "40", "--ckpt-every", "10",
+        "args": ["flood_ckpt_trainer.py", "--steps", "1000", "--noise", "160", "--ckpt-every", "10",
                  "--ckpt-until", str(LAST_CHECKPOINT), "--pause-at", "150", "--pause-at", str(LAST_STEP)],
         "resume": {"args": ["--resume", "--start-step", "{step}"]},
         "restart": {"maxRestarts": 2, "backoffSeconds": 0.2},
