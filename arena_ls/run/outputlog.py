@@ -156,16 +156,14 @@ class OutputWriter:
         self._quiet_allowed = bool(spec) and not spec.get("checkpointPattern")
         """``FLAG_QUIET`` is written only for a job known to have no ``checkpoint.pattern`` (any
         line may match one): never when the spec could not be read."""
-        self._inert_allowed = self._quiet_allowed and not spec.get("progressPattern")
-        """``FLAG_INERT`` besides, for a capped log (set with the cap below): the built-in progress
-        spellings are then the only ones, and a drop keeps none of an inert record's lines. Only
-        past the head (which is never dropped): a log under its cap pays nothing for it."""
         self._cap = (
             cap_bytes(spec.get("logMaxRunMb", DEFAULT_MAX_RUN_MB))
             if isinstance(max_bytes, str)
             else max_bytes
         )
-        self._inert_allowed = self._inert_allowed and self._cap is not None
+        self._inert_allowed = bool(self._cap) and self._quiet_allowed and not spec.get("progressPattern")
+        """``FLAG_INERT`` besides, past the head of a capped log (the head is never dropped) of a job
+        whose only progress spellings are the built-in ones: a drop reads none of its records."""
         self._lock = threading.Lock()
         self._pending: dict[int, bytearray] = {STDOUT: bytearray(), STDERR: bytearray()}
         self._table = self._resumed_table()
