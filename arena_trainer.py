@@ -79,6 +79,11 @@ RESUME_STEP_VARIABLE = "ARENA_RESUME_STEP"
 RESUME_STEP_OPTIONS = ("--start-step", "--start_step", "--resume-step", "--resume_step")
 RESUME_PATH_OPTIONS = ("--resume-path", "--resume_path")
 """What ``resume_path()`` reads: ``resume.args`` ``["--resume-path", "{path}"]``."""
+RESUME_ARGS_VARIABLE = "ARENA_RESUME_ARGS"
+"""Set by arena-ls on a launch that resumes: the JSON list of the ``resume.args`` it appended to
+the command line (``["--resume", "--start-step", "200"]``). See ``_tolerate_relaunch_arguments``."""
+REFUSED_EXIT_CODE = 3
+"""The exit of a relaunch the kit refuses to let start over (``_refuse_a_fresh_start``)."""
 TEMPORARY_SUFFIX = ".tmp"
 REPLACE_ATTEMPTS = 8
 """``os.replace`` onto a file another process holds open fails on Windows (an antivirus, a
@@ -91,6 +96,11 @@ _handlers_installed = False
 _interrupts = 0
 _resume_path_taken: tuple[str | None] | None = None
 """What ``resume_path()`` took off ``sys.argv`` (a 1-tuple once it has read it)."""
+_resume_asked = False
+"""``resume_step()`` or ``resume_path()`` was called: the trainer reads the relaunch's resume."""
+_relaunch_arguments_taken: list[str] = []
+"""The relaunch's resume arguments a command-line parser did not declare, which the kit took from
+its leftovers (``_tolerate_relaunch_arguments``)."""
 
 
 # --------------------------------------------------------------------------- announcing
@@ -144,6 +154,7 @@ def progress(
     ``loss`` and ``lr`` may be tensors (their ``.item()`` is taken); other
     keyword arguments (``grad_norm=...``) are carried in the same line.
     """
+    _refuse_a_fresh_start()
     event = {"event": "progress", "step": _whole(step), "total": None if total is None else _whole(total)}
     event["loss"] = loss
     event["lr"] = lr
@@ -167,6 +178,7 @@ def checkpoint(step: int, path: str | os.PathLike[str]) -> None:
     docstring). Raises ``FileNotFoundError`` when nothing is at ``path``:
     announcing a checkpoint that does not exist would mislead the relaunch.
     """
+    _refuse_a_fresh_start()
     name = os.fspath(path)
     size, sha256 = digest(name)
     _emit({"event": "checkpoint", "step": _whole(step), "path": name, "bytes": size, "sha256": sha256})
@@ -246,6 +258,7 @@ def save(obj: object, path: str | os.PathLike[str], step: int, every: int | None
     ``obj`` is built at every call: build it of ``state_dict()`` s (references,
     not copies), and save the last step with a call without ``every``.
     """
+    _refuse_a_fresh_start()  # before anything is written over
     if every is not None and not due(step, every):
         return None
     import torch  # only now: a trainer that never saves with the kit never imports it here
@@ -472,6 +485,8 @@ def resume_step(argv: Sequence[str] | None = None) -> int | None:
     A value that is not a non-negative integer raises ``ValueError``: a
     resume that cannot be read must not quietly start from scratch.
     """
+    global _resume_asked
+    _resume_asked = True
     value = os.environ.get(RESUME_STEP_VARIABLE)
     if not value:
         value = _option_value(sys.argv[1:] if argv is None else list(argv), RESUME_STEP_OPTIONS)
@@ -498,7 +513,8 @@ def resume_path(argv: Sequence[str] | None = None) -> str | None:
     An empty path raises ``ValueError``: a resume that cannot be read must
     not quietly start from scratch.
     """
-    global _resume_path_taken
+    global _resume_path_taken, _resume_asked
+    _resume_asked = True
     if argv is not None:
         value = _option_value(list(argv), RESUME_PATH_OPTIONS)
     else:
@@ -548,6 +564,97 @@ def _option_value(arguments: Sequence[str], names: Sequence[str]) -> str | None:
             elif argument.startswith(name + "="):
                 found = argument[len(name) + 1 :]
     return found
+
+
+def _tolerate_relaunch_arguments() -> None:
+    """Let an argparse parser that does not declare them accept a relaunch's resume arguments.
+
+    arena-ls relaunches a trainer with ``resume.args`` appended (by default
+    ``--resume --start-step N``) and names them in ``ARENA_RESUME_ARGS``. A
+    script that reads its step with ``resume_step()`` may have a parser of its
+    own that declares neither option; ``parse_args()`` would then exit
+    ("unrecognized arguments") and the relaunch fail. So, on a launch that
+    resumes only, the kit takes exactly those arguments from the leftovers of
+    any parser reading ``sys.argv`` (``parse_args()``, ``parse_known_args()``
+    with no arguments given). A parser that declares an option still gets its
+    value (a declared option is no leftover), and nothing changes outside
+    arena-ls or on a fresh launch. Taking an argument could hide a resume from
+    a script that reads neither the option nor ``resume_step()``; such a
+    script is refused at its first announcement (``_refuse_a_fresh_start``),
+    before it can save over its checkpoints.
+    """
+    raw = os.environ.get(RESUME_ARGS_VARIABLE)
+    if not raw:
+        return
+    try:
+        appended = json.loads(raw)
+    except ValueError:
+        return
+    if not isinstance(appended, list) or not appended or not all(isinstance(a, str) for a in appended):
+        return
+    import argparse
+
+    original = argparse.ArgumentParser.parse_known_args
+    if getattr(original, "_arena_relaunch", False):  # the kit loaded twice (a copy and the package)
+        return
+
+    def parse_known_args(self: Any, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = original(self, args, namespace)
+        if args is None and extras:
+            extras = _take_relaunch_arguments(extras, appended)
+        return parsed, extras
+
+    parse_known_args._arena_relaunch = True  # type: ignore[attr-defined]
+    argparse.ArgumentParser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def _take_relaunch_arguments(extras: list[str], appended: Sequence[str]) -> list[str]:
+    """``extras`` less the relaunch's ``appended`` arguments among them (each once), recorded."""
+    wanted = list(appended)
+    kept: list[str] = []
+    for argument in extras:
+        if argument in wanted:
+            wanted.remove(argument)
+            with _state_lock:
+                _relaunch_arguments_taken.append(argument)
+        else:
+            kept.append(argument)
+    return kept
+
+
+def _carries_a_value(argument: str) -> bool:
+    """A step or a path (``200``, ``--start-step=200``), not a bare switch such as ``--resume``."""
+    return not argument.startswith("-") or "=" in argument
+
+
+def _refuse_a_fresh_start() -> None:
+    """Exit a relaunch whose resume the script never read, before its first announcement.
+
+    The kit took resume arguments its parser does not declare, a step or a path
+    among them (``_tolerate_relaunch_arguments``), and the script asked neither
+    ``resume_step()`` nor ``resume_path()``: it is about to train from its
+    first step and save over the checkpoints it was relaunched to resume from.
+    A bare switch taken alone (``--resume`` beside a ``--start-step`` the
+    parser declares) refuses nothing: the script reads its step itself.
+    It exits at once (``REFUSED_EXIT_CODE``), saying why; arena-ls counts a
+    failed relaunch and, past ``maxRestarts``, ends the run with the reason in
+    its log. Nothing is saved.
+    """
+    if _resume_asked or not any(_carries_a_value(argument) for argument in _relaunch_arguments_taken):
+        return  # nothing taken, or only a bare switch (``--resume``): the step is the script's to read
+    taken = " ".join(_relaunch_arguments_taken)
+    message = (
+        f"arena_trainer: this relaunch resumes ({taken}), but the script's parser does not declare "
+        "those options and it never called arena_trainer.resume_step() or resume_path(): it would "
+        "start over its checkpoints, so it stops here. Call resume_step() before training, or declare "
+        "the options and read them."
+    )
+    stream = sys.stderr
+    if stream is not None:
+        with contextlib.suppress(OSError, ValueError):
+            stream.write(message + "\n")
+            stream.flush()
+    os._exit(REFUSED_EXIT_CODE)
 
 
 # --------------------------------------------------------------------------- memory
@@ -820,3 +927,6 @@ def _first_lr(trainer: Any) -> object:
         return trainer.optimizers[0].param_groups[0]["lr"]
     except (AttributeError, IndexError, KeyError, TypeError):
         return None
+
+
+_tolerate_relaunch_arguments()

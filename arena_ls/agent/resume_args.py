@@ -13,8 +13,11 @@ Standard library only: the agent's entry point imports it before attrs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Protocol
+
+from arena_ls.agent.interpreter import with_stream_flags
 
 STEP_PLACEHOLDER = "{step}"
 SEED_STEP_PLACEHOLDER = "<step>"
@@ -81,3 +84,17 @@ def _filled(arg: str, step: int, path: str | None, skip: int) -> str:
     text = arg.replace(STEP_PLACEHOLDER, str(step)).replace(SEED_STEP_PLACEHOLDER, str(step))
     text = text.replace(SKIP_PLACEHOLDER, str(skip))
     return text.replace(PATH_PLACEHOLDER, path) if path is not None else text
+
+
+RESUME_ARGS_VARIABLE = "ARENA_RESUME_ARGS"
+"""The trainer kit's name for it (``arena_trainer.RESUME_ARGS_VARIABLE``): the resume arguments a
+launch appended, so that the kit lets a parser that does not declare them accept them
+(docs/trainer-guide.md, "A parser of your own")."""
+
+
+def resume_env(argv: Sequence[str], job_argv: Sequence[str]) -> dict[str, str]:
+    """``ARENA_RESUME_ARGS``: the JSON list of what ``trainer_argv`` appended to the job's argv
+    (the filled ``resume.args``); empty for a launch that does not resume."""
+    base = with_stream_flags(job_argv)
+    appended = list(argv[len(base) :]) if list(argv[: len(base)]) == list(base) else []
+    return {RESUME_ARGS_VARIABLE: json.dumps(appended)} if appended else {}

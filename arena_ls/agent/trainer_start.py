@@ -30,7 +30,7 @@ from arena_ls import platform
 from arena_ls.agent.exec_check import verify_exec
 from arena_ls.agent.interpreter import with_stream_flags
 from arena_ls.agent.pumps import Pump, start_pumps
-from arena_ls.agent.resume_args import ResumePathUnknown, fill
+from arena_ls.agent.resume_args import RESUME_ARGS_VARIABLE, ResumePathUnknown, fill, resume_env
 from arena_ls.run import supervisor_events as events
 from arena_ls.run.atomicfile import write_json_atomic
 from arena_ls.run.claim import AGENT_CLAIM
@@ -68,6 +68,7 @@ strictly: ``print("✓")`` would crash it), unless the job's env chooses an enco
 def trainer_env(job_env: Mapping[str, str], run_id: str, job_id: str, stop_file: Path) -> dict[str, str]:
     """The trainer's environment: ours, UTF-8 output, the job's, and the contract's ``ARENA_*`` variables."""
     env = dict(os.environ)
+    env.pop(RESUME_ARGS_VARIABLE, None)  # set by the launch that resumes (resume_env), never inherited
     if not any(name in job_env for name in UTF8_OUTPUT):
         env.update(UTF8_OUTPUT)
     env.update(job_env)
@@ -214,6 +215,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
         stop_file = run_dir / "STOP"
         job_env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
         env = trainer_env(job_env, run_id, job_id, stop_file)
+        env.update(resume_env(argv, [str(a) for a in spec["argv"]]))
         cwd = Path(spec["cwd"])
         stop_method = str(spec.get("stopMethod") or "file")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

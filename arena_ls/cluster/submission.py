@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arena_ls.agent.resume_args import resume_env
 from arena_ls.run.rundir import RunSpec
 
 MAX_PACKAGE_BYTES = 512 * 1024 * 1024
@@ -84,7 +85,7 @@ def submit_payload(spec: RunSpec, argv: Sequence[str], submission_id: str, packa
     return {
         "entrypoint": entrypoint(argv),
         "submission_id": submission_id,
-        "runtime_env": {"working_dir": package, "env_vars": env_vars(spec)},
+        "runtime_env": {"working_dir": package, "env_vars": env_vars(spec) | resume_env(argv, spec.argv)},
         "metadata": {"arena.runId": spec.run_id, "arena.jobId": spec.job_id},
         **entrypoint_resources(spec.cluster.resources),
     }

@@ -33,7 +33,7 @@ from arena_ls.agent.local.output import OutputTail, TrainerOutput
 from arena_ls.agent.local.stall import StallWatch
 from arena_ls.agent.local.stop import StopProtocol
 from arena_ls.agent.pumps import Pump
-from arena_ls.agent.resume_args import ResumePathUnknown, path_at
+from arena_ls.agent.resume_args import ResumePathUnknown, path_at, resume_env
 from arena_ls.agent.savedfiles import find_saved_file
 from arena_ls.agent.stall import RestartFacts, StallRules
 from arena_ls.agent.statewriter import StateWriter
@@ -244,6 +244,7 @@ class LocalTrainer:
             else:
                 self.record.tell(events.starting(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
+                env.update(resume_env(argv, self.spec.argv))
                 self.stop.told_stop_file = str(self.run_dir.stop_file)
                 verify_exec(self.spec.exec_check)  # right before the exec: the gated paths again
                 self.oom_kills_at_launch = platform.oom_kill_count()

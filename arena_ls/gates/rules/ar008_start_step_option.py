@@ -13,7 +13,10 @@ is reported at the `ArgumentParser(...)` call; its quick fix adds
 last `add_argument` call.
 
 The kit and the frameworks: a call of `arena_trainer.resume_step()` keeps
-this rule, and so does a trainer that loads the checkpoint an option names
+this rule (an argparse parser that does not declare `--start-step` accepts a
+relaunch all the same: the kit takes the relaunch's own arguments from its
+leftovers, and stops a script that would then start over), and so does a
+trainer that loads the checkpoint an option names
 (`accelerator.load_state(args.resume_from)`, `torch.load(args.ckpt)`, timm's
 `resume_checkpoint(model, args.resume, optimizer)`): its
 relaunch passes `["--resume_from", "{path}"]`; a plain loop's
