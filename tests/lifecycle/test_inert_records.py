@@ -161,6 +161,12 @@ WRITES = st.lists(
 )
 
 
+def middle(folder: Path) -> bytes:
+    """The middle's text (none: a drop kept no line, or nothing was dropped)."""
+    path = folder / "output.mid.log"
+    return path.read_bytes() if path.exists() else b""
+
+
 def write_through(
     folder: Path, writes: list[tuple[int, list[bytes]]], *, inert: bool
 ) -> list[tuple[int, str]]:
@@ -191,9 +197,7 @@ def test_a_drop_of_inert_records_keeps_and_counts_what_reading_them_would(
         assert tables[0] is tables[1] is None
         return
     assert [getattr(tables[0], name) for name in fields] == [getattr(tables[1], name) for name in fields]
-    assert (root / "with" / "output.mid.log").read_bytes() == (
-        root / "without" / "output.mid.log"
-    ).read_bytes()
+    assert middle(root / "with") == middle(root / "without")
 
 
 def test_a_flood_under_a_small_cap_drops_inert_records_unread(
