@@ -89,6 +89,9 @@ REPLACE_ATTEMPTS = 8
 """``os.replace`` onto a file another process holds open fails on Windows (an antivirus, a
 reader of the old checkpoint): tried this many times, waiting a little longer each time."""
 
+_LOADED_AT = time.time()
+"""When the kit was loaded (at the top of the script, before anything it saves): ``checkpoint(...,
+only_if_written=True)`` announces only what changed since."""
 _print_lock = threading.Lock()
 _state_lock = threading.Lock()
 _stop_reason: str | None = None
@@ -169,7 +172,7 @@ def _eval(step: int, loss: object) -> None:
     _emit({"event": "eval", "step": _whole(step), "loss": loss})
 
 
-def checkpoint(step: int, path: str | os.PathLike[str]) -> None:
+def checkpoint(step: int, path: str | os.PathLike[str], *, only_if_written: bool = False) -> bool:
     """Announce a checkpoint that is complete on disk, with its ``bytes`` and ``sha256``.
 
     ``path`` is announced as given (relative paths are relative to the
@@ -177,11 +180,38 @@ def checkpoint(step: int, path: str | os.PathLike[str]) -> None:
     folder is announced with the digest of its manifest (see the module's
     docstring). Raises ``FileNotFoundError`` when nothing is at ``path``:
     announcing a checkpoint that does not exist would mislead the relaunch.
+
+    ``only_if_written`` (an arena-ls addition to contract 8.1's ``checkpoint(step, path)``):
+    announce only when something at ``path`` was written since the kit was loaded (the file's
+    modification time; for a folder, its own or any file's under it), else do nothing. It is
+    for a framework's manager that decides by itself whether a call saves (torchtitan's
+    ``checkpointer.save``, on its interval, not when checkpointing is off): one line after its
+    call, ``arena.checkpoint(step, folder, only_if_written=True)``, and a folder an earlier
+    process left at that path is never announced as this run's. Returns whether it announced.
     """
     _refuse_a_fresh_start()
     name = os.fspath(path)
+    if only_if_written and not _written_since_loaded(name):
+        return False
     size, sha256 = digest(name)
     _emit({"event": "checkpoint", "step": _whole(step), "path": name, "bytes": size, "sha256": sha256})
+    return True
+
+
+def _written_since_loaded(name: str) -> bool:
+    """Whether the file at ``name``, or the folder or a file under it, changed since the kit loaded."""
+    try:
+        if os.stat(name).st_mtime >= _LOADED_AT:
+            return True
+    except OSError:
+        return False
+    if not os.path.isdir(name):
+        return False
+    for relative in _files_under(name):
+        with contextlib.suppress(OSError):
+            if os.stat(os.path.join(name, relative)).st_mtime >= _LOADED_AT:
+                return True
+    return False
 
 
 def digest(path: str | os.PathLike[str]) -> tuple[int, str]:

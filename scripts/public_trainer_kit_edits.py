@@ -184,7 +184,7 @@ KIT_EDITS: dict[tuple[str, str], KitEdits] = {
             ),
             (
                 "                    self.checkpointer.save(\n                        self.step,\n                        last_step=(self.step == config.training.steps),\n                    )\n",
-                "                    arena.empty_cache(self.step)\n                    saved = self.checkpointer.save(\n                        self.step,\n                        last_step=(self.step == config.training.steps),\n                    )\n                    if saved:\n                        arena.checkpoint(self.step, os.path.join(config.dump_folder, config.checkpoint.folder, f'step-{self.step}'))\n",
+                "                    arena.empty_cache(self.step)\n                    self.checkpointer.save(\n                        self.step,\n                        last_step=(self.step == config.training.steps),\n                    )\n                    arena.checkpoint(self.step, os.path.join(config.dump_folder, config.checkpoint.folder, f'step-{self.step}'), only_if_written=True)\n",
             ),
         ),
     ),

@@ -245,6 +245,42 @@ def test_announcing_a_checkpoint_that_is_not_there_raises_and_prints_nothing(
     assert capsys.readouterr().out == ""
 
 
+def test_only_if_written_announces_what_this_process_wrote_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchtitan's manager decides itself whether a call saves: one kit line after it announces
+    the step's folder when it was written, and neither a missing one nor one an earlier process
+    left there."""
+    old = tmp_path / "step-10"
+    old.mkdir()
+    (old / "model.distcp").write_bytes(b"an earlier run")
+    os.utime(old / "model.distcp", (1_000_000, 1_000_000))
+    os.utime(old, (1_000_000, 1_000_000))
+    monkeypatch.setattr(arena_trainer, "_LOADED_AT", 2_000_000.0)
+    assert arena_trainer.checkpoint(10, old, only_if_written=True) is False
+    assert arena_trainer.checkpoint(20, tmp_path / "step-20", only_if_written=True) is False
+    assert capsys.readouterr().out == ""
+    new = tmp_path / "step-30"
+    new.mkdir()
+    (new / "model.distcp").write_bytes(b"this run")
+    monkeypatch.setattr(arena_trainer, "_LOADED_AT", os.stat(new).st_mtime)
+    assert arena_trainer.checkpoint(30, new, only_if_written=True) is True
+    assert [event.step for event in announced(capsys.readouterr().out)] == [30]
+
+
+def test_only_if_written_sees_a_file_rewritten_inside_an_old_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "step-10"
+    (folder / "shard").mkdir(parents=True)
+    os.utime(folder, (1_000_000, 1_000_000))
+    (folder / "shard" / "rank0.pt").write_bytes(b"rewritten in place")
+    monkeypatch.setattr(arena_trainer, "_LOADED_AT", os.stat(folder / "shard" / "rank0.pt").st_mtime)
+    os.utime(folder / "shard", (1_000_000, 1_000_000))
+    assert arena_trainer.checkpoint(10, folder, only_if_written=True) is True
+    assert announced(capsys.readouterr().out)[0].bytes == len(b"rewritten in place")
+
+
 # --------------------------------------------------------------------------- save
 
 
