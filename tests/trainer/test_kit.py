@@ -403,6 +403,8 @@ def test_windows_asks_openprocess_never_os_kill(
     """On Windows ``os.kill(pid, 0)`` would terminate the process: the kit asks ``OpenProcess``."""
     import ctypes
 
+    kernel.closed = 0  # the parameter is one object for every repetition (pytest-repeat)
+
     monkeypatch.setattr(ctypes, "windll", type("WinDLL", (), {"kernel32": kernel}), raising=False)
     monkeypatch.setattr(arena_trainer.os, "name", "nt")
     monkeypatch.setattr(arena_trainer.os, "kill", lambda *a: pytest.fail("os.kill on Windows"))
