@@ -22,6 +22,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from arena_ls.run.capture import OutputReader
 from arena_ls.run.logsegments import segment_bytes
 from tests.helpers.lsp import (
@@ -180,6 +182,11 @@ async def test_a_flood_past_the_cap_keeps_every_event_and_cursors_across_the_gap
         assert argv[argv.index("--start-step") + 1] == str(LAST_CHECKPOINT)
         final = await wait_status(second, run_id, "succeeded", "crashed", timeout=120)
         assert final["status"] == "succeeded", final
+        # The agent records the end after waiting up to 2 s for its log's last table
+        # (outputlog.FLUSH_PATIENCE); on a loaded disk the save may come later, before the agent
+        # exits. Paged while it landed, the log showed the gap line at its old and its new seq.
+        agent_pid = json.loads((folder / "state.json").read_text())["agentPid"]
+        await wait_for(lambda: not psutil.pid_exists(agent_pid), 60, "the agent's exit (its log whole)")
         resumed, _ = await page_on(second, run_id, None)
         restart = next(
             i
