@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import process_marker, rayhead, xdist_groups
+from tests.helpers import fuzzing, process_marker, rayhead, xdist_groups
 
 pytest_plugins = ("pytester",)  # tests/unit/test_process_marker.py runs small suites in-process
 
@@ -44,7 +44,9 @@ POSIX_ONLY: dict[str, str] = {
 
 def pytest_configure(config: pytest.Config) -> None:
     """The ``process`` marker, set on every test that starts a process (tests/helpers/process_marker.py),
-    and the groups of tests that share a worker under ``pytest -n`` (tests/helpers/xdist_groups.py)."""
+    the groups of tests that share a worker under ``pytest -n`` (tests/helpers/xdist_groups.py),
+    and how many examples a property test tries (tests/helpers/fuzzing.py)."""
+    fuzzing.register(config)
     process_marker.register(config)
     xdist_groups.register(config)
 

@@ -34,6 +34,7 @@ from arena_ls.run.checkpoint_lines import (
 )
 from arena_ls.run.events import Checkpoint, EventParser
 from arena_ls.run.outputlog import OutputWriter
+from tests.helpers.fuzzing import examples
 from tests.helpers.lsp import ArenaClient, start_server, stop_server, wait_for, wait_status, write_manifest
 
 TRAINER = Path(__file__).parent.parent / "fixtures" / "trainers" / "kelvin_ckpt_trainer.py"
@@ -60,14 +61,14 @@ def test_the_folded_letters_are_all_the_patterns_fold() -> None:
 
 
 @given(TEXT)
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 def test_the_bytes_and_the_text_answer_alike(text: str) -> None:
     data = text.encode("utf-8", "surrogatepass")
     assert chunk_mentions_checkpoint(data) == mentions_checkpoint(data.decode("utf-8", "replace"))
 
 
 @given(TEXT)
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_the_text_test_lets_through_every_line_a_built_in_pattern_reads(text: str) -> None:
     line = f"saved {text} step=12 path=c.pt"
     if any(pattern.search(line) for pattern in BUILTIN_CHECKPOINT_PATTERNS):
@@ -91,7 +92,7 @@ def _check_records(writer: OutputWriter, pieces: list[bytes]) -> None:
 
 
 @given(TEXT, st.lists(st.integers(min_value=0, max_value=400), max_size=6))
-@settings(max_examples=200, deadline=None)  # files under load: no timed assertion
+@settings(max_examples=examples(200), deadline=None)  # files under load: no timed assertion
 def test_a_record_is_quiet_only_without_the_word_wherever_the_writes_cut(text: str, cuts: list[int]) -> None:
     data = (text + "\n").encode("utf-8", "surrogatepass")
     points = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})

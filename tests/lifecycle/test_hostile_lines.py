@@ -26,6 +26,7 @@ from arena_ls.run.events import (
     Progress,
     parse_arena_line,
 )
+from tests.helpers.fuzzing import examples
 
 HUGE = int("9" * 400)
 REAL_CHECKPOINT = b'@arena {"event": "checkpoint", "step": 500, "path": "ckpt.pt"}\n'
@@ -171,7 +172,7 @@ def _check_event(event: object) -> None:
         assert value is None or not math.isfinite(value) or abs(value) <= MAX_NUMBER
 
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FUZZ
@@ -210,7 +211,7 @@ def test_fuzz_invalid_utf8_after_the_prefix(data: bytes) -> None:
     assert events[-1] == Checkpoint(500, "ckpt.pt")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.integers(min_value=1, max_value=200_000), st.sampled_from(["[", '{"a":', '{"event": "progress", "x":'])
 )

@@ -38,6 +38,7 @@ from arena_ls.run.outputlog import (
     OutputWriter,
     check_record,
 )
+from tests.helpers.fuzzing import examples
 
 CAP = 128 * 1024
 NEUTRAL = b"10000000001 INFO data shard 0042 batch ok checksum 9f3a2c1b elapsed 0.001\n"
@@ -182,7 +183,9 @@ def write_through(
     return [(line.seq, f"{line.stream} {line.text}") for line in iter_all_lines(folder)]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(writes=WRITES)
 def test_a_drop_of_inert_records_keeps_and_counts_what_reading_them_would(
     tmp_path_factory: pytest.TempPathFactory, writes: list[tuple[int, list[bytes]]]

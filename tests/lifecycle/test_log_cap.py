@@ -31,6 +31,7 @@ from arena_ls.run.logsegments import (
     segment_paths,
 )
 from arena_ls.run.outputlog import ARENA, STDERR, STDOUT, OutputWriter
+from tests.helpers.fuzzing import examples
 
 CAP = 128 * 1024
 """A small cap: 64 KiB of head, 64 KiB of tail in 16 KiB segments (``SMALL``: the agent's own
@@ -299,7 +300,9 @@ def pages(reader: OutputReader, cursor: Cursor, limit: int) -> Iterator[LogLine]
     yield from page.lines
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS, width=st.sampled_from([10, 60, 300]))
 def test_random_writes_and_reads_see_every_kept_line_once_in_order(
     tmp_path_factory: pytest.TempPathFactory, ops: list[Op], width: int

@@ -32,6 +32,7 @@ from arena_ls.run.capture import Cursor, LogLine, OutputReader
 from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.logsegments import SEGMENT_FLOOR_BYTES, load_table, save_table_bytes, segment_bytes
 from arena_ls.run.outputlog import STDOUT, OutputWriter
+from tests.helpers.fuzzing import examples
 from tests.helpers.waiting import wait_until
 from tests.lifecycle.test_log_cap import SMALL, Trainer, check_lines, read_all
 
@@ -274,7 +275,9 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS, width=st.sampled_from([10, 60, 300]))
 def test_readers_during_background_saves_see_each_line_once_in_order_and_every_event_at_the_end(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, int]], width: int

@@ -39,6 +39,7 @@ from arena_ls.run.outputlog import (
 )
 from arena_ls.run.rundir import RunDir
 from tests.helpers import runs
+from tests.helpers.fuzzing import examples
 
 
 def claim_run(root: Path, checkpoint_pattern: str | None = None) -> RunDir:
@@ -206,7 +207,7 @@ LINES = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lines=st.lists(st.tuples(LINES, st.integers(1, 400)), min_size=1, max_size=12),
     cuts=st.lists(st.integers(0, 1 << 16), max_size=12),
@@ -235,7 +236,7 @@ def test_readers_yield_the_same_items_with_quiet_records_as_without(
     assert [item for item in with_quiet if isinstance(item, Checkpoint)] == every_checkpoint
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     lines=st.lists(st.tuples(LINES, st.integers(1, 300)), min_size=1, max_size=10),
     tail=st.integers(64, 8192),
@@ -279,7 +280,7 @@ def test_the_record_layout_is_unchanged() -> None:
     assert RECORD.size == struct.calcsize("<BBIQQd")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 9000), min_size=1, max_size=40),
     tail=st.integers(1, 20000),

@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -284,11 +285,15 @@ def test_only_if_written_sees_a_file_rewritten_inside_an_old_folder(
 # --------------------------------------------------------------------------- save
 
 
-torch = pytest.importorskip("torch")
+@pytest.fixture(scope="module")
+def torch() -> ModuleType:
+    """Imported by the first test that asks, not while the suite is collected (PyTorch takes a
+    second or two to import, which every worker of ``pytest -n`` would pay at collection)."""
+    return pytest.importorskip("torch")
 
 
 def test_save_writes_loads_and_announces_the_final_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "new" / "folder" / "ckpt.pt"  # the folder is created
     state = {"model": {"w": torch.arange(4.0)}, "step": 9}
@@ -301,7 +306,7 @@ def test_save_writes_loads_and_announces_the_final_file(
     assert sorted(p.name for p in target.parent.iterdir()) == ["ckpt.pt"]  # no temporary left
 
 
-def test_save_replaces_the_previous_checkpoint(tmp_path: Path) -> None:
+def test_save_replaces_the_previous_checkpoint(torch: ModuleType, tmp_path: Path) -> None:
     target = tmp_path / "ckpt.pt"
     arena_trainer.save({"step": 1}, target, 1)
     arena_trainer.save({"step": 2}, target, 2)
@@ -309,7 +314,7 @@ def test_save_replaces_the_previous_checkpoint(tmp_path: Path) -> None:
 
 
 def test_a_failed_save_keeps_the_old_file_and_removes_the_temporary(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "ckpt.pt"
     arena_trainer.save({"step": 1}, target, 1)
@@ -413,7 +418,7 @@ def test_windows_asks_openprocess_never_os_kill(
 
 
 def test_a_replace_blocked_for_a_moment_on_windows_is_tried_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    torch: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An antivirus or a reader holding the old checkpoint makes ``os.replace`` fail on Windows."""
     real_replace = os.replace
@@ -625,7 +630,7 @@ class Flaky:
         return 0.5
 
 
-def test_oom_retry_tries_the_same_step_again(capsys: pytest.CaptureFixture[str]) -> None:
+def test_oom_retry_tries_the_same_step_again(torch: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     step = Flaky(2, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert arena_trainer.oom_retry(step) == 0.5
     assert step.calls == 3
@@ -637,7 +642,9 @@ def test_oom_retry_knows_the_older_runtime_error_spelling() -> None:
     assert arena_trainer.oom_retry(step, retries=1) == 0.5
 
 
-def test_oom_retry_gives_up_after_its_retries_with_the_last_error() -> None:
+def test_oom_retry_gives_up_after_its_retries_with_the_last_error(
+    torch: ModuleType,
+) -> None:
     step = Flaky(5, torch.cuda.OutOfMemoryError("CUDA out of memory"))
     with pytest.raises(torch.cuda.OutOfMemoryError):
         arena_trainer.oom_retry(step, retries=3)
@@ -651,7 +658,9 @@ def test_oom_retry_never_retries_another_error() -> None:
     assert step.calls == 1
 
 
-def test_oom_retry_empties_the_cache_between_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_oom_retry_empties_the_cache_between_attempts(
+    torch: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     emptied: list[int] = []
     step = Flaky(2, torch.OutOfMemoryError("out of memory"))
     monkeypatch.setattr(arena_trainer, "_release_cached_memory", lambda: emptied.append(step.calls) or True)
@@ -669,7 +678,9 @@ def test_empty_cache_on_its_cadence_only(monkeypatch: pytest.MonkeyPatch) -> Non
     assert done == [50, 100, 150, 200] and len(emptied) == 4
 
 
-def test_empty_cache_without_cuda_does_nothing() -> None:
+def test_empty_cache_without_cuda_does_nothing(
+    torch: ModuleType,
+) -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: the no-CUDA path is not")
     assert arena_trainer.empty_cache(50) is False

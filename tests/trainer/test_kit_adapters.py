@@ -8,15 +8,25 @@ import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
 import arena_trainer
 
-transformers = pytest.importorskip("transformers")
-lightning_pytorch = pytest.importorskip("lightning.pytorch")
+
+@pytest.fixture(scope="module", autouse=True)
+def transformers() -> ModuleType:
+    """Imported when this module's first test runs, not while the suite is collected: transformers
+    and Lightning take seconds to import, which every worker of ``pytest -n`` would pay at
+    collection (a module-scoped fixture also keeps this module's tests on one worker)."""
+    return pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lightning_pytorch() -> ModuleType:
+    return pytest.importorskip("lightning.pytorch")
 
 
 @pytest.fixture(autouse=True)
@@ -35,17 +45,23 @@ def events(out: str) -> list[dict[str, Any]]:
     return [json.loads(line[len("@arena ") :]) for line in out.splitlines() if line.startswith("@arena ")]
 
 
-def test_the_adapters_are_built_once_from_the_frameworks_classes() -> None:
+def test_the_adapters_are_built_once_from_the_frameworks_classes(
+    transformers: ModuleType, lightning_pytorch: ModuleType
+) -> None:
     assert issubclass(arena_trainer.HFCallback, transformers.TrainerCallback)
     assert arena_trainer.HFCallback is arena_trainer.HFCallback
     assert issubclass(arena_trainer.LightningCallback, lightning_pytorch.Callback)
 
 
 def hf_state(step: int) -> Any:
+    import transformers  # imported by the fixture of the same name before any test runs
+
     return transformers.TrainerState(global_step=step, max_steps=40, is_world_process_zero=True)
 
 
-def test_hf_on_log_announces_progress_and_eval(capsys: pytest.CaptureFixture[str]) -> None:
+def test_hf_on_log_announces_progress_and_eval(
+    transformers: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     callback = arena_trainer.HFCallback()
     control = transformers.TrainerControl()
     callback.on_log(None, hf_state(7), control, logs={"loss": 2.5, "learning_rate": 1e-4, "grad_norm": 0.9})
@@ -65,14 +81,16 @@ def test_hf_on_log_announces_progress_and_eval(capsys: pytest.CaptureFixture[str
     ]
 
 
-def test_hf_on_log_says_nothing_off_the_main_process(capsys: pytest.CaptureFixture[str]) -> None:
+def test_hf_on_log_says_nothing_off_the_main_process(
+    transformers: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = transformers.TrainerState(global_step=7, max_steps=40, is_world_process_zero=False)
     arena_trainer.HFCallback().on_log(None, state, transformers.TrainerControl(), logs={"loss": 2.5})
     assert capsys.readouterr().out == ""
 
 
 def test_hf_on_save_announces_the_checkpoint_folder(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    transformers: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "checkpoint-20"
     folder.mkdir()
@@ -84,7 +102,9 @@ def test_hf_on_save_announces_the_checkpoint_folder(
     assert (event["bytes"], event["sha256"]) == arena_trainer.digest(folder)
 
 
-def test_hf_a_stop_saves_and_ends_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_a_stop_saves_and_ends_training(
+    transformers: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stop_file = tmp_path / "STOP"
     monkeypatch.setenv("ARENA_STOP_FILE", str(stop_file))
     callback = arena_trainer.HFCallback()
@@ -96,7 +116,9 @@ def test_hf_a_stop_saves_and_ends_training(tmp_path: Path, monkeypatch: pytest.M
     assert control.should_save and control.should_training_stop
 
 
-def test_hf_empties_the_cache_on_its_cadence(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_empties_the_cache_on_its_cadence(
+    transformers: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     emptied: list[int] = []
     monkeypatch.setattr(arena_trainer, "empty_cache", lambda step, every: emptied.append(step) or False)
     callback = arena_trainer.HFCallback(empty_cache_every=20)

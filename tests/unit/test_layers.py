@@ -26,9 +26,12 @@ one room are ``test_import_graph.py``'s.)
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.sources import parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 LOWER = [
@@ -78,7 +81,13 @@ FLOORS: list[list[tuple[str, ...]]] = [
 
 def imported_modules(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str]]:
     """(line, module) for every import in ``path``; relative imports resolved against its package."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    stat = path.stat()  # kept while the file is unchanged: the rules below ask for each file many times
+    return list(_imported_modules(path, root, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imported_modules(path: Path, root: Path, _mtime_ns: int, _size: int) -> tuple[tuple[int, str], ...]:
+    tree = parsed(path)
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -91,7 +100,7 @@ def imported_modules(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int,
                 parent = ".".join(parts[: len(parts) - node.level + 1])
                 base = f"{parent}.{base}" if base else parent
             found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
-    return found
+    return tuple(found)
 
 
 def modules_of(entry: str) -> list[Path]:
@@ -204,7 +213,7 @@ def cluster_reads(path: Path) -> list[str]:
     ``trainer_started``); the one passage allowed is the plan's part handed on to the spec
     (``cluster=plan.cluster``), which the supervisor carries without looking into it."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Attribute) and node.attr == "cluster":
             owner = ast.unparse(node.value)
             if owner.rsplit(".", 1)[-1] != "plan":
@@ -238,7 +247,7 @@ def test_the_cluster_read_checker_finds_a_branch_on_spec_or_state(tmp_path: Path
 
 def private_methods(path: Path, class_name: str) -> set[str]:
     """The ``_private`` methods (not dunders) the class ``class_name`` of ``path`` defines."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == class_name:
@@ -259,8 +268,12 @@ def private_calls(root: Path, names: set[str], home: Path) -> list[str]:
     for path in sorted((root / "arena_ls").rglob("*.py")):
         if path == home:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            on_itself = isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("self", "cls")
+        for node in ast.walk(parsed(path)):
+            on_itself = (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "cls")
+            )
             if isinstance(node, ast.Attribute) and node.attr in names and not on_itself:
                 found.append(f"{path.relative_to(root)}:{node.lineno} reaches {node.attr}")
     return found
@@ -333,7 +346,7 @@ PUBLISHED = ("run", "agent", "agent.local", "lifecycle")
 
 def published_modules(package_dir: Path) -> set[str]:
     """The names in ``__all__`` of ``package_dir/__init__.py``, read without importing it."""
-    tree = ast.parse((package_dir / "__init__.py").read_text(encoding="utf-8"))
+    tree = parsed(package_dir / "__init__.py")
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
@@ -422,7 +435,7 @@ def import_time_modules(path: Path, root: Path = PACKAGE.parent) -> list[str]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    visit(parsed(path))
     return found
 
 
@@ -483,7 +496,7 @@ def supervisor_reaches(protocol: Path, facade: Path) -> list[str]:
     for path in sorted(protocol.rglob("*.py")):
         if path == facade:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr == "supervisor":
                 found.append(f"{path.relative_to(protocol.parent.parent)}:{node.lineno}")

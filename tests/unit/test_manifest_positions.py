@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena_ls.manifest.positions import calculate
+from tests.helpers.fuzzing import examples
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def same(text: str) -> None:
     assert ours == theirs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(VALUES, LAYOUTS, st.booleans(), st.booleans())
 def test_the_same_answer_for_any_json_value_in_any_layout(
     value: Any, layout: dict[str, Any], ascii_only: bool, crlf: bool

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.helpers.sources import parsed
+
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 THE_ONE_MODULE = PACKAGE / "run" / "supervisor_events.py"
 
@@ -56,7 +58,7 @@ def _marked(text: str, bare_warning: bool) -> bool:
 
 def text_signals(path: Path) -> list[str]:
     """``line: what`` for each place in ``path`` that writes or matches the supervisor's words."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     docstrings = _docstrings(tree)
     found: list[str] = []
     for node in ast.walk(tree):

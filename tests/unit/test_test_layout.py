@@ -10,12 +10,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.helpers.sources import parsed
+
 TESTS = Path(__file__).resolve().parents[1]
 
 
 def _imports(path: Path) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
