@@ -15,9 +15,9 @@ from collections.abc import Callable
 from arena_ls.agent.keep_awake import KeepAwake
 from arena_ls.agent.notifier import Notifier, told_keys
 from arena_ls.agent.statewriter import StateWriter
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import RunDir, RunSpec, RunState
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 
 class Laptop:
@@ -29,7 +29,7 @@ class Laptop:
         run_dir: RunDir,
         state: RunState,
         lock: threading.RLock,
-        tell: Callable[[SupervisorEvent], None],
+        tell: Callable[[AgentRecord], None],
         writer: StateWriter,
     ) -> None:
         self.state, self.lock, self.tell, self.writer = state, lock, tell, writer
@@ -43,7 +43,7 @@ class Laptop:
 
     def start(self) -> None:
         """The run starts: keep the machine awake if it should, and record whether it is."""
-        self.awake.take(self.state, self.lock, lambda text: self.tell(events.note(text)))
+        self.awake.take(self.state, self.lock, lambda text: self.tell(agent_records.note(text)))
         self.writer.request()
 
     def release(self) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 from arena_ls.agent.power import PowerAction, PowerWatch
 from arena_ls.agent.relaunch_gate import GateRules, MachineReading
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import PowerSpec
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -28,7 +28,7 @@ GATE_POLL_SECONDS = 1.0
 class PowerGuard:
     """The power rule of one run, and the readings of its relaunch gate."""
 
-    def __init__(self, spec: PowerSpec | None, say: Callable[[SupervisorEvent], None]) -> None:
+    def __init__(self, spec: PowerSpec | None, say: Callable[[AgentRecord], None]) -> None:
         self.spec = spec
         self.watch = PowerWatch.for_spec(spec) if spec is not None else None
         self.say = say

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from arena_ls.agent.attempts import RunRecord
 from arena_ls.agent.statewriter import StateWriter
-from arena_ls.run.events import Checkpoint, Event, EventParser, Progress, is_bad_loss
 from arena_ls.run.rundir import CheckpointRecord, RunState
+from arena_ls.run.trainer_announcements import Checkpoint, Event, EventParser, Progress, is_bad_loss
 
 
 def apply_checkpoint(event: Checkpoint, run_id: str, record: RunRecord, state: RunState) -> CheckpointRecord:

@@ -15,7 +15,7 @@ launched, followed and judged (a process tree and its exit status; a Ray
 submission and its job status), how a backoff is waited out, and where a
 saved file may be found. What is the same is ``RunRecord``'s: the run's
 state and its ``arena`` lines, which are typed records
-(``supervisor_events``), moved and said here in one wording.
+(``agent_records``), moved and said here in one wording.
 
 Nothing here reads a file, a clock or a process by itself: the tests drive
 the loop with a fake ``Trainer`` (``tests/unit/test_attempt_loop.py``).
@@ -35,7 +35,8 @@ from arena_ls.agent.failure import RESUME_UNKNOWN, last_line
 from arena_ls.agent.relaunch import CrashFacts, Stop, decide, needs_saved_file, needs_verification
 from arena_ls.agent.rollback import Rollback
 from arena_ls.agent.watchdog import GiveUp, GiveUpReason, Relaunch, Watchdog
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import (
     MAX_RELAUNCH_RECORDS,
     CheckpointRecord,
@@ -45,7 +46,6 @@ from arena_ls.run.rundir import (
     RunState,
 )
 from arena_ls.run.states import RunStatus, transition
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 Outcome = RunStatus | None
 """What one attempt ended in: a final status; ``RESTARTING``: paused for battery (it may resume);
@@ -60,7 +60,7 @@ class RunRecord:
         spec: RunSpec,
         state: RunState,
         lock: threading.RLock,
-        tell: Callable[[SupervisorEvent], None],
+        tell: Callable[[AgentRecord], None],
         save: Callable[[], None],
     ) -> None:
         self.spec = spec
@@ -110,11 +110,11 @@ class RunRecord:
 
     def say(self, text: str) -> None:
         """A note of the supervisor's own (a line no reader acts on)."""
-        self.tell(events.note(text))
+        self.tell(agent_records.note(text))
 
     def warn(self, text: str) -> None:
         """A warning the person sees as one (``warning: ...``)."""
-        self.tell(events.warning(text))
+        self.tell(agent_records.warning(text))
 
     def move(self, target: RunStatus) -> None:
         """Change the status (a legal move; the same status is no move) and have it recorded."""
@@ -131,9 +131,9 @@ class RunRecord:
         """The attempt failed: its failure class recorded, ``TRAINING_CRASHED`` and ``failure:`` said."""
         with self.lock:
             self.state.failure = failure
-        self.tell(events.crashed(self.spec.job_id, code, signal))
+        self.tell(agent_records.crashed(self.spec.job_id, code, signal))
         if failure is not None:
-            self.tell(events.failure(failure.kind, failure.evidence))
+            self.tell(agent_records.failure(failure.kind, failure.evidence))
 
     def relaunched(self, from_step: int | None) -> None:
         """A relaunch is decided (under the lock): its record, with the steps the crash lost."""
@@ -150,7 +150,7 @@ class RunRecord:
             last.downtime_seconds = round(max(0.0, at - (last.crashed_at or last.at)), 3)
 
     def finish(self, status: RunStatus) -> None:
-        """The run's final status, through the moves a follower that polls may have missed."""
+        """The run's final status, through the moves an agent that polls may have missed."""
         with self.lock:
             self.state.ended_at = self.state.ended_at or time.time()
             self.state.next_launch_at = None
@@ -164,8 +164,8 @@ class RunRecord:
                 self.move(RunStatus.RUNNING)  # it ran between two polls (a cluster's)
             self.move(status)
         if status is RunStatus.SUCCEEDED:
-            self.tell(events.finished(self.spec.job_id))
-        self.tell(events.ended(status.value))
+            self.tell(agent_records.finished(self.spec.job_id))
+        self.tell(agent_records.ended(status.value))
 
 
 class Trainer(Protocol):
@@ -224,7 +224,7 @@ class AttemptLoop:
     def run(self, first: Callable[[], Outcome] | None = None) -> RunStatus:
         """The run's final status (recorded, and said, by ``finish``).
 
-        ``first`` replaces the first launch (a new cluster follower goes on following, or waiting).
+        ``first`` replaces the first launch (a new cluster agent goes on following, or waiting).
         """
         outcome = first() if first is not None else self._launch_resuming(self.record.spec.resumed_from_step)
         while True:
@@ -275,7 +275,7 @@ class AttemptLoop:
             record.state.rollbacks = rollback.number
             record.abandoned = (target.step, time.time())
             record.move(RunStatus.RESTARTING)
-        record.tell(events.rollback(rollback.spike_step, target.step, rollback.skip, rollback.number,
+        record.tell(agent_records.rollback(rollback.spike_step, target.step, rollback.skip, rollback.number,
                                     rollback.budget))  # fmt: skip
         if not any("{skip}" in arg for arg in record.spec.resume_args):
             record.warn("resume.args has no {skip}: the rollback resumes without skipping batches")
@@ -294,7 +294,7 @@ class AttemptLoop:
         with self.record.lock:
             self.record.state.failure = failure
             self.record.state.resumed_from = None
-        self.record.tell(events.failure(failure.kind, failure.evidence, final=True))
+        self.record.tell(agent_records.failure(failure.kind, failure.evidence, final=True))
         return RunStatus.CRASHED
 
     def _resume_path(self, step: int | None) -> str | None:
@@ -364,7 +364,7 @@ class AttemptLoop:
             self.record.say(self._verification.describe())
         with self.record.lock:
             self.record.state.failure = decision.failure
-        self.record.tell(events.failure(decision.failure.kind, decision.failure.evidence, final=True))
+        self.record.tell(agent_records.failure(decision.failure.kind, decision.failure.evidence, final=True))
         return RunStatus.CRASHED
 
     def _give_up(self, decision: GiveUp) -> RunStatus:
@@ -373,5 +373,5 @@ class AttemptLoop:
             with self.record.lock:
                 failure = decision.crash_loop_failure(self.record.state.failure)
                 self.record.state.failure = failure
-            self.record.tell(events.gave_up(failure.evidence))
+            self.record.tell(agent_records.gave_up(failure.evidence))
         return RunStatus.CRASHED

@@ -38,7 +38,7 @@ from arena_ls.agent.trainer_start import (
     record_launch,
     watch_stop,
 )
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.outputlog import ARENA
 
 
@@ -73,7 +73,7 @@ def _refused(early: EarlyLaunch) -> int:
     """A gated path changed since the gates passed: nothing starts, and the server answers
     1009 with the evidence (the agent log's last line, ``launch_evidence``)."""
     evidence = str(early.error)
-    early.writer.append_line(ARENA, events.note(f"refused to start: {evidence}").encode())
+    early.writer.append_line(ARENA, agent_records.note(f"refused to start: {evidence}").encode())
     early.writer.close()
     print(f"arena-ls: refused to start the trainer: {evidence}", file=sys.stderr, flush=True)
     return CLAIM_REFUSED_EXIT

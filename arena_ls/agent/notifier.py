@@ -35,9 +35,9 @@ from typing import Any
 from arena_ls import platform
 from arena_ls.agent.notify_events import NotifyEvent, NotifyTracker
 from arena_ls.platform_notify import desktop_unavailable
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord, Kind
 from arena_ls.run.rundir import NotifySpec, RunSpec
-from arena_ls.run.supervisor_events import Kind, SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -77,7 +77,7 @@ class Notifier:
         spec: RunSpec,
         notify: NotifySpec,
         log_path: Path,
-        tell: Callable[[SupervisorEvent], None],
+        tell: Callable[[AgentRecord], None],
         *,
         told: Iterable[str] = (),
         desktop: Desktop | None = None,
@@ -109,9 +109,11 @@ class Notifier:
         with self._lock:
             if self._desktop_off is not None and not self._said_desktop_off:
                 self._said_desktop_off = True
-                self.tell(events.note(f"desktop notifications are off on this machine: {self._desktop_off}"))
+                self.tell(
+                    agent_records.note(f"desktop notifications are off on this machine: {self._desktop_off}")
+                )
             for event in self.tracker.observe(state):
-                self.tell(events.notified(event.key, f"{event.title}: {event.message}"))
+                self.tell(agent_records.notified(event.key, f"{event.title}: {event.message}"))
                 self._queue.put(event)
 
     def close(self, timeout: float = CLOSE_PATIENCE) -> bool:
@@ -158,7 +160,7 @@ class Notifier:
             return
         self._failed.add(name)
         try:
-            self.tell(events.note(f"{name} failed: {why}"))
+            self.tell(agent_records.note(f"{name} failed: {why}"))
         except Exception as error:  # the log is closed or full: agent.log has it
             log.warning("could not record it in the run's log: %s", error)
 

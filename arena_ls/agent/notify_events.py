@@ -3,7 +3,7 @@
 Pure: ``NotifyTracker.observe`` reads each state the agent writes (the
 ``state.json`` payload, camelCase) and returns the events it has not told
 yet, each with a ``key`` that names it for good. The agent records every key
-it tells in the run's log (``notified`` records, ``supervisor_events``), and a
+it tells in the run's log (``notified`` records, ``agent_records``), and a
 tracker built from those keys never tells them again: each event once.
 
 The events and their JSON fields are docs/protocol.md's ("Notifications of

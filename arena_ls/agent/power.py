@@ -20,9 +20,9 @@ import enum
 
 import attrs
 
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import PowerSpec
-from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 
@@ -103,23 +103,23 @@ class PowerWatch:
         """The run's ``arena`` line for ``action`` (the words of ``event``)."""
         return self.event(action).render()
 
-    def event(self, action: PowerAction) -> SupervisorEvent:
+    def event(self, action: PowerAction) -> AgentRecord:
         """The run's ``arena`` record for ``action``."""
         if action is PowerAction.UNPLUGGED:
             if self.rules.on_battery == "stop":
-                return events.warning(
+                return agent_records.warning(
                     "the machine is on battery (the GPU runs at about half speed): the run "
                     f"stops in {self.rules.grace_seconds:g}s unless power returns"
                 )
-            return events.warning(
+            return agent_records.warning(
                 "the machine is on battery (the GPU runs at about half speed); the run goes on"
             )
         if action is PowerAction.PLUGGED_BACK:
-            return events.note("power is back: the run goes on")
+            return agent_records.note("power is back: the run goes on")
         then = (
             "it starts again, resuming, when power returns" if self.rules.resume_on_ac else "it stays stopped"
         )
-        return events.note(
+        return agent_records.note(
             f"on battery for {self.rules.grace_seconds:g}s: stopping the run cooperatively "
             f"(power.onBattery stop); {then}"
         )

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from arena_ls.agent.reserve import StateReserve, write_in_place
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.atomicfile import json_bytes
 from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState, write_json_atomic
 from arena_ls.run.state_folder import MAX_JOB_PATHS, StateFolder
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -49,7 +49,7 @@ class StateWriter:
         folder: StateFolder,
         state: RunState,
         lock: threading.RLock,
-        report: Callable[[SupervisorEvent], None],
+        report: Callable[[AgentRecord], None],
         on_failure: Callable[[Exception], None] | None = None,
         reserve: StateReserve | None = None,
     ) -> None:
@@ -89,11 +89,11 @@ class StateWriter:
         folder: StateFolder,
         state: RunState,
         lock: threading.RLock,
-        say: Callable[[SupervisorEvent], None],
+        say: Callable[[AgentRecord], None],
     ) -> StateWriter:
         """A writer whose final state has its space reserved now, at the run's start (contract 7.1).
 
-        For a follower that has no trainer of its own to start first (the
+        For an agent that has no trainer of its own to start first (the
         cluster agent): the reserve is made here; where it cannot be (a full
         disk already), ``say`` tells the run's log, and ``close_final`` waits
         for space instead, however long."""
@@ -102,7 +102,7 @@ class StateWriter:
             reserve.make()
         except OSError as error:
             say(
-                events.warning(
+                agent_records.warning(
                     f"could not reserve space for the run's final state ({error}); "
                     "should the disk fill, the outcome is written once space returns"
                 )
@@ -202,7 +202,7 @@ class StateWriter:
             delay = RETRY_FIRST_SECONDS
             if self._failing:
                 self._failing = False
-                self._report(events.note("the run's state is recorded again"))
+                self._report(agent_records.note("the run's state is recorded again"))
             with self._cond:
                 self._written = max(self._written, target)
                 self._cond.notify_all()
@@ -265,7 +265,7 @@ class StateWriter:
             self._on_failure(error)
         if not self._failing:
             self._failing = True
-            self._report(events.warning(f"could not record the run's state ({error}); retrying"))
+            self._report(agent_records.warning(f"could not record the run's state ({error}); retrying"))
 
 
 def _fitting(payload: Any, size: int) -> bytes:

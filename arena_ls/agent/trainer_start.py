@@ -31,7 +31,7 @@ from arena_ls.agent.exec_check import verify_exec
 from arena_ls.agent.interpreter import with_stream_flags
 from arena_ls.agent.pumps import Pump, start_pumps
 from arena_ls.agent.resume_args import RESUME_ARGS_VARIABLE, ResumePathUnknown, fill, resume_env
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.atomicfile import write_json_atomic
 from arena_ls.run.claim import AGENT_CLAIM
 from arena_ls.run.outputlog import ARENA, OutputWriter
@@ -221,7 +221,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     writer = OutputWriter(run_dir, background_commits=True)
-    writer.append_line(ARENA, events.starting(job_id, argv).encode())
+    writer.append_line(ARENA, agent_records.starting(job_id, argv).encode())
     ids: dict[str, Any] = {
         "run_id": run_id, "job_id": job_id, "resumed_from_step": step, "stop_method": stop_method,
         "stop_file": str(stop_file),

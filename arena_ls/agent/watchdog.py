@@ -27,9 +27,9 @@ from typing import Protocol
 
 import attrs
 
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import Failure
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 BACKOFF_CAP_SECONDS = 300.0
 """The longest wait before a relaunch, however many came before."""
@@ -61,9 +61,9 @@ class Relaunch:
     budget: int
     """``maxRestarts``."""
 
-    def event(self) -> SupervisorEvent:
+    def event(self) -> AgentRecord:
         """The run's ``arena`` record that announces the relaunch (``restarting``)."""
-        return events.restarting(self.start_step, self.used, self.budget, self.delay)
+        return agent_records.restarting(self.start_step, self.used, self.budget, self.delay)
 
     def describe(self) -> str:
         """The words of that record (``restarting from step 500 (attempt 1/3) in 5s``)."""
@@ -137,7 +137,7 @@ class Watchdog:
         relaunched_from: int | None,
         relaunched: bool,
     ) -> Watchdog:
-        """A watchdog continuing a run's recorded position (a revived follower takes it over)."""
+        """A watchdog continuing a run's recorded position (a revived agent takes it over)."""
         watchdog = cls(rules)
         watchdog.budget_left = rules.max_restarts if budget_left is None else budget_left
         watchdog.restarts = restarts

@@ -172,8 +172,8 @@ async def probe_verdict(session: LspSession, job_id: str, since: str) -> dict[st
 
 def announce_start(options: Options, info: dict[str, Any], *, fresh: bool = False) -> None:
     cluster = info.get("cluster")
-    if isinstance(cluster, dict):  # the trainer runs on the cluster: its submission, and our follower
-        where = f"submission {cluster.get('submissionId')}, follower pid {info.get('agentPid')}"
+    if isinstance(cluster, dict):  # the trainer runs on the cluster: its submission, and our agent
+        where = f"submission {cluster.get('submissionId')}, agent pid {info.get('agentPid')}"
     else:
         where = f"pid {info.get('pid')}, agent pid {info.get('agentPid')}"
     write_plain(options.console, f"started run {info.get('runId')} of job {run_place(info)} ({where})")

@@ -100,7 +100,7 @@ def interrupts_to(queue: asyncio.Queue[Notification]) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-class Follower:
+class TerminalFollow:
     """Follows one run of one session until it ends or the user detaches."""
 
     def __init__(
@@ -316,8 +316,10 @@ async def follow_run(
     raw: bool = False,
 ) -> FollowResult:
     """Follow a run; an error the server answers becomes a ``CliError``."""
-    follower = Follower(session, view, info, title, on_interrupt=on_interrupt, window=stop_window(), raw=raw)
+    following = TerminalFollow(
+        session, view, info, title, on_interrupt=on_interrupt, window=stop_window(), raw=raw
+    )
     try:
-        return await follower.run()
+        return await following.run()
     except JsonRpcError as error:
         raise from_rpc_error(error) from error

@@ -12,7 +12,7 @@ have its own token in one process (Ray's SDK reads one token per process).
   ``working_dir`` package.
 - ``status``: Ray's job status and failure message onto ours.
 - ``preflight``: the ``cluster`` pre-flight check.
-- ``agent``: the detached follower of one cluster run (``python -m
+- ``agent``: the detached agent of one cluster run (``python -m
   arena_ls.cluster.agent RUN_DIR [--adopt]``).
 - ``ckpt_remote``, ``ckpt_reader``: a cluster run's checkpoints verified
   on the cluster before any resume (a reader job; contract 8.2).

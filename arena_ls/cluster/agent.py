@@ -1,7 +1,7 @@
-"""The follower of one cluster run: a detached process on this machine, like a local run's agent.
+"""The agent of one cluster run: a detached process on this machine, like a local run's agent.
 
 Started by a server as ``python -m arena_ls.cluster.agent RUN_DIR`` (or with
-``--adopt`` by a server that found a cluster run whose follower is gone), it
+``--adopt`` by a server that found a cluster run whose agent is gone), it
 submits the job to Ray's Jobs API, copies Ray's log of it into the run's
 ``output.log`` with the same writer a local agent uses, maps Ray's status
 onto ``state.json``, turns a ``stop.json`` request into Ray's stop, and
@@ -11,9 +11,9 @@ cursors, ``$/progress``, metrics, announcements and failure classes are the
 same as for a local run.
 
 The job itself runs on the cluster: when this process dies (the laptop
-closes), the job goes on, and the next follower catches up Ray's log from
+closes), the job goes on, and the next agent catches up Ray's log from
 where ``output.log`` ends. Before each submission its id is recorded (and a
-``submitting ... as ID`` line written), so a follower that died around a
+``submitting ... as ID`` line written), so an agent that died around a
 submission neither loses nor duplicates it.
 """
 
@@ -35,13 +35,13 @@ from arena_ls.agent.trainer_start import recorded_argv
 from arena_ls.cluster.config import read_token
 from arena_ls.cluster.jobsapi import ClusterError, JobsClient
 from arena_ls.cluster.ray_trainer import RayTrainer, Timing
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.outputlog import ARENA, FLUSH_PATIENCE, OutputWriter
 from arena_ls.run.rundir import ClusterRecord, Failure, RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.cluster.agent")
 
@@ -66,7 +66,7 @@ class ClusterAgent:
         self.writer = StateWriter.reserving(run_dir, self.folder, self.state, self.lock, self.tell)
         self.run_record = RunRecord(self.spec, self.state, self.lock, self.tell, self.writer.request)
         """The run's state and ``arena`` lines as the attempt loop (``attempts``) changes them."""
-        if adopt and self.state.last_checkpoint is not None:  # what the earlier follower saw announced
+        if adopt and self.state.last_checkpoint is not None:  # what the earlier agent saw announced
             self.run_record.announced.append(self.state.last_checkpoint)
         connect = lambda: self._connect()  # noqa: E731 (late: a test replaces ``_connect``)
         self.trainer = RayTrainer(
@@ -101,13 +101,13 @@ class ClusterAgent:
 
     # -- state ------------------------------------------------------------------------------
 
-    def tell(self, event: SupervisorEvent) -> None:
-        """A record of the supervisor's own in the run's log (stream ``arena``, ``supervisor_events``)."""
+    def tell(self, event: AgentRecord) -> None:
+        """A record of the supervisor's own in the run's log (stream ``arena``, ``agent_records``)."""
         self.output.append_line(ARENA, event.encode_lines())
 
     def say(self, text: str) -> None:
         """A note of the supervisor's own (no reader acts on it)."""
-        self.tell(events.note(text))
+        self.tell(agent_records.note(text))
 
     # -- main loop --------------------------------------------------------------------------
 
@@ -120,7 +120,7 @@ class ClusterAgent:
                     self.spec.run_id, self.state.agent_pid or os.getpid(), self.state.agent_create_time
                 )
             name, pid = self.cluster.name, os.getpid()
-            self.say(f"following the run on cluster {name!r} again (a new follower, pid {pid})")
+            self.say(f"following the run on cluster {name!r} again (a new agent, pid {pid})")
         try:
             self.laptop.start()
             self._run_attempts()
@@ -157,7 +157,7 @@ class ClusterAgent:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Follow the cluster run in RUN_DIR (``--adopt``: one an earlier follower left)."""
+    """Follow the cluster run in RUN_DIR (``--adopt``: one an earlier agent left)."""
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s cluster-agent %(message)s")
     adopt = "--adopt" in args
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def give_up(agent: ClusterAgent) -> None:
-    """The follower failed: an unfinished run is ``lost``, its job asked to stop, the lock freed."""
+    """The agent failed: an unfinished run is ``lost``, its job asked to stop, the lock freed."""
     with agent.lock:
         final = agent.state.status.is_final
     stopped = None if final else agent.trainer.abandon()  # never leave a job running unfollowed

@@ -1,4 +1,4 @@
-"""Whether a cluster answers its follower, said once each way in the run's log.
+"""Whether a cluster answers its agent, said once each way in the run's log.
 
 Shared by the parts of ``RayTrainer`` (``ray_trainer``) that talk to Ray: the follow loop and
 the stop (``ray_stop``).

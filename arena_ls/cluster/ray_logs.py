@@ -15,12 +15,12 @@ from arena_ls.agent.announcements import Announcements
 from arena_ls.agent.attempts import RunRecord
 from arena_ls.agent.statewriter import StateWriter
 from arena_ls.cluster.jobsapi import JobsClient
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import Kind
 from arena_ls.run.capture import LogLine
 from arena_ls.run.capture_records import trainer_lines_after
 from arena_ls.run.outputlog import STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir
-from arena_ls.run.supervisor_events import Kind
 
 TAIL_LINES = 200
 
@@ -53,7 +53,7 @@ class RayLogCopy:
 
         Counted from the run's own log (the truth, whatever ``state.json`` says):
         the trainer's lines after the ``submitting ... as sid`` line."""
-        marker = events.submitting(self.cluster_name, sid)
+        marker = agent_records.submitting(self.cluster_name, sid)
 
         def is_marker(line: LogLine) -> bool:
             event = line.event

@@ -27,7 +27,7 @@ from arena_ls.cluster.status import (
     stopped_by,
 )
 from arena_ls.cluster.submission import stop_wait_seconds
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.rundir import ClusterRecord, ClusterSpec, Failure, RunDir
 from arena_ls.run.states import RunStatus
 
@@ -53,12 +53,12 @@ class RayStop:
         self.contact = contact
         self.record: ClusterRecord = self.state.cluster  # type: ignore[assignment]
         self.sent_at: float | None = None
-        """Wall time of the stop request this follower acted on (the request's own time)."""
+        """Wall time of the stop request this agent acted on (the request's own time)."""
 
     def running(self) -> None:
         with self.lock:
             if self.state.status is RunStatus.STOPPING:
-                return  # a stop is under way (an earlier follower's): it ran, and is ending
+                return  # a stop is under way (an earlier agent's): it ran, and is ending
             self.state.started_at = self.state.started_at or time.time()
             self.state.exit_code = None
             self.state.signal = None
@@ -135,10 +135,10 @@ class RayStop:
             by = stopped_by(ended - sent_at, stop_wait_seconds(self.spec.grace_seconds))
             with self.lock:
                 self.state.stopped_by = by
-            self.run_record.tell(events.stopped(by))
+            self.run_record.tell(agent_records.stopped(by))
             return RunStatus.STOPPED
         if ray_status == SUCCEEDED:
-            self.run_record.tell(events.exited(0, None))
+            self.run_record.tell(agent_records.exited(0, None))
             return RunStatus.SUCCEEDED
         if ray_status == STOPPED:  # stopped on the cluster itself (``ray job stop``)
             with self.lock:
@@ -160,7 +160,7 @@ class RayStop:
         if exit_code is None and signal_name is None:
             failure = Failure("error", first_line(message) or "the cluster reported the job failed")
         if exit_code is not None or signal_name is not None:
-            self.run_record.tell(events.exited(exit_code, signal_name))
+            self.run_record.tell(agent_records.exited(exit_code, signal_name))
         self.run_record.crashed(failure, exit_status(exit_code, signal_name), signal_name)
         if message:
             self.run_record.say(f"cluster {self.cluster.name!r} says: {first_line(message)}")

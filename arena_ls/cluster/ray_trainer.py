@@ -1,4 +1,4 @@
-"""The Ray submission of one cluster run: the ``attempts.Trainer`` its follower (``agent``) hands the loop.
+"""The Ray submission of one cluster run: the ``attempts.Trainer`` the cluster agent hands the loop.
 
 Moved out of the cluster agent: submitting the job to Ray's Jobs API (its id
 recorded first), following its status, waiting out a head that does not
@@ -41,7 +41,7 @@ from arena_ls.cluster.submission import (
     submission_id,
     submit_payload,
 )
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.outputlog import OutputWriter
 from arena_ls.run.rundir import CheckpointRecord, ClusterRecord, Failure, RunDir
 from arena_ls.run.state_folder import StateFolder
@@ -54,13 +54,13 @@ POLL_SECONDS = 0.25
 UNREACHABLE_RETRY_SECONDS = 2.0
 REFUSED_GIVE_UP_SECONDS = 60.0
 """How long the cluster may refuse to tell of the job (404: its job table lost it; 401/403: the
-token changed; another 4xx) before the follower gives the run up as ``lost``. Only an unreachable
+token changed; another 4xx) before the agent gives the run up as ``lost``. Only an unreachable
 head (no answer, or a 5xx) is waited out without bound: the job keeps running there."""
 
 
 @attrs.frozen
 class Timing:
-    """How often the follower polls and retries (``current``: this module's constants when it starts)."""
+    """How often the agent polls and retries (``current``: this module's constants when it starts)."""
 
     poll_seconds: float = POLL_SECONDS
     unreachable_retry_seconds: float = UNREACHABLE_RETRY_SECONDS
@@ -68,7 +68,7 @@ class Timing:
 
     @classmethod
     def current(cls) -> Timing:
-        """This module's constants as they are now (a test shortens them before a follower starts;
+        """This module's constants as they are now (a test shortens them before an agent starts;
         the fields' defaults are the values at import)."""
         return cls(POLL_SECONDS, UNREACHABLE_RETRY_SECONDS, REFUSED_GIVE_UP_SECONDS)
 
@@ -100,7 +100,7 @@ class RayTrainer:
         self.writer = writer
         self.adopting = adopt
         self.connect = connect
-        """How the follower reaches the cluster (``abandon`` connects if it never did)."""
+        """How the agent reaches the cluster (``abandon`` connects if it never did)."""
         self.timing = timing
         self.record: ClusterRecord = self.state.cluster  # type: ignore[assignment]
         self.client: JobsClient | None = None
@@ -109,7 +109,7 @@ class RayTrainer:
         """The submission's log, copied into ``output.log``; its announcements applied to the run."""
         self.announcements = self.logs.announcements
         self.announcements.attempt_announced = adopt
-        """The current submission announced progress or a checkpoint (a new follower, not knowing
+        """The current submission announced progress or a checkpoint (a new agent, not knowing
         what it missed, assumes so: a relaunch with resume is never the one that overwrites)."""
         self.stop = RayStop(run_record, run_dir, cluster, writer, self.contact)
         self.refused_since: float | None = None
@@ -120,10 +120,10 @@ class RayTrainer:
         """The step the current submission was launched from (None: from scratch)."""
 
     def first_attempt(self) -> Outcome:
-        """A new run's first submission; or, adopting, the submission an earlier follower left."""
+        """A new run's first submission; or, adopting, the submission an earlier agent left."""
         sid = self.record.submission_id
         if self.adopting and self.state.status is RunStatus.RESTARTING:
-            self.adopting = False  # the follower died during the backoff: finish waiting it out
+            self.adopting = False  # the agent died during the backoff: finish waiting it out
             if not self._wait_backoff():
                 return RunStatus.STOPPED
             record = self.record
@@ -167,11 +167,11 @@ class RayTrainer:
         return self._watchdog()
 
     def decided(self, watchdog: Watchdog) -> None:
-        """The watchdog's position is kept in ``state.json``: a new follower goes on with the same budget."""
+        """The watchdog's position is kept in ``state.json``: a new agent goes on with the same budget."""
         self.record.restarts_left = watchdog.budget_left
 
     def relaunching(self, relaunch: Relaunch) -> None:
-        """Recorded with ``restarting``: a follower that dies in the backoff resumes from this step."""
+        """Recorded with ``restarting``: an agent that dies in the backoff resumes from this step."""
         self.record.relaunch_step = relaunch.start_step
         self.record.relaunched = True
 
@@ -183,7 +183,7 @@ class RayTrainer:
         return False, None
 
     def _watchdog(self) -> Watchdog:
-        """The run's watchdog, where the recorded state left it (a new follower continues it)."""
+        """The run's watchdog, where the recorded state left it (a new agent continues it)."""
         spec = self.spec
         rules = WatchdogRules.for_job(
             kind=spec.kind,
@@ -250,8 +250,8 @@ class RayTrainer:
             return self._submit_failed(
                 f"its submission id could not be recorded in {self.run_dir.state_path}"
             )
-        self.run_record.tell(events.starting(self.spec.job_id, argv))
-        self.run_record.tell(events.submitting(self.cluster.name, sid))
+        self.run_record.tell(agent_records.starting(self.spec.job_id, argv))
+        self.run_record.tell(agent_records.submitting(self.cluster.name, sid))
         failure = self._submit(sid, argv)
         if failure is None:
             self._accepted(sid)
@@ -339,7 +339,9 @@ class RayTrainer:
                         f"cluster {self.cluster.name!r} never received {sid}: submitting it now"
                     )
                     self.logs.copied = 0  # Ray has no line of it, whatever output.log holds before it
-                    self.run_record.tell(events.submitting(self.cluster.name, sid))  # its lines begin here
+                    self.run_record.tell(
+                        agent_records.submitting(self.cluster.name, sid)
+                    )  # its lines begin here
                     failure = self._submit(sid, self.state.argv)
                     if failure is None:
                         self._accepted(sid)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.states import RunStatus
 
 PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED = "PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"
@@ -66,12 +66,12 @@ def exit_status(exit_code: int | None, signal_name: str | None) -> int | None:
 
 def code_text(exit_code: int | None, signal_name: str | None) -> str:
     """``code N`` of the ``crashed`` record's words (``TRAINING_CRASHED: tiny-lm code -9``)."""
-    return events.code_words(exit_status(exit_code, signal_name), signal_name)
+    return agent_records.code_words(exit_status(exit_code, signal_name), signal_name)
 
 
 def ended_text(exit_code: int | None, signal_name: str | None) -> str:
     """The words of the ``exited`` record (``job was killed by SIGKILL``)."""
-    return events.exited(exit_code, signal_name).render()
+    return agent_records.exited(exit_code, signal_name).render()
 
 
 def first_line(message: str | None, limit: int = 300) -> str:

@@ -19,7 +19,7 @@ from arena_ls.insights.engine import InsightEngine
 from arena_ls.insights.model import GpuSample, Insight, Observations
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords
-from arena_ls.run.events import Checkpoint, Progress
+from arena_ls.run.trainer_announcements import Checkpoint, Progress
 from arena_ls.settings import InsightSettings
 
 

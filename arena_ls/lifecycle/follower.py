@@ -1,11 +1,11 @@
 """The one follower of a server's runs: it reads each run's files and tells the listener.
 
 Every run's story is in its folder: ``state.json`` (its status, rewritten
-by the run's own follower process, e.g. a local run's agent) and
+by the run's own agent process: the job agent, or a cluster run's agent) and
 ``output.log`` / ``output.idx`` (its lines). A server has exactly one
 ``RunFollower``: one asyncio task that re-reads those files for every run,
 hands new lines and status changes to the ``Listener``, and judges runs
-whose follower process is gone (once a second). Whoever needs to wait for a
+whose agent process is gone (once a second). Whoever needs to wait for a
 run (a start for its trainer's pid, a stop for the final status) does not
 poll the files itself: it subscribes with ``until`` and the follower tells
 it, following that run in a hurry meanwhile. The task's rounds read the lines
@@ -26,9 +26,9 @@ import attrs
 from arena_ls.lifecycle.follower_told import StatusesTold
 from arena_ls.lifecycle.runview import LineBatch, RunView
 from arena_ls.lifecycle.state_watch import StateWatch
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.capture import LogLine
 from arena_ls.run.state_folder import StateFolder
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Listener(Protocol):
 
     def run_changed(self, view: RunView) -> None: ...
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None: ...
-    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None:
+    def lifecycle(self, view: RunView, event: AgentRecord) -> None:
         """A record of the run's supervisor (its words: ``event.render()``)."""
 
     def warning(self, text: str) -> None:
@@ -81,7 +81,7 @@ class FollowedRuns(Protocol):
         """Look at a damaged run's files again."""
 
     def check_lost(self, view: RunView) -> bool:
-        """Give the verdict on an unfinished run whose follower is gone (``RunView.check_lost``)."""
+        """Give the verdict on an unfinished run whose agent is gone (``RunView.check_lost``)."""
 
     def report_damage(self, view: RunView) -> None:
         """Report a run's damage to the user (once)."""

@@ -1,7 +1,7 @@
 """The trainer's health line: ``@arena {"event": "health", "gradNorm": G, ...}``.
 
 The fourth ``@arena`` announcement, beside progress, checkpoint and eval
-(``events``): its grammar lives here, in the lifecycle, so that the one
+(``run.trainer_announcements``): its grammar lives here, in the lifecycle, so that the one
 reader of a run's records (``records``) parses it with the others. An
 optional ``step`` ties a line to a progress point. The insights read the
 points (``insights.parse`` re-exports these names), and so does ``arena/metrics``.
@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from arena_ls.run.events import BEYOND, MAX_NUMBER, load_bounded_json
+from arena_ls.run.trainer_announcements import BEYOND, MAX_NUMBER, load_bounded_json
 from arena_ls.validation import finite
 
 

@@ -20,7 +20,7 @@ last point of the page when it names none).
 A step announced twice (the reference trainer prints ``step N/600 loss ...``
 and then ``@arena {"event": "progress", ...}`` for the same step) is one point,
 the later announcement filling in what the earlier one lacked. The agent's own
-``restarting`` records (``supervisor_events``; ``restarting from step N`` lines of runs written
+``restarting`` records (``agent_records``; ``restarting from step N`` lines of runs written
 before them) give ``relaunches``: where the watchdog
 relaunched the trainer inside the run (``arena plot`` marks exactly those).
 
@@ -38,10 +38,10 @@ import attrs
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.records import AgentLine, Item, TrainerEvent, decode_line, might_hold_items
 from arena_ls.lifecycle.runview import RunView
+from arena_ls.run.agent_records import might_be_relaunch
 from arena_ls.run.capture_records import iter_records
-from arena_ls.run.events import Checkpoint, Eval, EventParser, Progress
 from arena_ls.run.outputlog import ARENA
-from arena_ls.run.supervisor_events import might_be_relaunch
+from arena_ls.run.trainer_announcements import Checkpoint, Eval, EventParser, Progress
 
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 10_000

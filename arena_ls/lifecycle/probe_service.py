@@ -36,9 +36,9 @@ from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.starter import DryRun, StartRequest
 from arena_ls.lifecycle.supervisor import Supervisor
 from arena_ls.manifest import Job
-from arena_ls.run import supervisor_events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import write_json_atomic
-from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 from arena_ls.timeutil import iso_utc
 
@@ -65,7 +65,7 @@ class _Launched:
 class ProbeListener(Protocol):
     """What the probe service tells the server."""
 
-    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None: ...
+    def lifecycle(self, view: RunView, event: AgentRecord) -> None: ...
     def active_changed(self) -> None: ...
 
 
@@ -210,7 +210,7 @@ class ProbeService:
             self._record(job, digest, result)
             log.info("probe of %s: %s", job.id, message)
             self.listener.lifecycle(
-                view, supervisor_events.note(f"probe {'passed' if ok else 'failed'}: {message}")
+                view, agent_records.note(f"probe {'passed' if ok else 'failed'}: {message}")
             )
             self.listener.active_changed()
         except Exception:

@@ -32,10 +32,10 @@ from typing import Protocol
 import attrs
 
 from arena_ls.lifecycle.health_line import MARK, PREFIX, HealthPoint, health_in_chunk, parse_health
+from arena_ls.run.agent_records import AgentRecord, parse_bytes
 from arena_ls.run.capture_records import iter_records
-from arena_ls.run.events import Event, EventParser
 from arena_ls.run.outputlog import ARENA, FLAG_QUIET, RECORD
-from arena_ls.run.supervisor_events import SupervisorEvent, parse_bytes
+from arena_ls.run.trainer_announcements import Event, EventParser
 
 MAX_RECORDS_PER_READ = 20_000
 MAX_BYTES_PER_READ = 16 << 20
@@ -64,7 +64,7 @@ class AgentLine:
 
     text: str
     at: float
-    event: SupervisorEvent
+    event: AgentRecord
 
 
 @attrs.frozen(slots=True)

@@ -27,11 +27,11 @@ from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.progress_speed import ProgressTracker
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords
 from arena_ls.run.capture import Cursor, LogLine, OutputReader, Page
-from arena_ls.run.events import Checkpoint, EventParser, Progress
 from arena_ls.run.rundir import CorruptState, Failure, RunDir, RunSpec, RunState, StateBusy, unstructure
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
+from arena_ls.run.trainer_announcements import Checkpoint, EventParser, Progress
 
 MACHINE_RESTARTED = "machine-restarted"
 """``failure.kind`` of a run whose machine restarted under it (``lifecycle/reboot.py``)."""
@@ -111,7 +111,7 @@ class RunView:
         self.run_dir = run_dir
         self.spec = spec
         self.agent = agent
-        """The run's follower (a local run's agent) when this server started it."""
+        """The run's agent (the job agent, or a cluster run's agent) when this server started it."""
         self.backend: RunBackend = backend if backend is not None else LocalBackend()
         """Where the run executes (``spec.backend``)."""
         self.state: RunState | None = None
@@ -139,9 +139,9 @@ class RunView:
         self.disk_full: str | None = None
         """Set while the run's filesystem has no space left (``failure.kind`` ``disk-full``)."""
         self.agent_exit: int | None = None
-        """The exit code of the follower this server started, once it has ended."""
+        """The exit code of the agent this server started, once it has ended."""
         self.revival_claim: str | None = None
-        """The claim under which this server revived the run's follower (kept: one revival per dead one)."""
+        """The claim under which this server revived the run's agent (kept: one revival per dead one)."""
         self.notified: Any = None
         """The state as last announced to the client (see ``Supervisor.notify_if_changed``)."""
         self.drained = False
@@ -344,21 +344,21 @@ class RunView:
     # -- liveness --------------------------------------------------------------------------
 
     def reap_agent(self) -> None:
-        """Collect our follower's exit status once it has ended, so no zombie of ours lingers."""
+        """Collect our agent's exit status once it has ended, so no zombie of ours lingers."""
         if self.agent is not None and (code := self.agent.poll()) is not None:
             self.agent_exit = code
             self.agent = None
 
     def agent_alive(self) -> bool:
-        """Whether the run's follower (a local run's agent) lives."""
+        """Whether the run's agent (the job agent, or a cluster run's agent) lives."""
         return self.backend.agent_alive(self.state, self.agent)
 
     def check_lost(
         self, folder: StateFolder, restarted: Callable[[RunSpec], str | None] | None = None
     ) -> bool:
-        """Mark an unfinished run whose follower is gone as ``lost``; True when it did.
+        """Mark an unfinished run whose agent is gone as ``lost``; True when it did.
 
-        A back end whose runs outlive their follower (a cluster) is asked
+        A back end whose runs outlive their agent (a cluster) is asked
         for a new one first. A local trainer dies with its agent (Linux:
         PDEATHSIG; Windows: the job object); should any of its tree survive,
         the back end kills it here, so no trainer runs unmanaged. Only one
@@ -394,44 +394,44 @@ class RunView:
         return True
 
     def _revive(self, state: RunState, folder: StateFolder) -> bool:
-        """Start a new follower for a run that outlives its last (one server per dead follower).
+        """Start a new agent for a run that outlives its last (one server per dead agent).
 
         False while the run goes on (revived here or by another server);
         True when it could not be revived and was recorded ``lost``. The
-        claim is keyed on the dead follower (pid and creation time) and never
-        dropped: a new follower that ends before it recorded itself (its exit
+        claim is keyed on the dead agent (pid and creation time) and never
+        dropped: a new agent that ends before it recorded itself (its exit
         says it failed, or it stays unrecorded for ``AGENT_START_GRACE``, even
         after the server that started it went away) makes the run ``lost``,
-        never a second revival of the same dead follower.
+        never a second revival of the same dead agent.
         """
         claim = f"revive-{state.agent_pid}-{state.agent_create_time}"
         if self.run_dir.claim_once(claim):
-            follower = self.backend.revive(self.run_dir, state)
-            if follower is None:
-                self._record_lost(state, folder, "its follower is gone and a new one could not be started")
+            agent = self.backend.revive(self.run_dir, state)
+            if agent is None:
+                self._record_lost(state, folder, "its agent is gone and a new one could not be started")
                 return True
-            log.info("run %s: its follower was gone; started a new one (pid %s)", self.run_id, follower.pid)
-            self.agent = follower
+            log.info("run %s: its agent was gone; started a new one (pid %s)", self.run_id, agent.pid)
+            self.agent = agent
             self.agent_exit = None
             self.revival_claim = claim
             return False
         code = self.agent_exit if claim == self.revival_claim else None
         if code is not None and self.backend.start_failed(code):
-            evidence = f"its new follower exited with code {code} before it recorded itself"
+            evidence = f"its new agent exited with code {code} before it recorded itself"
         elif self.run_dir.claim_age(claim) >= AGENT_START_GRACE:
-            evidence = f"its new follower did not record itself within {AGENT_START_GRACE:g}s"
+            evidence = f"its new agent did not record itself within {AGENT_START_GRACE:g}s"
         else:
-            return False  # a new follower is starting (here or in another server)
+            return False  # a new agent is starting (here or in another server)
         if not self.run_dir.claim_once("verdict"):
             return False
         self._record_lost(state, folder, evidence)
         return True
 
     def free_if_damaged(self, folder: StateFolder) -> None:
-        """A damaged run whose follower is gone never holds the workspace (contract 6.1).
+        """A damaged run whose agent is gone never holds the workspace (contract 6.1).
 
         Its files stay as found; the lock it holds goes (a cluster run's lock
-        is otherwise held while the run outlives its follower), and whatever
+        is otherwise held while the run outlives its agent), and whatever
         of it still runs is ended: its cluster job is asked to stop. Once,
         by one server."""
         if self.damage is None or self.damaged_but_live or self.state is None or self.state.status.is_final:
@@ -439,7 +439,7 @@ class RunView:
         if RunLock(folder).holder() != self.run_id or not self.run_dir.claim_once("verdict"):
             return
         remains = self.backend.end_remains(self.run_dir, self.state)
-        log.info("run %s is damaged and its follower is gone: lock released; %s", self.run_id, remains)
+        log.info("run %s is damaged and its agent is gone: lock released; %s", self.run_id, remains)
         RunLock(folder).release(self.run_id)
 
     def _record_lost(self, state: RunState, folder: StateFolder, evidence: str) -> None:
@@ -449,7 +449,7 @@ class RunView:
     def _record_ended(
         self, state: RunState, folder: StateFolder, status: RunStatus, failure: Failure
     ) -> None:
-        """Record a verdict on a run whose follower is gone (in memory when the disk refuses it)
+        """Record a verdict on a run whose agent is gone (in memory when the disk refuses it)
         and free the lock."""
         remains = self.backend.end_remains(self.run_dir, state)
         if remains:

@@ -50,7 +50,7 @@ from arena_ls.lifecycle.runview import DISK_FULL_BYTES, RunView
 from arena_ls.manifest import Job, ManifestResult
 from arena_ls.manifest.lookup import allowlisted_job
 from arena_ls.manifest.model import PYTHON_PLACEHOLDER
-from arena_ls.run import supervisor_events
+from arena_ls.run import agent_records
 from arena_ls.run.rundir import CheckpointRecord, Failure, RunDir, RunSpec, RunState
 from arena_ls.run.runlock import RunHeld, RunLock, Verdict
 from arena_ls.run.state_folder import StateFolder
@@ -226,7 +226,7 @@ class Starter:
             )
         view = await self._launch(launched, planned, resume_step, knowledge, fresh=fresh, record=record)
         for warning in warnings:
-            self.runs.listener.lifecycle(view, supervisor_events.warning(warning))
+            self.runs.listener.lifecycle(view, agent_records.warning(warning))
         return await self._await_started(view)
 
     @staticmethod
@@ -377,7 +377,7 @@ class Starter:
         fresh: bool = False,
         record: dict[str, Any] | None = None,
     ) -> RunView:
-        """Create the run (``RunLock.claim``), start it through its back end, record its follower.
+        """Create the run (``RunLock.claim``), start it through its back end, record its agent.
 
         ``planned`` is what the start decided from its manifest snapshot; ``knowledge`` (the
         job's checkpoints) goes to the run's spec; ``fresh`` (a start with ``resume: false``)
@@ -474,7 +474,7 @@ class Starter:
     ) -> dict[str, Any] | None:
         """The gated paths whatever execs the trainer checks again right before it (issue 24),
         inside ``roots``: the workspace, then the manifest's ``roots`` (contract 7.3). Only for a
-        trainer that runs on this machine (a cluster's runs from the package its follower submits)."""
+        trainer that runs on this machine (a cluster's runs from the package its agent submits)."""
         command_is_path = job.command != PYTHON_PLACEHOLDER and ("/" in job.command or os.sep in job.command)
         return exec_check(
             str(job.resolved_cwd(self.runs.root)),
@@ -511,11 +511,11 @@ class Starter:
         return view
 
     def _start_again(self, view: RunView, failed: AgentProcess) -> bool:
-        """The run's follower died before it recorded a trainer: start another where the back end
+        """The run's agent died before it recorded a trainer: start another where the back end
         can prove nothing of the run started (a spare agent that died before it took the run).
 
         Done in one turn of the lock, which must still be this run's: the lock
-        named the dead follower, so another server may have taken the workspace.
+        named the dead agent, so another server may have taken the workspace.
         """
         try:
             again = self.runs.runlock.replace_agent(

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 STOP_ANSWER_MARGIN = 30.0
 """``arena/stop`` waits for the final status at most the grace window and this much more, then
-answers the run as it stands (a follower that cannot reach its cluster keeps asking it to stop)."""
+answers the run as it stands (an agent that cannot reach its cluster keeps asking it to stop)."""
 
 
 @attrs.define
@@ -102,7 +102,7 @@ class Stopper:
 
     async def _wait_stopped(self, view: RunView, timeout: float) -> None:
         """Wait for a stopped run to end, or for its back end to say the stop could not be passed
-        on (a cluster's head unreachable): then its refusal at once (the follower keeps asking, and
+        on (a cluster's head unreachable): then its refusal at once (the agent keeps asking, and
         follows the run until the stop is delivered or the run is ``lost``)."""
 
         def undelivered(v: RunView) -> ArenaError | None:

@@ -3,7 +3,7 @@
 The supervisor knows nothing of LSP, nor of clusters. It starts each run
 through the run back end that takes its job (``arena_ls.lifecycle.backends``,
 composed where the server is built: this machine's detached agent, a Ray
-cluster's follower), from one snapshot of the manifest per request,
+cluster's agent), from one snapshot of the manifest per request,
 follows every run of the workspace through its folder, and tells a
 ``Listener`` what changed. Several servers may supervise one workspace at
 once: they agree through the files (the ``active.lock``, the agent's state,
@@ -292,7 +292,7 @@ class Supervisor:
         return view
 
     def check_lost(self, view: RunView) -> bool:
-        """The verdict on an unfinished run whose follower is gone: ``lost``, or ``crashed`` with
+        """The verdict on an unfinished run whose agent is gone: ``lost``, or ``crashed`` with
         ``machine-restarted`` when the machine restarted since its launch (then ``interrupted``
         is told). True when this server recorded one."""
         recorded = view.check_lost(self.folder, self.restart_evidence)

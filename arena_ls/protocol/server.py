@@ -40,8 +40,8 @@ from arena_ls.protocol.tasks import TaskRunner
 from arena_ls.protocol.wire import passing_info
 from arena_ls.protocol.work_done_progress import RunProgress
 from arena_ls.protocol.workspace import Workspace
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.capture import LogLine
-from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings, parse_settings
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class ArenaServer(LanguageServer):
         self.logs.add(view.run_id, lines, skipped=view.take_unsummarised())
         self.run_progress.update(view)
 
-    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None:
+    def lifecycle(self, view: RunView, event: AgentRecord) -> None:
         kind = types.MessageType.Warning if event.is_warning else types.MessageType.Info
         self.window_log_message(types.LogMessageParams(kind, f"[{view.spec.job_id}] {event.render()}"))
 

@@ -20,14 +20,15 @@ import from outside to it):
   line, cleaned), ``cursors`` (a position a client holds), ``capture_index`` (the records and
   segments, one at a time) and ``capture_records`` (whole-log iterators);
 - ``logsegments``, ``logkeep``: the log's segments and what is kept when it is capped;
-- ``events``, ``checkpoint_lines``: the trainer's announcements and the checkpoint lines;
-- ``supervisor_events``: the typed ``arena`` records an agent writes and their one renderer.
+- ``trainer_announcements``, ``checkpoint_lines``: the trainer's announcements and the checkpoint lines;
+- ``agent_records``: the typed ``arena`` records an agent writes and their one renderer.
 
 Modules import these as submodules (``from arena_ls.run.rundir import RunDir``); this
 ``__init__`` imports none of them, so the job agent's launcher loads only what it names.
 """
 
 __all__ = [
+    "agent_records",
     "atomicfile",
     "capture",
     "capture_index",
@@ -35,7 +36,6 @@ __all__ = [
     "checkpoint_lines",
     "claim",
     "cursors",
-    "events",
     "logkeep",
     "loglines",
     "logsegments",
@@ -45,5 +45,5 @@ __all__ = [
     "state_folder",
     "states",
     "stop_marks",
-    "supervisor_events",
+    "trainer_announcements",
 ]

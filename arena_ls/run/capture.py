@@ -26,7 +26,7 @@ from pathlib import Path
 
 import attrs
 
-from arena_ls.run import supervisor_events
+from arena_ls.run import agent_records
 from arena_ls.run.logsegments import (
     HEAD,
     MID,
@@ -529,11 +529,11 @@ class OutputReader:
 
 
 def _supervisor_line(seq: int, stored: str, at: float) -> LogLine:
-    """An ``arena`` line: its record read (``supervisor_events``), its words rendered from it.
+    """An ``arena`` line: its record read (``agent_records``), its words rendered from it.
 
     The words get the hygiene of any line (a failure's evidence quotes the trainer's output:
     its escapes and carriage returns); a text with newlines inside stays one line."""
-    event = supervisor_events.parse(stored)
+    event = agent_records.parse(stored)
     text = stored if event.legacy is not None else clean_text(event.render().encode("utf-8", "replace"))
     return LogLine(seq=seq, stream="arena", text=text, at=at, event=event)
 

@@ -1,6 +1,6 @@
 """The plain checkpoint lines the supervisor reads without a ``checkpoint.pattern``.
 
-Shared by the runtime's event parser (``arena_ls.run.events``) and the
+Shared by the runtime's event parser (``arena_ls.run.trainer_announcements``) and the
 trainer gate AR014 (``arena_ls.trainer_facts.announce``), so the gate lets through
 exactly the spellings the supervisor understands. Standard library only: the
 gates import it from ``arena check``, whose start-up counts.

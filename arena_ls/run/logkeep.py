@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from arena_ls.run.events import ARENA_PREFIX_BYTES, EventParser
 from arena_ls.run.log_record import inert_lines
+from arena_ls.run.trainer_announcements import ARENA_PREFIX_BYTES, EventParser
 
 
 def event_filters(

@@ -6,10 +6,10 @@ import re
 
 import attrs
 
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.outputlog import (
     LINE_LIMIT,
 )
-from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.timeutil import iso_utc
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -27,7 +27,7 @@ class LogLine:
     stream: str
     text: str
     at: float
-    event: SupervisorEvent | None = attrs.field(default=None, eq=False)
+    event: AgentRecord | None = attrs.field(default=None, eq=False)
     """On the ``arena`` stream, the supervisor's record (``text`` is its words); else None."""
 
     def to_wire(self) -> dict[str, object]:

@@ -133,7 +133,7 @@ class ClusterRecord:
     relaunched: bool = False
     """False until the watchdog's first relaunch (``relaunch_step`` means nothing before)."""
     stop_undelivered: str | None = None
-    """A stop was asked for but the cluster could not be told (why): the follower asks again at
+    """A stop was asked for but the cluster could not be told (why): the agent asks again at
     each poll, and ``arena/stop`` answers at once that the cluster is unreachable."""
 
 

@@ -103,7 +103,7 @@ class HolderFacts:
     """The agent its state records (None when there is no readable state)."""
     outlives_agent: bool = False
     """The run goes on without its agent (a cluster job: its state records the cluster); a gone
-    agent (its follower) is then replaced by a server, not a reason to break the lock."""
+    agent is then replaced by a server, not a reason to break the lock."""
 
 
 @attrs.frozen
@@ -171,7 +171,7 @@ def judge(lock: LockRecord | None, lock_age: float, facts: HolderFacts, alive: A
     2. Its run has ended: stale.
     3. An agent is known (from the run's state, else from the lock): held
        while that exact process lives, stale once it is gone, unless the run
-       outlives its agent (a cluster job, whose follower a server replaces):
+       outlives its agent (a cluster job, whose agent a server replaces):
        held until it ends.
     4. No agent known yet. The run folder does not exist: stale once its
        creator is gone (or, for a lock that names no creator, after
@@ -194,7 +194,7 @@ def judge(lock: LockRecord | None, lock_age: float, facts: HolderFacts, alive: A
         if alive(*agent):
             return Judgement(Verdict.HELD, run_id, f"the agent of run {run_id} (pid {agent[0]}) is alive")
         if facts.outlives_agent:
-            why = f"run {run_id} goes on without its follower (on a cluster)"
+            why = f"run {run_id} goes on without its agent (on a cluster)"
             return Judgement(Verdict.HELD, run_id, why)
         return Judgement(Verdict.STALE, run_id, f"the agent of run {run_id} (pid {agent[0]}) is gone")
     creator_known = lock.pid is not None and lock.create_time is not None

@@ -32,8 +32,8 @@ from arena_ls.run.checkpoint_lines import (
     chunk_mentions_checkpoint,
     mentions_checkpoint,
 )
-from arena_ls.run.events import Checkpoint, EventParser
 from arena_ls.run.outputlog import OutputWriter
+from arena_ls.run.trainer_announcements import Checkpoint, EventParser
 from tests.helpers.fuzzing import examples
 from tests.helpers.lsp import ArenaClient, start_server, stop_server, wait_for, wait_status, write_manifest
 

@@ -18,7 +18,7 @@ from arena_ls.client.commands import (
     verdict_since,
 )
 from arena_ls.client.errors import CliError, from_rpc_error
-from arena_ls.client.follow import Follower, OnInterrupt
+from arena_ls.client.follow import OnInterrupt, TerminalFollow
 from arena_ls.client.lspclient import JsonRpcError, Notification, encode_message, read_message
 from arena_ls.client.render import PlainFollowView, ProgressState, fmt_duration, plain_line
 from arena_ls.client.session import find_root
@@ -236,17 +236,17 @@ async def test_a_gap_or_a_summary_is_filled_from_arena_logs_and_nothing_repeats(
     log = [line(i) for i in range(8)]
     session = ScriptedSession(log[:2], [run("r", "j", "running")])
     view = RecordingView()
-    follower = Follower(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
-    await follower.catch_up()
+    following = TerminalFollow(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
+    await following.catch_up()
     assert view.lines == ["line 0", "line 1"]
     session.log = log
-    assert follower.on_lines([line(1), line(2)]) is False  # 1 was printed: skipped
-    assert follower.on_lines([line(5)]) is True  # 3 and 4 are missing
+    assert following.on_lines([line(1), line(2)]) is False  # 1 was printed: skipped
+    assert following.on_lines([line(5)]) is True  # 3 and 4 are missing
     summary = {"seq": 5, "stream": "arena", "text": "… 2 lines not shown", "summary": True}
-    assert follower.on_lines([summary]) is True  # the rate bound left some out
+    assert following.on_lines([summary]) is True  # the rate bound left some out
     assert view.lines == ["line 0", "line 1", "line 2"]
-    await follower.catch_up()
-    assert follower.on_lines([line(6), line(7)]) is False  # already printed: skipped
+    await following.catch_up()
+    assert following.on_lines([line(6), line(7)]) is False  # already printed: skipped
     assert view.lines == [f"line {i}" for i in range(8)]
 
 
@@ -261,8 +261,8 @@ async def test_following_ends_with_the_final_status_and_the_whole_log() -> None:
         ("arena/statusChanged", final),
     ):
         session.notifications.put_nowait(Notification(method, params))
-    follower = Follower(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
-    result = await asyncio.wait_for(follower.run(), 30)
+    following = TerminalFollow(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
+    result = await asyncio.wait_for(following.run(), 30)
     assert (result.exit_code, result.detached, result.info["stoppedBy"]) == (0, False, "file")
     assert view.lines == [f"line {i}" for i in range(5)]
     assert session.notifications.empty()
@@ -317,7 +317,7 @@ async def test_ctrl_c_detaches_after_the_window_and_twice_within_it_stops() -> N
     now = [100.0]
     session = ScriptedSession([], [run("r", "j", "running")])
     view = RecordingView()
-    follower = Follower(
+    following = TerminalFollow(
         session,  # type: ignore[arg-type]
         view,
         run("r", "j", "running"),
@@ -326,25 +326,25 @@ async def test_ctrl_c_detaches_after_the_window_and_twice_within_it_stops() -> N
         on_interrupt=OnInterrupt.DETACH_OR_STOP,
         window=2.0,
     )
-    assert follower._interrupt() is False and follower.detach_at == 102.0
+    assert following._interrupt() is False and following.detach_at == 102.0
     assert view.notes[-1].startswith("detaching in 2 s; run r keeps going. Press Ctrl-C again")
     assert not [m for m, _ in session.requests if m == "arena/stop"], "one Ctrl-C stops nothing"
     now[0] = 101.5
-    assert follower._interrupt() is False and follower.detach_at is None
-    assert follower.stop_task is not None
-    await follower.stop_task
+    assert following._interrupt() is False and following.detach_at is None
+    assert following.stop_task is not None
+    await following.stop_task
     assert ("arena/stop", {"runId": "r", "confirm": True, "wait": False}) in session.requests
-    assert follower._interrupt() is True, "after the stop request, Ctrl-C detaches at once"
-    result = await follower._detach()
+    assert following._interrupt() is True, "after the stop request, Ctrl-C detaches at once"
+    result = await following._detach()
     assert result.detached and "is stopping" in view.notes[-1]
 
 
 async def test_ctrl_c_while_re_attached_only_detaches() -> None:
     session = ScriptedSession([], [run("r", "j", "running")])
     view = RecordingView()
-    follower = Follower(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
-    assert follower._interrupt() is True
-    result = await follower._detach()
+    following = TerminalFollow(session, view, run("r", "j", "running"), "Job j")  # type: ignore[arg-type]
+    assert following._interrupt() is True
+    result = await following._detach()
     assert result.detached and result.exit_code == 130
     assert view.notes == [
         "detached; run r keeps going. Re-attach with: arena logs -f j · stop it with: arena stop j"

@@ -2,7 +2,7 @@
 
 The trainer (``torn_save_trainer.py``: slow saves straight to their final path, announced with
 ``bytes`` and ``sha256``) runs on the head, in the folder Ray extracted the run's package to;
-the test kills it there half-way through a save. Before the relaunch the follower submits its
+the test kills it there half-way through a save. Before the relaunch the agent submits its
 checkpoint reader (``cluster/ckpt_reader.py``) to the same cluster, in the same package, and
 judges the readings here. On main before issue 36c a cluster run's checkpoints were not looked
 at: the relaunch went onto the torn file, the trainer refused it and the run ended

@@ -1,6 +1,6 @@
 """The failure modes of docs/clusters.md, each made to happen for real on the session's Ray head.
 
-The head going away (a proxy the test switches off), a follower that died between recording
+The head going away (a proxy the test switches off), an agent that died between recording
 a submission and sending it, a runtime environment Ray cannot set up, a job folder over
 Ray's package limit, and a stop that needs Ray's SIGKILL or a confirmation.
 """
@@ -75,7 +75,7 @@ async def test_the_head_going_away_while_a_job_runs_is_retried_and_every_line_ar
             run_id, sid = info["runId"], info["cluster"]["submissionId"]
             await wait_for(lambda: "numbered 5" in texts(client), LONG, "line 5")
 
-            proxy.mode = "reset"  # the head goes away: every request of the follower fails
+            proxy.mode = "reset"  # the head goes away: every request of the agent fails
             await wait_for(
                 lambda: any(t.startswith(WARNING) for t in texts(client, run_id)), LONG, "the warning"
             )
@@ -88,9 +88,9 @@ async def test_the_head_going_away_while_a_job_runs_is_retried_and_every_line_ar
 
             # Ray's log of the job, read every 0.25 s (each read is a request to the head).
             await poll_until(
-                went_on, f"the job going on past line {copied} without its follower", LONG, pause=0.25
+                went_on, f"the job going on past line {copied} without its agent", LONG, pause=0.25
             )
-            await wait_for(lambda: proxy.refused >= refused + 2, LONG, "two more tries of the follower")
+            await wait_for(lambda: proxy.refused >= refused + 2, LONG, "two more tries of the agent")
             warned = sum(t.startswith(WARNING) for t in texts(client, run_id))
             assert warned == 1, "one warning, not one a try"
             assert AGAIN not in texts(client, run_id)
@@ -122,13 +122,13 @@ async def test_a_submission_recorded_but_never_sent_is_sent_when_a_new_server_ad
 ) -> None:
     root = train_workspace(tmp_path, "late", "--steps 20 --interval 0.05 --numbered --ckpt-every 5")
     with HeadProxy(ray_head) as proxy:
-        # The head hangs on the package and the submission: the follower has recorded the id
+        # The head hangs on the package and the submission: the agent has recorded the id
         # (and said so in the log) and is blocked before Ray hears of it. Then the laptop closes.
         proxy.hold_prefixes = ("GET /api/packages/", "PUT /api/packages/", "POST /api/jobs/")
         client = await start_server(root, init_options=options(ray_head, address=proxy.address))
         start = asyncio.ensure_future(client.call("arena/start", {"id": "late"}))
         runs = root / ".aide" / "training" / "runs"
-        await wait_for(lambda: proxy.held, LONG, "the follower's request to send the job")
+        await wait_for(lambda: proxy.held, LONG, "the agent's request to send the job")
         (folder,) = runs.iterdir()
         run_id = folder.name
         recorded = state_of(root, run_id)
@@ -147,7 +147,7 @@ async def test_a_submission_recorded_but_never_sent_is_sent_when_a_new_server_ad
         try:
             final = await wait_status(again, run_id, "succeeded", "crashed", "lost", timeout=LONG)
             assert final["status"] == "succeeded", final
-            assert final["agentPid"] != recorded["agentPid"], "a new follower"
+            assert final["agentPid"] != recorded["agentPid"], "a new agent"
             assert final["cluster"]["submissionId"] == sid and final["restarts"] == 0
             assert state_of(root, run_id)["cluster"]["submissions"] == [sid], "sent once, under its own id"
             job = head_job(ray_head, sid)
@@ -163,7 +163,7 @@ async def test_a_submission_whose_answer_is_lost_is_found_on_the_cluster_and_fol
     tmp_path: Path, ray_head: RayHead
 ) -> None:
     # Seen on a loaded machine: Ray took longer than the request's timeout to answer a
-    # submission it then ran; the follower took it for refused and the run ended `crashed`.
+    # submission it then ran; the agent took it for refused and the run ended `crashed`.
     root = train_workspace(tmp_path, "unanswered", "--steps 20 --interval 0.05 --numbered")
     with HeadProxy(ray_head) as proxy:
         proxy.lose_prefixes = ("POST /api/jobs/",)  # the head gets the submission; its answer is lost

@@ -1,6 +1,6 @@
-"""The cluster follower's outcome survives a full disk (contract 7.1, issue 23 failure 4).
+"""The cluster agent's outcome survives a full disk (contract 7.1, issue 23 failure 4).
 
-Like a local agent, the follower reserves the space of its final state when
+Like a local agent, the agent reserves the space of its final state when
 it starts (``state.reserve``) and writes the outcome into it when the usual
 write (a temporary file: new blocks) fails; with no reserve it retries for
 as long as it lives. On main it gave up after 30 s, and ``state.json`` stayed
@@ -24,12 +24,12 @@ from arena_ls.cluster import agent as agent_module
 from arena_ls.run.rundir import RunDir
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
-from tests.cluster.test_follower_misbehaving_cluster import (
+from tests.cluster.test_cluster_agent_misbehaving import (
     RUNNING,
     SUCCEEDED,
     FakeJobs,
+    cluster_agent,
     follow_to_the_end,
-    follower,
     make_run,
     quick,
 )
@@ -67,8 +67,8 @@ def test_the_final_state_goes_into_the_reserve_on_a_full_disk(
 ) -> None:
     run: RunDir = make_run(folder, tmp_path)
     disk = FullDisk(monkeypatch)
-    agent = follower(run, FakeJobs([RUNNING, SUCCEEDED]))
-    assert (run.path / RESERVE_NAME).stat().st_size == 64 * 1024, "reserved when the follower starts"
+    agent = cluster_agent(run, FakeJobs([RUNNING, SUCCEEDED]))
+    assert (run.path / RESERVE_NAME).stat().st_size == 64 * 1024, "reserved when the agent starts"
     follow_to_the_end(agent.run)
     assert disk.refused >= 1, "the usual write was refused"
     assert run.read_state().status is RunStatus.SUCCEEDED, "the outcome is on disk, the disk still full"
@@ -84,14 +84,14 @@ def test_without_its_reserve_the_final_state_is_retried_until_space_returns(
     monkeypatch.setattr(agent_module, "FINAL_WRITE_TIMEOUT", 0.05)  # main gave up after it, outcome unwritten
     run = make_run(folder, tmp_path)
     disk = FullDisk(monkeypatch)
-    agent = follower(run, FakeJobs([RUNNING, SUCCEEDED]))
+    agent = cluster_agent(run, FakeJobs([RUNNING, SUCCEEDED]))
     done = threading.Thread(target=agent.run, daemon=True)
     done.start()
     wait_until(lambda: disk.refused >= 20, "the final write retried 20 times")
-    # The last state written before the end: running, or starting when the follower's writer folded
+    # The last state written before the end: running, or starting when the agent's writer folded
     # its "running" into the final write; never lost, never half.
     assert json.loads(run.state_path.read_text())["status"] in {"starting", "running"}
-    assert done.is_alive(), "the follower waits for space"
+    assert done.is_alive(), "the agent waits for space"
     disk.failing.clear()  # space returns
     follow_to_the_end(done.join)
     assert run.read_state().status is RunStatus.SUCCEEDED

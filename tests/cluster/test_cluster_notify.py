@@ -1,8 +1,8 @@
-"""A cluster run's follower tells the person too (contract 8.3), and a new follower never tells again.
+"""A cluster run's agent tells the person too (contract 8.3), and a new agent never tells again.
 
-The follower is the run's agent on this machine: it tells ``notify.command`` (a
+The agent is the run's agent on this machine: it tells ``notify.command`` (a
 real script) the run's end once, and keeps nothing awake (the machine that
-trains is the cluster's: ``keepAwake`` false). A follower that adopts the run
+trains is the cluster's: ``keepAwake`` false). An agent that adopts the run
 later (a restarted server's) reads what was told from the run's log. A fake
 ``JobsClient`` plays Ray.
 """
@@ -17,12 +17,12 @@ from arena_ls.cluster.agent import ClusterAgent
 from arena_ls.run.rundir import NotifySpec
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
-from tests.cluster.test_follower_misbehaving_cluster import (
+from tests.cluster.test_cluster_agent_misbehaving import (
     RUNNING,
     SUCCEEDED,
     FakeJobs,
+    cluster_agent,
     follow_to_the_end,
-    follower,
     make_run,
     quick,
 )
@@ -39,7 +39,7 @@ def test_the_follower_tells_the_end_once_and_a_new_follower_does_not_tell_it_aga
     script.write_text(RECORDER, encoding="utf-8")
     notify = NotifySpec(desktop=False, command=[sys.executable, str(script), str(received)])
     run = make_run(folder, tmp_path, notify=notify)
-    agent = follower(run, FakeJobs([RUNNING, SUCCEEDED]))
+    agent = cluster_agent(run, FakeJobs([RUNNING, SUCCEEDED]))
     follow_to_the_end(agent.run)
     state = run.read_state()
     assert (state.status, state.keep_awake) == (RunStatus.SUCCEEDED, False)

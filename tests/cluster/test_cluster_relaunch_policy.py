@@ -1,7 +1,7 @@
-"""The cluster follower takes the same relaunch decision as a local agent (``agent/relaunch.py``).
+"""The cluster agent takes the same relaunch decision as a local agent (``agent/relaunch.py``).
 
-A fake ``JobsClient`` plays Ray (as in ``test_follower_misbehaving_cluster.py``); the
-follower is real and its run folder on disk.
+A fake ``JobsClient`` plays Ray (as in ``test_cluster_agent_misbehaving.py``); the
+agent is real and its run folder on disk.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from arena_ls.cluster.ckpt_remote import VERIFIES
 from arena_ls.run.rundir import CheckpointRecord, RunDir
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
-from tests.cluster.test_follower_misbehaving_cluster import (
+from tests.cluster.test_cluster_agent_misbehaving import (
     RUNNING,
     SUCCEEDED,
     FakeJobs,
+    cluster_agent,
     follow_to_the_end,
-    follower,
     make_run,
 )
 
@@ -97,7 +97,7 @@ def test_a_cluster_trainer_that_refuses_to_resume_is_not_submitted_again(
     )  # fmt: skip
     (tmp_path / "ckpt.pt").write_text("step 600\n")  # on the cluster, where the reader looks
     jobs = Jobs([REFUSED], lines="error: checkpoint is at step 700, not 600\n", cwd=tmp_path)
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     state = run.read_state()
     assert (state.status, state.restarts) == (RunStatus.CRASHED, 0)
     assert state.failure is not None and state.failure.kind == "resume-refused"
@@ -116,7 +116,7 @@ def test_a_cluster_crash_is_resubmitted_at_the_jobs_checkpoint_never_from_scratc
     progress = '@arena {"event": "progress", "step": 650, "total": 1000}\n'
     (tmp_path / "ckpt.pt").write_text("step 600\n")
     jobs = Jobs([RUNNING, CRASHED, RUNNING, SUCCEEDED], lines=progress, cwd=tmp_path)
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     assert run.read_state().status is RunStatus.SUCCEEDED
     assert len(jobs.entrypoints) == 2
     assert jobs.entrypoints[1].endswith("--resume --start-step 600"), jobs.entrypoints[1]
@@ -130,7 +130,7 @@ def test_a_cluster_crash_with_no_known_checkpoint_but_an_announced_path_is_resum
         max_restarts=3, backoff_seconds=0.0,
     )  # fmt: skip
     jobs = Jobs([RUNNING, CRASHED], lines='@arena {"event": "progress", "step": 5, "total": 1000}\n')
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     state = run.read_state()
     assert state.status is RunStatus.CRASHED
     assert state.failure is not None and state.failure.kind == "resume-unknown"
@@ -148,7 +148,7 @@ def test_a_start_that_resumes_from_a_checkpoint_the_cluster_lacks_submits_no_tra
         max_restarts=3, backoff_seconds=0.0,
     )  # fmt: skip
     jobs = Jobs([RUNNING, SUCCEEDED], cwd=tmp_path)
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     state = run.read_state()
     assert state.status is RunStatus.CRASHED and state.failure is not None
     assert state.failure.kind == "resume-unknown"
@@ -184,7 +184,7 @@ def test_a_stop_request_while_the_cluster_reads_the_checkpoints_stops_the_reader
         max_restarts=3, backoff_seconds=0.0,
     )  # fmt: skip
     jobs = SlowReader(run)
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     state = run.read_state()
     assert state.status is RunStatus.STOPPED and state.failure is None, state
     assert jobs.stopped == list(jobs.readers), "the reader was asked to stop"

@@ -1,8 +1,8 @@
 """``arena/stop`` of a cluster run while its head is down (issue 24 item 8).
 
 Before: the stop waited out its bound (grace + 30 s) and answered a ``running`` RunInfo, with
-no error. Now: an error naming the cluster as soon as the follower finds it cannot pass the stop
-on, while the follower keeps asking; once the head answers, the stop reaches Ray and the run
+no error. Now: an error naming the cluster as soon as the agent finds it cannot pass the stop
+on, while the agent keeps asking; once the head answers, the stop reaches Ray and the run
 ends ``stopped``. A real head, behind ``HeadProxy``.
 """
 

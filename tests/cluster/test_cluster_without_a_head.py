@@ -177,7 +177,7 @@ async def test_the_token_is_never_logged_shown_or_written(tmp_path: Path) -> Non
     then answers every other request (the job's package) with a 500 page that quotes the request,
     token included; a second cluster answers everything so, a third is not there. The secret
     must appear nowhere: the server's stderr (debug level), the run folder (output.log,
-    state.json, the follower's log), answers, errors, notifications."""
+    state.json, the agent's log), answers, errors, notifications."""
     token_file = tmp_path / "secrets" / "lab.token"
     token_file.parent.mkdir()
     token_file.write_text(SECRET + "\n")

@@ -160,18 +160,18 @@ async def test_a_new_server_re_adopts_a_cluster_run_with_every_line_once(
     run_id = info["runId"]
     await wait_for(lambda: any(line["text"] == "numbered 5" for line in client.log_lines), LONG, "line 5")
     running = await wait_status(client, run_id, "running")
-    client.server_process.kill()  # the laptop closes: the server and the run's follower die
+    client.server_process.kill()  # the laptop closes: the server and the run's agent die
     await client.server_process.wait()
     await client.stop()
     os.kill(running["agentPid"], signal.SIGKILL)
     submission = ray_head.request("GET", f"/api/jobs/{running['cluster']['submissionId']}")
-    assert submission["status"] in ("RUNNING", "SUCCEEDED"), "the job goes on without its follower"
+    assert submission["status"] in ("RUNNING", "SUCCEEDED"), "the job goes on without its agent"
 
     again = await start_server(root, init_options=options(ray_head))
     try:
         final = await wait_status(again, run_id, "succeeded", "crashed", "lost", timeout=LONG)
         assert final["status"] == "succeeded", final
-        assert final["agentPid"] != running["agentPid"], "a new follower"
+        assert final["agentPid"] != running["agentPid"], "a new agent"
         assert numbered(await all_logs(again, run_id)) == list(range(1, 81)), "no line lost or repeated"
     finally:
         await stop_server(again)

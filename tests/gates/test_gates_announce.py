@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from arena_ls.gates import lint_trainer
-from arena_ls.run.events import Checkpoint, EventParser
+from arena_ls.run.trainer_announcements import Checkpoint, EventParser
 from tests.gates.support import FIXTURES, apply_edits, only
 
 UNANNOUNCED = (FIXTURES / "ar014" / "fires_save_never_announced.py").read_text()

@@ -13,9 +13,9 @@ from arena_ls.errors import ArenaError
 from arena_ls.lifecycle.backends.base import AgentProcess, RunPlan
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.manifest import Job, ManifestResult
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.capture import LogLine
 from arena_ls.run.rundir import RunDir, RunSpec, RunState
-from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 
@@ -135,7 +135,7 @@ class Recorder:
     def run_lines(self, view: RunView, lines: list[LogLine]) -> None:
         self.lines.extend(line.text for line in lines)
 
-    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None:
+    def lifecycle(self, view: RunView, event: AgentRecord) -> None:
         self.lifecycle_lines.append(event.render())
 
     def warning(self, text: str) -> None:

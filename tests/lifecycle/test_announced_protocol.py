@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.run.events import PROTOCOL, Checkpoint, EventParser, Progress, other_protocol
+from arena_ls.run.trainer_announcements import PROTOCOL, Checkpoint, EventParser, Progress, other_protocol
 
 
 def line(protocol: object, event: str = "progress", **fields: object) -> str:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arena_ls.insights.parse import health_in_chunk, parse_health
-from arena_ls.run.events import (
+from arena_ls.run.trainer_announcements import (
     MAX_NUMBER,
     Checkpoint,
     Eval,

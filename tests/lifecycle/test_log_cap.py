@@ -443,7 +443,7 @@ async def test_metrics_pages_read_across_the_drop_every_event_once(tmp_path: Pat
 
 def test_a_revived_cluster_follower_counts_the_dropped_lines_it_copied(tmp_path: Path) -> None:
     """``trainer_lines_after``: the lines of a submission already in the log, those dropped included
-    (else a new follower copies Ray's log again from where the count fell short)."""
+    (else a new agent copies Ray's log again from where the count fell short)."""
     from arena_ls.run.capture_records import trainer_lines_after
 
     trainer = Trainer(tmp_path)

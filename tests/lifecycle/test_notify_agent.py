@@ -29,7 +29,7 @@ from arena_ls.platform_notify import (
     freedesktop_notification,
     notify_desktop,
 )
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.run.rundir import NotifySpec, PowerSpec, RunSpec
 from arena_ls.run.states import RunStatus
@@ -340,7 +340,7 @@ def test_a_new_agent_on_the_same_run_never_tells_again_and_a_trainer_cannot_forg
     tmp_path: Path,
 ) -> None:
     writer = OutputWriter(tmp_path)
-    forged = events.notified("relaunched:1", "forged").encode()
+    forged = agent_records.notified("relaunched:1", "forged").encode()
     writer.append(STDOUT, (forged + "\n").encode())  # the trainer prints a record's words
     sent: list[str] = []
     first = Notifier(spec(), NotifySpec(), tmp_path / "output.log",

@@ -2,7 +2,7 @@
 
 The same story (a launch, progress, a kill, a relaunch from step 5, the end) is written
 twice into a state folder: once in the words main's agents wrote as plain lines, once as
-today's typed records (``supervisor_events``). A fresh server must show both the same:
+today's typed records (``agent_records``). A fresh server must show both the same:
 the same ``arena/logs`` lines (the contract's words), the same status, restarts and step,
 the same insights, and the same relaunch in ``arena/metrics``.
 """
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from arena_ls.run import supervisor_events as ev
+from arena_ls.run import agent_records
 from arena_ls.run.outputlog import ARENA, STDOUT, OutputWriter
 from arena_ls.run.rundir import CheckpointRecord, RunDir, RunState
 from arena_ls.run.states import RunStatus
@@ -26,20 +26,20 @@ def progress(step: int) -> str:
 
 FIRST = ["py", "train.py", "--steps", "10"]
 SECOND = [*FIRST, "--resume", "5"]
-STORY: list[tuple[int, str, ev.SupervisorEvent | None]] = [
-    (ARENA, "starting quick: " + " ".join(FIRST), ev.starting("quick", FIRST)),
+STORY: list[tuple[int, str, agent_records.AgentRecord | None]] = [
+    (ARENA, "starting quick: " + " ".join(FIRST), agent_records.starting("quick", FIRST)),
     *[(STDOUT, progress(step), None) for step in range(1, 6)],
     (STDOUT, '@arena {"event": "checkpoint", "step": 5, "path": "ckpt.pt"}', None),
-    (ARENA, "job was killed by SIGKILL", ev.exited(None, "SIGKILL")),
-    (ARENA, "TRAINING_CRASHED: quick code -9", ev.crashed("quick", -9, "SIGKILL")),
-    (ARENA, "failure: killed: killed by SIGKILL", ev.failure("killed", "killed by SIGKILL")),
-    (ARENA, "restarting from step 5 (attempt 1/3) in 0.25s", ev.restarting(5, 1, 3, 0.25)),
-    (ARENA, "warning: loss is nan at step 7", ev.warning("loss is nan at step 7")),
-    (ARENA, "starting quick: " + " ".join(SECOND), ev.starting("quick", SECOND)),
+    (ARENA, "job was killed by SIGKILL", agent_records.exited(None, "SIGKILL")),
+    (ARENA, "TRAINING_CRASHED: quick code -9", agent_records.crashed("quick", -9, "SIGKILL")),
+    (ARENA, "failure: killed: killed by SIGKILL", agent_records.failure("killed", "killed by SIGKILL")),
+    (ARENA, "restarting from step 5 (attempt 1/3) in 0.25s", agent_records.restarting(5, 1, 3, 0.25)),
+    (ARENA, "warning: loss is nan at step 7", agent_records.warning("loss is nan at step 7")),
+    (ARENA, "starting quick: " + " ".join(SECOND), agent_records.starting("quick", SECOND)),
     *[(STDOUT, progress(step), None) for step in range(6, 11)],
-    (ARENA, "job exited with code 0", ev.exited(0, None)),
-    (ARENA, "quick finished", ev.finished("quick")),
-    (ARENA, "run ended: succeeded", ev.ended("succeeded")),
+    (ARENA, "job exited with code 0", agent_records.exited(0, None)),
+    (ARENA, "quick finished", agent_records.finished("quick")),
+    (ARENA, "run ended: succeeded", agent_records.ended("succeeded")),
 ]  # fmt: skip
 
 

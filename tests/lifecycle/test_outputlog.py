@@ -67,7 +67,7 @@ def test_past_the_backlog_bound_the_pump_waits_and_loses_nothing(
 def test_a_supervisor_line_with_newlines_inside_is_that_many_lines_and_cursors_stay_valid(
     tmp_path: Path,
 ) -> None:
-    """The cluster follower says a head's multi-line error page in one ``say``: the index must count
+    """The cluster agent says a head's multi-line error page in one ``say``: the index must count
     the lines a reader splits, else the cursor after them is refused by ``arena/logs``."""
     writer = OutputWriter(tmp_path)
     writer.append_line(ARENA, "the cluster did not accept the job: 500\nGET /x\nHost: <address>\n")

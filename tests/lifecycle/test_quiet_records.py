@@ -23,7 +23,6 @@ from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.records import AgentLine, Item, RunRecords, TrainerEvent, record_count
 from arena_ls.run.capture_records import iter_records
 from arena_ls.run.checkpoint_lines import chunk_mentions_checkpoint, mentions_checkpoint
-from arena_ls.run.events import Checkpoint, EventParser, Progress
 from arena_ls.run.outputlog import (
     ARENA,
     FLAG_CONTINUED,
@@ -38,6 +37,7 @@ from arena_ls.run.outputlog import (
     quiet_lines,
 )
 from arena_ls.run.rundir import RunDir
+from arena_ls.run.trainer_announcements import Checkpoint, EventParser, Progress
 from tests.helpers import runs
 from tests.helpers.fuzzing import examples
 

@@ -306,8 +306,8 @@ class OverTheWire:
 
 @attrs.define
 class InProcess:
-    """The supervisor, in this process, with the fake back end: the test plays each run's follower
-    (it writes the state a follower writes) and, between answers, the follower's polling."""
+    """The supervisor, in this process, with the fake back end: the test plays each run's agent
+    (it writes the state an agent writes) and, between answers, the follower's polling."""
 
     supervisor: Supervisor
     backend: FakeBackend

@@ -14,9 +14,9 @@ from arena_ls.lifecycle import records as records_module
 from arena_ls.lifecycle.health_line import HealthPoint
 from arena_ls.lifecycle.records import AgentLine, Item, ReadCounter, RunRecords, TrainerEvent, record_count
 from arena_ls.lifecycle.runview import RING_LINES, RunView
-from arena_ls.run.events import Checkpoint, EventParser, Progress
 from arena_ls.run.outputlog import ARENA, STDERR, STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir
+from arena_ls.run.trainer_announcements import Checkpoint, EventParser, Progress
 from tests.helpers.runs import claim_run
 
 

@@ -1,8 +1,8 @@
-"""Reviving a run that outlives its follower, and the runs that must not hold the workspace.
+"""Reviving a run that outlives its agent, and the runs that must not hold the workspace.
 
 The supervisor is driven through a fake back end (or the real Ray back end
 with its process start faked as Windows does it), with no cluster: one new
-follower per dead one, never a second; a new follower that ends before it
+agent per dead one, never a second; a new agent that ends before it
 recorded itself makes the run ``lost``; a damaged cluster run never holds
 the lock; a spare agent never waits beside another server's run; a stop
 answers within its bound. The damaged run is also shown to a real server.
@@ -54,7 +54,7 @@ def supervisor_with(root: Path, *backends: RunBackend) -> Supervisor:
 
 
 def cluster_run(root: Path, backend: str, status: RunStatus = RunStatus.RUNNING, **fields: Any) -> RunDir:
-    """A cluster run left by an earlier server whose follower is gone: spec, lock, recorded submission."""
+    """A cluster run left by an earlier server whose agent is gone: spec, lock, recorded submission."""
     folder = StateFolder(root / ".aide" / "training")
 
     def build(run_id: str) -> RunSpec:
@@ -82,13 +82,13 @@ def holder(root: Path) -> str | None:
     return RunLock(StateFolder(root / ".aide" / "training")).holder()
 
 
-# -- 4. Windows: the revived follower's handle is the detach intermediate ---------------------------------
+# -- 4. Windows: the revived agent's handle is the detach intermediate ---------------------------------
 
 
 def test_an_intermediate_that_exits_at_once_is_not_a_dead_follower(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On Windows ``spawn_detached`` returns the intermediate, which exits 0 once the follower runs:
+    """On Windows ``spawn_detached`` returns the intermediate, which exits 0 once the agent runs:
     that is no reason to revive the run a second time."""
     spawned: list[list[str]] = []
 
@@ -102,14 +102,14 @@ def test_an_intermediate_that_exits_at_once_is_not_a_dead_follower(
     supervisor.scan()
     assert len(spawned) == 1 and spawned[0][-1] == "--adopt"
     view = supervisor.views[run.run_id]
-    for _ in range(3):  # the follower's rounds: the intermediate is reaped, liveness judged again
+    for _ in range(3):  # the agent's rounds: the intermediate is reaped, liveness judged again
         view.reap_agent()
         view.check_lost(supervisor.folder)
-    assert len(spawned) == 1, "one new follower per dead one"
+    assert len(spawned) == 1, "one new agent per dead one"
     assert view.status is RunStatus.RUNNING and holder(workspace) == run.run_id
 
 
-# -- 5. a new follower that ends before it recorded itself ---------------------------------------------
+# -- 5. a new agent that ends before it recorded itself ---------------------------------------------
 
 
 def test_a_revived_follower_that_fails_before_recording_itself_makes_the_run_lost(workspace: Path) -> None:
@@ -142,7 +142,7 @@ def test_a_revival_whose_server_went_away_unrecorded_makes_the_run_lost(workspac
     later.scan()
     assert second.revived == [] and later.views[run.run_id].status is RunStatus.RUNNING, "it may be starting"
     old = claim.stat().st_mtime - AGENT_START_GRACE - 1
-    os.utime(claim, (old, old))  # the new follower never recorded itself within the grace
+    os.utime(claim, (old, old))  # the new agent never recorded itself within the grace
     assert later.views[run.run_id].check_lost(later.folder) is True
     assert run.read_state().status is RunStatus.LOST
     assert second.revived == [] and second.ended == [run.run_id]
@@ -150,8 +150,8 @@ def test_a_revival_whose_server_went_away_unrecorded_makes_the_run_lost(workspac
 
 
 def test_a_new_follower_on_a_reused_pid_is_revived_in_its_turn(workspace: Path) -> None:
-    """The claim names the dead follower by pid and creation time: a later follower that got the
-    same pid (and recorded itself) is another follower, revived in its turn when it dies."""
+    """The claim names the dead agent by pid and creation time: a later agent that got the
+    same pid (and recorded itself) is another agent, revived in its turn when it dies."""
     run = cluster_run(workspace, "fake")
     first = FakeBackend(can_revive=True, alive=False)
     supervisor_with(workspace, LocalBackend(), first).scan()  # revives it, then goes away
@@ -220,7 +220,7 @@ async def test_a_stop_whose_run_never_ends_answers_the_run_as_it_stands(
         await supervisor.close()
 
 
-# -- 3. a start whose follower died: what it may have started is ended ---------------------------------
+# -- 3. a start whose agent died: what it may have started is ended ---------------------------------
 
 
 async def test_a_failed_start_ends_what_its_follower_may_have_started(workspace: Path) -> None:

@@ -104,7 +104,7 @@ def supervisor_with(root: Path, *backends: FakeBackend, preflight: Any = None) -
 
 
 async def started(supervisor: Supervisor, backend: FakeBackend, request: StartRequest) -> RunDir:
-    """Start, play the follower that records the trainer, and return the run once the start answered."""
+    """Start, play the agent that records the trainer, and return the run once the start answered."""
     starting = asyncio.create_task(supervisor.start(request))
     await asyncio.wait_for(backend.start_seen.wait(), WAIT)
     run = backend.started[-1]

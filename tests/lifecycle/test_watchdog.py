@@ -199,7 +199,7 @@ def test_a_zero_backoff_relaunches_at_once() -> None:
 
 def test_the_relaunch_record_reads_back_to_its_start_step() -> None:
     """The server rewinds a run's step from the agent's relaunch record (``restarting``, typed)."""
-    from arena_ls.run.supervisor_events import parse
+    from arena_ls.run.agent_records import parse
 
     def line(step: int | None) -> str:
         return Relaunch(start_step=step, delay=2.0, restart=1, used=1, budget=3).event().encode()
@@ -211,7 +211,7 @@ def test_the_relaunch_record_reads_back_to_its_start_step() -> None:
 
 
 def test_a_resumed_watchdog_continues_the_recorded_position() -> None:
-    """A revived follower (a cluster run) takes over the budget and the last relaunch's step."""
+    """A revived agent (a cluster run) takes over the budget and the last relaunch's step."""
     rules = train_rules(max_restarts=3, backoff=1.0)
     watchdog = Watchdog.resumed(rules, budget_left=1, restarts=2, relaunched_from=500, relaunched=True)
     crash_loop = watchdog.after_crash(500)

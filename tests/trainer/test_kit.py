@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import arena_trainer
-from arena_ls.run.events import Checkpoint, Eval, Progress, parse_arena_line
+from arena_ls.run.trainer_announcements import Checkpoint, Eval, Progress, parse_arena_line
 
 REPO = Path(__file__).resolve().parents[2]
 KIT = REPO / "arena_trainer.py"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from arena_ls.run.events import Checkpoint, Progress, parse_arena_line
+from arena_ls.run.trainer_announcements import Checkpoint, Progress, parse_arena_line
 
 torch = pytest.importorskip("torch")
 

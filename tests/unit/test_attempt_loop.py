@@ -3,7 +3,7 @@
 The fake plays both agent flavours: ``local`` keeps one watchdog for the run (as
 ``agent/local/agent.py`` does); ``cluster`` rebuilds it before every decision from the
 position recorded after the last one (as ``cluster/agent.py`` does, so that a new
-follower goes on with the same budget). Every case must come out the same for both.
+agent goes on with the same budget). Every case must come out the same for both.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 
 from arena_ls.agent.attempts import AttemptLoop, Outcome, RunRecord
 from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
+from arena_ls.run.agent_records import AgentRecord, Kind
 from arena_ls.run.rundir import CheckpointRecord, Failure, RunSpec, RunState
 from arena_ls.run.states import RunStatus
-from arena_ls.run.supervisor_events import Kind, SupervisorEvent
 
 FLAVOURS = ["local", "cluster"]
 
@@ -121,7 +121,7 @@ class FakeTrainer:
 @attrs.define
 class Run:
     trainer: FakeTrainer
-    said: list[SupervisorEvent]
+    said: list[AgentRecord]
     state: RunState
 
     def kinds(self) -> list[Kind]:
@@ -160,7 +160,7 @@ def run_loop(
         ),
     )
     state = RunState(run_id="r", job_id="tiny-lm")
-    said: list[SupervisorEvent] = []
+    said: list[AgentRecord] = []
     record = RunRecord(spec, state, threading.RLock(), said.append, lambda: None)
     trainer = FakeTrainer(record, list(script), flavour, saved=saved, stop_in_backoff=stop_in_backoff)
     status = AttemptLoop(record, trainer).run()

@@ -25,9 +25,9 @@ from arena_ls.agent.ckptverify import (
 )
 from arena_ls.agent.relaunch import CrashFacts, Stop, decide, needs_verification
 from arena_ls.agent.watchdog import GiveUp, Relaunch, Watchdog, WatchdogRules
-from arena_ls.run.events import Checkpoint, parse_arena_line
 from arena_ls.run.rundir import CheckpointRecord
 from arena_ls.run.state_folder import StateFolder
+from arena_ls.run.trainer_announcements import Checkpoint, parse_arena_line
 
 SHA = "a" * 64
 OTHER = "b" * 64

@@ -13,7 +13,7 @@ hardware; its pre-flight makes the state folder, so it may import ``run``,
 never an agent) < ``agent`` (the job agent and what the cluster agent
 shares with it; it reads the hardware) < ``lifecycle`` (the server's side:
 the supervisor, the follower, the views of a run). ``cluster`` is a floor
-above ``lifecycle``: the Ray back end and the cluster's follower build on
+above ``lifecycle``: the Ray back end and the cluster's agent build on
 it, which never knows of them.
     [("trainer_facts",)],
 

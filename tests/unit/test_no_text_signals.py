@@ -1,6 +1,6 @@
 """No module reads the supervisor's words: what an agent tells the servers is a typed record.
 
-The agents write ``supervisor_events`` records; readers act on their ``kind``. The words
+The agents write ``agent_records`` records; readers act on their ``kind``. The words
 (``TRAINING_CRASHED: tiny-lm code -9``, ``restarting from step 500 ...``) live in that one
 module's renderer, and its reader of earlier agents' plain lines, and nowhere else: a
 module that writes them itself, or matches a line against them, is found here (as
@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.helpers.sources import parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
-THE_ONE_MODULE = PACKAGE / "run" / "supervisor_events.py"
+THE_ONE_MODULE = PACKAGE / "run" / "agent_records.py"
 
 WORDING = ("TRAINING_CRASHED", "restarting from", "submitting to cluster", "from scratch (no checkpoint")
 """The agents' own wording: in a string of code anywhere else, it is being written or matched."""

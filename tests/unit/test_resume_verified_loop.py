@@ -11,9 +11,9 @@ import attrs
 
 from arena_ls.agent.attempts import AttemptLoop, RunRecord
 from arena_ls.agent.ckptverify import Reading, Verification, verify
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import CheckpointRecord, RunSpec, RunState
 from arena_ls.run.states import RunStatus
-from arena_ls.run.supervisor_events import SupervisorEvent
 from tests.unit.test_attempt_loop import Attempt, FakeTrainer
 
 
@@ -59,7 +59,7 @@ def loop(script: list[Attempt], whole: set[int], *, start: int | None, job: list
         job_checkpoint=job[-1] if job else None, job_history=job,
     )  # fmt: skip
     state = RunState(run_id="r", job_id="lm")
-    said: list[SupervisorEvent] = []
+    said: list[AgentRecord] = []
     record = RunRecord(spec, state, threading.RLock(), said.append, lambda: None)
     trainer = LookingTrainer(record, list(script), "local", whole=whole, stop_during_look=stop_during_look)
     status = AttemptLoop(record, trainer).run()

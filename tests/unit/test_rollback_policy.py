@@ -13,7 +13,7 @@ from arena_ls.agent.rollback import (
     wants_look,
 )
 from arena_ls.agent.trainer_start import trainer_argv
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.rundir import CheckpointRecord, RollbackSpec
 
 ROLLBACK = RollbackSpec(action="rollback", steps_before=100, skip_batches=200, max_rollbacks=3)
@@ -79,12 +79,14 @@ def test_skip_fills_resume_args_and_the_rollback_line_says_it_all() -> None:
     argv = trainer_argv(["py", "t.py"], resume, 400, "ckpt-400.pt", 200)
     assert argv[-5:] == ["--resume", "--start-step", "400", "--skip-batches", "200"]
     assert trainer_argv(["py"], ["--skip-batches", "{skip}"], 400)[-1] == "0", "an ordinary resume skips none"
-    line = events.rollback(500, 400, 200, 1, 3)
+    line = agent_records.rollback(500, 400, 200, 1, 3)
     assert (
         line.render()
         == "rolling back: loss spike at step 500; resuming from step 400, skipping 200 batches (rollback 1/3)"
     )
-    assert events.parse(line.encode()).is_rollback and events.might_be_relaunch(line.encode().encode())
+    assert agent_records.parse(line.encode()).is_rollback and agent_records.might_be_relaunch(
+        line.encode().encode()
+    )
 
 
 def test_after_a_rollback_the_abandoned_stretchs_checkpoints_are_never_resumed_from() -> None:

@@ -18,6 +18,7 @@ from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.runview import RunView
 from arena_ls.lifecycle.supervisor import Supervisor
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.rundir import (
     CorruptState,
     RunDir,
@@ -30,7 +31,6 @@ from arena_ls.run.rundir import (
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
-from arena_ls.run.supervisor_events import SupervisorEvent
 from arena_ls.settings import Settings
 
 
@@ -117,7 +117,7 @@ def held_open_run(tmp_path: Path) -> tuple[StateFolder, RunDir]:
 class Quiet:
     def run_changed(self, view: RunView) -> None: ...
     def run_lines(self, view: RunView, lines: list[Any]) -> None: ...
-    def lifecycle(self, view: RunView, event: SupervisorEvent) -> None: ...
+    def lifecycle(self, view: RunView, event: AgentRecord) -> None: ...
     def warning(self, text: str) -> None: ...
 
 
@@ -189,7 +189,7 @@ def test_the_state_writer_survives_failures_and_writes_the_latest_state(
 ) -> None:
     folder, run = held_open_run(tmp_path)
     state = run.read_state()
-    reports: list[SupervisorEvent] = []
+    reports: list[AgentRecord] = []
     flaky = Flaky(os.replace, 3, OSError(errno.ENOSPC, "No space left on device"))
     monkeypatch.setattr(os, "replace", flaky)
     lock = threading.RLock()

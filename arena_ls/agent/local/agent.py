@@ -28,13 +28,13 @@ from arena_ls.agent.reserve import StateReserve
 from arena_ls.agent.resume_args import path_at
 from arena_ls.agent.statewriter import StateWriter
 from arena_ls.agent.trainer_start import EarlyLaunch, recorded_argv
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord
 from arena_ls.run.outputlog import ARENA, FLUSH_PATIENCE, OutputWriter
 from arena_ls.run.rundir import Failure, RunDir, RunSpec, RunState, StateBusy
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
-from arena_ls.run.supervisor_events import SupervisorEvent
 
 log = logging.getLogger("arena_ls.agent")
 
@@ -103,8 +103,8 @@ class Agent:
         step = self.spec.resumed_from_step
         return None if step is None else path_at(step, [self.spec.job_checkpoint])
 
-    def tell(self, event: SupervisorEvent) -> None:
-        """A record of the supervisor's own, in the run's log (stream ``arena``, ``supervisor_events``).
+    def tell(self, event: AgentRecord) -> None:
+        """A record of the supervisor's own, in the run's log (stream ``arena``, ``agent_records``).
 
         Not part of ``tail``: failure evidence comes from the trainer's own lines.
         """
@@ -112,11 +112,11 @@ class Agent:
 
     def say(self, text: str) -> None:
         """A note of the supervisor's own (no reader acts on it)."""
-        self.tell(events.note(text))
+        self.tell(agent_records.note(text))
 
     def warn(self, text: str) -> None:
         """A warning of the supervisor's own (``warning: ...``)."""
-        self.tell(events.warning(text))
+        self.tell(agent_records.warning(text))
 
     # -- main loop -----------------------------------------------------------------------
 

@@ -16,9 +16,9 @@ from arena_ls.agent.attempts import RunRecord
 from arena_ls.agent.local.stall import StallWatch
 from arena_ls.agent.rollback import SpikeWatch
 from arena_ls.agent.statewriter import StateWriter
-from arena_ls.run.events import Progress
 from arena_ls.run.outputlog import OutputWriter, Written
 from arena_ls.run.rundir import Failure
+from arena_ls.run.trainer_announcements import Progress
 
 FULL_SCAN_BYTES = 1 << 16
 FULL_SCAN_SECONDS = 0.25

@@ -29,7 +29,7 @@ from arena_ls.agent.local.output import STALLED
 from arena_ls.agent.local.stall import StallWatch
 from arena_ls.agent.power import PowerAction
 from arena_ls.agent.relaunch_gate import GateRules, describe_wait, relaunch_gate
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.rundir import CheckpointRecord, Failure, RunDir
 from arena_ls.run.states import RunStatus
 
@@ -240,8 +240,8 @@ class StopProtocol:
                 failure = Failure(STALLED, "stopped after a stall")
             self.state.failure = failure
             self.state.stalled = False
-        self.record.say(f"the stalled trainer ended ({events.code_words(exit_code, signal_name)})")
-        self.record.tell(events.failure(failure.kind, failure.evidence))
+        self.record.say(f"the stalled trainer ended ({agent_records.code_words(exit_code, signal_name)})")
+        self.record.tell(agent_records.failure(failure.kind, failure.evidence))
 
     # -- stop protocol -------------------------------------------------------------------
 

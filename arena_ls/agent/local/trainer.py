@@ -46,7 +46,7 @@ from arena_ls.agent.trainer_start import (
     trainer_env,
 )
 from arena_ls.agent.watchdog import Relaunch, Watchdog, WatchdogRules
-from arena_ls.run import supervisor_events as events
+from arena_ls.run import agent_records
 from arena_ls.run.outputlog import OutputWriter
 from arena_ls.run.rundir import CheckpointRecord, Failure, RunDir
 from arena_ls.run.state_folder import StateFolder
@@ -242,7 +242,7 @@ class LocalTrainer:
                 argv = early.argv
                 self.pumps = early.pumps
             else:
-                self.record.tell(events.starting(self.spec.job_id, argv))
+                self.record.tell(agent_records.starting(self.spec.job_id, argv))
                 env = trainer_env(self.spec.env, self.spec.run_id, self.spec.job_id, self.run_dir.stop_file)
                 env.update(resume_env(argv, self.spec.argv))
                 self.stop.told_stop_file = str(self.run_dir.stop_file)
@@ -341,7 +341,7 @@ class LocalTrainer:
             self.state.exit_code = exit_code
             self.state.signal = signal_name
             self.state.ended_at = time.time()
-        self.record.tell(events.exited(exit_code, signal_name))
+        self.record.tell(agent_records.exited(exit_code, signal_name))
         if self.stop.plan is not None and self.stop.plan.by_stall:
             self.stop.after_stall_stop(exit_code, signal_name)
             return None  # the watchdog relaunches it from its last checkpoint, as after a crash
@@ -354,14 +354,14 @@ class LocalTrainer:
             self.record.say("a stop was asked for during the rollback's stop: the run stops")
             with self.lock:
                 self.state.stopped_by = "file"
-            self.record.tell(events.stopped("file"))
+            self.record.tell(agent_records.stopped("file"))
             return RunStatus.STOPPED
         if self.stop.plan is not None:
             battery = self.stop.plan.by_battery
             by = "battery" if battery else (self.stop.plan.stage or "file")
             with self.lock:
                 self.state.stopped_by = by
-            self.record.tell(events.stopped(by))
+            self.record.tell(agent_records.stopped(by))
             return RunStatus.RESTARTING if battery and self.power.resume_after_stop() else RunStatus.STOPPED
         if returncode == 0:
             return RunStatus.SUCCEEDED

@@ -1,9 +1,9 @@
-"""The cluster follower when the cluster misbehaves: a fake ``JobsClient`` plays Ray, the follower is real.
+"""The cluster agent when the cluster misbehaves: a fake ``JobsClient`` plays Ray, the agent is real.
 
 No Ray head and no network: ``ClusterAgent`` follows a run folder on disk
 while the fake answers (or fails to answer) each request the way a head
 that lost its job table, changed its token, dropped a connection after
-accepting a submission, or refused one would. Each test runs the follower
+accepting a submission, or refused one would. Each test runs the agent
 to its end in a thread and judges the run by its files.
 """
 
@@ -32,7 +32,7 @@ from tests.helpers.fake_backend import write_state
 from tests.helpers.serving import serve_in_thread
 
 WAIT = 30.0
-"""Bounds a follower that never ends (the defect); a working one ends in well under a second."""
+"""Bounds an agent that never ends (the defect); a working one ends in well under a second."""
 CLUSTER = "lab"
 
 Answer = Callable[[str], dict[str, Any]]
@@ -50,7 +50,7 @@ def answered(code: int) -> ClusterError:
 
 
 class FakeJobs:
-    """Ray's Jobs API as the follower uses it; ``infos`` are the answers to ``info``, in turn
+    """Ray's Jobs API as the agent uses it; ``infos`` are the answers to ``info``, in turn
     (an exception is raised; the last answer repeats)."""
 
     def __init__(
@@ -128,14 +128,14 @@ def run(folder: StateFolder, tmp_path: Path) -> RunDir:
     return make_run(folder, tmp_path)
 
 
-def follower(run: RunDir, jobs: FakeJobs, *, adopt: bool = False) -> ClusterAgent:
+def cluster_agent(run: RunDir, jobs: FakeJobs, *, adopt: bool = False) -> ClusterAgent:
     agent = ClusterAgent(run, adopt)
     agent._connect = lambda: jobs  # type: ignore[assignment,method-assign,return-value]
     return agent
 
 
 def follow_to_the_end(target: Callable[[], Any]) -> None:
-    """Run the follower in a thread; fail (never hang) when it does not end."""
+    """Run the agent in a thread; fail (never hang) when it does not end."""
     errors: list[BaseException] = []
 
     def body() -> None:
@@ -147,7 +147,7 @@ def follow_to_the_end(target: Callable[[], Any]) -> None:
     thread = threading.Thread(target=body, daemon=True)
     thread.start()
     thread.join(WAIT)
-    assert not thread.is_alive(), "the follower never gave the run up"
+    assert not thread.is_alive(), "the agent never gave the run up"
     if errors:
         raise errors[0]
 
@@ -164,7 +164,7 @@ def test_a_cluster_that_keeps_refusing_to_tell_of_the_job_makes_the_run_lost(
     run: RunDir, folder: StateFolder, code: int
 ) -> None:
     jobs = FakeJobs([RUNNING, answered(code)])
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     state = run.read_state()
     assert state.status is RunStatus.LOST
     assert state.failure is not None and state.failure.kind == "error"
@@ -176,14 +176,14 @@ def test_an_unreachable_head_is_waited_out_however_long(run: RunDir, monkeypatch
     monkeypatch.setattr(ray_trainer, "REFUSED_GIVE_UP_SECONDS", 0.0)  # any 4xx would end it at once
     silence: list[dict[str, Any] | Exception] = [unreachable(), ClusterError("refused", "busy", 503)] * 10
     jobs = FakeJobs([RUNNING, *silence, SUCCEEDED])
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     assert run.read_state().status is RunStatus.SUCCEEDED, "no answer is not an answer: the job ran on"
 
 
 def test_a_refusal_that_passes_is_forgotten(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ray_trainer, "REFUSED_GIVE_UP_SECONDS", 3600.0)
     jobs = FakeJobs([RUNNING, answered(404), answered(404), RUNNING, SUCCEEDED])
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     assert run.read_state().status is RunStatus.SUCCEEDED
 
 
@@ -192,7 +192,7 @@ def test_a_refusal_that_passes_is_forgotten(run: RunDir, monkeypatch: pytest.Mon
 
 def test_a_submission_whose_answer_was_lost_is_followed_not_failed(run: RunDir) -> None:
     jobs = FakeJobs([RUNNING, SUCCEEDED], submit_error=unreachable())  # Ray has it; the answer never came
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     state = run.read_state()
     assert state.status is RunStatus.SUCCEEDED, state.failure
     assert state.cluster is not None
@@ -204,14 +204,14 @@ def test_a_submission_that_never_arrived_is_sent_again_under_its_id(run: RunDir)
     jobs = FakeJobs(
         [answered(404), RUNNING, SUCCEEDED], submit_error=ClusterError("refused", "bad gateway", 502)
     )
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     assert run.read_state().status is RunStatus.SUCCEEDED
     assert len(jobs.submitted) == 2 and len(set(jobs.submitted)) == 1, "the recorded id, once more"
 
 
 def test_a_refused_submission_fails_the_run(run: RunDir, folder: StateFolder) -> None:
     jobs = FakeJobs([answered(404)], submit_error=answered(400))
-    follow_to_the_end(follower(run, jobs).run)
+    follow_to_the_end(cluster_agent(run, jobs).run)
     state = run.read_state()
     assert state.status is RunStatus.CRASHED
     assert state.failure is not None and "did not accept" in state.failure.evidence
@@ -221,7 +221,7 @@ def test_a_refused_submission_fails_the_run(run: RunDir, folder: StateFolder) ->
 
 def test_nothing_is_submitted_whose_id_is_not_on_disk(run: RunDir) -> None:
     jobs = FakeJobs([RUNNING, SUCCEEDED])
-    agent = follower(run, jobs)
+    agent = cluster_agent(run, jobs)
     real_flush = agent.writer.flush
     # The submission's id never reaches the disk; the final state does (it is retried until it does).
     agent.writer.flush = lambda timeout: agent.state.status.is_final and real_flush(timeout)  # type: ignore[method-assign]
@@ -231,13 +231,13 @@ def test_nothing_is_submitted_whose_id_is_not_on_disk(run: RunDir) -> None:
     assert agent.state.failure is not None and "could not be recorded" in agent.state.failure.evidence
 
 
-# -- 3. a follower that fails gives the job up, not only the run ---------------------------------------
+# -- 3. an agent that fails gives the job up, not only the run ---------------------------------------
 
 
 def test_a_follower_that_fails_asks_the_cluster_to_stop_its_job(
     run: RunDir, folder: StateFolder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    jobs = FakeJobs([RUNNING, RuntimeError("a bug in the follower")])
+    jobs = FakeJobs([RUNNING, RuntimeError("a bug in the agent")])
     monkeypatch.setattr(ClusterAgent, "_connect", lambda self: jobs)
     codes: list[int] = []
     follow_to_the_end(lambda: codes.append(agent_module.main([str(run.path)])))
@@ -276,7 +276,7 @@ def test_a_stop_an_earlier_follower_began_ends_stopped(run: RunDir) -> None:
     write_state(run, status=RunStatus.STOPPING, cluster=record, agent_pid=2**22 + 17, agent_create_time=1.0)
     run.request_stop(kill=False, grace_seconds=None, by="a test")
     jobs = UnreachableOnStop([{"status": "FAILED", "driver_exit_code": 143, "message": "terminated"}])
-    follow_to_the_end(follower(run, jobs, adopt=True).run)
+    follow_to_the_end(cluster_agent(run, jobs, adopt=True).run)
     state = run.read_state()
     assert state.status is RunStatus.STOPPED, state.failure
 
@@ -287,7 +287,7 @@ def test_a_stop_an_earlier_follower_began_ends_stopped(run: RunDir) -> None:
 def test_a_resume_from_step_0_keeps_its_checkpoint(folder: StateFolder, tmp_path: Path) -> None:
     folder.record_job_checkpoint("job", CheckpointRecord(step=0, path="ckpt-0", at=time.time()))
     run = make_run(folder, tmp_path, resume_args=["--resume", "--start-step", "{step}"], resumed_from_step=0)
-    agent = follower(run, FakeJobs([SUCCEEDED]))
+    agent = cluster_agent(run, FakeJobs([SUCCEEDED]))
     assert agent.state.last_checkpoint is not None and agent.state.last_checkpoint.step == 0
     assert agent.state.argv[-2:] == ["--start-step", "0"]
     agent.writer.close(5.0)

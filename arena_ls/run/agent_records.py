@@ -2,7 +2,7 @@
 
 An agent (``agent/local/agent.py``, ``cluster/agent.py``) writes each of its own
 lines as one JSON record, ``{"supervisor": 1, "kind": ..., fields...}``, with
-``encode``. Readers (the run view, insights, metrics, a new cluster follower)
+``encode``. Readers (the run view, insights, metrics, a new cluster agent)
 call ``parse`` on a line of the ``arena`` stream and act on ``kind`` and the
 fields, never on words. What a person reads (``arena/log``, ``arena logs``,
 ``window/logMessage``) is ``render``: the same words the agents wrote as
@@ -74,7 +74,7 @@ _FIELDS = ("job", "argv", "code", "signal", "failure", "evidence", "final", "ste
            "delay", "by", "status", "cluster", "sid", "text", "key", "spike", "skip")  # fmt: skip
 
 
-class SupervisorEvent:
+class AgentRecord:
     """One record of the supervisor's own. Build it with the constructors below."""
 
     __slots__ = ("fields", "kind", "legacy")
@@ -88,7 +88,7 @@ class SupervisorEvent:
         """The plain line an earlier agent wrote (its text is what renders), else None."""
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, SupervisorEvent):
+        if not isinstance(other, AgentRecord):
             return NotImplemented
         return (self.kind, self.fields, self.legacy) == (other.kind, other.fields, other.legacy)
 
@@ -96,7 +96,7 @@ class SupervisorEvent:
         return hash((self.kind, self.legacy, json.dumps(self.fields, sort_keys=True, default=str)))
 
     def __repr__(self) -> str:
-        return f"SupervisorEvent({self.kind.value}, {self.fields!r}, legacy={self.legacy!r})"
+        return f"AgentRecord({self.kind.value}, {self.fields!r}, legacy={self.legacy!r})"
 
     # -- typed access ------------------------------------------------------------------------
 
@@ -155,78 +155,76 @@ class SupervisorEvent:
         if self.kind not in (Kind.NOTE, Kind.WARNING) or text is None or "\n" not in text.rstrip("\n"):
             return self.encode()
         first, *rest = text.rstrip("\n").split("\n")
-        records = [SupervisorEvent(self.kind, {"text": first}), *(note(line) for line in rest)]
+        records = [AgentRecord(self.kind, {"text": first}), *(note(line) for line in rest)]
         return "\n".join(record.encode() for record in records)
 
 
 # -- constructors (what the agents say) ---------------------------------------------------------
 
 
-def starting(job: str, argv: list[str]) -> SupervisorEvent:
-    return SupervisorEvent(Kind.STARTING, {"job": job, "argv": list(argv)})
+def starting(job: str, argv: list[str]) -> AgentRecord:
+    return AgentRecord(Kind.STARTING, {"job": job, "argv": list(argv)})
 
 
-def exited(code: int | None, signal: str | None) -> SupervisorEvent:
-    return SupervisorEvent(Kind.EXITED, {"code": code, "signal": signal})
+def exited(code: int | None, signal: str | None) -> AgentRecord:
+    return AgentRecord(Kind.EXITED, {"code": code, "signal": signal})
 
 
-def crashed(job: str, code: int | None, signal: str | None) -> SupervisorEvent:
+def crashed(job: str, code: int | None, signal: str | None) -> AgentRecord:
     """``code``: the exit status as the trainer's wait reported it (a signal's negative number)."""
-    return SupervisorEvent(Kind.CRASHED, {"job": job, "code": code, "signal": signal})
+    return AgentRecord(Kind.CRASHED, {"job": job, "code": code, "signal": signal})
 
 
-def failure(kind: str, evidence: str, final: bool = False) -> SupervisorEvent:
-    return SupervisorEvent(Kind.FAILURE, {"failure": kind, "evidence": evidence, "final": final or None})
+def failure(kind: str, evidence: str, final: bool = False) -> AgentRecord:
+    return AgentRecord(Kind.FAILURE, {"failure": kind, "evidence": evidence, "final": final or None})
 
 
-def restarting(step: int | None, attempt: int, budget: int, delay: float) -> SupervisorEvent:
-    return SupervisorEvent(
-        Kind.RESTARTING, {"step": step, "attempt": attempt, "budget": budget, "delay": delay}
-    )
+def restarting(step: int | None, attempt: int, budget: int, delay: float) -> AgentRecord:
+    return AgentRecord(Kind.RESTARTING, {"step": step, "attempt": attempt, "budget": budget, "delay": delay})
 
 
-def gave_up(evidence: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.GAVE_UP, {"evidence": evidence})
+def gave_up(evidence: str) -> AgentRecord:
+    return AgentRecord(Kind.GAVE_UP, {"evidence": evidence})
 
 
-def warning(text: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.WARNING, {"text": text})
+def warning(text: str) -> AgentRecord:
+    return AgentRecord(Kind.WARNING, {"text": text})
 
 
-def stopped(by: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.STOPPED, {"by": by})
+def stopped(by: str) -> AgentRecord:
+    return AgentRecord(Kind.STOPPED, {"by": by})
 
 
-def finished(job: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.FINISHED, {"job": job})
+def finished(job: str) -> AgentRecord:
+    return AgentRecord(Kind.FINISHED, {"job": job})
 
 
-def ended(status: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.ENDED, {"status": status})
+def ended(status: str) -> AgentRecord:
+    return AgentRecord(Kind.ENDED, {"status": status})
 
 
-def submitting(cluster: str, sid: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.SUBMITTING, {"cluster": cluster, "sid": sid})
+def submitting(cluster: str, sid: str) -> AgentRecord:
+    return AgentRecord(Kind.SUBMITTING, {"cluster": cluster, "sid": sid})
 
 
-def rollback(spike: int, step: int, skip: int, attempt: int, budget: int) -> SupervisorEvent:
-    return SupervisorEvent(
+def rollback(spike: int, step: int, skip: int, attempt: int, budget: int) -> AgentRecord:
+    return AgentRecord(
         Kind.ROLLBACK, {"spike": spike, "step": step, "skip": skip, "attempt": attempt, "budget": budget}
     )
 
 
-def note(text: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.NOTE, {"text": text})
+def note(text: str) -> AgentRecord:
+    return AgentRecord(Kind.NOTE, {"text": text})
 
 
-def notified(key: str, text: str) -> SupervisorEvent:
-    return SupervisorEvent(Kind.NOTIFIED, {"key": key, "text": text})
+def notified(key: str, text: str) -> AgentRecord:
+    return AgentRecord(Kind.NOTIFIED, {"key": key, "text": text})
 
 
 # -- rendering --------------------------------------------------------------------------------
 
 
-def _code_words(event: SupervisorEvent) -> str:
+def _code_words(event: AgentRecord) -> str:
     return code_words(event.int_field("code"), event.text_field("signal"))
 
 
@@ -237,7 +235,7 @@ def code_words(code: int | None, signal: str | None) -> str:
     return f"signal {signal}" if signal is not None else "with no exit status"
 
 
-def _render_restarting(event: SupervisorEvent) -> str:
+def _render_restarting(event: AgentRecord) -> str:
     step = event.step
     where = f"from step {step}" if step is not None else "from scratch (no checkpoint yet)"
     delay = event.fields.get("delay", 0)
@@ -247,18 +245,18 @@ def _render_restarting(event: SupervisorEvent) -> str:
     )
 
 
-def _render_failure(event: SupervisorEvent) -> str:
+def _render_failure(event: AgentRecord) -> str:
     text = f"failure: {event.text_field('failure')}: {event.text_field('evidence')}"
     return text + "; not relaunching" if event.fields.get("final") else text
 
 
-def _render_starting(event: SupervisorEvent) -> str:
+def _render_starting(event: AgentRecord) -> str:
     argv = event.fields.get("argv")
     words = " ".join(str(a) for a in argv) if isinstance(argv, list) else ""
     return f"starting {event.text_field('job')}: {words}"
 
 
-def _render_exited(event: SupervisorEvent) -> str:
+def _render_exited(event: AgentRecord) -> str:
     signal = event.text_field("signal")
     return (
         f"job was killed by {signal}"
@@ -298,7 +296,7 @@ def render(text: str) -> str:
 # -- reading ----------------------------------------------------------------------------------
 
 
-def parse(text: str) -> SupervisorEvent:
+def parse(text: str) -> AgentRecord:
     """The event of one ``arena`` line: a record, else an earlier agent's plain line (``legacy``)."""
     if text.startswith(MARK):
         event = _from_record(text)
@@ -307,7 +305,7 @@ def parse(text: str) -> SupervisorEvent:
     return legacy(text)
 
 
-def parse_bytes(raw: bytes) -> SupervisorEvent:
+def parse_bytes(raw: bytes) -> AgentRecord:
     return parse(raw.rstrip(b"\r").decode("utf-8", "replace"))
 
 
@@ -317,7 +315,7 @@ def might_be_relaunch(data: bytes) -> bool:
     return b"restarting" in data or b'"rollback"' in data
 
 
-def _from_record(text: str) -> SupervisorEvent | None:
+def _from_record(text: str) -> AgentRecord | None:
     try:
         body = json.loads(text)
     except ValueError:
@@ -327,8 +325,8 @@ def _from_record(text: str) -> SupervisorEvent | None:
     try:
         kind = Kind(body["kind"])
     except ValueError:  # a later agent's kind: its words, if it gave them, else a note of its own
-        return SupervisorEvent(Kind.NOTE, {"text": _unknown_words(body)})
-    return SupervisorEvent(kind, {name: body[name] for name in _FIELDS if name in body})
+        return AgentRecord(Kind.NOTE, {"text": _unknown_words(body)})
+    return AgentRecord(kind, {name: body[name] for name in _FIELDS if name in body})
 
 
 def _unknown_words(body: dict[str, Any]) -> str:
@@ -344,7 +342,7 @@ _LEGACY_CRASHED = re.compile(
 _LEGACY_SUBMITTING = re.compile(r"submitting to cluster (\S+) as (\S+)\Z")
 
 
-def legacy(text: str) -> SupervisorEvent:
+def legacy(text: str) -> AgentRecord:
     """A plain line of an earlier agent: the kinds readers act on are recognised; it renders as itself."""
     kind, fields = Kind.NOTE, {}
     if found := _LEGACY_STARTING.match(text):
@@ -358,4 +356,4 @@ def legacy(text: str) -> SupervisorEvent:
         kind, fields = Kind.WARNING, {"text": text.removeprefix("warning").removeprefix(": ")}
     elif found := _LEGACY_SUBMITTING.match(text):
         kind, fields = Kind.SUBMITTING, {"cluster": found.group(1), "sid": found.group(2)}
-    return SupervisorEvent(kind, fields, legacy=text)
+    return AgentRecord(kind, fields, legacy=text)

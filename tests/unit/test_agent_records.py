@@ -11,50 +11,56 @@ from pathlib import Path
 
 import pytest
 
-from arena_ls.run import supervisor_events as ev
+from arena_ls.run import agent_records
+from arena_ls.run.agent_records import AgentRecord, Kind, parse, render
 from arena_ls.run.capture_records import iter_all_lines
 from arena_ls.run.outputlog import ARENA, OutputWriter
-from arena_ls.run.supervisor_events import Kind, SupervisorEvent, parse, render
 
 WORDS = [
-    (ev.starting("tiny-lm", ["py", "train.py", "--resume", "5"]), "starting tiny-lm: py train.py --resume 5"),
-    (ev.exited(3, None), "job exited with code 3"),
-    (ev.exited(None, "SIGKILL"), "job was killed by SIGKILL"),
-    (ev.crashed("tiny-lm", -9, "SIGKILL"), "TRAINING_CRASHED: tiny-lm code -9"),
-    (ev.crashed("tiny-lm", 1, None), "TRAINING_CRASHED: tiny-lm code 1"),
-    (ev.crashed("tiny-lm", None, "SIGRTMIN"), "TRAINING_CRASHED: tiny-lm signal SIGRTMIN"),
-    (ev.crashed("tiny-lm", None, None), "TRAINING_CRASHED: tiny-lm with no exit status"),
-    (ev.failure("oom", "CUDA out of memory"), "failure: oom: CUDA out of memory"),
     (
-        ev.failure("resume-refused", "no checkpoint at step 50", final=True),
+        agent_records.starting("tiny-lm", ["py", "train.py", "--resume", "5"]),
+        "starting tiny-lm: py train.py --resume 5",
+    ),
+    (agent_records.exited(3, None), "job exited with code 3"),
+    (agent_records.exited(None, "SIGKILL"), "job was killed by SIGKILL"),
+    (agent_records.crashed("tiny-lm", -9, "SIGKILL"), "TRAINING_CRASHED: tiny-lm code -9"),
+    (agent_records.crashed("tiny-lm", 1, None), "TRAINING_CRASHED: tiny-lm code 1"),
+    (agent_records.crashed("tiny-lm", None, "SIGRTMIN"), "TRAINING_CRASHED: tiny-lm signal SIGRTMIN"),
+    (agent_records.crashed("tiny-lm", None, None), "TRAINING_CRASHED: tiny-lm with no exit status"),
+    (agent_records.failure("oom", "CUDA out of memory"), "failure: oom: CUDA out of memory"),
+    (
+        agent_records.failure("resume-refused", "no checkpoint at step 50", final=True),
         "failure: resume-refused: no checkpoint at step 50; not relaunching",
     ),
-    (ev.restarting(500, 1, 3, 5.0), "restarting from step 500 (attempt 1/3) in 5s"),
-    (ev.restarting(None, 2, 3, 0.25), "restarting from scratch (no checkpoint yet) (attempt 2/3) in 0.25s"),
+    (agent_records.restarting(500, 1, 3, 5.0), "restarting from step 500 (attempt 1/3) in 5s"),
     (
-        ev.gave_up("crashed again at step 5 after a relaunch from it"),
+        agent_records.restarting(None, 2, 3, 0.25),
+        "restarting from scratch (no checkpoint yet) (attempt 2/3) in 0.25s",
+    ),
+    (
+        agent_records.gave_up("crashed again at step 5 after a relaunch from it"),
         "crash loop: crashed again at step 5 after a relaunch from it; not relaunching",
     ),
-    (ev.warning("loss is nan at step 3"), "warning: loss is nan at step 3"),
-    (ev.stopped("signal"), "stopped (by signal)"),
-    (ev.finished("tiny-lm"), "tiny-lm finished"),
-    (ev.ended("succeeded"), "run ended: succeeded"),
-    (ev.submitting("lab", "arena-r1-1"), "submitting to cluster lab as arena-r1-1"),
-    (ev.note("stop requested by a client (kill)"), "stop requested by a client (kill)"),
+    (agent_records.warning("loss is nan at step 3"), "warning: loss is nan at step 3"),
+    (agent_records.stopped("signal"), "stopped (by signal)"),
+    (agent_records.finished("tiny-lm"), "tiny-lm finished"),
+    (agent_records.ended("succeeded"), "run ended: succeeded"),
+    (agent_records.submitting("lab", "arena-r1-1"), "submitting to cluster lab as arena-r1-1"),
+    (agent_records.note("stop requested by a client (kill)"), "stop requested by a client (kill)"),
 ]
 
 
 @pytest.mark.parametrize(("event", "words"), WORDS, ids=[w for _, w in WORDS])
-def test_a_record_renders_the_words_the_agents_always_wrote(event: SupervisorEvent, words: str) -> None:
+def test_a_record_renders_the_words_the_agents_always_wrote(event: AgentRecord, words: str) -> None:
     line = event.encode()
-    assert "\n" not in line and line.startswith(ev.MARK)
+    assert "\n" not in line and line.startswith(agent_records.MARK)
     assert json.loads(line)["kind"] == event.kind.value
     assert parse(line) == event
     assert render(line) == words
 
 
 @pytest.mark.parametrize(("event", "words"), WORDS, ids=[w for _, w in WORDS])
-def test_an_earlier_agents_plain_line_reads_as_the_same_kind(event: SupervisorEvent, words: str) -> None:
+def test_an_earlier_agents_plain_line_reads_as_the_same_kind(event: AgentRecord, words: str) -> None:
     """Runs on disk from main's agents (text only) keep their meaning and their words."""
     old = parse(words)
     assert old.render() == words
@@ -65,7 +71,7 @@ def test_an_earlier_agents_plain_line_reads_as_the_same_kind(event: SupervisorEv
 
 
 def test_a_text_with_newlines_stays_one_record_line() -> None:
-    event = ev.note("two\nlines")
+    event = agent_records.note("two\nlines")
     assert "\n" not in event.encode()
     assert parse(event.encode()).render() == "two\nlines"
 
@@ -96,7 +102,7 @@ def test_a_records_words_get_the_hygiene_of_any_line(tmp_path: Path) -> None:
     """A failure's evidence quotes the trainer (escapes, carriage returns): cleaned as a plain line was."""
     writer = OutputWriter(tmp_path)
     evidence = "50%\r\x1b[31mRuntimeError\x1b[0m: boom"
-    writer.append_line(ARENA, ev.failure("error", evidence).encode())
+    writer.append_line(ARENA, agent_records.failure("error", evidence).encode())
     writer.append_line(ARENA, f"failure: error: {evidence}")  # main's agent wrote it so
     writer.close()
     typed, plain = list(iter_all_lines(tmp_path))
@@ -105,11 +111,11 @@ def test_a_records_words_get_the_hygiene_of_any_line(tmp_path: Path) -> None:
 
 
 def test_a_note_with_lines_inside_is_that_many_lines_as_a_plain_one_was(tmp_path: Path) -> None:
-    """The cluster follower says a head's multi-line error page in one note: the same lines as before."""
+    """The cluster agent says a head's multi-line error page in one note: the same lines as before."""
     writer = OutputWriter(tmp_path)
     page = "the cluster did not accept the job: 500\nGET /x\nHost: <address>\n"
-    writer.append_line(ARENA, ev.note(page).encode_lines())
-    writer.append_line(ARENA, ev.warning("no answer\nretrying").encode_lines())
+    writer.append_line(ARENA, agent_records.note(page).encode_lines())
+    writer.append_line(ARENA, agent_records.warning("no answer\nretrying").encode_lines())
     writer.append_line(ARENA, page)  # main's agent wrote it so
     writer.close()
     lines = list(iter_all_lines(tmp_path))
