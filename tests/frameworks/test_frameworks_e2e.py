@@ -45,6 +45,7 @@ from tests.helpers.lsp import (
     wait_status,
     write_manifest,
 )
+from tests.helpers.session_once import session_once
 
 _EXTRA = ("transformers", "lightning", "accelerate")
 _MISSING = [name for name in _EXTRA if not importlib.util.find_spec(name)]
@@ -116,13 +117,12 @@ def losses_of(texts: list[str]) -> dict[int, float]:
     return found
 
 
-_REFERENCES: dict[str, dict[int, float]] = {}
-
-
 @pytest.fixture
 def reference(tmp_path_factory: pytest.TempPathFactory, framework: Framework) -> dict[int, float]:
-    """The uninterrupted run's losses (run once per framework, straight, with no server)."""
-    if framework.id not in _REFERENCES:
+    """The uninterrupted run's losses (run once per framework and test session, straight, with no
+    server, whichever worker of ``pytest -n`` asks first: ``session_once``)."""
+
+    def uninterrupted() -> dict[str, float]:
         folder = tmp_path_factory.mktemp(f"{framework.id}-uninterrupted")
         shutil.copy(TRAINERS / framework.script, folder / framework.script)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")} | QUIET
@@ -131,9 +131,12 @@ def reference(tmp_path_factory: pytest.TempPathFactory, framework: Framework) ->
             cwd=folder, env=env, capture_output=True, text=True, timeout=DEADLINE,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
-        _REFERENCES[framework.id] = losses_of(done.stdout.splitlines())
-        assert sorted(_REFERENCES[framework.id]) == list(range(1, STEPS + 1))
-    return _REFERENCES[framework.id]
+        return {str(step): loss for step, loss in losses_of(done.stdout.splitlines()).items()}
+
+    shared = session_once(tmp_path_factory, framework.id, uninterrupted)
+    losses = {int(step): loss for step, loss in shared.items()}
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    return losses
 
 
 def holding(client: ArenaClient, run_id: str) -> bool:
