@@ -24,3 +24,14 @@ def parsed(path: Path) -> ast.Module:
 @functools.lru_cache(maxsize=4096)
 def _parse(path: str, _mtime_ns: int, _size: int) -> ast.Module:
     return ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+
+
+def nodes(path: Path) -> list[ast.AST]:
+    """Every node of ``path``'s tree (``ast.walk``'s order), listed once while the file is unchanged."""
+    stat = path.stat()
+    return _nodes(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _nodes(path: str, mtime_ns: int, size: int) -> list[ast.AST]:
+    return list(ast.walk(_parse(path, mtime_ns, size)))

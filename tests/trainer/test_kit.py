@@ -333,7 +333,9 @@ def dead_pid() -> int:
     return child.pid
 
 
-def test_a_save_removes_the_temporaries_dead_processes_left_and_no_other(tmp_path: Path) -> None:
+def test_a_save_removes_the_temporaries_dead_processes_left_and_no_other(
+    torch: ModuleType, tmp_path: Path
+) -> None:
     """A kill in the middle of a save leaves ``.NAME.PID.tmp``: the next save of the same path
     removes those of dead processes; a live process's and any other file stay."""
     dead = dead_pid()

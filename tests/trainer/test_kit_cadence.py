@@ -8,12 +8,17 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 import arena_trainer
 
-torch = pytest.importorskip("torch")
+
+@pytest.fixture(scope="module")
+def torch() -> ModuleType:
+    """Imported by the first test that asks, not while the suite is collected (see test_kit.py)."""
+    return pytest.importorskip("torch")
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +40,9 @@ def test_the_contracts_save_is_unchanged_and_every_is_an_optional_keyword() -> N
     assert parameters[3].default is None
 
 
-def test_due_every_n_steps_never_at_step_zero() -> None:
+def test_due_every_n_steps_never_at_step_zero(
+    torch: ModuleType,
+) -> None:
     assert [step for step in range(0, 701) if arena_trainer.due(step, every=200)] == [200, 400, 600]
     assert arena_trainer.due(torch.tensor(400), 200)  # a tensor's step is its .item()
 
@@ -47,7 +54,7 @@ def test_an_every_that_is_no_whole_number_of_steps_is_refused(every: object) -> 
 
 
 def test_save_with_every_writes_and_announces_only_when_due(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "ckpt.pt"
     saved = [
@@ -62,12 +69,14 @@ def test_save_with_every_writes_and_announces_only_when_due(
     assert '"step": 400' in lines[1]
 
 
+@pytest.mark.usefixtures("torch")  # the kit's save needs PyTorch
 def test_save_without_every_always_saves(tmp_path: Path) -> None:
     target = tmp_path / "ckpt.pt"
     assert arena_trainer.save({"step": 7}, target, 7) == str(target)
     assert arena_trainer.save({"step": 8}, target, 8, every=None) == str(target)
 
 
+@pytest.mark.usefixtures("torch")  # the kit's save needs PyTorch
 def test_a_bad_every_fails_before_anything_is_written(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="every"):
         arena_trainer.save({"step": 1}, tmp_path / "ckpt.pt", 200, every=0)
@@ -75,7 +84,7 @@ def test_a_bad_every_fails_before_anything_is_written(tmp_path: Path) -> None:
 
 
 def test_a_stop_file_makes_every_step_due_so_the_stop_is_saved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    torch: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stop = tmp_path / "STOP"
     monkeypatch.setenv("ARENA_STOP_FILE", str(stop))

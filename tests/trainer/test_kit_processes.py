@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from arena_ls.run.trainer_announcements import Checkpoint, Progress, parse_arena_line
+from tests.helpers.lazy_import import LazyModule
 
-torch = pytest.importorskip("torch")
+torch = LazyModule("torch")  # imported by the first test that uses it (tests/helpers/lazy_import.py)
 
 REPO = Path(__file__).resolve().parents[2]
 KIT = REPO / "arena_trainer.py"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.helpers.sources import parsed
+from tests.helpers.sources import nodes
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 
@@ -44,7 +44,7 @@ def import_graph(root: Path, top: str = "arena_ls") -> dict[str, set[str]]:
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
         edges: set[str] = set()
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 edges |= _targets(node, package, set(files))
         graph[name] = {target for target in edges if target in files and target != name}

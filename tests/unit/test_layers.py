@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.sources import parsed
+from tests.helpers.sources import nodes, parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 LOWER = [
@@ -87,10 +87,9 @@ def imported_modules(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int,
 
 @functools.lru_cache(maxsize=4096)
 def _imported_modules(path: Path, root: Path, _mtime_ns: int, _size: int) -> tuple[tuple[int, str], ...]:
-    tree = parsed(path)
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -213,7 +212,7 @@ def cluster_reads(path: Path) -> list[str]:
     ``trainer_started``); the one passage allowed is the plan's part handed on to the spec
     (``cluster=plan.cluster``), which the supervisor carries without looking into it."""
     found = []
-    for node in ast.walk(parsed(path)):
+    for node in nodes(path):
         if isinstance(node, ast.Attribute) and node.attr == "cluster":
             owner = ast.unparse(node.value)
             if owner.rsplit(".", 1)[-1] != "plan":
@@ -268,7 +267,7 @@ def private_calls(root: Path, names: set[str], home: Path) -> list[str]:
     for path in sorted((root / "arena_ls").rglob("*.py")):
         if path == home:
             continue
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path):
             on_itself = (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.helpers.sources import parsed
+from tests.helpers.sources import nodes, parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 THE_ONE_MODULE = PACKAGE / "run" / "agent_records.py"
@@ -61,7 +61,7 @@ def text_signals(path: Path) -> list[str]:
     tree = parsed(path)
     docstrings = _docstrings(tree)
     found: list[str] = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
         text = _text(node)
         if text is not None and id(node) not in docstrings and any(word in text for word in WORDING):
             found.append(f"{node.lineno}: the agents' wording {text[:40]!r}")
