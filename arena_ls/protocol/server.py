@@ -284,7 +284,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         await pull_configuration(ls)
         ls.ws.resume_after_reboot()  # watchdog.afterReboot, now that the client's settings are in
         ls.run_task(ls.ws.judge_trainers(), "judging the trainers at start-up")
-        gc_freeze.freeze_what_start_up_made()
+        gc_freeze.freeze_soon()  # not now: the client's first status is on its way (gc_freeze.py)
         loopcheck.arm()  # the slow-callback check (tests) counts from here: start-up is behind us
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

@@ -5,8 +5,13 @@ In a fresh interpreter: freezing the test process's own heap would change every 
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+
+import pytest
+
+from arena_ls.protocol import gc_freeze
 
 PROGRAM = """
 import gc, weakref
@@ -35,3 +40,13 @@ def test_start_up_objects_are_frozen_and_its_garbage_collected_first() -> None:
     assert collected == "True", "a cycle made before the freeze was collected, not frozen"
     assert int(frozen) > 20_000, "the server's modules are frozen"
     assert int(walked_after) < int(walked_before) // 20, (walked_before, walked_after)
+
+
+async def test_the_freeze_waits_for_the_first_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Called at ``initialized``, it freezes nothing then (the first status is on its way), but later."""
+    frozen = asyncio.Event()
+    monkeypatch.setattr(gc_freeze, "freeze_what_start_up_made", frozen.set)
+    monkeypatch.setattr(gc_freeze, "FREEZE_AFTER", 0.05)
+    gc_freeze.freeze_soon()
+    assert not frozen.is_set()
+    await asyncio.wait_for(frozen.wait(), 30)
