@@ -13,7 +13,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.sources import nodes
+
+pytestmark = pytest.mark.xdist_group("sources")  # one worker parses them once (helpers/sources.py)
 
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 

@@ -33,6 +33,8 @@ import pytest
 
 from tests.helpers.sources import nodes, parsed
 
+pytestmark = pytest.mark.xdist_group("sources")  # one worker parses them once (helpers/sources.py)
+
 PACKAGE = Path(__file__).resolve().parents[2] / "arena_ls"
 LOWER = [
     "run",

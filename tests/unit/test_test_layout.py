@@ -10,8 +10,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.lazy_import import LazyModule
 from tests.helpers.sources import nodes, parsed
+
+pytestmark = pytest.mark.xdist_group("sources")  # one worker parses them once (helpers/sources.py)
 
 TESTS = Path(__file__).resolve().parents[1]
 
