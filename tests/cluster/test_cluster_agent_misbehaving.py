@@ -315,6 +315,8 @@ class _StopHead(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_lost_cluster_run_has_its_job_asked_to_stop(folder: StateFolder, tmp_path: Path) -> None:
+    _StopHead.heard.clear()  # the handler's class is shared by every run of this test in one process
+    _StopHead.done.clear()
     head = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StopHead)
     serve_in_thread(head)
     try:
