@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -25,6 +26,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "arena_ls"
+sys.path.insert(0, str(REPO))
+# The floors are the layer test's, and a module's nodes come from the tests' parse-once cache: a test
+# process that already walked the package (the structure tests) reads no file twice.
+from tests.helpers.sources import nodes as source_nodes  # noqa: E402
+
 LONGEST_MODULE = 600
 LARGEST_SHARE = 0.15
 CLIENT_SUFFIXES = (".ts", ".mjs", ".js", ".lua")
@@ -55,9 +61,8 @@ def _importing_package(path: Path) -> str:
 
 
 def imports_of(path: Path) -> Iterator[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = _importing_package(path)
-    for node in ast.walk(tree):
+    for node in source_nodes(path):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -129,7 +134,6 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def arrows_up() -> list[str]:
     """Imports that point up or sideways between rooms (the floors of tests/unit/test_layers.py)."""
-    sys.path.insert(0, str(REPO))
     from tests.unit.test_layers import FLOORS, imported_modules
 
     floor_of: dict[str, tuple[int, int]] = {}
@@ -165,16 +169,12 @@ def long_files(paths: list[Path]) -> list[tuple[str, int]]:
 
 
 def client_files() -> list[Path]:
-    root = REPO / "editor-client"
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.suffix in CLIENT_SUFFIXES
-        and p.is_file()
-        and not any(part in CLIENT_SKIPPED for part in p.relative_to(root).parts)
-        and ".generated." not in p.name
-        and not generated(p)
-    )
+    """The editor clients' own sources: a skipped folder (node_modules, a build) is not entered."""
+    found = []
+    for folder, subfolders, names in os.walk(REPO / "editor-client"):
+        subfolders[:] = [name for name in subfolders if name not in CLIENT_SKIPPED]
+        found += [Path(folder, name) for name in names if Path(name).suffix in CLIENT_SUFFIXES]
+    return sorted(p for p in found if ".generated." not in p.name and not generated(p))
 
 
 def generated(path: Path) -> bool:

@@ -38,6 +38,7 @@ from arena_ls.run.logsegments import (
     gap_text,
     load_table,
     segment_paths,
+    table_bytes,
 )
 from arena_ls.run.outputlog import (
     ARENA,
@@ -112,6 +113,11 @@ class Page:
     """Set when reading stopped at damage (the lines before it are in ``lines``)."""
 
 
+STALE_TABLE_TRIES = 8
+"""How many times one ``layout`` reads a table that lists a segment already deleted (a flood
+replaces the table several times a second; each try reads the newest)."""
+
+
 class OutputReader:
     """Server side: reads a run's lines from disk from any cursor.
 
@@ -128,8 +134,9 @@ class OutputReader:
 
     # -- the layout ----------------------------------------------------------------------
 
-    def _table(self) -> Table | None:
-        """The segment table (None: never capped), read again only when it was replaced."""
+    def _table(self, *, fresh: bool = False) -> Table | None:
+        """The segment table (None: never capped), read again only when it was replaced (or
+        ``fresh``: whatever its file's size and times say)."""
         try:
             stat = os.stat(self.run_dir / SEGMENTS_FILE)
         except FileNotFoundError:
@@ -137,7 +144,7 @@ class OutputReader:
         except OSError as error:
             raise DamagedLog(f"{SEGMENTS_FILE} cannot be read: {error}") from error
         signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        if self._table_seen is not None and self._table_seen[0] == signature:
+        if not fresh and self._table_seen is not None and self._table_seen[0] == signature:
             return self._table_seen[1]
         try:
             table = load_table(self.run_dir)
@@ -149,18 +156,43 @@ class OutputReader:
         return table
 
     def layout(self) -> Layout:
+        """The table and each segment's records as the files stand.
+
+        A tail the table lists whose index is gone was dropped by a table saved since this one was
+        read: the agent deletes a segment only once the table that no longer lists it is saved. Read
+        as empty, it would send a cursor at its start on to the next tail, past the kept lines it
+        had, now in the middle; so the table is read again, while it keeps changing. A tail still
+        missing from the newest table is damage (a file deleted by hand): read as empty."""
         table = self._table()
+        layout, complete = self._layout_of(table)
+        for _ in range(STALE_TABLE_TRIES):
+            if complete:
+                break
+            newer = self._table(fresh=True)
+            if newer is None or table is None or table_bytes(newer) == table_bytes(table):
+                break  # the newest table lists it too: missing (damage), not dropped since
+            table = newer
+            layout, complete = self._layout_of(table)
+        return layout
+
+    def _layout_of(self, table: Table | None) -> tuple[Layout, bool]:
+        """The layout ``table`` gives, and whether every tail it lists has its index."""
         if table is None:
             head = Segment(HEAD, 0, records_in(self._idx_path), 0, self._log_path, self._idx_path)
-            return Layout(None, [head])
+            return Layout(None, [head]), True
         head = Segment(HEAD, 0, table.head_records, 0, self._log_path, self._idx_path)
         segments = [head]
+        complete = True
         for tail in table.tails:
             log_path, idx_path = segment_paths(self.run_dir, tail.k)
-            segments.append(
-                Segment(tail.k, tail.base, records_in(idx_path), tail.first_seq, log_path, idx_path)
-            )
-        return Layout(table, segments)
+            try:
+                records = idx_path.stat().st_size // RECORD.size
+            except FileNotFoundError:
+                records, complete = 0, False
+            except OSError:
+                records = 0
+            segments.append(Segment(tail.k, tail.base, records, tail.first_seq, log_path, idx_path))
+        return Layout(table, segments), complete
 
     def record_count(self) -> int:
         """Records in the log (global indices: a capped log's dropped ones count)."""

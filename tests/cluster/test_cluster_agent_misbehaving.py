@@ -261,7 +261,7 @@ class UnreachableOnStop(FakeJobs):
         raise unreachable()
 
 
-def test_a_stop_an_earlier_follower_began_ends_stopped(run: RunDir) -> None:
+def test_a_stop_an_earlier_agent_began_ends_stopped(run: RunDir) -> None:
     """Adopted while ``stopping`` (its stop not heard again): Ray's end of the job is the stop's end,
     never an illegal move back to ``running``."""
     sid = "arena-job-1"

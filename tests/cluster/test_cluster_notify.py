@@ -32,7 +32,7 @@ __all__ = ["quick"]  # the fixture, used here too
 RECORDER = "import sys\nopen(sys.argv[1], 'a', encoding='utf-8').write(sys.stdin.read())\n"
 
 
-def test_the_follower_tells_the_end_once_and_a_new_follower_does_not_tell_it_again(tmp_path: Path) -> None:
+def test_the_agent_tells_the_end_once_and_a_new_agent_does_not_tell_it_again(tmp_path: Path) -> None:
     folder = StateFolder(tmp_path / ".aide" / "training")
     folder.ensure()
     script, received = tmp_path / "recorder.py", tmp_path / "received.jsonl"

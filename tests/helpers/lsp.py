@@ -7,7 +7,9 @@ which polls a condition, so they pass on a loaded two-core machine too.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
+import functools
 import json
 import os
 import shutil
@@ -159,9 +161,18 @@ SLOW_CALLBACK_MS = 50
 ``arena_ls/loopcheck.py``, on for every server these helpers start."""
 
 
+@functools.cache
+def _slow_callback_folder() -> str:
+    """One folder per test process for the check's reports, removed when the process exits (a
+    report a test never read, its server left to the test's tear-down, is not left in /tmp)."""
+    folder = tempfile.mkdtemp(prefix="arena-slow-callbacks-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 def slow_callback_check(client: ArenaClient) -> dict[str, str]:
     """The server's environment for the slow-callback check, reporting into a file of the client's."""
-    handle, path = tempfile.mkstemp(prefix="arena-slow-callbacks-", suffix=".log")
+    handle, path = tempfile.mkstemp(suffix=".log", dir=_slow_callback_folder())
     os.close(handle)
     client.slow_callback_log = Path(path)
     return {loopcheck.LIMIT_VARIABLE: str(SLOW_CALLBACK_MS), loopcheck.REPORT_VARIABLE: path}

@@ -199,7 +199,7 @@ def test_a_run_is_followed_through_the_back_end_its_folder_records(workspace: Pa
     assert supervisor.our_pids() == {777}
 
 
-def test_a_run_outliving_its_follower_is_revived_by_one_server_only(workspace: Path) -> None:
+def test_a_run_outliving_its_agent_is_revived_by_one_server_only(workspace: Path) -> None:
     run = adopted_run(workspace, "fake", RunStatus.RUNNING)
     first, second = FakeBackend(can_revive=True, alive=False), FakeBackend(can_revive=True, alive=False)
     one = supervisor_with(workspace, Recorder(), LocalBackend(), first)
@@ -214,7 +214,7 @@ def test_a_run_outliving_its_follower_is_revived_by_one_server_only(workspace: P
     assert first.ended == second.ended == []
 
 
-def test_a_run_that_cannot_outlive_its_follower_is_recorded_lost_once(workspace: Path) -> None:
+def test_a_run_that_cannot_outlive_its_agent_is_recorded_lost_once(workspace: Path) -> None:
     run = adopted_run(workspace, "fake", RunStatus.RUNNING, pid=777)
     first, second = FakeBackend(alive=False), FakeBackend(alive=False)
     one = supervisor_with(workspace, Recorder(), LocalBackend(), first)

@@ -85,7 +85,7 @@ def holder(root: Path) -> str | None:
 # -- 4. Windows: the revived agent's handle is the detach intermediate ---------------------------------
 
 
-def test_an_intermediate_that_exits_at_once_is_not_a_dead_follower(
+def test_an_intermediate_that_exits_at_once_is_not_a_dead_agent(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On Windows ``spawn_detached`` returns the intermediate, which exits 0 once the agent runs:
@@ -112,7 +112,7 @@ def test_an_intermediate_that_exits_at_once_is_not_a_dead_follower(
 # -- 5. a new agent that ends before it recorded itself ---------------------------------------------
 
 
-def test_a_revived_follower_that_fails_before_recording_itself_makes_the_run_lost(workspace: Path) -> None:
+def test_a_revived_agent_that_fails_before_recording_itself_makes_the_run_lost(workspace: Path) -> None:
     run = cluster_run(workspace, "fake")
     backend = FakeBackend(can_revive=True, alive=False)
     supervisor = supervisor_with(workspace, LocalBackend(), backend)
@@ -149,7 +149,7 @@ def test_a_revival_whose_server_went_away_unrecorded_makes_the_run_lost(workspac
     assert holder(workspace) is None
 
 
-def test_a_new_follower_on_a_reused_pid_is_revived_in_its_turn(workspace: Path) -> None:
+def test_a_new_agent_on_a_reused_pid_is_revived_in_its_turn(workspace: Path) -> None:
     """The claim names the dead agent by pid and creation time: a later agent that got the
     same pid (and recorded itself) is another agent, revived in its turn when it dies."""
     run = cluster_run(workspace, "fake")
@@ -166,7 +166,7 @@ def test_a_new_follower_on_a_reused_pid_is_revived_in_its_turn(workspace: Path) 
 # -- 6. a damaged cluster run never holds the workspace ----------------------------------------------
 
 
-async def test_a_damaged_cluster_run_whose_follower_is_gone_lets_other_runs_start(workspace: Path) -> None:
+async def test_a_damaged_cluster_run_whose_agent_is_gone_lets_other_runs_start(workspace: Path) -> None:
     run = cluster_run(workspace, "ray")
     (run.path / "output.idx").write_bytes(os.urandom(33 * 7))
     client = await start_server(workspace)
@@ -223,7 +223,7 @@ async def test_a_stop_whose_run_never_ends_answers_the_run_as_it_stands(
 # -- 3. a start whose agent died: what it may have started is ended ---------------------------------
 
 
-async def test_a_failed_start_ends_what_its_follower_may_have_started(workspace: Path) -> None:
+async def test_a_failed_start_ends_what_its_agent_may_have_started(workspace: Path) -> None:
     backend = FakeBackend()
     supervisor = supervisor_with(workspace, backend)
     try:

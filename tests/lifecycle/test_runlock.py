@@ -61,7 +61,7 @@ def test_the_agent_in_the_state_decides_by_pid_and_creation_time() -> None:
     assert judge(lock(pid=200, create_time=2.0), 0.0, reused, alive).verdict is Verdict.STALE
 
 
-def test_a_cluster_run_whose_follower_is_gone_keeps_the_lock_until_it_ends() -> None:
+def test_a_cluster_run_whose_agent_is_gone_keeps_the_lock_until_it_ends() -> None:
     """The job runs on the cluster while a server starts a new agent: no second job meanwhile."""
     gone = HolderFacts(run_exists=True, agent_pid=100, agent_create_time=7.0, outlives_agent=True)
     assert judge(lock(pid=200, create_time=2.0), 0.0, gone, alive).verdict is Verdict.HELD

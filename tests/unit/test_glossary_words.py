@@ -16,7 +16,7 @@ SERVER_SIDE = ("lifecycle", "protocol", "services")
 """The packages of the server, where the follower lives; the agents' and the run folder's code
 runs in other processes and has no follower to speak of."""
 AGENT_MEANINGS = re.compile(
-    r"\b(new|dead|earlier|cluster|revived|its|whose|run's|our|this) follower\b|\bfollower (process|pid)\b",
+    r"(?<![a-z])(new|dead|earlier|cluster|revived|its|whose|run's|our|this)[ _]follower(?![a-z])|(?<![a-z])follower[ _](process|pid)(?![a-z])",
     re.IGNORECASE,
 )
 """Phrases that name a run's agent: a follower is one per server, never one per run."""
@@ -51,6 +51,7 @@ def test_no_text_calls_a_runs_agent_its_follower() -> None:
 def test_the_checkers_find_what_they_look_for() -> None:
     assert AGENT_MEANINGS.search("started a new follower (pid 4)")
     assert AGENT_MEANINGS.search("the run's follower process")
+    assert AGENT_MEANINGS.search("def test_a_revived_cluster_follower_counts(")  # a test's name, too
     assert not AGENT_MEANINGS.search("the follower's next round")
     assert WORD.search("Followers of a run") and not WORD.search("the following lines")
 

@@ -9,6 +9,8 @@ from types import ModuleType
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("sources")  # the script walks the package through helpers/sources.py
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "house_counts.py"
 
 
