@@ -63,6 +63,14 @@ install_dbus() { # a dbus-daemon of the laptop tests' own (keep-awake's logind, 
     fi
 }
 
+bytecode() {
+    # Each of the ~1,800 Python processes the suite starts (servers, agents, clients, trainers)
+    # imports the repository's modules; where PYTHONDONTWRITEBYTECODE is set (this project's
+    # machines set it) none of them keeps what it compiled, and a server spent 0.15 s of its 1 s
+    # start compiling arena_ls. Compiled once here (2 s), they are read instead: docs/performance.md.
+    "$VENV_BIN/python" -m compileall -q -j 0 arena_ls arena_trainer.py tests training benchmarks >/dev/null
+}
+
 lint() { # (&&: a function run by `timed` does not stop at a failure by itself)
     # pyproject's [tool.ruff.format] leaves the position-sensitive fixtures alone
     "$VENV_BIN/ruff" check arena_ls tests benchmarks &&
@@ -134,6 +142,7 @@ timed "bootstrap (.venv, PyTorch CPU, arena-ls with its test, plot, bench, ray a
 . scripts/venv-bin.sh
 timed "neovim (for the Neovim end-to-end test)" install_neovim
 timed "dbus (for the keep-awake and notification tests)" install_dbus
+timed "bytecode (the repository's modules compiled once for every process the tests start)" bytecode
 timed "ruff (lint and formatting)" lint
 
 start_lane types types_lane

@@ -98,6 +98,22 @@ Batches = dict[str, LineBatch]
 """Runs' new lines read off the event loop, by run id."""
 
 
+async def woken_or_timed_out(wake: asyncio.Event, timeout: float) -> None:
+    """Wait until ``wake`` is set or ``timeout`` passes; a cancellation always goes through.
+
+    Not ``wait_for(wake.wait(), timeout)``: Python 3.10's and 3.11's ``wait_for`` swallows a
+    cancellation that comes as its inner wait completes, and ``asyncio.run``, ending a server
+    whose client left, cancels the follower once: a server waited for it for ever, holding its
+    gates worker and spare agent (found in CI, the client an editor's that was killed)."""
+    if wake.is_set():
+        return
+    waiter = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait([waiter], timeout=timeout)
+    finally:
+        waiter.cancel()
+
+
 async def read_off_loop(
     views: list[RunView], *, records: bool = False, first: Callable[[], None] | None = None
 ) -> Batches:
@@ -223,8 +239,7 @@ class RunFollower:
             if self._waiters:
                 delay = min(delay, self._hurry)
                 self._hurry = min(self._hurry * 2, min(w.most for w in self._waiters))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
+            await woken_or_timed_out(self._wake, max(0.0, delay))
             self._wake.clear()
 
     async def _round_safely(self) -> bool:

@@ -298,8 +298,9 @@ def _register_lifecycle(server: ArenaServer) -> None:
     async def on_shutdown(ls: ArenaServer, params: Any) -> None:
         """Stop following runs; never stop a run (closing the editor never does)."""
         ls.features.notify("shutdown", lambda f: f.shutdown())
-        if ls.arena is not None:
-            await ls.arena.close()
+        arena, ls.arena = ls.arena, None  # closed once: the end of the connection closes what is left
+        if arena is not None:
+            await arena.close()
 
 
 async def pull_configuration(ls: ArenaServer) -> None:

@@ -141,8 +141,19 @@ class ArenaProcess:
         return "\n".join(self.err)
 
 
+def never_ran(root: Path) -> bool:
+    """Whether no run was ever made in ``root`` (nor begun: a run is built in ``runs/.new-<id>``,
+    and its lock taken, before it can start). The ``arena`` processes a test ran have ended."""
+    state = root / ".aide" / "training"
+    runs = state / "runs"
+    return not (state / "active.lock").exists() and not (runs.is_dir() and any(runs.iterdir()))
+
+
 def stop_every_run(root: Path) -> None:
-    """Leave no run behind a test: kill whatever is active, through a separate LSP client."""
+    """Leave no run behind a test: kill whatever is active, through a separate LSP client (no
+    server is started for a workspace that never had a run)."""
+    if never_ran(root):
+        return
 
     async def stop() -> None:
         client = await start_server(root)

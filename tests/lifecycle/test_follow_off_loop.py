@@ -7,6 +7,7 @@ Behaviour only (which thread read, what was told in which order), never a time.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
-from arena_ls.lifecycle.follower import RunFollower
+from arena_ls.lifecycle.follower import RunFollower, woken_or_timed_out
 from arena_ls.lifecycle.runview import LineBatch, RunView
 from arena_ls.run.capture import LogLine
 from arena_ls.run.outputlog import STDOUT, OutputWriter
@@ -224,3 +225,25 @@ async def test_a_floods_records_are_decoded_on_the_worker_and_handed_out_on_the_
     loop = threading.main_thread().ident
     assert decoded and loop not in decoded, "every record decoded on the worker thread"
     assert handed and set(handed) == {loop}, "every item handed out on the loop"
+
+
+async def test_a_cancellation_that_comes_as_the_follower_is_woken_ends_its_wait() -> None:
+    """``asyncio.run`` ends a server whose client left by cancelling the follower's task once; that
+    cancellation, coming as a wake-up is set (an agent replaced a state), must not be lost, as
+    ``wait_for(event.wait(), timeout)`` loses it on Python 3.10 and 3.11 (a server waited for ever)."""
+    wake = asyncio.Event()
+    waiting = asyncio.ensure_future(woken_or_timed_out(wake, 60.0))
+    await wait_for(lambda: not wake.is_set() and len(wake._waiters) == 1, what="the follower waiting")
+    wake.set()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+
+async def test_the_followers_wait_ends_at_a_wake_or_its_timeout() -> None:
+    wake = asyncio.Event()
+    await woken_or_timed_out(wake, 0.01)  # nobody wakes it: the timeout ends it
+    await wait_for(lambda: not wake._waiters, what="the timed-out waiter gone from the event")
+    wake.set()
+    await woken_or_timed_out(wake, 60.0)  # already woken: at once
+    assert not wake._waiters

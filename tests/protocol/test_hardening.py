@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
-from tests.helpers.lsp import WAIT, job, make_workspace
+from tests.helpers.lsp import WAIT, job, make_workspace, wait_for
 from tests.protocol.raw import RawServer, frame, request
 
 
@@ -239,3 +241,40 @@ async def test_forged_cursors_get_32602_and_never_block_the_server(
         assert error_code(answer) == -32602, (name, answer)
         assert "result" in await server.response(600 + number, timeout=10.0), name
     assert "result" in await server.call(700, "arena/logs", {"runId": run_id, "cursor": first["cursor"]})
+
+
+async def test_a_client_that_leaves_without_shutdown_takes_the_servers_helpers_with_it(
+    server: RawServer, workspace: Path
+) -> None:
+    """The editor is killed: its end of the server's stdin closes, no ``shutdown`` came. The server
+    closes its view of the workspace and exits, and the processes it keeps beside itself (the
+    spare agent, the gates worker) end with it; the run folder's runs are not its to stop. (A CI
+    run left such a server waiting for ever in ``asyncio.run``'s last cancellation, its helpers
+    beside it: ``test_follow_off_loop.py`` holds the cause.)"""
+    await ready(server, workspace)
+    assert "result" in await server.call(1, "arena/status", {})
+    parent = psutil.Process(server.process.pid)
+    await wait_for(lambda: any("--spare" in _command(child) for child in _children(parent)), what="a spare")
+    helpers = _children(parent)  # the spare, and the gates worker when a lint has started it
+    await server.finish()
+    for helper in helpers:
+        await wait_for(lambda helper=helper: not _alive(helper), what=f"{_command(helper)} ended")
+
+
+def _children(parent: psutil.Process) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        return list(parent.children(recursive=True))
+    return []
+
+
+def _command(process: psutil.Process) -> str:
+    with contextlib.suppress(psutil.Error):
+        return " ".join(process.cmdline())
+    return "(gone)"
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -16,7 +16,8 @@ SERVER_SIDE = ("lifecycle", "protocol", "services")
 """The packages of the server, where the follower lives; the agents' and the run folder's code
 runs in other processes and has no follower to speak of."""
 AGENT_MEANINGS = re.compile(
-    r"(?<![a-z])(new|dead|earlier|cluster|revived|its|whose|run's|our|this)[ _]follower(?![a-z])|(?<![a-z])follower[ _](process|pid)(?![a-z])",
+    r"(?<![a-z])(new|dead|earlier|cluster|revived|its|whose|run's|our|this)[ _]follower(?![a-z])"
+    r"|(?<![a-z])follower[ _](process|pid)(?![a-z])",  # [ _]: in a sentence and in a test's name
     re.IGNORECASE,
 )
 """Phrases that name a run's agent: a follower is one per server, never one per run."""

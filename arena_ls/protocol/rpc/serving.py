@@ -88,7 +88,7 @@ def serve_stdio(server: ArenaServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     protocol.set_writer(StdoutWriter(stdout))
     reader = FrameReader(PipeSource(stdin))
     try:
-        asyncio.run(serve(reader, protocol))
+        asyncio.run(_serve_then_end(server, reader, protocol))
     except BrokenPipeError:
         log.error("the client closed its end of the connection; exiting")
         return 1
@@ -102,6 +102,16 @@ def serve_stdio(server: ArenaServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
         )
         return 1
     return protocol.exit_code if protocol.exit_code is not None else 0
+
+
+async def _serve_then_end(server: ArenaServer, reader: FrameReader, protocol: ArenaProtocol) -> None:
+    """Serve the client, then close its view of the workspace (the runs go on) while the loop still
+    runs: a client that left without ``shutdown`` (killed) left the follower, the spare agent and
+    the gates worker going, and ``asyncio.run`` would only cancel what it finds, once."""
+    try:
+        await serve(reader, protocol)
+    finally:
+        await server.end_session()
 
 
 def _enlarge_stdout(stdout: BinaryIO) -> None:
