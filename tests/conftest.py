@@ -17,6 +17,13 @@ from tests.helpers import fuzzing, process_marker, rayhead, xdist_groups
 
 pytest_plugins = ("pytester",)  # tests/unit/test_process_marker.py runs small suites in-process
 
+# pytest keeps the test modules it rewrote for their asserts (tests/**/__pycache__, ignored by git)
+# only where Python may write bytecode. This project's machines, as many containers, set
+# PYTHONDONTWRITEBYTECODE: then every run, in each of its -n workers, rewrote all 350 test modules
+# again (5-11 s of a fast run's collection, of 2 s). The suite's own processes write them; the
+# servers, agents and trainers it starts keep the environment's choice (docs/performance.md).
+sys.dont_write_bytecode = False
+
 _VARIANTS = "tests/windows/test_on_windows.py"
 POSIX_ONLY: dict[str, str] = {
     "tests/lifecycle/test_resilience.py::test_kill_9_of_the_trainer_relaunches_from_its_checkpoint": (
@@ -57,6 +64,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run: moved out of the garbage collector's walks (``gc.freeze``), so that a test's own
     ``gc.collect()`` (the kit's OOM retry, the task-keeping tests) walks what the tests made, not
     a quarter of a second of modules each time."""
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Frozen again as the process ends: its last collection, at exit, then walks nothing. A worker
+    that imported PyTorch, transformers and Lightning (the kit's adapters) spent 1.1 s exiting
+    walking their objects, the whole run waiting for it; 0.15 s frozen."""
     gc.freeze()
 
 
