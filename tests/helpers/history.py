@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
+from tests.helpers.waiting import wait_until
 
 AGENT_LETS_GO = 60.0
 """The longest the template's agent may take, after its run reads as ended, to let the run go."""
@@ -19,11 +19,7 @@ def wait_let_go(template: Path, timeout: float = AGENT_LETS_GO) -> None:
     """Wait until no agent holds the run of ``template``: its state reads final a moment before its
     agent discards the final state's reserve (``state.reserve``), closes the log and frees the lock."""
     lock = RunLock(StateFolder(template.parent.parent))
-    deadline = time.monotonic() + timeout
-    while lock.holder() == template.name:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the agent of {template.name} still holds the run after {timeout:.0f} s")
-        time.sleep(0.02)
+    wait_until(lambda: lock.holder() != template.name, f"the agent of {template.name} to let it go", timeout)
 
 
 def clone_runs(root: Path, template: Path, count: int) -> None:
