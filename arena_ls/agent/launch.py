@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         if early.process is not None:
             watch_stop(run_dir, early)
     # Imported only now, with the trainer running: its imports are what the trainer must not wait for.
+    _cache_generated_code()
     from arena_ls.agent.local.agent import main as agent_main
 
     return agent_main([str(run_dir)], early=early, folder=folder)
@@ -105,7 +106,15 @@ def serve_as_spare() -> int:
 
 
 def _load_agent() -> None:
+    _cache_generated_code()
     import arena_ls.agent.local.agent  # noqa: F401  (what a cold launch loads after the trainer started)
+
+
+def _cache_generated_code() -> None:
+    """The agent's classes' generated methods from the cache of earlier starts (``arena_ls.codecache``)."""
+    from arena_ls import codecache
+
+    codecache.install()
 
 
 def read_order(line: bytes) -> tuple[str, str] | None:

@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -75,6 +75,24 @@ def remove_file(path: str | Path) -> bool:
             return False
         raise
     return True
+
+
+def cache_home(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's folder for caches: ``%LOCALAPPDATA%`` (Windows), ``~/Library/Caches`` (macOS),
+    ``$XDG_CACHE_HOME`` else ``~/.cache`` (elsewhere). A relative setting is ignored, as the XDG
+    specification says."""
+    environ = os.environ if environ is None else environ
+    if sys.platform == "win32":
+        configured = environ.get("LOCALAPPDATA")
+        fallback = Path.home() / "AppData" / "Local"
+    elif sys.platform == "darwin":
+        configured, fallback = None, Path.home() / "Library" / "Caches"
+    else:
+        configured = environ.get("XDG_CACHE_HOME")
+        fallback = Path.home() / ".cache"
+    if configured and os.path.isabs(configured):
+        return Path(configured)
+    return fallback
 
 
 def read_bytes_shared(path: Path) -> bytes:

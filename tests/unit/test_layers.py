@@ -65,7 +65,7 @@ FLOORS: list[list[tuple[str, ...]]] = [
         ("docgen",),
         ("wording",),
     ],
-    [("setting_decl",), ("loopcheck",), ("wording_gen",)],
+    [("setting_decl",), ("loopcheck",), ("wording_gen",), ("codecache",)],
     [("settings", "setting_sections"), ("diagnostics",)],
     [("manifest",), ("settings_schema",)],
     [("run",)],
