@@ -206,18 +206,24 @@ def _trusted(path: Path) -> bool:
 def future_flags_of(module: ModuleType) -> int:
     """The compiler flags of the ``from __future__`` imports at the top of ``module``."""
     flags = 0
-    for value in vars(module).values():
+    for value in list(vars(module).values()):
         if isinstance(value, __future__._Feature):
             flags |= value.compiler_flag
     return flags
 
 
 _installed: CodeCache | None = None
+_installing = threading.Lock()
 
 
 def install(folder: Path | None = None, generators: Iterable[str] = GENERATORS) -> CodeCache | None:
     """Cache the generators' compiles in ``folder`` (the user's cache folder by default), saved at
     exit; None where ``ARENA_CODE_CACHE=off`` or a generator is missing. Once per process."""
+    with _installing:  # a spare agent's loading thread and its main thread may both call it
+        return _install_once(folder, generators)
+
+
+def _install_once(folder: Path | None, generators: Iterable[str]) -> CodeCache | None:
     global _installed
     if _installed is not None:
         return _installed

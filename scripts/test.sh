@@ -7,15 +7,16 @@
 # asserted on time).
 #
 # Each stage prints `== stage` when it starts and `== stage (N s)` when it ends, and
-# the times are listed again at the end. To fit two cores, the work runs in three
+# the times are listed again at the end. To fit two cores, the work runs in four
 # lanes at once (docs/performance.md, "CI's stages and times"):
 #   - pytest, in the foreground, on ARENA_TEST_WORKERS workers (pytest-xdist, default 4:
 #     most tests wait on real trainers and agents rather than burn CPU; the whole suite used
 #     128 % of two cores on 3 workers, 146 % on 4, 972 s against 901 s: docs/performance.md);
 #   - "types" in the background: mypy (linux and win32) and the rules doc check;
-#   - "editors" in the background: the VS Code extension's checks, the AIDE client's
-#     checks, then the extension in a real VS Code (after the extension's checks, which
-#     reinstall its node_modules).
+#   - "vscode" in the background from the start: the VS Code extension's checks (Node only),
+#     while bootstrap installs Python on one core;
+#   - "editors" in the background: the AIDE client's checks, then the extension in a real
+#     VS Code (once the "vscode" lane, which reinstalls its node_modules, has ended).
 # A background lane's output goes to a log printed whole at the end; CI fails if any
 # lane or pytest failed (every lane is waited for, so every failure is shown).
 # ARENA_TEST_WORKERS=0 runs pytest in one process and every stage one after the other.
@@ -88,18 +89,43 @@ types_lane() {
         "$VENV_BIN/python" -m arena_ls.wording_gen --check
 }
 
-editors_lane() {
+vscode_checks_lane() { # Node only, so it runs while bootstrap installs Python (which keeps one core busy)
     if ! command -v npm >/dev/null 2>&1; then
         echo "npm is not installed: the editor clients' checks (VS Code, AIDE, VS Code e2e) are skipped" >&2
         return 0
     fi
-    if [ -f editor-client/vscode/ci.sh ]; then
-        timed "VS Code extension: npm ci, tsc, eslint, node tests, vsce package" bash editor-client/vscode/ci.sh
+    if [ -f editor-client/vscode/ci.sh ]; then # 9>&-: the lock below is the lane's, not npm's
+        timed "VS Code extension: npm ci, tsc, eslint, node tests, vsce package" bash editor-client/vscode/ci.sh 9>&-
+    fi
+}
+
+VSCODE_CHECKS_LOCK="$LANE_LOGS/vscode-checks.lock"
+start_vscode_checks() { # the lane holds VSCODE_CHECKS_LOCK until it ends (wait_for_vscode_checks)
+    if [ "$WORKERS" = 0 ]; then
+        vscode_checks_lane
+        return
+    fi
+    exec 9>"$VSCODE_CHECKS_LOCK"
+    flock 9
+    start_lane vscode vscode_checks_lane
+    exec 9>&-
+}
+
+wait_for_vscode_checks() { # the e2e installs the extension those checks build (and reinstall the node_modules of)
+    if [ -e "$VSCODE_CHECKS_LOCK" ]; then
+        flock "$VSCODE_CHECKS_LOCK" true
+    fi
+}
+
+editors_lane() {
+    if ! command -v npm >/dev/null 2>&1; then
+        return 0 # said by the vscode lane
     fi
     if [ -f editor-client/aide/ci.sh ]; then
         timed "AIDE client: npm ci, core bundle, node tests on a real arena-ls, verify-gates.sh, the panel in Chromium" \
             bash editor-client/aide/ci.sh
     fi
+    wait_for_vscode_checks
     if [ -f editor-client/vscode/e2e/run.sh ]; then
         timed "VS Code extension in a real VS Code (code-server + headless Chromium; cached in ~/.cache/arena-ls-e2e)" \
             bash editor-client/vscode/e2e/run.sh
@@ -138,6 +164,7 @@ stop_lanes() { # on an early exit: end the lanes still running (their process gr
 }
 trap stop_lanes EXIT
 
+start_vscode_checks
 timed "bootstrap (.venv, PyTorch CPU, arena-ls with its test, plot, bench, ray and frameworks extras)" bash scripts/bootstrap.sh
 . scripts/venv-bin.sh
 timed "neovim (for the Neovim end-to-end test)" install_neovim

@@ -9,6 +9,7 @@ import hashlib
 import marshal
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +270,30 @@ def test_the_users_cache_folder_on_each_system(
 ) -> None:
     monkeypatch.setattr(sys, "platform", system)
     assert platform.cache_home(environ) == expected
+
+
+def test_threads_installing_at_once_share_one_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spare agent installs on its loading thread while its main thread, handed a run, installs
+    too: one cache, and neither fails (each once changed attrs' module while the other read it)."""
+    cache_file(tmp_path).parent.mkdir(exist_ok=True)
+    cache_file(tmp_path).write_bytes(_valid_file_bytes())  # a load to be in the middle of
+    cache_file(tmp_path).chmod(0o600)
+    monkeypatch.setattr(codecache, "_installed", None)
+    monkeypatch.setattr(attr._make, "compile", builtins.compile, raising=False)
+    monkeypatch.setattr(cattrs.gen, "compile", builtins.compile, raising=False)
+    monkeypatch.setattr(codecache.atexit, "register", lambda save: None)
+    monkeypatch.delenv(codecache.DISABLE_VARIABLE, raising=False)
+    start = threading.Barrier(8)
+    caches: list[CodeCache | None] = []
+
+    def install() -> None:
+        start.wait()
+        caches.append(codecache.install(tmp_path))
+
+    threads = [threading.Thread(target=install) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(caches) == 8 and caches[0] is not None
+    assert all(cache is caches[0] for cache in caches)
