@@ -236,7 +236,10 @@ def _install_once(folder: Path | None, generators: Iterable[str]) -> CodeCache |
     if folder is None:
         from arena_ls.platform.files import cache_home
 
-        folder = cache_home() / "arena-ls"
+        try:
+            folder = cache_home() / "arena-ls"
+        except (RuntimeError, KeyError, OSError):  # no home folder (a service account, HOME unset)
+            return None
     cache = CodeCache(cache_file(folder))
     for module in modules:
         module.compile = cache.compiler(future_flags_of(module))  # type: ignore[attr-defined]

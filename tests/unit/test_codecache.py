@@ -297,3 +297,18 @@ def test_threads_installing_at_once_share_one_cache(tmp_path: Path, monkeypatch:
         thread.join(timeout=30)
     assert len(caches) == 8 and caches[0] is not None
     assert all(cache is caches[0] for cache in caches)
+
+
+def test_a_user_without_a_home_folder_starts_without_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Path.home()`` raises where neither HOME nor the password database names one (a service
+    account): the server starts, compiling as before."""
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(codecache, "_installed", None)
+    monkeypatch.delenv(codecache.DISABLE_VARIABLE, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert codecache.install() is None
+    assert "compile" not in vars(attr._make)
