@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from arena_ls.gates import lint_trainer
@@ -33,7 +33,7 @@ from arena_ls.run.checkpoint_lines import (
     mentions_checkpoint,
 )
 from arena_ls.run.outputlog import OutputWriter
-from arena_ls.run.trainer_announcements import Checkpoint, EventParser
+from arena_ls.run.trainer_announcements import ARENA_PREFIX, Checkpoint, EventParser
 from tests.helpers.fuzzing import examples
 from tests.helpers.lsp import ArenaClient, start_server, stop_server, wait_for, wait_status, write_manifest
 
@@ -88,10 +88,14 @@ def _check_records(writer: OutputWriter, pieces: list[bytes]) -> None:
         written = writer.append(STDOUT, piece)
         if written.complete:
             text = written.complete.decode("utf-8", "replace")
-            assert written.quiet == ("@arena" not in text and not mentions_checkpoint(text)), text
+            # an announcement is "@arena " and its JSON (ARENA_PREFIX, the parser's): a bare "@arena"
+            # announces nothing, and is quiet
+            assert written.quiet == (ARENA_PREFIX not in text and not mentions_checkpoint(text)), text
 
 
 @given(TEXT, st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+@example(text="@arena", cuts=[])  # found by CI: the word alone, no announcement (quiet)
+@example(text='@arena {"event": "checkpoint"}', cuts=[3, 7])  # an announcement cut in its prefix
 @settings(max_examples=examples(200), deadline=None)  # files under load: no timed assertion
 def test_a_record_is_quiet_only_without_the_word_wherever_the_writes_cut(text: str, cuts: list[int]) -> None:
     data = (text + "\n").encode("utf-8", "surrogatepass")
