@@ -27,11 +27,14 @@ class HealthSampler:
 
     The first sample is taken synchronously in the constructor, so there is
     always one to return; where the GPUs' reader has not started yet (the
-    hardware's ``gpus_ready`` says so: starting NVML costs 20 ms of CPU, and a
+    hardware's ``gpus_ready`` says so: starting NVML costs 10-20 ms of CPU, and a
     new server's first status waited for it), that sample leaves the GPUs out
-    (``gpuError`` says why) and the thread reads them at once;
-    ``wait_full_sample`` waits for it. ``our_pids`` is called before every sample for the
-    pids to mark ``ours`` (every process of this workspace's runs).
+    (``gpuError`` says why) and the thread reads them after
+    ``first_gpu_read_after_s`` (0: at once), or as soon as :meth:`read_gpus_now`
+    is called: a server calls it once its first status is answered, which
+    otherwise shared the GIL with NVML's start (issue 38 item 7). ``our_pids``
+    is called before every sample for the pids to mark ``ours`` (every process
+    of this workspace's runs).
     :meth:`set_active` switches between the two cadences; switching wakes the
     thread, which samples at once and then waits the new interval.
     """
@@ -43,11 +46,13 @@ class HealthSampler:
         *,
         active_interval_s: float = ACTIVE_INTERVAL_S,
         idle_interval_s: float = IDLE_INTERVAL_S,
+        first_gpu_read_after_s: float = 0.0,
     ) -> None:
         self._hw = hw
         self._our_pids = our_pids
         self._active_interval_s = active_interval_s
         self._idle_interval_s = idle_interval_s
+        self._first_gpu_read_after_s = first_gpu_read_after_s
         self._active = False
         self._sample_lock = threading.Lock()
         """Serialises sampling so that an older sample never replaces a newer one."""
@@ -76,8 +81,15 @@ class HealthSampler:
         return self._thread.is_alive()
 
     def wait_full_sample(self, timeout_s: float | None) -> bool:
-        """Whether a sample with the GPUs read is in, waiting up to ``timeout_s`` for it."""
+        """Whether a sample with the GPUs read is in (or the sampler closed before it read them),
+        waiting up to ``timeout_s`` for it; a wait does not hasten the first reading:
+        :meth:`read_gpus_now` does."""
         return self._full.wait(timeout_s)
+
+    def read_gpus_now(self) -> None:
+        """End the wait before the first reading of the GPUs (nothing if they were read)."""
+        if not self._full.is_set():
+            self._wake.set()
 
     def latest(self) -> Health:
         """The most recent sample; returns at once."""
@@ -127,6 +139,11 @@ class HealthSampler:
 
     def _run(self) -> None:
         if not self._full.is_set():
+            self._wake.wait(self._first_gpu_read_after_s)
+            self._wake.clear()
+            if self._stopping.is_set():
+                self._full.set()  # nobody waits for a reading that will never come
+                return
             try:
                 self.refresh()
             finally:

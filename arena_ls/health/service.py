@@ -28,6 +28,9 @@ from arena_ls.settings import Settings
 
 ON_DEMAND_AGE = 1.0
 """Seconds after which a status request triggers a fresh sample (in the background)."""
+FIRST_GPU_READ_AFTER_S = 1.0
+"""Seconds before the GPUs are first read unless :meth:`HealthService.read_gpus_now` comes first
+(a server calls it once its first status is answered: ``protocol/warmup.py``)."""
 
 
 class Preflight:
@@ -92,7 +95,7 @@ class HealthService:
         """Every process of the workspace's unfinished runs' trainers (they are "ours" on the GPU)."""
         self.active = active
         """Whether a run is active (the sampler samples faster then)."""
-        self.sampler = HealthSampler(hardware, self._our_pids)
+        self.sampler = HealthSampler(hardware, self._our_pids, first_gpu_read_after_s=FIRST_GPU_READ_AFTER_S)
         self._refreshing = threading.Event()
 
     def _our_pids(self) -> set[int]:
@@ -120,6 +123,11 @@ class HealthService:
 
     def fp32_only(self) -> bool | None:
         return fp32_only(self.settings().device_fp32_only, self.sampler.latest().gpus)
+
+    def read_gpus_now(self) -> None:
+        """Read the GPUs now if they were never read (NVML starts on the sampler's thread); until
+        then the device profile is unknown, and the gates' lints wait for it."""
+        self.sampler.read_gpus_now()
 
     def profile_known(self, timeout_s: float | None = 0.0) -> bool:
         """Whether the device profile is known (the GPUs read once), waiting up to ``timeout_s``."""

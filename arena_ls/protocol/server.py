@@ -71,6 +71,8 @@ class ArenaServer(LanguageServer):
         self.arena: Workspace | None = None
         self.warmed: asyncio.Future[None] | None = None
         """The warm-up's imports of the workspace's modules (``warmup.py``), begun at ``initialize``."""
+        self.first_status = warmup.FirstStatus()
+        """When this session's first ``arena/status`` is answered (start-up's own work waits)."""
         self.features = FeatureRegistry()
         self.tasks = TaskRunner()
         self.logs = self._log_batcher()
@@ -276,6 +278,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
             ls.run_task(ls.arena.close(), "closing a workspace view opened before initialize")
         ls.arena = None
         ls.warmed = warmup.warm_up(ls.protocol)  # while the client reads the answer (warmup.py)
+        ls.first_status = warmup.FirstStatus()
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: ArenaServer, params: types.InitializedParams) -> None:
@@ -283,7 +286,7 @@ def _register_lifecycle(server: ArenaServer) -> None:
         (await ls.open_workspace()).start()
         await pull_configuration(ls)
         ls.ws.resume_after_reboot()  # watchdog.afterReboot, now that the client's settings are in
-        ls.run_task(ls.ws.judge_trainers(), "judging the trainers at start-up")
+        ls.run_task(ls.first_status.then(ls.ws.start_up_work), "reading the GPUs, judging the trainers")
         gc_freeze.freeze_soon()  # not now: the client's first status is on its way (gc_freeze.py)
         loopcheck.arm()  # the slow-callback check (tests) counts from here: start-up is behind us
 
@@ -376,6 +379,7 @@ def _register_methods(server: ArenaServer) -> None:
         runs_limit = P.parse_status(params)
         answer = await (await ls.open_workspace()).status(runs_limit)
         loopaudit.first_status_answered()
+        ls.first_status.answered()
         return answer
 
     @server.feature("arena/runs")

@@ -19,13 +19,23 @@ of each of those kinds: that work is done while the client is busy with the
 answer, not after the status arrived. The workspace is opened once the
 imports are done (``ArenaServer.workspace`` awaits them: the loop never
 imports them); a structuring function made twice is only made twice.
+
+And start-up's own work waits for that first status (``FirstStatus``): the
+GPUs' first reading (importing and starting NVML: 10-20 ms of CPU on a
+thread that held the GIL while the status was answered) and the trainers'
+first verdicts begin once it is answered (``AFTER_FIRST_STATUS_WAIT`` at
+most, for a client that never asks). A plain first status took 31 ms with
+them beside it and 17 ms without, on a machine where a 20-million-addition
+loop takes 1.8 s (docs/performance.md, "The first status, seventh session").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -40,6 +50,12 @@ WORKSPACE_MODULES = (
 WAIT_FOR_IMPORTS = 10.0
 """Seconds the workspace's opening waits for the warm-up's imports at most; past that (a machine
 so loaded that the thread never ran) it imports them itself, as before the warm-up."""
+
+AFTER_FIRST_STATUS_WAIT = 0.25
+"""Seconds after ``initialized`` that start-up's own work waits for the first ``arena/status`` at
+most. An editor sends it with ``initialized`` and has its answer in tens of milliseconds; for a
+client that never asks, the gates' first verdicts and diagnostics (they wait for the device
+profile, the GPUs' first reading) come this much later at most."""
 
 THREADS = 3
 """Worker threads started ahead (the two warm-up tasks' and one more): a first status runs two
@@ -92,3 +108,22 @@ def structure_first_messages(protocol: Any) -> None:
 
 def _nothing() -> None:
     """A task that only makes the executor start a thread."""
+
+
+class FirstStatus:
+    """The moment a session's first ``arena/status`` is answered: start-up's own work waits for it."""
+
+    def __init__(self) -> None:
+        self._answered = asyncio.Event()
+
+    def answered(self) -> None:
+        """Called by the status handler before it returns: those waiting run after the answer is
+        written (the answer is sent by a callback of the handler's task, scheduled after this)."""
+        if not self._answered.is_set():
+            asyncio.get_running_loop().call_soon(self._answered.set)
+
+    async def then(self, work: Callable[[], Awaitable[None]]) -> None:
+        """``work()`` once the first status is answered, or ``AFTER_FIRST_STATUS_WAIT`` from now."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._answered.wait(), AFTER_FIRST_STATUS_WAIT)
+        await work()

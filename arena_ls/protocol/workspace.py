@@ -161,6 +161,12 @@ class Workspace(WorkspaceServices):
         current = manifest or await self.manifest_async()
         return await asyncio.to_thread(lambda: self.jobs.build(current, judged=judged))
 
+    async def start_up_work(self) -> None:
+        """What a session begins once its first status is answered (``warmup.FirstStatus``): the
+        GPUs' first reading, on the health sampler's thread, and the trainers' first verdicts."""
+        self.health.read_gpus_now()
+        await self.judge_trainers()
+
     async def judge_trainers(self) -> None:
         """Begin the gates' verdicts on the manifest's trainers at start-up, before anything asks:
         a person who opens the editor and presses Run a second later finds them judged (a status

@@ -13,6 +13,7 @@ import pytest
 
 from arena_ls.health import HealthSampler
 from arena_ls.health.model import GpuReading
+from arena_ls.health.snapshot import GPUS_NOT_READ_YET
 from tests.helpers.waiting import wait_until
 
 from .support import FakeHardware, fake_gpu
@@ -51,6 +52,20 @@ class FailingHardware(FakeHardware):
         if self.failing:
             raise RuntimeError("probe broke")
         return reading
+
+
+class NvmlLikeHardware(FakeHardware):
+    """GPUs whose reader starts at the first reading, as NVML does (``gpus_ready`` until then
+    False); counts the GPU readings."""
+
+    gpu_readings = 0
+
+    def gpus_ready(self) -> bool:
+        return self.gpu_readings > 0
+
+    def gpus(self) -> GpuReading:
+        self.gpu_readings += 1
+        return super().gpus()
 
 
 @pytest.fixture
@@ -163,3 +178,67 @@ def test_context_manager_closes() -> None:
     with HealthSampler(FakeHardware(), idle_interval_s=HOUR) as sampler:
         assert sampler.running
     assert not sampler.running
+
+
+def test_with_a_reader_to_start_the_gpus_wait_until_asked(samplers: list[HealthSampler]) -> None:
+    """A server's first status is answered before NVML starts (issue 38 item 7): the first sample
+    leaves the GPUs out, and nothing reads them, however long something waits, until asked."""
+    hw = NvmlLikeHardware(gpu_list=[fake_gpu(0)])
+    sampler = HealthSampler(hw, idle_interval_s=HOUR, active_interval_s=HOUR, first_gpu_read_after_s=HOUR)
+    samplers.append(sampler)
+    assert sampler.latest().gpus == () and sampler.latest().gpu_error == GPUS_NOT_READ_YET
+
+    assert not sampler.wait_full_sample(0.05), "a wait alone does not read them"
+    assert hw.gpu_readings == 0
+
+    sampler.read_gpus_now()
+
+    assert sampler.wait_full_sample(DEADLINE_S)
+    assert hw.gpu_readings == 1
+    assert [gpu.index for gpu in sampler.latest().gpus] == [0] and sampler.latest().gpu_error is None
+    sampler.read_gpus_now()  # read already: nothing more
+    assert sampler.wait_full_sample(0.0)
+
+
+def test_unasked_the_gpus_are_read_after_the_delay(samplers: list[HealthSampler]) -> None:
+    hw = NvmlLikeHardware(gpu_list=[fake_gpu(0)])
+    sampler = HealthSampler(hw, idle_interval_s=HOUR, active_interval_s=HOUR, first_gpu_read_after_s=0.01)
+    samplers.append(sampler)
+
+    assert sampler.wait_full_sample(DEADLINE_S)
+    assert [gpu.index for gpu in sampler.latest().gpus] == [0]
+
+
+def test_by_default_the_gpus_are_read_at_once(samplers: list[HealthSampler]) -> None:
+    hw = NvmlLikeHardware(gpu_list=[fake_gpu(0)])
+    sampler = HealthSampler(hw, idle_interval_s=HOUR, active_interval_s=HOUR)
+    samplers.append(sampler)
+
+    assert sampler.wait_full_sample(DEADLINE_S)
+    assert hw.gpu_readings == 1
+
+
+def test_becoming_active_reads_the_gpus_at_once(samplers: list[HealthSampler]) -> None:
+    """A run starting wakes the sampler: its GPUs are read then, not after the delay."""
+    hw = NvmlLikeHardware(gpu_list=[fake_gpu(0)])
+    sampler = HealthSampler(hw, idle_interval_s=HOUR, active_interval_s=HOUR, first_gpu_read_after_s=HOUR)
+    samplers.append(sampler)
+
+    sampler.set_active(True)
+
+    assert sampler.wait_full_sample(DEADLINE_S)
+
+
+def test_closing_before_the_first_reading_frees_whoever_waits_for_it() -> None:
+    hw = NvmlLikeHardware(gpu_list=[fake_gpu(0)])
+    sampler = HealthSampler(hw, idle_interval_s=HOUR, active_interval_s=HOUR, first_gpu_read_after_s=HOUR)
+    waited: list[bool] = []
+    waiter = threading.Thread(target=lambda: waited.append(sampler.wait_full_sample(DEADLINE_S)))
+    waiter.start()
+
+    sampler.close(timeout_s=DEADLINE_S)
+    waiter.join(DEADLINE_S)
+
+    assert not sampler.running
+    assert waited == [True]
+    assert hw.gpu_readings == 0, "a closing sampler does not start the GPUs' reader"

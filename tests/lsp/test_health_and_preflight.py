@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
+from arena_ls.health.snapshot import GPUS_NOT_READ_YET
 from tests.helpers.fake_hardware import write_fake_hardware
 from tests.helpers.lsp import (
     REPO,
@@ -210,6 +211,26 @@ async def test_no_nvml_is_a_normal_state(tmp_path: Path, capfd: pytest.CaptureFi
     finally:
         await finish(client)
     assert "Traceback" not in capfd.readouterr().err
+
+
+async def test_the_gpus_are_read_once_the_first_status_is_answered(tmp_path: Path) -> None:
+    """The first status never waits for NVML's start (it begins once that status is answered:
+    ``protocol/warmup.py``); the GPUs are read after it, and the status says what was found."""
+    root = make_workspace(tmp_path / "ws", [trainer_job()])
+    client = await start_server(root)
+    try:
+        first = await client.call("arena/status", {})
+        assert [job["id"] for job in first["jobs"]] == ["lm"]
+
+        async def read() -> bool:
+            status = await client.call("arena/status", {})
+            return bool(status["health"]["gpuError"] != GPUS_NOT_READ_YET)
+
+        await poll_until(read, "a status with the GPUs read")
+        status = await client.call("arena/status", {})
+        assert GPUS_NOT_READ_YET not in status["deviceProfile"]
+    finally:
+        await finish(client)
 
 
 async def test_dry_run_reports_everything_and_starts_nothing(tmp_path: Path) -> None:
