@@ -57,12 +57,17 @@ class TrainerGates:
         severities: Callable[[], Mapping[str, Severity]] | None = None,
         budget: GateBudget | None = None,
         profile_known: Callable[[float | None], bool] | None = None,
+        read_profile_now: Callable[[], None] | None = None,
     ) -> None:
         self.root = root
         self.profile_known = profile_known or (lambda timeout_s: True)
         """Whether the device profile is known (``fp32_only`` is read from the GPUs, which a new
         server reads on a thread), waiting up to the seconds given: a trainer is not linted before
         it is (its verdict would be judged for the wrong device), and is pending until then."""
+        self.read_profile_now = read_profile_now or (lambda: None)
+        """Have the GPUs read now if they were not yet: called where a person waits for the answer
+        (a start's verdict, an open editor's lint); the verdicts judged ahead of time wait for the
+        server's own first reading, after its first status (``protocol/warmup.py``)."""
         self.budget = budget
         """The worker process each lint runs in, within a time and memory budget (the server's);
         None: in this process (``arena check``, unit tests)."""
@@ -108,6 +113,7 @@ class TrainerGates:
         script = job.resolved_script(self.root) if job.kind == "train" else None
         if script is None:
             return GateVerdict([])
+        self.read_profile_now()
         self.profile_known(PROFILE_WAIT_S)
         path = str(script)
         signature = _signature(path)
@@ -196,6 +202,8 @@ class TrainerGates:
         """Every gate diagnostic of a trainer file (the open buffer's text when given), cached by
         the text's hash: the same content is linted once, whoever asks."""
         source: str | bytes | None
+        if text is not None:  # an editor's open buffer: a person waits for its diagnostics
+            self.read_profile_now()
         self.profile_known(PROFILE_WAIT_S)
         if text is None:
             digest, source = self._file_digest(path)

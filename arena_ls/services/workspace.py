@@ -72,6 +72,7 @@ class WorkspaceServices:
             self._gate_severities,
             budget=self.gate_budget,
             profile_known=self._profile_known,
+            read_profile_now=self._read_profile_now,
         )
         self.preflight = Preflight(hardware, self.settings, root=self.root, state_dir=self._state_dir)
         self.manifests = ManifestCache()
@@ -111,6 +112,9 @@ class WorkspaceServices:
 
     def _profile_known(self, timeout_s: float | None) -> bool:
         return self.health.profile_known(timeout_s)
+
+    def _read_profile_now(self) -> None:
+        self.health.read_gpus_now()
 
     def _gate_severities(self) -> dict[str, Severity]:
         """AR010 an error on a Windows device, then the workspace's ``gates.severity`` (contract 7.3)."""

@@ -10,6 +10,11 @@ could not write the final state until space returned, so the run read
 (``stop.kill``: no data block needed) and the final state is written into the
 blocks ``state.json`` holds already: the stop answers ``stopped`` while the
 disk is still full. No timed assertion (the call's own timeout is generous).
+
+The disk is full, not frozen: the output's segment writer removes a temporary it could not finish,
+and for a moment a page is free again. A stop that comes then writes its JSON (seen once in CI on
+a slow machine), which asks the same kill; so the test asks that the kill was asked as a kill,
+whichever way, and ``tests/lifecycle/test_stop_marks.py`` pins the names themselves.
 """
 
 from __future__ import annotations
@@ -52,6 +57,18 @@ def _leave_room(small: Path, room: int) -> None:
     os.truncate(filler, max(0, filler.stat().st_size - room))
 
 
+def _kill_asked(folder: Path) -> bool:
+    """Whether the run's stop request asks a kill: by its name (``stop.kill``), or in ``stop.json``
+    where a page was free for it. An empty ``stop.json`` alone was main's bug: a cooperative stop."""
+    if (folder / KILL_MARK).exists():
+        return True
+    try:
+        request = json.loads((folder / "stop.json").read_text() or "{}")
+    except (OSError, ValueError):
+        return False
+    return isinstance(request, dict) and request.get("kill") is True
+
+
 def _recorded(folder: Path) -> dict[str, Any]:
     state: dict[str, Any] = json.loads((folder / "state.json").read_text())
     return state
@@ -70,7 +87,7 @@ async def test_a_kill_with_the_disk_full_since_the_start_is_answered_stopped(tmp
             assert not (folder / RESERVE_NAME).exists(), "the disk had no room for the reserve"
             stopped = await client.call("arena/stop", {"runId": info["runId"], "kill": True, "confirm": True})
             assert stopped["status"] == "stopped" and stopped["stoppedBy"] == "kill", stopped
-            assert (folder / KILL_MARK).exists(), "the kill was asked by a name, not by JSON"
+            assert _kill_asked(folder), "the kill was asked as a kill (by a name where JSON had no room)"
             assert _recorded(folder)["status"] == "stopped", "on disk, while the disk is still full"
             assert shutil.disk_usage(small).free < 64 * 1024, "the disk stayed full throughout"
             assert "lost" not in client.status_of(info["runId"])
