@@ -135,10 +135,13 @@ def hammer(path: Path, stop: threading.Event) -> threading.Thread:
 async def test_a_run_survives_sharing_violations_with_a_reader_hammering_its_state(tmp_path: Path) -> None:
     root = make_workspace(
         tmp_path / "ws",
-        [job("ticker", "--steps", "600", "--interval", "0.01", "--numbered", "--ckpt-every", "50")],
-    )
+        [job("ticker", "--steps", "600", "--interval", "0.01", "--numbered", "--ckpt-every", "50",
+             "--hold-at", "300", "--hold-file", str(tmp_path / "go-on"))],
+    )  # fmt: skip
     # Bursts of 3 (retried inside one replace), one of 60 (past the replace's retries: the
-    # writer thread retries), and reads of state.json failing two times in three.
+    # writer thread retries), and reads of state.json failing two times in three. The run waits
+    # at step 300 until the second start was refused: on a slow machine the read faults came
+    # after its 6 s were over, and the second start found no live run (seen once in CI).
     env, log = fault_env(tmp_path, bursts=[3, 3, 60, 3, 3, 3], reads=400)
     client = await start_server(root, env=env)
     stop = threading.Event()
@@ -150,6 +153,7 @@ async def test_a_run_survives_sharing_violations_with_a_reader_hammering_its_sta
         await wait_for(lambda: faults(log).get("read", 0) >= 2, what="read faults in the server")
         second = await client.call_error("arena/start", {"id": "ticker"})
         assert "one job at a time" in str(second), "the live run's lock must hold"
+        (tmp_path / "go-on").touch()
         final = await wait_status(client, info["runId"], "succeeded", "crashed", "lost", "stopped")
         assert final["status"] == "succeeded" and final["pid"] == info["pid"]
         assert final["lastCheckpoint"]["step"] == 600
