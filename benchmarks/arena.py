@@ -16,6 +16,7 @@ import psutil
 from arena_ls.agent.launch import SPARE_FLAG
 from arena_ls.lifecycle.spare import DISABLE_VARIABLE
 from arena_ls.platform import SPARE_AGENT
+from arena_ls.protocol.backends import SPARE_WHEN_IDLE_FOR
 from benchmarks.client import BenchClient, open_session
 
 FINAL = {"stopped", "succeeded", "crashed", "lost"}
@@ -48,7 +49,12 @@ async def settled(client: BenchClient) -> None:
         await _spare_loaded(client.pid)
 
 
-async def _spare_loaded(server_pid: int, appear: float = 2.0, load: float = 10.0) -> None:
+SPARE_APPEARS_WITHIN = SPARE_WHEN_IDLE_FOR + 2.0
+"""The server loads its spare once the workspace was idle ``SPARE_WHEN_IDLE_FOR`` seconds; a spare
+that has not appeared 2 s after that is not coming (an older ``--product``, spares switched off)."""
+
+
+async def _spare_loaded(server_pid: int, appear: float = SPARE_APPEARS_WITHIN, load: float = 10.0) -> None:
     """Until the server's spare agent has loaded; soon if none appears (an older ``--product``)."""
     started = time.monotonic()
     while True:
@@ -58,7 +64,7 @@ async def _spare_loaded(server_pid: int, appear: float = 2.0, load: float = 10.0
         waited = time.monotonic() - started
         if waited > (load if spares else appear):
             return
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # before anything is timed: a reading of /proc less often
 
 
 def _spares(server_pid: int) -> list[bool]:

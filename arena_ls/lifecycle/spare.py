@@ -76,11 +76,21 @@ class SpareAgent:
     """One server's spare agent for one workspace (see the module docstring)."""
 
     def __init__(
-        self, spawn: SpawnSpare = _spawn, *, enabled: bool | None = None, not_before: float = 0.0
+        self,
+        spawn: SpawnSpare = _spawn,
+        *,
+        enabled: bool | None = None,
+        not_before: float = 0.0,
+        idle_for: float = 0.0,
     ) -> None:
         self._spawn = spawn
         self.not_before = not_before
         """``time.monotonic()`` before which ``ensure_soon`` starts no spare (its thread waits)."""
+        self.idle_for = idle_for
+        """Seconds the workspace stays idle, from the ``ensure_soon`` that asked, before the spare
+        starts: a run started sooner goes cold, and a session that ends sooner loaded nothing."""
+        self._due = 0.0
+        """``time.monotonic()`` at which the spare ``ensure_soon`` asked for starts."""
         self.enabled = enabled if enabled is not None else _enabled_here()
         self._process: subprocess.Popen[bytes] | None = None
         self._workspace: Path | None = None
@@ -88,6 +98,9 @@ class SpareAgent:
         """Spares that died before they were handed a run."""
         self._lock = threading.RLock()
         """Held while a spare is started, handed or let go: ``ensure_soon`` starts it on a thread."""
+        self._changed = threading.Condition(self._lock)
+        """Notified when the spare is no longer wanted (``take``, ``release``): the thread waiting
+        for ``_due`` ends at once, and a closing server does not wait for it."""
         self._soon: Path | None = None
         """The workspace ``ensure_soon`` asked a spare for, until its thread starts it (or a
         ``take`` / ``release`` meanwhile says it is no longer wanted)."""
@@ -99,10 +112,11 @@ class SpareAgent:
         return self._process
 
     def ensure_soon(self, workspace: Path) -> None:
-        """``ensure`` on a worker thread of the spare's own, not before ``not_before``: the event
-        loop never waits for the spare's fork and exec (8-14 ms of the loop on the project's VM,
-        in the first status's way at start-up), and the spare's interpreter does not load beside
-        start-up's first requests. A ``take`` or ``release`` before that thread began cancels it;
+        """``ensure`` on a worker thread of the spare's own, not before ``not_before`` nor before
+        the workspace was idle ``idle_for`` seconds: the event loop never waits for the spare's
+        fork and exec (8-14 ms of the loop on the project's VM, in the first status's way at
+        start-up), and the spare's interpreter does not load beside start-up's first requests
+        or a run's last moments. A ``take`` or ``release`` before that thread began cancels it;
         one while it starts the spare waits for it (the lock), then hands the spare on or lets
         it go."""
         if not self.enabled or self._soon == workspace:
@@ -113,6 +127,7 @@ class SpareAgent:
             if self._waiting_for(workspace):
                 return
             self._soon = workspace
+            self._due = max(self.not_before, time.monotonic() + self.idle_for)
         finally:
             self._lock.release()
         if self._thread is None:
@@ -120,10 +135,9 @@ class SpareAgent:
         self._thread.submit(self._ensure_if_wanted, workspace)
 
     def _ensure_if_wanted(self, workspace: Path) -> None:
-        wait = self.not_before - time.monotonic()
-        if wait > 0:  # the spare's own thread: nothing else waits meanwhile (a take cancels it)
-            time.sleep(wait)
-        with self._lock:
+        with self._changed:  # the spare's own thread: nothing else waits meanwhile
+            while self._soon == workspace and (wait := self._due - time.monotonic()) > 0:
+                self._changed.wait(wait)  # the lock is free meanwhile; a take or release wakes it
             if self._soon != workspace:
                 return
             self._soon = None
@@ -172,7 +186,7 @@ class SpareAgent:
     def take(self, run_dir: RunDir, workspace: Path) -> subprocess.Popen[bytes] | None:
         """Hand ``run_dir`` to the spare; the spare (now the run's agent), or None to start one cold."""
         with self._lock:
-            self._soon = None
+            self._not_wanted()
             return self._take(run_dir, workspace)
 
     def _take(self, run_dir: RunDir, workspace: Path) -> subprocess.Popen[bytes] | None:
@@ -194,10 +208,15 @@ class SpareAgent:
             return None
         return process
 
+    def _not_wanted(self) -> None:
+        """No spare is to start for an ``ensure_soon`` still waiting (the lock is held)."""
+        self._soon = None
+        self._changed.notify_all()
+
     def release(self) -> None:
         """Let the spare go (it exits at end-of-file); the server is closing, or the spare is stale."""
         with self._lock:
-            self._soon = None
+            self._not_wanted()
             process, self._process = self._process, None
             self._workspace = None
         if process is not None:

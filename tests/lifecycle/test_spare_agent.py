@@ -43,6 +43,7 @@ from tests.helpers.lsp import (
     wait_for,
     wait_status,
 )
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Windows starts every agent cold")
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -236,6 +237,47 @@ def test_a_take_while_the_spare_starts_waits_for_it_and_one_before_cancels_it(tm
     idle.go.set()
     _settled(held)
     assert idle.calls == [] and held.process is None
+
+
+def test_a_spare_waits_until_the_workspace_was_idle_and_a_start_or_close_meanwhile_cancels_it(
+    tmp_path: Path,
+) -> None:
+    """``idle_for``: the spare loads once the workspace stayed idle that long; a run started sooner
+    (``take``) goes cold and no spare loads for it, and a closing server (``release``) does not wait
+    for the idle time to pass (the thread that waits ends at once: the server's exit joins it)."""
+    taken_early = Spawner(FakeSpare(100))
+    agents = SpareAgent(taken_early, enabled=True, idle_for=WAIT)
+    agents.ensure_soon(tmp_path)
+    assert agents.take(RunDir(tmp_path / "runs" / "r1"), tmp_path) is None, "a cold start"
+    _settled(agents)  # within WAIT: the waiting thread was woken, not left to wait out WAIT
+    assert taken_early.calls == [] and agents.process is None
+
+    closed_early = Spawner(FakeSpare(101))
+    closing = SpareAgent(closed_early, enabled=True, idle_for=WAIT)
+    closing.ensure_soon(tmp_path)
+    closing.release()
+    _settled(closing)
+    assert closed_early.calls == []
+
+    loaded = Spawner(FakeSpare(102))
+    idle = SpareAgent(loaded, enabled=True, idle_for=0.05)
+    idle.ensure_soon(tmp_path)
+    wait_until(lambda: idle.process is not None, "the spare, once the workspace was idle", timeout=WAIT)
+    assert len(loaded.calls) == 1
+
+
+def test_a_new_ask_after_a_start_waits_its_own_idle_time(tmp_path: Path) -> None:
+    """The idle time counts from the ask after the run: a thread still waiting from the ask before
+    it does not start the spare on the old time, nor does a second one start another."""
+    spawn = Spawner(FakeSpare(100), FakeSpare(101))
+    agents = SpareAgent(spawn, enabled=True, idle_for=WAIT)
+    agents.ensure_soon(tmp_path)
+    assert agents.take(RunDir(tmp_path / "runs" / "r1"), tmp_path) is None
+    agents.idle_for = 0.05
+    agents.ensure_soon(tmp_path)  # the run ended: idle again
+    wait_until(lambda: agents.process is not None, "the spare asked for after the run", timeout=WAIT)
+    _settled(agents)
+    assert len(spawn.calls) == 1
 
 
 @pytest.mark.parametrize(
