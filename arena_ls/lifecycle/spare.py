@@ -80,12 +80,9 @@ class SpareAgent:
         spawn: SpawnSpare = _spawn,
         *,
         enabled: bool | None = None,
-        not_before: float = 0.0,
         idle_for: float = 0.0,
     ) -> None:
         self._spawn = spawn
-        self.not_before = not_before
-        """``time.monotonic()`` before which ``ensure_soon`` starts no spare (its thread waits)."""
         self.idle_for = idle_for
         """Seconds the workspace stays idle, from the ``ensure_soon`` that asked, before the spare
         starts: a run started sooner goes cold, and a session that ends sooner loaded nothing."""
@@ -112,8 +109,8 @@ class SpareAgent:
         return self._process
 
     def ensure_soon(self, workspace: Path) -> None:
-        """``ensure`` on a worker thread of the spare's own, not before ``not_before`` nor before
-        the workspace was idle ``idle_for`` seconds: the event loop never waits for the spare's
+        """``ensure`` on a worker thread of the spare's own, once the workspace was idle
+        ``idle_for`` seconds: the event loop never waits for the spare's
         fork and exec (8-14 ms of the loop on the project's VM, in the first status's way at
         start-up), and the spare's interpreter does not load beside start-up's first requests
         or a run's last moments. A ``take`` or ``release`` before that thread began cancels it;
@@ -127,7 +124,7 @@ class SpareAgent:
             if self._waiting_for(workspace):
                 return
             self._soon = workspace
-            self._due = max(self.not_before, time.monotonic() + self.idle_for)
+            self._due = time.monotonic() + self.idle_for
         finally:
             self._lock.release()
         if self._thread is None:

@@ -9,25 +9,21 @@ workspace is idle), then Ray clusters (``cluster/backend.py``: jobs with
 
 from __future__ import annotations
 
-import time
-
 from arena_ls.cluster.backend import RayBackend
 from arena_ls.lifecycle.backends.base import Backends
 from arena_ls.lifecycle.backends.local import LocalBackend
 from arena_ls.lifecycle.spare import SpareAgent
 
-FIRST_SPARE_AFTER = 0.5
-"""Seconds after a workspace opens before its first spare agent starts: its interpreter, loading
-on one of two cores, took CPU from start-up's first requests (issue 38 item 7)."""
 SPARE_WHEN_IDLE_FOR = 3.0
 """Seconds the workspace stays idle (just opened, or its run just ended) before a spare agent
-loads: a spare is for a start a person makes later, and a session that ends or starts a run
-sooner (the CLI's own servers, most of the test suite's) never paid an interpreter that went
-unused. Measured: 418 spares in one run of the suite, 115 s of CPU, most of them never handed a
+loads: a spare is for a start a person makes later; its interpreter, loading on one of two
+cores, takes no CPU from start-up's first requests (issue 38 item 7); and a session that ends or
+starts a run sooner (the CLI's own servers, most of the test suite's) never paid an interpreter
+that went unused. Measured: 418 spares in one run of the suite, 115 s of CPU, most of them never handed a
 run (docs/performance.md, "Where the suite's CPU goes")."""
 
 
 def server_backends() -> Backends:
     """A fresh set of back ends for one workspace (each holds its own spare agent)."""
-    spare = SpareAgent(not_before=time.monotonic() + FIRST_SPARE_AFTER, idle_for=SPARE_WHEN_IDLE_FOR)
+    spare = SpareAgent(idle_for=SPARE_WHEN_IDLE_FOR)
     return Backends(LocalBackend(spare), RayBackend())
