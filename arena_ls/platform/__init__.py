@@ -79,8 +79,10 @@ from arena_ls.platform.files import (
 from arena_ls.platform.folder_events import (
     IN_CLOEXEC,
     IN_CLOSE_WRITE,
+    IN_MODIFY,
     IN_MOVED_TO,
     IN_NONBLOCK,
+    WRITTEN,
     FolderEvents,
     open_folder_events,
 )
@@ -206,6 +208,7 @@ __all__ = [
     "INVALID_HANDLE_VALUE",
     "IN_CLOEXEC",
     "IN_CLOSE_WRITE",
+    "IN_MODIFY",
     "IN_MOVED_TO",
     "IN_NONBLOCK",
     "JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS",
@@ -228,6 +231,7 @@ __all__ = [
     "VMSTAT",
     "WINDOWS_COMMAND_LINE",
     "WINDOWS_REBOOT_KEYS",
+    "WRITTEN",
     "CaseBlindSearch",
     "FileRenameInfo",
     "FolderEvents",

@@ -1,4 +1,4 @@
-"""Watching run folders for replaced files (Linux: inotify); elsewhere the caller polls."""
+"""Watching run folders for replaced and appended files (Linux: inotify); elsewhere the caller polls."""
 
 from __future__ import annotations
 
@@ -10,20 +10,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+IN_MODIFY = 0x00000002
 IN_CLOSE_WRITE = 0x00000008
 IN_MOVED_TO = 0x00000080
+WRITTEN = IN_MOVED_TO | IN_CLOSE_WRITE
+"""A file whole in its place: renamed into the folder, or closed after writing."""
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 _INOTIFY_EVENT = "iIII"  # wd, mask, cookie, len; then len bytes of NUL-padded name
 
 
 class FolderEvents:
-    """Linux: names written (closed after writing) or renamed into watched folders, via inotify.
+    """Linux: names written (closed after writing), renamed into or appended to in watched folders,
+    via inotify.
 
     ``fileno`` is readable when there are events (for the event loop's
-    ``add_reader``); ``names`` drains them. Where inotify is missing or its
-    limits are reached, ``open_folder_events`` returns None and the caller
-    polls as before.
+    ``add_reader``); ``changes`` drains them, each a name and its inotify mask (``names``: the
+    names alone). An append (``IN_MODIFY``) is told at every write, before the file is closed:
+    a reader of a file replaced whole waits for ``WRITTEN``. Where inotify is missing or its
+    limits are reached, ``open_folder_events`` returns None and the caller polls as before.
     """
 
     def __init__(self, fd: int, libc: Any) -> None:
@@ -39,7 +44,7 @@ class FolderEvents:
         key = str(folder)
         if key in self._watches:
             return True
-        wd = int(self._libc.inotify_add_watch(self._fd, os.fsencode(key), IN_MOVED_TO | IN_CLOSE_WRITE))
+        wd = int(self._libc.inotify_add_watch(self._fd, os.fsencode(key), WRITTEN | IN_MODIFY))
         if wd < 0:
             return False
         self._watches[key] = wd
@@ -55,15 +60,19 @@ class FolderEvents:
 
     def names(self) -> list[str]:
         """The names of the events that came since the last call (never blocks)."""
-        names: list[str] = []
+        return [name for name, _ in self.changes()]
+
+    def changes(self) -> list[tuple[str, int]]:
+        """The events that came since the last call, each a name and its mask (never blocks)."""
+        changes: list[tuple[str, int]] = []
         while True:
             try:
                 data = os.read(self._fd, 64 * 1024)
             except OSError:  # BlockingIOError: drained
-                return names
+                return changes
             if not data:
-                return names
-            names.extend(_inotify_names(data))
+                return changes
+            changes.extend(_inotify_events(data))
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -72,15 +81,19 @@ class FolderEvents:
 
 
 def _inotify_names(data: bytes) -> list[str]:
+    return [name for name, _ in _inotify_events(data)]
+
+
+def _inotify_events(data: bytes) -> list[tuple[str, int]]:
     header = struct.calcsize(_INOTIFY_EVENT)
-    names: list[str] = []
+    events: list[tuple[str, int]] = []
     offset = 0
     while offset + header <= len(data):
-        _, _, _, size = struct.unpack_from(_INOTIFY_EVENT, data, offset)
+        _, mask, _, size = struct.unpack_from(_INOTIFY_EVENT, data, offset)
         raw = data[offset + header : offset + header + size]
-        names.append(os.fsdecode(raw.split(b"\0", 1)[0]))
+        events.append((os.fsdecode(raw.split(b"\0", 1)[0]), mask))
         offset += header + size
-    return names
+    return events
 
 
 def open_folder_events() -> FolderEvents | None:

@@ -15,10 +15,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from tests.helpers.lsp import start_server, stop_server
+from tests.helpers.waiting import DEADLINE_S, wait_until
 
 WAIT = 90.0
 """Deadline for one ``arena`` command or one awaited line (CI machines are loaded)."""
@@ -54,10 +56,81 @@ def status_json(root: Path) -> dict[str, Any]:
 
 
 def run_of(root: Path, run_id: str) -> dict[str, Any]:
-    for run in status_json(root)["runs"]:
+    return run_in(status_json(root), run_id)
+
+
+def run_in(status: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The run ``run_id`` of an ``arena status --json``."""
+    for run in status["runs"]:
         if run["runId"] == run_id:
             return dict(run)
     raise AssertionError(f"no run {run_id} in arena status")
+
+
+def state_on_disk(root: Path, run_id: str) -> dict[str, Any]:
+    """The run's ``state.json`` as its agent last wrote it ({} while unreadable)."""
+    return states_on_disk(root).get(run_id, {})
+
+
+FINAL = frozenset({"stopped", "succeeded", "crashed", "lost"})
+STATUS_AT_MOST_EVERY = 5.0
+"""While the runs' files do not yet say so, ``wait_for_status`` asks ``arena status`` this seldom."""
+
+
+def states_on_disk(root: Path) -> dict[str, dict[str, Any]]:
+    """Each run's ``state.json`` as its agent last wrote it, by run id; a state being replaced
+    (unreadable for a moment) is left out, and read at the next poll. Starts no process."""
+    states: dict[str, dict[str, Any]] = {}
+    for path in (root / ".aide" / "training" / "runs").glob("*/state.json"):
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(state, dict):
+            states[path.parent.name] = state
+    return states
+
+
+def unfinished_on_disk(root: Path) -> list[dict[str, Any]]:
+    """The states of the runs whose agents have not written an end."""
+    return [state for state in states_on_disk(root).values() if state.get("status") not in FINAL]
+
+
+def wait_for_status(
+    root: Path,
+    holds: Callable[[dict[str, Any]], Any],
+    what: str,
+    *,
+    files_say: Callable[[Path], Any],
+    timeout: float = DEADLINE_S,
+) -> Any:
+    """Wait until ``holds(arena status --json)`` is truthy, and return it.
+
+    Every ``arena status`` starts a client and its server (a second of CPU): polled every 20 ms
+    through a minute-long run, the suite's waits cost hundreds of them. So the runs' files are
+    polled (``files_say``: what they say once the status would hold), and ``arena status`` is
+    asked when they say so, or every ``STATUS_AT_MOST_EVERY`` seconds: its verdict is the wait's
+    (a run whose agent died without a word is ``lost`` there, never in its files)."""
+    asked = [time.monotonic()]
+
+    def status_holds() -> Any:
+        if not files_say(root) and time.monotonic() - asked[0] < STATUS_AT_MOST_EVERY:
+            return None
+        asked[0] = time.monotonic()
+        return holds(status_json(root))
+
+    return wait_until(status_holds, what, timeout=timeout)
+
+
+def wait_until_no_run_is_active(root: Path, what: str, timeout: float = DEADLINE_S) -> None:
+    """Until ``arena status`` shows no active run (its files say every run ended)."""
+    wait_for_status(
+        root,
+        lambda status: status["active"] is None or None,
+        what,
+        files_say=lambda root: not unfinished_on_disk(root),
+        timeout=timeout,
+    )
 
 
 def one_line(text: str) -> str:

@@ -16,9 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.support import ARENA, WAIT, arena_env, one_line, run_arena, status_json, stop_every_run
+from tests.client.support import (
+    ARENA,
+    WAIT,
+    arena_env,
+    one_line,
+    run_arena,
+    status_json,
+    stop_every_run,
+    unfinished_on_disk,
+    wait_for_status,
+)
 from tests.helpers.lsp import FAKE_TRAINER, job, make_workspace
-from tests.helpers.waiting import wait_until
 
 SERVER = Path(__file__).resolve().parents[2] / "arena_ls"
 
@@ -160,10 +169,25 @@ def answer_on_a_terminal(root: Path, args: list[str], question: str, answer: str
 # -- 1011 checkpoint-mismatch ----------------------------------------------------------------
 
 
+def wait_for_steps(root: Path, step: int) -> None:
+    """Until ``arena status`` shows the active run at ``step`` or past it."""
+    wait_for_status(
+        root,
+        lambda status: ((status["active"] or {}).get("step") or 0) >= step,
+        "steps past it",
+        files_say=lambda root: any((state.get("step") or 0) >= step for state in unfinished_on_disk(root)),
+    )
+
+
 def stopped_with_a_checkpoint(root: Path, job_id: str) -> int:
     """Start ``job_id``, stop it cooperatively after a checkpoint; the job's checkpoint step."""
     assert run_arena(root, "start", job_id, "--fresh").returncode == 0
-    wait_until(lambda: (status_json(root)["active"] or {}).get("lastCheckpoint"), "a checkpoint")
+    wait_for_status(
+        root,
+        lambda status: (status["active"] or {}).get("lastCheckpoint"),
+        "a checkpoint",
+        files_say=lambda root: any(state.get("lastCheckpoint") for state in unfinished_on_disk(root)),
+    )
     stopped = run_arena(root, "stop", job_id)
     assert stopped.returncode == 0, stopped.stderr
     run = [r for r in status_json(root)["runs"] if r["jobId"] == job_id][-1]
@@ -193,9 +217,7 @@ def test_e2e_a_kill_says_what_it_lost(workspace: Path) -> None:
     # steps (the long job, saving every 5 steps, could be killed right on a save).
     last = QUIET_AFTER * 2
     assert run_arena(workspace, "start", "quiet").returncode == 0
-    wait_until(
-        lambda: ((status_json(workspace)["active"] or {}).get("step") or 0) >= last + 4, "steps past it"
-    )
+    wait_for_steps(workspace, last + 4)
     killed = run_arena(workspace, "stop", "quiet", "--kill", "--confirm")
     assert killed.returncode == 0, killed.stderr  # a kill ends the run `stopped` (by kill)
     lost = re.search(
@@ -213,9 +235,7 @@ def test_e2e_a_kill_says_what_it_lost(workspace: Path) -> None:
 def test_e2e_a_stop_of_a_run_with_an_old_checkpoint_says_how_much_is_lost(workspace: Path) -> None:
     assert run_arena(workspace, "start", "quiet").returncode == 0
     last = QUIET_AFTER * 2
-    wait_until(
-        lambda: ((status_json(workspace)["active"] or {}).get("step") or 0) >= 20 * last, "steps past it"
-    )
+    wait_for_steps(workspace, 20 * last)
     refused = run_arena(workspace, "stop", "quiet")
     assert refused.returncode == 1, refused.stdout
     line = one_line(refused.stderr)

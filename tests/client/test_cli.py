@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,12 +20,14 @@ from tests.client.support import (
     arena_env,
     one_line,
     run_arena,
+    run_in,
     run_of,
+    state_on_disk,
     status_json,
     stop_every_run,
+    wait_for_status,
 )
 from tests.helpers.lsp import job, make_workspace
-from tests.helpers.waiting import wait_until
 
 RUN_INFO_FIELDS = {
     "runId", "jobId", "status", "pid", "agentPid", "startedAt", "endedAt", "exitCode", "signal",
@@ -85,7 +88,12 @@ def test_start_says_whether_it_resumes_and_from_which_step(workspace: Path) -> N
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines()[1] == "starting from step 0"
     run_id = started_run_id(first.stdout)
-    wait_until(lambda: run_of(workspace, run_id)["lastCheckpoint"] is not None, "a checkpoint")
+    wait_for_status(
+        workspace,
+        lambda status: run_in(status, run_id)["lastCheckpoint"] is not None,
+        "a checkpoint",
+        files_say=lambda root: state_on_disk(root, run_id).get("lastCheckpoint") is not None,
+    )
     stopped = run_arena(workspace, "stop", "ckpt-train")
     assert stopped.returncode == 0, stopped.stderr
     final = run_of(workspace, run_id)
@@ -429,11 +437,17 @@ def test_plot_stitches_the_job_across_its_resumed_runs(workspace: Path, tmp_path
         assert started.returncode == 0, started.stderr
         run_id = started_run_id(started.stdout)
 
-        def saved_past_resume(run_id: str = run_id, after: int = resumed_from) -> bool:
-            checkpoint = run_of(workspace, run_id)["lastCheckpoint"]
+        def saved_past(checkpoint: dict[str, Any] | None, after: int = resumed_from) -> bool:
             return checkpoint is not None and checkpoint["step"] > after
 
-        wait_until(saved_past_resume, "a checkpoint past the resume point")
+        wait_for_status(
+            workspace,
+            lambda status, run_id=run_id: saved_past(run_in(status, run_id)["lastCheckpoint"]),
+            "a checkpoint past the resume point",
+            files_say=lambda root, run_id=run_id: saved_past(
+                state_on_disk(root, run_id).get("lastCheckpoint")
+            ),
+        )
         assert run_arena(workspace, "stop", "ckpt-train").returncode == 0
         resumed_from = run_of(workspace, run_id)["lastCheckpoint"]["step"]
     out = tmp_path / "curve.png"

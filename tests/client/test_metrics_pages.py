@@ -20,7 +20,7 @@ from arena_ls.client.metrics_all_pages import read_all_metrics
 from arena_ls.run.outputlog import STDOUT, OutputWriter
 from arena_ls.run.rundir import RunDir, RunState
 from arena_ls.run.states import RunStatus
-from tests.client.support import run_arena, status_json, stop_every_run
+from tests.client.support import run_arena, stop_every_run, wait_until_no_run_is_active
 from tests.helpers.lsp import (
     ArenaClient,
     job,
@@ -30,7 +30,6 @@ from tests.helpers.lsp import (
     stop_server,
     wait_status,
 )
-from tests.helpers.waiting import wait_until
 
 ONE_PAGE = 10_000
 LONG_STEPS = ONE_PAGE + 2_000
@@ -129,7 +128,7 @@ def test_arena_plot_draws_a_run_longer_than_one_page(tmp_path: Path) -> None:
     root = make_workspace(tmp_path / "ws", [long_job])
     try:
         assert run_arena(root, "start", "long").returncode == 0
-        wait_until(lambda: status_json(root)["active"] is None, "the long run to end", timeout=300)
+        wait_until_no_run_is_active(root, "the long run to end", timeout=300)
         out = tmp_path / "long.png"
         done = run_arena(root, "plot", "long", "--out", str(out))
     finally:

@@ -20,8 +20,13 @@ from typing import Any
 
 import pytest
 
-from tests.client.support import ArenaProcess, run_arena, status_json, stop_every_run
-from tests.helpers.waiting import wait_until
+from tests.client.support import (
+    ArenaProcess,
+    run_arena,
+    status_json,
+    stop_every_run,
+    wait_until_no_run_is_active,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 400
@@ -90,7 +95,7 @@ def test_the_reference_plot_marks_only_the_real_resume_and_relaunch(tmp_path: Pa
     try:
         stop_after_a_checkpoint(root)
         resume_kill_and_finish(root)
-        wait_until(lambda: status_json(root)["active"] is None, "the run to end", timeout=LONG)
+        wait_until_no_run_is_active(root, "the run to end", timeout=LONG)
         plotted = run_arena(root, "plot", "tiny-lm", timeout=LONG)
     finally:
         stop_every_run(root)

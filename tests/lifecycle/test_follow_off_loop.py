@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 
 from arena_ls import platform
-from arena_ls.lifecycle.follower import RunFollower, woken_or_timed_out
+from arena_ls.lifecycle.follower import UNWOKEN_POLL_MOST, WATCHED_POLL, RunFollower, woken_or_timed_out
 from arena_ls.lifecycle.runview import LineBatch, RunView
 from arena_ls.run.capture import LogLine
 from arena_ls.run.outputlog import STDOUT, OutputWriter
@@ -28,6 +30,8 @@ from arena_ls.run.state_folder import StateFolder
 from arena_ls.run.states import RunStatus
 from tests.helpers.fake_backend import write_state
 from tests.helpers.lsp import wait_for
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
 
 
 class Told:
@@ -247,3 +251,72 @@ async def test_the_followers_wait_ends_at_a_wake_or_its_timeout() -> None:
     wake.set()
     await woken_or_timed_out(wake, 60.0)  # already woken: at once
     assert not wake._waiters
+
+
+class Trickle:
+    """A writer thread appending one line every ``pause`` seconds, as a trainer printing its steps."""
+
+    def __init__(self, writer: OutputWriter, lines: int, pause: float) -> None:
+        self.writer, self.lines, self.pause = writer, lines, pause
+        self.thread = threading.Thread(target=self._write, daemon=True)
+
+    def _write(self) -> None:
+        for number in range(self.lines):
+            self.writer.append(STDOUT, f"step {number}\n".encode())
+            time.sleep(self.pause)  # the trainer's own pace, not a wait for an event
+
+
+async def rounds_for_a_trickle(follower: RunFollower, run: RunDir, told: Told) -> tuple[int, float]:
+    """The follower's rounds while a trainer prints 20 lines, 50 ms apart, and how long it took;
+    every line told once, in order."""
+    rounds: list[float] = []
+    poll_once = follower.poll_once
+
+    def counted(*args: Any, **kwargs: Any) -> bool:
+        rounds.append(time.monotonic())
+        return bool(poll_once(*args, **kwargs))
+
+    follower.poll_once = counted  # type: ignore[method-assign]
+    writer = OutputWriter(run.path)
+    trickle = Trickle(writer, lines=20, pause=0.05)
+    started = time.monotonic()
+    follower.ensure_running()
+    trickle.thread.start()
+    try:
+        await wait_for(lambda: len(told.lines()) >= 20, what="the 20 lines")
+    finally:
+        trickle.thread.join()
+        writer.close()
+    took = time.monotonic() - started
+    assert told.lines() == [f"step {i}" for i in range(20)], "each line once, in order"
+    return len(rounds), took
+
+
+@linux_only
+async def test_a_trickles_lines_wake_the_rounds_instead_of_a_round_every_5_ms(
+    following: Any, run: RunDir
+) -> None:
+    """Where every run is watched, a trainer printing a line every 50 ms costs a round or two per
+    line and the watched pace's rounds between, not a round every 5 ms (140 of them here before).
+    The bound is on the count of rounds for the time it took, so a loaded machine cannot fail it."""
+    follower, _view, told = following
+    follower.poll_once()  # the run is known and its folder watched
+    rounds, took = await rounds_for_a_trickle(follower, run, told)
+    assert follower._state_watch.sees_every_run
+    at_most = 2 * 20 + took / WATCHED_POLL + 3  # a wake per write (and one after it), the watched pace
+    assert rounds <= at_most, f"{rounds} rounds in {took:.2f} s for 20 lines"
+
+
+async def test_where_no_write_wakes_the_rounds_a_trickle_is_polled_at_a_pace_that_backs_off(
+    following: Any, run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows and macOS: no inotify. The lines of a trainer printing every 50 ms are all told,
+    in order, with rounds 5, 10, 20, 40 ms after the last that found a line (about four per line),
+    not one every 5 ms."""
+    follower, _view, told = following
+    monkeypatch.setattr(platform, "open_folder_events", lambda: None)  # as on Windows and macOS
+    follower.poll_once()
+    rounds, took = await rounds_for_a_trickle(follower, run, told)
+    assert not follower._state_watch.sees_every_run
+    at_most = 4 * 20 + took / UNWOKEN_POLL_MOST + 3
+    assert rounds <= at_most, f"{rounds} rounds in {took:.2f} s for 20 lines"
