@@ -8,11 +8,13 @@ an event is ``select`` with a deadline, never a sleep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import select
 import struct
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -204,6 +206,18 @@ def test_a_replaced_state_makes_the_next_round_due_at_most_a_fast_poll_after_the
     assert follower._full_due == 100.001
 
 
+@contextlib.contextmanager
+def started(watch: StateWatch) -> Iterator[StateWatch]:
+    """``watch`` started on a loop of its own (its reader is called by hand: ``watch._read()``)."""
+    loop = asyncio.new_event_loop()
+    try:
+        watch.start(loop)
+        yield watch
+    finally:
+        watch.close()
+        loop.close()
+
+
 def append(path: Path, data: bytes) -> None:
     """As an agent appends: the file stays open (an append is told before any close)."""
     with open(path, "ab") as file:
@@ -214,10 +228,7 @@ def append(path: Path, data: bytes) -> None:
 @linux_only
 def test_an_appended_output_index_calls_back_for_lines_and_its_log_does_not(tmp_path: Path) -> None:
     calls: list[str] = []
-    loop = asyncio.new_event_loop()
-    watch = StateWatch(lambda: calls.append("state"), lambda: calls.append("lines"))
-    try:
-        watch.start(loop)
+    with started(StateWatch(lambda: calls.append("state"), lambda: calls.append("lines"))) as watch:
         watch.follow([tmp_path])
         assert watch.sees_every_run
         fd = watch._events.fileno() if watch._events is not None else -1
@@ -231,9 +242,6 @@ def test_an_appended_output_index_calls_back_for_lines_and_its_log_does_not(tmp_
             watch._read()
             assert calls == ["lines"], index
             calls.clear()
-    finally:
-        watch.close()
-        loop.close()
 
 
 @linux_only
@@ -241,10 +249,7 @@ def test_a_state_written_in_place_is_told_once_it_is_closed(tmp_path: Path) -> N
     """An append's event comes at each write: a ``state.json`` rewritten in place is read once
     whole (closed), never half-written."""
     calls: list[str] = []
-    loop = asyncio.new_event_loop()
-    watch = StateWatch(lambda: calls.append("state"), lambda: calls.append("lines"))
-    try:
-        watch.start(loop)
+    with started(StateWatch(lambda: calls.append("state"), lambda: calls.append("lines"))) as watch:
         watch.follow([tmp_path])
         fd = watch._events.fileno() if watch._events is not None else -1
         with open(tmp_path / "state.json", "w") as state:
@@ -257,43 +262,26 @@ def test_a_state_written_in_place_is_told_once_it_is_closed(tmp_path: Path) -> N
         assert readable(fd)
         watch._read()
         assert calls == ["state"]
-    finally:
-        watch.close()
-        loop.close()
 
 
 @linux_only
-def test_a_folder_that_cannot_be_watched_means_not_every_run_is_seen(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    loop = asyncio.new_event_loop()
-    watch = StateWatch(lambda: None, lambda: None)
-    try:
-        watch.start(loop)
+def test_a_folder_that_cannot_be_watched_means_not_every_run_is_seen(tmp_path: Path) -> None:
+    with started(StateWatch(lambda: None, lambda: None)) as watch:
         watch.follow([tmp_path])
         assert watch.sees_every_run
         watch.follow([tmp_path, tmp_path / "gone"])
         assert not watch.sees_every_run, "the gone folder's lines are seen at the rounds only"
         watch.follow([tmp_path])  # that run ended
         assert watch.sees_every_run
-    finally:
-        watch.close()
-        loop.close()
 
 
 def test_without_folder_events_no_run_is_seen_by_the_watch(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(state_watch.platform, "open_folder_events", lambda: None)
-    loop = asyncio.new_event_loop()
-    watch = StateWatch(lambda: None, lambda: None)
-    try:
-        watch.start(loop)
+    with started(StateWatch(lambda: None, lambda: None)) as watch:
         watch.follow([tmp_path])
         assert not watch.sees_every_run
-    finally:
-        watch.close()
-        loop.close()
 
 
 def idle_follower(sees_every_run: bool) -> RunFollower:
