@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -194,8 +195,8 @@ class RunFollower:
         self._last_busy = False
         self._state_watch = StateWatch(self._state_replaced, self._lines_written)
         """Wakes the rounds when an agent replaces an unfinished run's state or writes its lines (Linux)."""
-        self._written_in_round = False
-        """Lines were written while a round read: the next one comes at the flowing pace."""
+        self._told_in_round = math.inf
+        """The pace asked by a state replaced or lines written while a round read (``_round_within``)."""
         self._unwoken_pace = FAST_POLL
         """The pace while lines flow where no write wakes the rounds (``UNWOKEN_POLL_MOST``)."""
         self.told = StatusesTold(lambda run_id: run_id in runs.views)
@@ -242,16 +243,20 @@ class RunFollower:
     def _state_replaced(self) -> None:
         """An agent replaced a run's state: a round now, but not within ``FAST_POLL`` of the last
         (an agent that rewrote its state a thousand times a second must not cost a thousand rounds)."""
-        self._full_due = min(self._full_due, self._last_poll + FAST_POLL)
-        self._wake.set()
+        self._round_within(FAST_POLL)
 
     def _lines_written(self) -> None:
         """An agent wrote lines to a watched run: a round now, but not within the flowing pace of
-        the last (``FAST_POLL``; ``FLOOD_POLL`` in a flood, whose writes come without pause). The
-        task is woken only when its next round comes sooner: a flood's writes, hundreds a second,
-        would otherwise wake it for nothing between two rounds."""
-        self._written_in_round = True
-        due = self._last_poll + self._flowing_pace()
+        the last (``FAST_POLL``; ``FLOOD_POLL`` in a flood, whose writes come without pause)."""
+        self._round_within(self._flowing_pace())
+
+    def _round_within(self, pace: float) -> None:
+        """The next round at most ``pace`` after the last; told while a round reads, after it too
+        (the change may have come after its reads: ``_follow_forever``). The task is woken only
+        when its next round comes sooner: a flood's writes, hundreds a second, would otherwise
+        wake it for nothing between two rounds."""
+        self._told_in_round = min(self._told_in_round, pace)
+        due = self._last_poll + pace
         if due < self._full_due:
             self._full_due = due
             self._wake.set()
@@ -262,11 +267,11 @@ class RunFollower:
     async def _follow_forever(self) -> None:
         while not self._closed:
             if time.monotonic() >= self._full_due:
-                self._written_in_round = False
+                self._told_in_round = math.inf
                 busy = await self._round_safely()
                 self._full_due = time.monotonic() + self._interval(busy)
-                if self._written_in_round:  # told while the round read: maybe after its reads
-                    self._full_due = min(self._full_due, self._last_poll + self._flowing_pace())
+                # a state or lines told while the round read: maybe after its reads
+                self._full_due = min(self._full_due, self._last_poll + self._told_in_round)
             elif self._waiters:
                 await self._poll_waited()
             delay = self._full_due - time.monotonic()

@@ -370,3 +370,19 @@ def test_where_no_write_wakes_the_rounds_an_empty_round_doubles_the_pace_up_to_i
         FAST_POLL,
         2 * FAST_POLL,
     ]
+
+
+async def test_a_state_replaced_while_a_round_reads_brings_the_next_round_within_a_fast_poll() -> None:
+    """As lines written: the round's own pace (the watched one, 500 ms) must not hold back a status
+    change told while it read."""
+    follower = idle_follower(True)
+
+    async def a_round_told_of_a_state() -> bool:
+        follower._last_poll = time.monotonic()
+        follower._state_replaced()
+        follower._closed = True  # one round only
+        return True
+
+    follower._round_safely = a_round_told_of_a_state  # type: ignore[method-assign]
+    await follower._follow_forever()
+    assert follower._full_due <= follower._last_poll + FAST_POLL
