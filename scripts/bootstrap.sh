@@ -19,22 +19,38 @@ done_step() {
     echo "[bootstrap]   done in $((SECONDS - STEP_STARTED)) s"
 }
 
+# On a new .venv, pip installs without compiling (--no-compile) and the packages are compiled
+# afterwards on every core at once: pip compiles one file after another, some 16,000 of them
+# (PyTorch, Ray, transformers), a minute of one core while the other often waits
+# (docs/performance.md, "Bootstrap's bytecode"). An update keeps pip's own compiling: it
+# compiles only what it installs.
+PIP_COMPILE=()
 . scripts/venv-bin.sh
 if [ ! -d "$VENV_BIN" ]; then
-    step "1/4 creating the virtual environment .venv"
+    step "1/5 creating the virtual environment .venv"
     "$PYTHON" -m venv .venv
     . scripts/venv-bin.sh
+    PIP_COMPILE=(--no-compile)
     done_step
 else
-    echo "[bootstrap] 1/4 .venv exists: updating it"
+    echo "[bootstrap] 1/5 .venv exists: updating it"
 fi
-step "2/4 upgrading pip"
+step "2/5 upgrading pip"
 "$VENV_BIN/python" -m pip install --quiet --upgrade pip
 done_step
-step "3/4 installing PyTorch (the pinned CPU build) and numpy"
-"$VENV_BIN/python" -m pip install --quiet "torch==2.13.0" numpy
+step "3/5 installing PyTorch (the pinned CPU build) and numpy"
+"$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" "torch==2.13.0" numpy
 done_step
-step "4/4 installing arena-ls (editable) with its test, plot, bench, ray and frameworks extras (ray: the cluster tests' head; frameworks: the trainer kit's end-to-end tests)"
-"$VENV_BIN/python" -m pip install --quiet -e ".[test,plot,bench,ray,frameworks]"
+step "4/5 installing arena-ls (editable) with its test, plot, bench, ray and frameworks extras (ray: the cluster tests' head; frameworks: the trainer kit's end-to-end tests)"
+"$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" -e ".[test,plot,bench,ray,frameworks]"
 done_step
+if [ "${#PIP_COMPILE[@]}" != 0 ]; then
+    step "5/5 compiling the installed packages, on every core"
+    # As pip does, a file that does not compile (PyTorch ships one in Python 3.12's syntax) is
+    # left as source: -qq keeps its error off the screen, and the status is not CI's.
+    "$VENV_BIN/python" -m compileall -qq -j 0 "$("$VENV_BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
+    done_step
+else
+    echo "[bootstrap] 5/5 the packages pip installed were compiled by pip"
+fi
 echo "[bootstrap] ready: $VENV_BIN/arena and $VENV_BIN/arena-ls"

@@ -29,7 +29,7 @@ from tests.client.support import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = 400
+STEPS = 200
 CKPT_EVERY = 20
 LONG = 300.0
 """Deadline for a real PyTorch run on a loaded machine."""

@@ -5,6 +5,10 @@ Set at collection, nothing to write in a test, so that tests added later are gro
 - **A machine-wide resource**: a test that uses a fixture of ``RESOURCE_FIXTURES`` joins that
   resource's group (every test on the ``ray_head`` fixture runs on one worker: one Ray head at a
   time on the machine, about 0.7 GiB and some idle CPU each, as without xdist).
+- **A framework imported into the worker**: a test that uses a fixture of ``IN_PROCESS_FRAMEWORKS``
+  (PyTorch, transformers, Lightning, imported by the test's own process) joins one group, so that
+  one worker pays the seconds of those imports (PyTorch 2-3 s of CPU, Lightning 3 s more) and
+  holds their memory, not each worker that happens to get such a test.
 - **A fixture wider than a test**: the tests that share a module-, class- or package-scoped
   fixture of this repository run on one worker, so that it is built once (the damage template of
   ``tests/lifecycle/test_races_and_damage.py`` runs the real agent twice). A session-scoped
@@ -38,6 +42,12 @@ import pytest
 GROUP_MARKER = "xdist_group"
 RESOURCE_FIXTURES: dict[str, str] = {"ray_head": "ray-head"}
 """Fixture name -> the group of every test that uses it (one resource per machine at a time)."""
+IN_PROCESS_FRAMEWORKS: dict[str, str] = {
+    name: "frameworks-in-process" for name in ("torch", "train_module", "transformers", "lightning_pytorch")
+}
+"""Fixture name -> the group of every test that uses it: the fixtures that import PyTorch (the
+trainer kit's tests, the reference trainer's module) or transformers and Lightning (the kit's
+adapters) into the test's own process."""
 GROUPED_SCOPES = ("module", "class", "package")
 _TABLES = "arena_xdist_group_tables"
 """The key, in what each worker is handed (``workerinput``), of the folder of group tables."""
@@ -83,7 +93,7 @@ def group_of(item: pytest.Item) -> str | None:
     """The xdist group ``item`` must run in (see the module docstring), or None."""
     if item.get_closest_marker(GROUP_MARKER) is not None:
         return None  # explicit: kept as written
-    for fixture, group in RESOURCE_FIXTURES.items():
+    for fixture, group in {**RESOURCE_FIXTURES, **IN_PROCESS_FRAMEWORKS}.items():
         if fixture in getattr(item, "fixturenames", ()):
             return group
     return _wide_fixture_group(item)

@@ -94,12 +94,58 @@ def test_alone_too():
 """
 
 
+FRAMEWORKS = """
+import os
+
+import pytest
+
+from conftest import _note
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return "a stand-in: this module's own fixture of that name, as tests/trainer's modules have"
+
+
+@pytest.fixture
+def train_module():
+    return "another module's import of PyTorch"
+
+
+def test_imports_pytorch(torch):
+    _note("frameworks:" + os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+
+def test_imports_the_reference_trainer(train_module):
+    _note("frameworks:" + os.environ.get("PYTEST_XDIST_WORKER", "main"))
+"""
+
+LIGHTNING = """
+import os
+
+import pytest
+
+from conftest import _note
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lightning_pytorch():
+    return "a stand-in"
+
+
+def test_imports_lightning():
+    _note("frameworks:" + os.environ.get("PYTEST_XDIST_WORKER", "main"))
+"""
+
+
 def _suite(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makeconftest(CONFTEST)
-    # A test module named under tests/ so that its fixtures count as this repository's.
+    # Test modules named under tests/ so that their fixtures count as this repository's.
     package = pytester.mkpydir("tests_suite")
     (package / "test_grouped.py").write_text(SUITE)
+    (package / "test_frameworks.py").write_text(FRAMEWORKS)
+    (package / "test_lightning.py").write_text(LIGHTNING)
 
 
 def _groups(items: list[pytest.Item]) -> dict[str, list[str]]:
@@ -119,6 +165,9 @@ def test_each_test_gets_the_group_of_what_it_shares(pytester: pytest.Pytester) -
         "test_with_an_explicit_group": ["my-port"],
         "test_alone": [],
         "test_alone_too": [],
+        "test_imports_pytorch": ["frameworks-in-process"],
+        "test_imports_the_reference_trainer": ["frameworks-in-process"],
+        "test_imports_lightning": ["frameworks-in-process"],
     }
 
 
@@ -148,7 +197,10 @@ def test_on_two_workers_each_shared_fixture_is_built_once(
     monkeypatch.setenv("BUILT_LOG", str(built))
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "-v", *dist)
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=11)
     notes = [json.loads(line) for line in built.read_text().splitlines()]
-    assert sorted(name for name, _ in notes) == ["ray_head", "template"], notes
+    fixtures_built = sorted(name for name, _ in notes if not name.startswith("frameworks:"))
+    assert fixtures_built == ["ray_head", "template"], notes
+    frameworks_workers = {name for name, _ in notes if name.startswith("frameworks:")}
+    assert len(frameworks_workers) == 1, f"the framework-importing tests ran on {frameworks_workers}"
     result.stdout.fnmatch_lines(["*scheduling tests via GroupScheduling*"])
