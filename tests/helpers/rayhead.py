@@ -84,6 +84,10 @@ def ray_head() -> Iterator[RayHead]:
         f"--port={free_port()}", f"--dashboard-port={dashboard}", f"--ray-client-server-port={free_port()}",
         f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
         "--num-cpus=2", "--include-dashboard=true", f"--temp-dir={temp / 'ray'}", "--disable-usage-stats",
+        # The log monitor tails every worker's log to stream it to drivers; arena-ls reads a job's
+        # output through the Jobs API (the driver's log file), never from a driver. It was the
+        # head's busiest process: 17.6 s of CPU over the cluster tests (docs/performance.md).
+        "--include-log-monitor=false",
     ]  # fmt: skip
     head = RayHead(f"http://127.0.0.1:{dashboard}", token_file, token, env)
     group: int | None = None
