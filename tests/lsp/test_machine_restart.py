@@ -25,6 +25,7 @@ from tests.helpers.lsp import (
     ArenaClient,
     job,
     make_workspace,
+    poll_until,
     stop_server,
     wait_for,
     wait_status,
@@ -153,7 +154,15 @@ async def test_with_resume_the_next_server_resumes_it_once_even_two_at_once(tmp_
         resumed = await wait_status(first[0], resumed_id, "running")
         assert resumed["argv"][-3:] == ["--resume", "--start-step", str(step)], resumed["argv"]
         assert resumed["resumedFromStep"] == step
-        crashed = run_of(await first[0].call("arena/status", {}), run_id)
+        # The interrupted run's record names its resume once the resume's start has returned, a
+        # moment after the resumed run is announced running (seconds on a loaded machine).
+        crashed: dict[str, Any] = {}
+
+        async def resume_recorded() -> bool:
+            crashed.update(run_of(await first[0].call("arena/status", {}), run_id))
+            return crashed["afterReboot"]["resumedBy"] is not None
+
+        await poll_until(resume_recorded, "the interrupted run's record to name its resume", pause=0.2)
         assert crashed["status"] == "crashed" and crashed["failure"]["kind"] == "machine-restarted"
         assert crashed["afterReboot"]["resumedBy"] == resumed_id and crashed["afterReboot"]["offer"] is None
         await first[0].call("arena/stop", {"confirm": True})

@@ -156,6 +156,10 @@ after(async () => {
 });
 
 test("Run is disabled for a gated trainer, with its reasons (file and line)", async () => {
+  // The gates judge the trainers after the page's first status (a status never waits for them):
+  // seconds on a loaded machine, during which no job can be run yet. Their verdict first.
+  await page.waitForFunction(() => document.querySelector("button.tr-run-button[data-job='tiny-lm']")?.disabled === false);
+  await page.waitForSelector("li[data-job='gated'] .tr-reason");
   const disabled = await page.$eval("button.tr-run-button[data-job='gated']", (button) => button.disabled);
   assert.equal(disabled, true);
   const reasons = await page.$$eval("li[data-job='gated'] .tr-reason", (items) => items.map((item) => item.textContent));
