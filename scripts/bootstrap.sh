@@ -19,21 +19,25 @@ done_step() {
     echo "[bootstrap]   done in $((SECONDS - STEP_STARTED)) s"
 }
 
-# On a new .venv, pip installs without compiling (--no-compile) and the packages are compiled
-# afterwards on every core at once: pip compiles one file after another, some 16,000 of them
-# (PyTorch, Ray, transformers), a minute of one core while the other often waits
-# (docs/performance.md, "Bootstrap's bytecode"). An update keeps pip's own compiling: it
-# compiles only what it installs.
-PIP_COMPILE=()
+# Until a whole install has been compiled once (the marker below), pip installs without compiling
+# (--no-compile) and the packages are compiled afterwards on every core at once: pip compiles one
+# file after another, some 16,000 of them (PyTorch, Ray, transformers), a minute of one core while
+# the other often waits (docs/performance.md, "Bootstrap's bytecode"). The marker is written only
+# after that compile, so an install cut short is compiled by the next bootstrap; after it, pip's
+# own compiling does: it compiles only what it installs.
 . scripts/venv-bin.sh
 if [ ! -d "$VENV_BIN" ]; then
     step "1/5 creating the virtual environment .venv"
     "$PYTHON" -m venv .venv
     . scripts/venv-bin.sh
-    PIP_COMPILE=(--no-compile)
     done_step
 else
     echo "[bootstrap] 1/5 .venv exists: updating it"
+fi
+COMPILED_MARKER=.venv/.arena-packages-compiled
+PIP_COMPILE=()
+if [ ! -e "$COMPILED_MARKER" ]; then
+    PIP_COMPILE=(--no-compile)
 fi
 step "2/5 upgrading pip"
 "$VENV_BIN/python" -m pip install --quiet --upgrade pip
@@ -49,6 +53,7 @@ if [ "${#PIP_COMPILE[@]}" != 0 ]; then
     # As pip does, a file that does not compile (PyTorch ships one in Python 3.12's syntax) is
     # left as source: -qq keeps its error off the screen, and the status is not CI's.
     "$VENV_BIN/python" -m compileall -qq -j 0 "$("$VENV_BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
+    : >"$COMPILED_MARKER"
     done_step
 else
     echo "[bootstrap] 5/5 the packages pip installed were compiled by pip"
