@@ -24,6 +24,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CI_STARTED=$SECONDS
+# One OpenMP thread for each PyTorch the tests run (tests/conftest.py says why: on two busy cores a
+# trainer's second thread spins for nothing, 2.5-3 times its CPU); here for the lanes too (the AIDE
+# client's verify-gates.sh trains the reference job, the VS Code end-to-end test runs it on Ray).
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 WORKERS="${ARENA_TEST_WORKERS:-4}"
 LANE_LOGS="$(mktemp -d "${TMPDIR:-/tmp}/arena-ci.XXXXXX")"
 STAGE_TIMES="$LANE_LOGS/stage-times"

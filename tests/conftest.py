@@ -8,6 +8,7 @@ docs/windows.md, which also says that no Windows runner has run them yet).
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Iterator
 
@@ -23,6 +24,15 @@ pytest_plugins = ("pytester",)  # tests/unit/test_process_marker.py runs small s
 # again (5-11 s of a fast run's collection, of 2 s). The suite's own processes write them; the
 # servers, agents and trainers it starts keep the environment's choice (docs/performance.md).
 sys.dont_write_bytecode = False
+
+# One OpenMP thread for every PyTorch the suite runs, in a worker (the kit's tests) or started by
+# a server (the reference trainer, the frameworks' trainers: they inherit this environment; a
+# manifest's own `env` still wins). The suite runs four workers on two cores, and PyTorch's default
+# (a thread per core) spins its second thread for nothing when the cores are taken: the reference
+# trainer's 60 steps beside two CPU hogs took 20-24 s of CPU on two threads, 8 s on one, and 31-38
+# s against 13-14 s of wall time (docs/performance.md, "One thread per trainer"). Set before any
+# test imports PyTorch, which reads it once. `scripts/test.sh` sets it for CI's other lanes.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 _VARIANTS = "tests/windows/test_on_windows.py"
 POSIX_ONLY: dict[str, str] = {

@@ -3,6 +3,14 @@
 ``pytest -m "not process"`` is the fast run a developer makes on every save; it must not
 start servers, agents or trainers, and it must not silently skip a test that would.
 
+**A training framework loaded in-process** is marked too: a test that uses a fixture of
+``xdist_groups.IN_PROCESS_FRAMEWORKS`` (``torch``, ``train_module``, ``transformers``,
+``lightning_pytorch``) imports PyTorch, transformers or Lightning into the test's own process,
+2-6 s of CPU before it can start, as much as a test that starts a trainer. The fast run leaves
+those 30 tests (the trainer kit's and the reference trainer's in-process tests) to the full
+suite, as it leaves the ones that start trainers (docs/performance.md, "The fast lane without
+the frameworks' imports").
+
 **Marking** (at collection, nothing to write in a test): a test is marked ``process`` when
 its code can reach a way to start a process. What is read: the test function (and its
 ``parametrize`` arguments), every fixture it uses (``tests/conftest.py``'s ``ray_head``
@@ -53,6 +61,7 @@ import pytest
 
 from tests.helpers.process_marks_cache import MarkCache, is_missing
 from tests.helpers.process_marks_cache import enabled as marks_cache_enabled
+from tests.helpers.xdist_groups import IN_PROCESS_FRAMEWORKS
 
 if sys.platform != "win32":
     import _posixsubprocess
@@ -552,6 +561,15 @@ def _shown(filename: str) -> str:
 # -- the plugin ---------------------------------------------------------------------------------
 
 
+def framework_loaded(item: pytest.Item) -> str | None:
+    """Why ``item`` is as slow as a process test though it starts none: the fixtures of
+    ``IN_PROCESS_FRAMEWORKS`` it uses (each imports a training framework into this process)."""
+    used = sorted(set(getattr(item, "fixturenames", ())) & IN_PROCESS_FRAMEWORKS.keys())
+    if not used:
+        return None
+    return f"loads a training framework into the test's own process (fixture {', '.join(used)})"
+
+
 def _failure(item: pytest.Item, starts: list[_Start]) -> str:
     shown = "\n".join(
         f"  - {start.how}, from {start.where or 'outside this repository'}" for start in starts[:3]
@@ -589,6 +607,10 @@ class ProcessMarker:
         read = 0
         for item in items:
             if item.get_closest_marker(MARKER) is not None:
+                continue
+            heavy = framework_loaded(item)
+            if heavy is not None:
+                item.add_marker(pytest.mark.process(auto=heavy))
                 continue
             why = kept.get(item.path, item.nodeid) if kept is not None else None
             if kept is None or is_missing(why):

@@ -65,6 +65,10 @@ class MarkCache:
         self.shared = shared_fingerprint(repo)
         self._files: dict[str, dict[str, Any]] = {}
         self._keys: dict[str, str] = {}
+        self._resolved_repo = repo.resolve()
+        self._relatives: dict[Path, str | None] = {}
+        """Each test file's path in the clone, resolved once (not once per test: 4 of
+        ``Path.resolve``'s system calls for each of 2,800 tests were 0.35 s of a collection)."""
         self.changed = False
         self._read()
 
@@ -81,9 +85,8 @@ class MarkCache:
 
     def file_key(self, path: Path) -> str | None:
         """The hash of a test file and the test files it imports; None outside this clone."""
-        try:
-            relative = str(path.resolve().relative_to(self.repo.resolve()))
-        except ValueError:
+        relative = self._relative_or_none(path)
+        if relative is None:
             return None
         if relative not in self._keys:
             self._keys[relative] = self._hash_with_imports(path)
@@ -123,7 +126,18 @@ class MarkCache:
         self.changed = True
 
     def _relative(self, path: Path) -> str:
-        return str(path.resolve().relative_to(self.repo.resolve()))
+        relative = self._relative_or_none(path)
+        if relative is None:
+            raise ValueError(f"{path} is not in {self.repo}")
+        return relative
+
+    def _relative_or_none(self, path: Path) -> str | None:
+        if path not in self._relatives:
+            try:
+                self._relatives[path] = str(path.resolve().relative_to(self._resolved_repo))
+            except ValueError:
+                self._relatives[path] = None
+        return self._relatives[path]
 
     def save(self) -> None:
         if not self.changed:

@@ -42,6 +42,11 @@ def child():
 @pytest.fixture
 def uses_child(child):
     return child
+
+
+@pytest.fixture
+def torch():
+    return "PyTorch itself is not imported here: the fixture's name is what marks"
 """
 
 MARKED_SUITE = """
@@ -105,6 +110,10 @@ def test_pure_arithmetic():
     assert 1 + 1 == 2
 
 
+def test_loads_a_training_framework_in_process(torch):
+    assert torch
+
+
 def test_mentions_a_process_only_in_an_annotation() -> None:
     value: subprocess.Popen[str] | None = None
     assert value is None
@@ -136,6 +145,7 @@ EXPECTED_MARKED = {
     "test_calls_a_method_of_a_local_instance",
     "test_calls_its_own_method",
     "test_marked_by_hand",
+    "test_loads_a_training_framework_in_process",
 }
 EXPECTED_FAST = {
     "test_pure_arithmetic",
@@ -175,6 +185,9 @@ def test_the_mark_says_why(pytester: pytest.Pytester) -> None:
         "child -> subprocess.Popen"
     )
     assert why["test_marked_by_hand"] is None, "a mark written by hand is left as it is"
+    assert why["test_loads_a_training_framework_in_process"] == (
+        "loads a training framework into the test's own process (fixture torch)"
+    ), "as slow as a process test: PyTorch's import, in this process"
 
 
 def test_not_process_deselects_the_marked_tests_before_they_run(pytester: pytest.Pytester) -> None:

@@ -62,14 +62,30 @@ async function untilStatus(what, check) {
 }
 
 /**
+ * Clicks Stop in the page itself, in the same turn that sees it enabled: a coordinates click
+ * (`page.click`) lands where the button was when it was measured, and once under CI's load
+ * nothing was asked and nothing stopped for two minutes after it (the run card had moved, or the
+ * button had been re-rendered, between the measure and the press).
+ */
+async function clickStopOnceEnabled() {
+  await page.waitForFunction(() => {
+    const stop = document.querySelector("#arena-stop");
+    if (!stop || stop.disabled) {
+      return false;
+    }
+    stop.click();
+    return true;
+  });
+}
+
+/**
  * Clicks Stop and answers the stop question if the server asks it: under load the
  * run's last checkpoint can be older than twice its cadence (7.3), and then the stop is
  * refused 1007 with `lastCheckpoint` and `lost` until the person says "Stop anyway".
  * Resolves to the question's text, or null when the stop was not questioned.
  */
 async function stopAnsweringTheQuestion(id) {
-  await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
-  await page.click("#arena-stop");
+  await clickStopOnceEnabled();
   const outcome = await page.waitForFunction(
     (job) => {
       if (document.querySelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']")) {
@@ -373,8 +389,7 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   await runJob("no-checkpoint");
   await page.click("#arena-dialog button[data-answer='Approve and run']");
   await page.waitForFunction(() => /^step \d+\/100000/.test(document.querySelector("#arena-progress-text").textContent));
-  await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
-  await page.click("#arena-stop");
+  await clickStopOnceEnabled();
   await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
   const question = await page.$eval("#arena-dialog .tr-question", (node) => node.textContent);
   assert.match(question, /^This run has no checkpoint yet; stopping it now loses (\d+ (s|min)|less than 1 s) of training\. Stop anyway\?$/);
@@ -383,8 +398,7 @@ test("Stop of a run with no checkpoint asks first, saying how much it loses; Can
   const still = await (await owned(`/api/training/status`)).json();
   assert.equal(still.active?.id, "no-checkpoint", "Cancel stopped nothing");
 
-  await page.waitForFunction(() => !document.querySelector("#arena-stop").disabled);
-  await page.click("#arena-stop");
+  await clickStopOnceEnabled();
   await page.waitForSelector("#arena-dialog:not([hidden]) button[data-answer='Stop anyway']");
   await page.click("#arena-dialog button[data-answer='Stop anyway']");
   await page.waitForFunction(() => [...document.querySelectorAll("#arena-notices .tr-notice")].some((node) => /no-checkpoint stopped at step \d+/.test(node.textContent)));
