@@ -63,7 +63,7 @@ def _ours(function: object, root: Path) -> bool:
     if not source:
         return False
     path = Path(source).resolve()
-    return path.is_relative_to(root) and not path.is_relative_to(Path(sys.prefix).resolve())
+    return path.is_relative_to(root) and not path.is_relative_to(_resolved(Path(sys.prefix)))
 
 
 @functools.cache
