@@ -9,10 +9,12 @@ makes it exit, having started nothing. See ``arena_ls.lifecycle.spare``.
 Loading the agent (attrs, cattrs, psutil, the state folder's converters)
 takes over 100 ms of imports, and neither the trainer nor its first lines
 need wait for them: this module starts the trainer that ``spec.json``
-describes with ``trainer_start`` (standard library only) and the pumps
-that copy its output into the run's log, records it in ``state.json``
-(which is what ``arena/start`` answers from), and hands all of it to
-``Agent``, which takes over as if it had started the trainer itself.
+describes with ``trainer_start`` (standard library only), records it in
+``state.json`` (which is what ``arena/start`` answers from), starts the
+pumps that copy its output into the run's log (only then: a trainer that
+floods from its first instant fills its pipe meanwhile, not the disk the
+record needs), and hands all of it to ``Agent``, which takes over as if it
+had started the trainer itself.
 
 Whatever goes wrong here (an unreadable spec, say) is left to the agent,
 which starts the trainer the usual way and reports the problem. One thing
@@ -60,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     if early is not None and isinstance(early.error, ExecRefused):
         return _refused(early)
     if early is not None:
-        record_launch(run_dir, early)
+        try:
+            record_launch(run_dir, early)  # before its output is copied: a flood cannot fill the disk first
+        finally:
+            early.start_capture()
         if early.process is not None:
             watch_stop(run_dir, early)
     # Imported only now, with the trainer running: its imports are what the trainer must not wait for.

@@ -97,13 +97,22 @@ def start_captured(
 ) -> tuple[subprocess.Popen[bytes], list[Pump]]:
     """Start the trainer and the pumps that copy its stdout and stderr into the run's output."""
     process = start_trainer(argv, cwd, env)
+    return process, capture(process, writer)
+
+
+def capture(process: subprocess.Popen[bytes], writer: OutputWriter) -> list[Pump]:
+    """Start the pumps that copy a started trainer's stdout and stderr into the run's output."""
     assert process.stdout is not None and process.stderr is not None
     pipe_bytes = platform.pipe_size(process.stdout.fileno())
-    return process, start_pumps(process.stdout, process.stderr, writer, pipe_bytes)
+    return start_pumps(process.stdout, process.stderr, writer, pipe_bytes)
 
 
 class EarlyLaunch:
-    """A trainer started before the agent was loaded, with its capture; or why it could not start."""
+    """A trainer started before the agent was loaded, with its capture; or why it could not start.
+
+    The capture (``start_capture``) starts once the launcher has recorded the run
+    (``record_launch``): a trainer that floods its output from its first instant fills the pipe
+    meanwhile, not the state folder's disk, so its printing cannot leave the run unrecorded."""
 
     __slots__ = ("_handover", "argv", "error", "generation", "job_id", "process", "pumps", "record",
                  "resumed_from_step", "run_id", "started_at", "stop_file", "stop_method", "stop_stage",
@@ -113,7 +122,7 @@ class EarlyLaunch:
         self,
         argv: list[str],
         writer: OutputWriter,
-        started: tuple[subprocess.Popen[bytes], list[Pump]] | None,
+        process: subprocess.Popen[bytes] | None,
         error: OSError | None,
         *,
         run_id: str = "",
@@ -124,8 +133,9 @@ class EarlyLaunch:
     ) -> None:
         self.argv = argv
         self.writer = writer
-        self.process: subprocess.Popen[bytes] | None = started[0] if started is not None else None
-        self.pumps: list[Pump] = started[1] if started is not None else []
+        self.process = process
+        self.pumps: list[Pump] = []
+        """The capture's pumps, once ``start_capture`` started them."""
         self.error = error
         self.started_at = time.time()
         self.run_id = run_id
@@ -142,6 +152,11 @@ class EarlyLaunch:
         """The stop protocol's first step, taken before the agent took over (``watch_stop``)."""
         self.taken_over = False
         self._handover = threading.Lock()
+
+    def start_capture(self) -> None:
+        """Start copying the trainer's output into the run's log (once; nothing for no trainer)."""
+        if self.process is not None and not self.pumps:
+            self.pumps = capture(self.process, self.writer)
 
     def hand_over(self) -> str | None:
         """The agent takes the trainer over: ``watch_stop`` acts no more; the stop step it took, if any."""
@@ -228,7 +243,7 @@ def launch_from_spec(run_dir: Path) -> EarlyLaunch | None:
     }  # fmt: skip
     try:
         verify_exec(spec.get("execCheck"))  # right before the exec: the gated paths again
-        return EarlyLaunch(argv, writer, start_captured(argv, cwd, env, writer), None, **ids)
+        return EarlyLaunch(argv, writer, start_trainer(argv, cwd, env), None, **ids)
     except OSError as error:
         return EarlyLaunch(argv, writer, None, error, **ids)
 

@@ -89,6 +89,7 @@ def test_launch_starts_the_spec_trainer_with_the_contract_environment(tmp_path: 
     run_dir = write_run(tmp_path, [sys.executable, str(FAKE_TRAINER), "--steps", "0", "--print-env"])
     early = launch_from_spec(run_dir)
     assert early is not None and early.error is None and early.process is not None
+    early.start_capture()  # as ``launch.main`` does once the run is recorded
     assert early.process.wait(timeout=60) == 0
     for pump in early.pumps:
         pump.join(timeout=60)

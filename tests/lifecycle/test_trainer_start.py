@@ -19,6 +19,7 @@ from arena_ls.agent.trainer_start import (
     record_launch,
     trainer_argv,
 )
+from arena_ls.run.capture import OutputReader
 from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, RunState, unstructure
 from arena_ls.run.runlock import RunLock
 from arena_ls.run.state_folder import StateFolder
@@ -63,7 +64,10 @@ def claim_run(root: Path, argv: list[str], **extra: object) -> RunDir:
 
 
 def finish(early: EarlyLaunch) -> None:
+    """As ``launch.main`` ends the launcher's part: the capture started (after the record), then
+    the trainer and its pumps waited for."""
     assert early.process is not None
+    early.start_capture()
     early.process.wait(timeout=60)
     for pump in early.pumps:
         pump.join(timeout=60)
@@ -85,6 +89,32 @@ def test_the_record_is_the_running_state_the_agent_reads(tmp_path: Path) -> None
     assert state.argv == QUICK and state.started_at == early.started_at
     written = json.loads(run.state_path.read_text())
     assert set(written) <= set(unstructure(RunState(run_id="r", job_id="j"))), "RunState's own names"
+
+
+PRINTS = [sys.executable, "-c", "for i in range(50): print('line', i, 'x' * 1000, flush=True)"]
+"""A trainer that prints 50 KB at once, then exits (the pipe holds it: ``platform.TRAINER_PIPE_BYTES``)."""
+
+
+def _trainer_lines(run: RunDir) -> list[str]:
+    reader = OutputReader(run.path)
+    return [line.text for line in reader.read(reader.start(), 1000).lines if line.stream == "stdout"]
+
+
+def test_the_trainers_output_is_copied_only_once_the_run_is_recorded(tmp_path: Path) -> None:
+    """A trainer flooding from its first instant, the state folder's disk nearly full: were its lines
+    copied before the launcher wrote ``state.json``, they could take the room of the run's record,
+    and its printing would fail its run (seen in CI: the start answered "the job agent exited with
+    code 1 before recording the run"). The pipe holds them until the record is written."""
+    run = claim_run(tmp_path, PRINTS)
+    early = launch_from_spec(run.path)
+    assert early is not None and early.process is not None
+    assert early.process.wait(timeout=60) == 0, "the whole output fits the pipe"
+    assert early.pumps == [] and _trainer_lines(run) == [], "nothing copied before the record"
+    record_launch(run.path, early)
+    assert run.read_state().status is RunStatus.RUNNING
+    finish(early)
+    lines = _trainer_lines(run)
+    assert len(lines) == 50 and lines[0].startswith("line 0 ") and lines[-1].startswith("line 49 ")
 
 
 def test_a_start_that_resumes_is_left_to_the_agent_which_verifies_its_checkpoint_first(
@@ -157,6 +187,7 @@ from arena_ls.agent.trainer_start import launch_from_spec
 early = launch_from_spec(Path(sys.argv[1]))
 heavy = sorted(m for m in ("attrs", "cattrs", "psutil", "arena_ls.agent.local.agent") if m in sys.modules)
 print(f"started={early is not None and early.process is not None} loaded={heavy}")
+early.start_capture()
 early.process.wait()
 for pump in early.pumps:
     pump.join(60)
