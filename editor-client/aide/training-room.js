@@ -9,10 +9,10 @@
 // any daemon that serves them. Log text is rendered with textContent only,
 // after its ANSI escapes are stripped: a trainer's output is never markup.
 import { blockedList, formatEta, formatLoss, healthLines, lostLine, percentDone, resumeOffer, stopPrompt, stoppedNotice } from "./lib/core.mjs";
-import { LogBuffer, MAX_LOG_LINES, MAX_NOTICES, POLL_MS, el, finishedOffer, finite, fixButton, isRawLine, keepAwakeLine, keepAwakeReasonOf, lostText, measuredSpeed, offerStartBody, pageStorage, placeOf, recordText, storeShowRaw, storedShowRaw, stripAnsi, withResume } from "./lib/room-parts.mjs";
+import { LogPane, MAX_LOG_LINES, MAX_NOTICES, POLL_MS, el, finishedOffer, finite, fixButton, isRawLine, keepAwakeLine, keepAwakeReasonOf, lostText, measuredSpeed, offerStartBody, pageStorage, placeOf, recordText, storeShowRaw, storedShowRaw, stripAnsi, withResume } from "./lib/room-parts.mjs";
 
 // The module's API, as before its split: the panel's words and parts live in lib/room-parts.mjs.
-export { stripAnsi, placeOf, lostText, withResume, isRawLine, LogBuffer, finishedOffer, recordText, keepAwakeLine, keepAwakeReasonOf, offerStartBody } from "./lib/room-parts.mjs";
+export { stripAnsi, placeOf, lostText, withResume, isRawLine, LogBuffer, LogPane, finishedOffer, recordText, keepAwakeLine, keepAwakeReasonOf, offerStartBody } from "./lib/room-parts.mjs";
 
 export class TrainingRoom {
   constructor(root, { api = "", token = "", pollMs = POLL_MS, fetchImpl, EventSourceImpl, storage } = {}) {
@@ -33,7 +33,6 @@ export class TrainingRoom {
     this.phase = null;
     this.storage = storage === undefined ? pageStorage() : storage;
     this.showRaw = storedShowRaw(this.storage);
-    this.logLines = new LogBuffer(MAX_LOG_LINES);
     /** Why each run cannot keep the machine awake, from its log (run id → reason). */
     this.awakeReasons = new Map();
     this._build();
@@ -55,6 +54,7 @@ export class TrainingRoom {
     this.stopButton = el("button", { type: "button", class: "tr-stop", id: "arena-stop", disabled: true, text: "■ Stop" });
     this.stopButton.addEventListener("click", () => this.stop());
     this.log = el("div", { class: "tr-log", id: "arena-log", role: "log" });
+    this.logPane = new LogPane(this.log, MAX_LOG_LINES);
     this.rawToggle = el("input", { type: "checkbox", id: "arena-show-raw", checked: this.showRaw });
     this.rawToggle.checked = this.showRaw;
     this.rawToggle.addEventListener("change", () => this.setShowRaw(this.rawToggle.checked));
@@ -359,8 +359,7 @@ export class TrainingRoom {
     this.stream?.close();
     this.streamRunId = runId;
     this.lastSeq = -1;
-    this.logLines.clear();
-    this.log.replaceChildren();
+    this.logPane.clear();
     this._open(runId, -1);
   }
 
@@ -422,22 +421,7 @@ export class TrainingRoom {
     if (raw) {
       row.classList.add("tr-raw");
     }
-    this.logLines.add({ row, raw });
-    if (raw && !this.showRaw) {
-      return;
-    }
-    const atBottom = this._atBottom();
-    this.log.append(row);
-    while (this.log.childElementCount > MAX_LOG_LINES) {
-      this.log.firstElementChild.remove();
-    }
-    if (atBottom) {
-      this.log.scrollTop = this.log.scrollHeight;
-    }
-  }
-
-  _atBottom() {
-    return this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
+    this.logPane.add(row, raw, this.showRaw);
   }
 
   /** Shows or hides the trainer's `@arena` lines (the checkbox), and remembers the choice. */
@@ -445,11 +429,7 @@ export class TrainingRoom {
     this.showRaw = Boolean(value);
     this.rawToggle.checked = this.showRaw;
     storeShowRaw(this.storage, this.showRaw);
-    const atBottom = this._atBottom();
-    this.log.replaceChildren(...this.logLines.shown(this.showRaw).map((entry) => entry.row));
-    if (atBottom) {
-      this.log.scrollTop = this.log.scrollHeight;
-    }
+    this.logPane.showAll(this.showRaw);
   }
 
   /** A question in the page (no native dialog): resolves to the label clicked, or undefined. */

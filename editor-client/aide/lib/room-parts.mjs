@@ -141,6 +141,85 @@ export class LogBuffer {
   }
 }
 
+/**
+ * The log pane: its rows kept (a `LogBuffer`, for the raw lines' checkbox), and the lines that came
+ * since the last frame put into the page at once, with one look at its scroll position. Reading it
+ * after each line made the browser lay the whole log out again for every line: 3,000 lines at 200 a
+ * second took 3,000 layouts, 7-8 s of layout and 8-10 s of the page's main thread in 15 s; once a
+ * frame, 150 layouts, 0.5 s and 1.4-1.6 s (Chromium: e2e/log-flood.bench.mjs, docs/performance.md).
+ */
+export class LogPane {
+  constructor(element, limit = MAX_LOG_LINES) {
+    this.element = element;
+    this.limit = limit;
+    this.lines = new LogBuffer(limit);
+    this.pending = [];
+    this.flushScheduled = false;
+  }
+
+  /** Keeps the row; shows it at the next frame unless it is a raw line and those are hidden. */
+  add(row, raw, showRaw) {
+    this.lines.add({ row, raw });
+    if (raw && !showRaw) {
+      return;
+    }
+    this.pending.push(row);
+    if (this.pending.length > this.limit) {
+      this.pending.splice(0, this.pending.length - this.limit); // a hidden page: no frame came
+    }
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      nextFrame(() => this.flush());
+    }
+  }
+
+  flush() {
+    this.flushScheduled = false;
+    const rows = this.pending;
+    this.pending = [];
+    if (rows.length === 0) {
+      return;
+    }
+    this._keepingTheBottom(() => {
+      this.element.append(...rows);
+      while (this.element.childElementCount > this.limit) {
+        this.element.firstElementChild.remove();
+      }
+    });
+  }
+
+  /** Every kept row again, the raw lines shown or not (the checkbox). */
+  showAll(showRaw) {
+    this.pending = []; // the buffer holds them: shown below, or hidden
+    this._keepingTheBottom(() => this.element.replaceChildren(...this.lines.shown(showRaw).map((entry) => entry.row)));
+  }
+
+  clear() {
+    this.lines.clear();
+    this.pending = [];
+    this.element.replaceChildren();
+  }
+
+  /** Runs `change`; a pane scrolled to its bottom before it stays there after. */
+  _keepingTheBottom(change) {
+    const pane = this.element;
+    const atBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
+    change();
+    if (atBottom) {
+      pane.scrollTop = pane.scrollHeight;
+    }
+  }
+}
+
+/** Calls `callback` before the page's next paint; where there are no frames (no `requestAnimationFrame`), soon. */
+function nextFrame(callback) {
+  if (typeof requestAnimationFrame === "function") {
+    requestAnimationFrame(callback);
+  } else {
+    setTimeout(callback, 16);
+  }
+}
+
 /** The "show raw lines" choice kept in the page's localStorage (absent or unreadable: hidden). */
 export function storedShowRaw(storage) {
   try {
