@@ -19,12 +19,17 @@ done_step() {
     echo "[bootstrap]   done in $((SECONDS - STEP_STARTED)) s"
 }
 
-# Until a whole install has been compiled once (the marker below), pip installs without compiling
-# (--no-compile) and the packages are compiled afterwards on every core at once: pip compiles one
-# file after another, some 16,000 of them (PyTorch, Ray, transformers), a minute of one core while
-# the other often waits (docs/performance.md, "Bootstrap's bytecode"). The marker is written only
-# after that compile, so an install cut short is compiled by the next bootstrap; after it, pip's
-# own compiling does: it compiles only what it installs.
+# Bytecode. Where Python writes it (PYTHONDONTWRITEBYTECODE unset, Python's default; CI's
+# scripts/test.sh), each module is compiled at its first import and kept: of the packages' 16,600
+# modules the demo and the tests import about a quarter, so pip installs without compiling
+# (--no-compile) and only PyTorch and numpy, which the tests' first processes all import at once
+# (each would compile them for itself), are compiled here, on every core.
+# Where it does not (the variable set: no process would ever keep what it compiled), until a whole
+# install has been compiled once (the marker below), pip installs without compiling and the
+# packages are compiled afterwards on every core at once: pip compiles one file after another, a
+# minute of one core while the other often waits (docs/performance.md, "Bootstrap's bytecode").
+# The marker is written only after that compile, so an install cut short is compiled by the next
+# bootstrap; after it, pip's own compiling does: it compiles only what it installs.
 . scripts/venv-bin.sh
 if [ ! -d "$VENV_BIN" ]; then
     step "1/5 creating the virtual environment .venv"
@@ -36,7 +41,7 @@ else
 fi
 COMPILED_MARKER=.venv/.arena-packages-compiled
 PIP_COMPILE=()
-if [ ! -e "$COMPILED_MARKER" ]; then
+if [ -z "${PYTHONDONTWRITEBYTECODE:-}" ] || [ ! -e "$COMPILED_MARKER" ]; then
     PIP_COMPILE=(--no-compile)
 fi
 step "2/5 upgrading pip"
@@ -48,11 +53,16 @@ done_step
 step "4/5 installing arena-ls (editable) with its test, plot, bench, ray and frameworks extras (ray: the cluster tests' head; frameworks: the trainer kit's end-to-end tests)"
 "$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" -e ".[test,plot,bench,ray,frameworks]"
 done_step
-if [ "${#PIP_COMPILE[@]}" != 0 ]; then
-    step "5/5 compiling the installed packages, on every core"
+PACKAGES="$("$VENV_BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ -z "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    step "5/5 compiling PyTorch and numpy, on every core (the rest is compiled as it is first imported)"
     # As pip does, a file that does not compile (PyTorch ships one in Python 3.12's syntax) is
     # left as source: -qq keeps its error off the screen, and the status is not CI's.
-    "$VENV_BIN/python" -m compileall -qq -j 0 "$("$VENV_BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
+    "$VENV_BIN/python" -m compileall -qq -j 0 "$PACKAGES/torch" "$PACKAGES/numpy" || true
+    done_step
+elif [ "${#PIP_COMPILE[@]}" != 0 ]; then
+    step "5/5 compiling the installed packages, on every core"
+    "$VENV_BIN/python" -m compileall -qq -j 0 "$PACKAGES" || true # -qq: as above
     : >"$COMPILED_MARKER"
     done_step
 else

@@ -516,6 +516,15 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     bench.editor_text(r"Active run: ⟳ tiny-lm", RUN_TIMEOUT)
     server.save_evidence("1-reference-job-running")  # kept for a person to look at, pass or fail
 
+    # Stop tiny-lm with the Stop item (confirming if asked: it may or may not have a checkpoint by now),
+    # before the diagnostics: the reference trainer takes a core while it runs, and in CI that core is
+    # the suite's.
+    bench.click_status_item("■ Stop")
+    wait_for(
+        "tiny-lm to stop, confirming if asked", lambda: _stopped_or_confirm(bench, "tiny-lm"), RUN_TIMEOUT
+    )
+    bench.status_item(r"^▶ Run$")
+
     # A failing trainer: arena's diagnostics in the Problems panel.
     bench.command("Go to File")
     bench.choose("train.py", typed="broken/train.py")
@@ -538,13 +547,6 @@ def test_run_watch_diagnose_approve_stop_and_rerun_fresh(session: tuple[CodeServ
     run_job(bench, "⊘ Broken trainer", "broken")
     reasons = bench.answer_dialog(r"Broken trainer cannot run", "Cancel")
     assert len(re.findall(r"• AR\d{3}", reasons)) >= 2, reasons
-
-    # Stop tiny-lm with the Stop item (confirming if asked: it may or may not have a checkpoint by now).
-    bench.click_status_item("■ Stop")
-    wait_for(
-        "tiny-lm to stop, confirming if asked", lambda: _stopped_or_confirm(bench, "tiny-lm"), RUN_TIMEOUT
-    )
-    bench.status_item(r"^▶ Run$")
 
     # A job that needs approval, then a stop that would lose work: both dialogs answered.
     run_job(bench, "▶ Slow LM (needs approval)", "slow")
