@@ -11,6 +11,8 @@ import psutil
 import pytest
 from lsprotocol.types import ExecuteCommandParams
 
+from arena_ls.run.capture_records import iter_records
+from arena_ls.run.outputlog import STDOUT
 from tests.helpers.lsp import (
     ArenaClient,
     all_logs,
@@ -278,8 +280,13 @@ async def test_log_hygiene(client: ArenaClient) -> None:
     assert len(long_line) < 70_000
     assert texts.index("after the long line") == texts.index(long_line) + 1
     assert [line["seq"] for line in lines] == list(range(len(lines)))
-    log_file = Path(info["logPath"]).read_bytes()
-    assert b"x" * (1024 * 1024) in log_file, "the file on disk keeps everything"
+    # The log file holds the trainer's streams and the agent's own records, a record per chunk
+    # (``run/outputlog.py``): a line split across two reads of the pipe may have an agent record
+    # between its pieces (seen beside two CPU hogs: a note the agent wrote while it loaded). What is
+    # on disk, stream by stream, is the whole line.
+    records = iter_records(Path(info["logPath"]).parent)
+    stdout = b"".join(data for _, stream, _, data, _ in records if stream == STDOUT)
+    assert b"x" * (1024 * 1024) + b"\n" in stdout, "the file on disk keeps everything"
 
 
 async def test_logs_cursor_pages_in_order(client: ArenaClient) -> None:
