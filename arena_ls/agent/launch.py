@@ -40,7 +40,7 @@ from arena_ls.agent.trainer_start import (
     record_launch,
     watch_stop,
 )
-from arena_ls.run import agent_records
+from arena_ls.run import agent_records, late_imports
 from arena_ls.run.outputlog import ARENA
 
 
@@ -68,9 +68,11 @@ def main(argv: list[str] | None = None) -> int:
             early.start_capture()
         if early.process is not None:
             watch_stop(run_dir, early)
-    # Imported only now, with the trainer running: its imports are what the trainer must not wait for.
-    _cache_generated_code()
-    from arena_ls.agent.local.agent import main as agent_main
+    # Imported only now, with the trainer running: its imports are what the trainer must not wait
+    # for. The pumps run meanwhile: one import at a time (``late_imports``).
+    with late_imports.LOCK:
+        _cache_generated_code()
+        from arena_ls.agent.local.agent import main as agent_main
 
     return agent_main([str(run_dir)], early=early, folder=folder)
 
@@ -111,8 +113,9 @@ def serve_as_spare() -> int:
 
 
 def _load_agent() -> None:
-    _cache_generated_code()
-    import arena_ls.agent.local.agent  # noqa: F401  (what a cold launch loads after the trainer started)
+    with late_imports.LOCK:  # a run may have started meanwhile: its pumps import too
+        _cache_generated_code()
+        import arena_ls.agent.local.agent  # noqa: F401  (what a cold launch loads after the trainer started)
 
 
 def _cache_generated_code() -> None:

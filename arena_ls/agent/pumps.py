@@ -76,13 +76,25 @@ class Pump:
                 size = 0
             if not size:
                 break
-            self._deliver(self._writer.append(self._stream, bytes(view[:size])))
+            written = self._append(bytes(view[:size]))
+            if written is not None:
+                self._deliver(written)
             wait = self._pacing.wait_after(size)
             if wait:  # a trickle: let the next lines gather
                 time.sleep(wait)
         last = self._writer.finish_stream(self._stream)
         if last:
             self._deliver(Written(last, False, b""))
+
+    def _append(self, data: bytes) -> Written | None:
+        """The writer's record of ``data``; None, logged, where the writer failed in a way of its
+        own (its full disk it counts itself): the pump reads on whatever happens, or the trainer
+        would block on its next write for good."""
+        try:
+            return self._writer.append(self._stream, data)
+        except Exception:
+            log.exception("the output log failed to record %d bytes; the capture goes on", len(data))
+            return None
 
     def _deliver(self, written: Written) -> None:
         if not written.complete and not written.update:

@@ -21,7 +21,8 @@ import from outside to it):
   segments, one at a time) and ``capture_records`` (whole-log iterators);
 - ``logsegments``, ``logkeep``: the log's segments and what is kept when it is capped;
 - ``trainer_announcements``, ``checkpoint_lines``: the trainer's announcements and the checkpoint lines;
-- ``agent_records``: the typed ``arena`` records an agent writes and their one renderer.
+- ``agent_records``: the typed ``arena`` records an agent writes and their one renderer;
+- ``late_imports``: the lock of the imports an agent makes while its pumps copy the output.
 
 Modules import these as submodules (``from arena_ls.run.rundir import RunDir``); this
 ``__init__`` imports none of them, so the job agent's launcher loads only what it names.
@@ -36,6 +37,7 @@ __all__ = [
     "checkpoint_lines",
     "claim",
     "cursors",
+    "late_imports",
     "logkeep",
     "loglines",
     "logsegments",

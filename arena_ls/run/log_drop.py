@@ -40,6 +40,22 @@ def dropped_leftovers(run_dir: Path, table: Table) -> list[int]:
     return sorted(found)[:1000]
 
 
+def delete_segments(run_dir: Path, segments: list[int]) -> list[int]:
+    """Delete the files of the tail segments ``segments``; those that could not be (one held open,
+    on Windows) are returned, to be tried again."""
+    from arena_ls import platform
+
+    remaining = []
+    for k in segments:
+        try:
+            gone = all([platform.remove_file(path) for path in segment_paths(run_dir, k)])
+        except OSError:
+            gone = False
+        if not gone:
+            remaining.append(k)
+    return remaining
+
+
 def files_size(*paths: Path) -> int:
     total = 0
     for path in paths:

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from arena_ls.run.log_drop import append_mid, dropped_leftovers, extract, files_size
+from arena_ls.run import late_imports
+from arena_ls.run.log_drop import append_mid, delete_segments, dropped_leftovers, extract, files_size
 from arena_ls.run.log_record import (
     ANNOUNCEMENT_PREFIX,
     ARENA,
@@ -188,6 +189,8 @@ class OutputWriter:
         self.last_error: OSError | None = None
         self.rotation_error: OSError | None = None
         """Why the log could not move on to its next segment (it then grows past its cap)."""
+        self.keep_error: Exception | None = None
+        """Why the last drop could not load what it keeps (``logkeep``): said once, tried at each drop."""
         self.commits = 0
         """Tables made so far (saved, or handed to the committer, which may save several as one):
         two a tail segment (its rotation, its drop), and one at the close."""
@@ -427,8 +430,15 @@ class OutputWriter:
         table = self._table
         assert table is not None
         try:
+            keepers = self._keepers()
+        except Exception as error:  # never out of append: the pump would die, the trainer block on its pipe
+            if self.keep_error is None:
+                log.warning("the log cannot drop its oldest segment yet (%r); it grows past its cap", error)
+            self.keep_error = error
+            return False
+        try:
             ends = table.tails[1].first_seq if len(table.tails) > 1 else None
-            drop = extract(self._run_dir, tail, self._keepers(), ends)
+            drop = extract(self._run_dir, tail, keepers, ends)
             append_mid(self._run_dir, table, drop, sync=self._committer is None)
             saved = (table.mid_records, table.mid_bytes, table.dropped_lines, table.dropped_bytes)
             saved_gap, saved_records = table.gap_seq, table.dropped_records
@@ -483,27 +493,17 @@ class OutputWriter:
         cost a flood one more synced table a segment. Nothing depends on the saved list: a writer
         started again deletes every tail file older than the table's oldest tail
         (``_dropped_leftovers``), and no reader opens a segment the table does not list."""
-        from arena_ls import platform
-
-        remaining = []
-        for k in table.doomed:
-            try:
-                gone = all([platform.remove_file(path) for path in segment_paths(self._run_dir, k)])
-            except OSError:
-                gone = False
-            if not gone:
-                remaining.append(k)
-        table.doomed = remaining
-        if commit and remaining != self._saved_doomed:
+        table.doomed = delete_segments(self._run_dir, table.doomed)
+        if commit and table.doomed != self._saved_doomed:
             with contextlib.suppress(OSError):
                 self._commit(table)
 
     def _keepers(self) -> tuple[Callable[[bytes, bool], bool], Callable[[bytes], bool]]:
-        """(can this chunk hold an event, is this line one): loaded at the first drop only."""
+        """(can this chunk hold an event, is this line one): loaded at the first drop (``late_imports``)."""
         if self._keep is None:
-            from arena_ls.run.logkeep import event_filters
-
-            self._keep = event_filters(self._spec.get("progressPattern"), self._spec.get("checkpointPattern"))
+            self._keep = late_imports.keep_filters(
+                self._spec.get("progressPattern"), self._spec.get("checkpointPattern")
+            )
         return self._keep
 
     def _try_write(self, stream: int, flags: int, data: bytes, lines: int) -> bool:

@@ -495,3 +495,30 @@ def test_a_revived_cluster_agent_counts_the_dropped_lines_it_copied(tmp_path: Pa
     assert trainer_lines_after(tmp_path, lambda line: line.text == "no such marker") == sum(
         1 for s, _, _ in trainer.lines if s != "arena"
     )
+
+
+def test_a_drop_that_cannot_load_its_filters_keeps_the_tail_and_trims_once_it_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first drop loads ``logkeep`` on the pump's thread; an import that fails there (CI saw
+    one: another thread importing attrs at the same instant) must not escape ``append``: the
+    writer keeps every line and grows past its cap, and trims at the next write that can."""
+    import sys
+
+    trainer = Trainer(tmp_path)
+    monkeypatch.setitem(sys.modules, "arena_ls.run.logkeep", None)  # `import` of it raises ImportError
+    for _ in range(80):
+        trainer.chunk(100, event_every=7)
+    table = load_table(tmp_path)
+    assert table is None or table.dropped_lines == 0, "nothing could be dropped without the filters"
+    grown = sum(path.stat().st_size for path in tmp_path.glob("output*.log"))
+    assert grown > 2 * CAP, "the log grew past its cap rather than lose a line or fail the write"
+
+    monkeypatch.undo()
+    trainer.chunk(100, event_every=7)
+    table = load_table(tmp_path)
+    assert table is not None and table.dropped_lines > 0, "trimmed once the filters load"
+    trainer.writer.close()
+    texts = [line.text for line in iter_all_lines(tmp_path)]
+    kept = [text for _, text, is_event in trainer.lines if is_event]
+    assert all(text in texts for text in kept), "every event and arena line is kept"

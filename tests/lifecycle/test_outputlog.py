@@ -83,3 +83,41 @@ def test_a_supervisor_line_with_newlines_inside_is_that_many_lines_and_cursors_s
     writer.append_line(ARENA, "later")
     assert [line.text for line in reader.read(page.cursor, 1000).lines] == ["later"]
     writer.close()
+
+
+class FailingOnce(OutputWriter):
+    """A writer whose next ``append`` raises an error of its own (not a full disk's ``OSError``)."""
+
+    fail_next = True
+
+    def append(self, stream: int, data: bytes) -> Written:
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("the writer's bookkeeping broke")
+        return super().append(stream, data)
+
+
+def test_a_writer_that_raises_never_stops_the_pump_so_the_trainer_never_blocks(tmp_path: Path) -> None:
+    """Issue 38's CI: a pump died of an error in the log's bookkeeping, the trainer blocked on its
+    full pipe and was stopped as stalled. The pump logs the error and reads on: 4 MiB written
+    after it (many pipes' worth) all reach the log, and the pump ends at the pipe's end."""
+    read_fd, write_fd = os.pipe()
+    writer = FailingOnce(tmp_path)
+    pump = Pump(os.fdopen(read_fd, "rb"), STDOUT, writer, pipe_bytes=0).start()
+    os.write(write_fd, b"lost to the broken bookkeeping\n")
+    wait_until(lambda: not writer.fail_next, "the writer's failure")
+    line = b"x" * 1023 + b"\n"
+
+    def trainer() -> None:  # blocks for good on the full pipe if nothing drains it
+        for _ in range(4096):
+            os.write(write_fd, line)
+        os.close(write_fd)
+
+    writing = threading.Thread(target=trainer, daemon=True)
+    writing.start()
+    writing.join(timeout=60)
+    assert not writing.is_alive(), "the trainer is blocked on its pipe: the pump stopped reading"
+    pump.join(timeout=60)
+    writer.close()
+    texts = [entry.text for entry in iter_all_lines(tmp_path) if entry.stream == "stdout"]
+    assert texts.count("x" * 1023) == 4096
