@@ -27,14 +27,18 @@ class LostWork:
     seconds: float
 
 
-def lost_work(state: RunState, resumed_from_step: int | None) -> LostWork | None:
-    """The work ``state``'s stop or kill lost, or None (not stopped nor killed, or unknowable)."""
+def lost_work(state: RunState, resumed_from_step: int | None, step: int | None = None) -> LostWork | None:
+    """The work ``state``'s stop or kill lost, or None (not stopped nor killed, or unknowable).
+
+    ``step``: the step reached when the caller knows a later one than the record's (the server
+    reads the trainer's announcements from the log too, and says the same step beside ``lost``)."""
     if not applies(state):
         return None
     checkpoint = state.last_checkpoint
     saved_step = checkpoint.step if checkpoint is not None else (resumed_from_step or 0)
-    reached = max(s for s in (state.step, saved_step) if s is not None)
-    if state.step is None and checkpoint is None:
+    announced = step if step is not None else state.step
+    reached = max(s for s in (announced, saved_step) if s is not None)
+    if announced is None and checkpoint is None:
         return None  # no step was ever announced: what it did is unknown
     steps = max(0, reached - saved_step)
     if steps == 0:

@@ -32,6 +32,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
     state = view.state or RunState(run_id=view.run_id, job_id=view.spec.job_id)
     progress = view.progress
     checkpoint = state.last_checkpoint
+    step = _latest_step(_announced_step(view, progress.step, state.step), checkpoint)
     live = view.status in (RunStatus.RUNNING, RunStatus.STOPPING)
     info: dict[str, Any] = {
         "runId": view.run_id,
@@ -46,7 +47,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "stoppedBy": state.stopped_by,
         "failure": _failure(view, state),
         "restarts": state.restarts,
-        "step": _latest_step(progress.step if progress.step is not None else state.step, checkpoint),
+        "step": step,
         "totalSteps": progress.total if progress.total is not None else state.total_steps,
         "loss": finite(progress.loss if progress.loss is not None else state.loss),
         "stepsPerSecond": _round(progress.steps_per_second) if live else None,
@@ -63,7 +64,7 @@ def run_info(view: RunView, extra: dict[str, Any] | None = None) -> dict[str, An
         "gpuUtilization": None,
         "cluster": _cluster_wire(view.spec, state),
         "insights": [],
-        "lost": _lost(view, state),
+        "lost": _lost(view, state, step),
         "waitingFor": state.waiting_for if view.status is RunStatus.RESTARTING else None,
         "keepAwake": state.keep_awake,
         "afterReboot": None,
@@ -159,6 +160,17 @@ def _failure(view: RunView, state: RunState) -> dict[str, str] | None:
     return None
 
 
+def _announced_step(view: RunView, read: int | None, recorded: int | None) -> int | None:
+    """The step the trainer announced last. While the run lives, the one the server read from the
+    log (the agent records it every few seconds). Once it ended, the agent's record: the agent
+    read the trainer's last lines before it wrote the end, the server's reading of the log may not
+    have caught up yet, and ``lost`` counts from the record (issue 38's CI: "killed at step 171;
+    last checkpoint 6: 166 steps lost", the log read to 171, the record at 172)."""
+    if view.is_final and recorded is not None:
+        return recorded
+    return read if read is not None else recorded
+
+
 def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int | None:
     """The step reached: progress is announced every few steps, a checkpoint names the step it
     saved, so the checkpoint's step counts when it is the later one."""
@@ -167,11 +179,12 @@ def _latest_step(step: int | None, checkpoint: CheckpointRecord | None) -> int |
     return checkpoint.step if step is None else max(step, checkpoint.step)
 
 
-def _lost(view: RunView, state: RunState) -> dict[str, Any] | None:
-    """``RunInfo.lost`` (contract 7.1): the work after the last checkpoint a stop or kill lost."""
+def _lost(view: RunView, state: RunState, step: int | None) -> dict[str, Any] | None:
+    """``RunInfo.lost`` (contract 7.1): the work after the last checkpoint a stop or kill lost,
+    counted to ``step``, the step the same ``RunInfo`` says was reached."""
     if view.state is None or view.damage is not None:
         return None
-    lost = lost_work(state, view.spec.resumed_from_step)
+    lost = lost_work(state, view.spec.resumed_from_step, step)
     return None if lost is None else {"steps": lost.steps, "seconds": lost.seconds}
 
 

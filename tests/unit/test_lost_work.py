@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from arena_ls.lifecycle.lostwork import LostWork, lost_work
-from arena_ls.run.rundir import CheckpointRecord, RunState
+from arena_ls.lifecycle.runview import RunView
+from arena_ls.protocol.wire import run_info
+from arena_ls.run.rundir import CheckpointRecord, RunDir, RunSpec, RunState
 from arena_ls.run.states import RunStatus
 
 
@@ -13,6 +16,10 @@ def state(**given: Any) -> RunState:
     fields: dict[str, Any] = {"run_id": "r", "job_id": "j", "status": RunStatus.STOPPED}
     fields.update(given)
     return RunState(**fields)
+
+
+def spec() -> RunSpec:
+    return RunSpec(run_id="r", job_id="j", job_name="J", kind="train", argv=["/py", "t.py"], cwd="/ws")
 
 
 def checkpoint(step: int, at: float) -> CheckpointRecord:
@@ -50,3 +57,25 @@ def test_a_signal_death_counts_and_other_ends_do_not() -> None:
 
 def test_a_run_that_announced_no_step_lost_an_unknown_amount() -> None:
     assert lost_work(state(started_at=0.0, ended_at=9.0), None) is None
+
+
+def test_a_stopped_runs_step_and_lost_agree_when_the_log_was_read_short_of_the_record(tmp_path: Path) -> None:
+    """The agent wrote the end of a kill at step 172; the server had read the log to step 171
+    (CI, beside its other tests: "killed at step 171; last checkpoint 6: 166 steps lost")."""
+    view = RunView(RunDir(tmp_path / "r"), spec())
+    view.state = state(
+        step=172, last_checkpoint=checkpoint(6, 100.0), started_at=90.0, ended_at=160.0, signal=9
+    )
+    view.progress.update(171, None, None, None, at=150.0)
+    info = run_info(view)
+    assert info["step"] == 172 and info["lost"] == {"steps": 166, "seconds": 60.0}
+
+
+def test_a_live_runs_step_is_the_one_read_from_the_log() -> None:
+    """While it runs, the log is fresher than the agent's record; after a relaunch it is also
+    lower (the run resumed from its checkpoint), and the record's older, higher step is not it."""
+    for read, recorded in ((180, 172), (100, 172)):
+        view = RunView(RunDir(Path("/nonexistent/r")), spec())
+        view.state = state(status=RunStatus.RUNNING, step=recorded, last_checkpoint=checkpoint(6, 100.0))
+        view.progress.update(read, None, None, None, at=150.0)
+        assert run_info(view)["step"] == read
