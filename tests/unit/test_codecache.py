@@ -8,6 +8,7 @@ import builtins
 import hashlib
 import marshal
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -84,15 +85,126 @@ def test_cattrs_functions_are_cached_too(tmp_path: Path, monkeypatch: pytest.Mon
     assert again.hits >= hits_before + 2
 
 
-def test_a_hashable_class_salted_by_the_hash_seed_is_compiled_each_time_and_never_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _constants(code: Any) -> set[object]:
+    """Every constant of ``code`` and of the functions' code it holds."""
+    found: set[object] = set()
+    for constant in code.co_consts:
+        found |= _constants(constant) if hasattr(constant, "co_consts") else {constant}
+    return found
+
+
+SALTED_SCRIPT = """def __hash__(self):
+        return hash((
+                {salt},
+                self.x,
+            ))
+def __eq__(self, other):
+    return (self.x,) == (other.x,)"""
+"""A script as attrs writes a hashable class's methods: its salt is ``hash()`` of a string."""
+
+
+@pytest.mark.parametrize(
+    ("first_salt", "salt"),
+    [
+        (123_456_789, 987_654_321),
+        (123_456_789, 100_000_000),
+        (-6_511_823_349_287_412_817, -1_234_567_890_123_456_789),
+    ],
+)
+def test_a_salted_script_is_kept_with_a_stand_in_and_handed_out_with_each_processs_salt(
+    tmp_path: Path, first_salt: int, salt: int
+) -> None:
+    """Another process (another hash seed) writes another salt into the same script: it gets the
+    kept code with its own salt, the very code ``compile`` makes of its text."""
+    first = CodeCache(cache_file(tmp_path))
+    text = SALTED_SCRIPT.format(salt=first_salt)
+    compiled = first.compiler(0)(text, "<attrs generated methods P>", "exec")
+    assert compiled == compile(text, "<attrs generated methods P>", "exec", dont_inherit=True)
+    assert first.save()
+    (kept,) = _entries(tmp_path).values()
+    assert int(codecache.salt_stand_in(str(first_salt))) in _constants(kept)
+    assert first_salt not in _constants(kept)
+
+    again = CodeCache(cache_file(tmp_path))
+    text = SALTED_SCRIPT.format(salt=salt)
+    code = again.compiler(0)(text, "<attrs generated methods P>", "exec")
+    assert again.hits == 1
+    assert code == compile(text, "<attrs generated methods P>", "exec", dont_inherit=True)
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    point = type("P", (), {"x": 7})()
+    assert namespace["__hash__"](point) == hash((salt, 7))
+
+
+def test_a_salt_of_another_length_is_compiled_and_kept_beside(tmp_path: Path) -> None:
+    """The stand-in is as long as the salt (the code's column positions): a salt of another
+    length or sign is another script, compiled once and kept too."""
+    cache = CodeCache(cache_file(tmp_path))
+    for salt in (123_456_789, 42, -42, 55):
+        text = SALTED_SCRIPT.format(salt=salt)
+        assert cache.compiler(0)(text, "<P>", "exec") == compile(text, "<P>", "exec", dont_inherit=True)
+    assert cache.hits == 1 and cache.save()
+    assert len(_entries(tmp_path)) == 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SALTED_SCRIPT.format(salt=12) + "\ndef g():\n    return 77",
+        SALTED_SCRIPT.format(salt=5) + "\ndef g(self):\n    return hash((\n        9,\n    ))",
+        "def __hash__(self):\n    return hash(self.x)",
+    ],
+    ids=["the stand-in already there", "two salts", "no salt where attrs writes it"],
+)
+def test_a_salted_script_the_cache_cannot_read_is_compiled_each_time_and_never_kept(
+    tmp_path: Path, text: str
 ) -> None:
     cache = CodeCache(cache_file(tmp_path))
-    _through(cache, monkeypatch)
-    frozen = _frozen_class()
-    assert hash(frozen(1)) == hash(frozen(1))
-    assert not cache.save(), "a script that never comes again must not grow the file"
+    assert cache.compiler(0)(text, "<script>", "exec") == compile(text, "<script>", "exec", dont_inherit=True)
+    assert not cache.save(), "a script the cache cannot make general must not grow the file"
     assert not cache_file(tmp_path).exists()
+
+
+HASHES_SCRIPT = """
+import sys
+from pathlib import Path
+import attrs
+from arena_ls import codecache
+cache = codecache.install(Path(sys.argv[1]))
+frozen = attrs.make_class("FrozenPoint", {"x": attrs.field(), "y": attrs.field(default=0)}, frozen=True)
+empty = attrs.make_class("Empty", {}, frozen=True)
+cached = attrs.make_class("Cached", {"x": attrs.field()}, frozen=True, cache_hash=True)
+print(hash(frozen(1, 2)), hash(empty()), hash(cached(3)), hash(cached(3)), cache.hits if cache else -1)
+"""
+
+
+def test_hashable_classes_hash_alike_from_the_cache_and_compiled_under_another_hash_seed(
+    tmp_path: Path,
+) -> None:
+    """The real attrs, in processes of their own: the first (hash seed 1) compiles and keeps the
+    scripts; the second (seed 2) takes them from the cache and hashes as a process of seed 2
+    that compiles them (``ARENA_CODE_CACHE=off``)."""
+
+    def hashes(seed: int, cache: str = "") -> list[int]:
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), codecache.DISABLE_VARIABLE: cache}
+        printed = subprocess.run(
+            [sys.executable, "-c", HASHES_SCRIPT, str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        return [int(word) for word in printed.split()]
+
+    first = hashes(1)
+    assert first[-1] == 0 and cache_file(tmp_path).exists()
+    hashes(2)  # a salt of another sign or length than seed 1's is kept now (the stand-in's length)
+    from_cache = hashes(2)
+    assert from_cache[-1] >= 3, "the hashable classes' scripts were compiled again"
+    compiled = hashes(2, cache="off")
+    assert from_cache[:-1] == compiled[:-1]
+    assert first[:3] != compiled[:3], "the seed changes the salts (else this test proves nothing)"
 
 
 def test_the_code_is_compiled_with_the_generators_future_flags(
