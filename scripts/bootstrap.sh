@@ -22,9 +22,9 @@ done_step() {
 # Bytecode. Where Python writes it (PYTHONDONTWRITEBYTECODE unset, Python's default; CI's
 # scripts/test.sh), each module is compiled at its first import and kept: of the packages' 16,600
 # modules the demo and the tests import about a quarter, so pip installs without compiling
-# (--no-compile) and only PyTorch, numpy (the tests' first processes all import them at once: each
-# would compile them for itself) and arena-ls's dependencies (scripts/bytecode_ahead.py), 6,100
-# modules, are compiled here, on every core.
+# (--no-compile), and step 5 imports what the tests' first processes import, PyTorch with its
+# first optimizer's torch._dynamo, SymPy, numpy and every module of arena-ls (each would compile
+# them for itself: they start together), in two processes at once (scripts/bytecode_ahead.py).
 # Where it does not (the variable set: no process would ever keep what it compiled), until a whole
 # install has been compiled once (the marker below), pip installs without compiling and the
 # packages are compiled afterwards on every core at once: pip compiles one file after another, a
@@ -56,13 +56,13 @@ step "4/5 installing arena-ls (editable) with its test, plot, bench, ray and fra
 done_step
 PACKAGES="$("$VENV_BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 if [ -z "${PYTHONDONTWRITEBYTECODE:-}" ]; then
-    step "5/5 compiling PyTorch, numpy and arena-ls's dependencies, on every core (the rest is compiled as it is first imported)"
-    # arena-ls's own dependencies too: a server must never compile a module on its event loop.
-    # As pip does, a file that does not compile (PyTorch ships one in Python 3.12's syntax) is
-    # left as source: -qq keeps its error off the screen, and the status is not CI's.
-    AHEAD=()
-    while IFS= read -r top; do AHEAD+=("$PACKAGES/$top"); done < <("$VENV_BIN/python" scripts/bytecode_ahead.py)
-    "$VENV_BIN/python" -m compileall -qq -j 0 "${AHEAD[@]}" || true
+    step "5/5 importing what the first processes import (PyTorch; SymPy, numpy and every module of arena-ls), two at once: Python keeps their bytecode (the rest is compiled as it is first imported)"
+    # Importing compiles exactly what is used (some 2,300 modules, not the packages' 6,100 whole),
+    # and arena-ls's own dependencies too: a server must never compile a module on its event loop.
+    "$VENV_BIN/python" scripts/bytecode_ahead.py trainer &
+    TRAINER_AHEAD=$!
+    "$VENV_BIN/python" scripts/bytecode_ahead.py arena-ls
+    wait "$TRAINER_AHEAD"
     done_step
 elif [ "${#PIP_COMPILE[@]}" != 0 ]; then
     step "5/5 compiling the installed packages, on every core"

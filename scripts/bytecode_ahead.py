@@ -1,55 +1,62 @@
-"""The top-level modules and packages bootstrap compiles ahead where Python keeps bytecode itself.
+"""Import what the suite's first processes import, so that Python writes its bytecode once.
 
-PyTorch and numpy (the tests' first processes all import them at once, and each would compile
-them for itself), and arena-ls's dependencies with theirs (a server must never compile a module
-on its event loop), one name per line, as they lie in the environment's site-packages. The rest
-(transformers, Ray, sympy: most of the 16,600 modules) is compiled as it is first imported.
+Where Python keeps bytecode itself (``PYTHONDONTWRITEBYTECODE`` unset: CI's ``scripts/test.sh``),
+bootstrap runs this twice at once, each on a core:
+
+- ``python scripts/bytecode_ahead.py trainer``: PyTorch with what a trainer's first optimizer loads
+  (``torch._dynamo``, through ``torch.optim``), the largest share: the tests' first trainers start
+  together, and each would otherwise compile it for itself;
+- ``python scripts/bytecode_ahead.py arena-ls``: SymPy and numpy (which PyTorch's half then finds
+  compiled), then every module of arena-ls, and so every dependency it imports, lazily or not (a
+  server must never compile a module on its event loop).
+
+Importing compiles exactly what is used: some 2,300 modules, against the 6,100 that compiling the
+packages whole took (PyTorch, SymPy, NetworkX, Pygments, ...: docs/performance.md). The rest
+(transformers, Ray, ...) is compiled by the first process that imports it. A module that cannot
+be imported here (another system's) is skipped: what it would have compiled is compiled later.
 """
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
-import re
+import importlib
+import pkgutil
+import sys
 
-FIRST = ("torch", "numpy")
-
-
-def requirement_name(requirement: str) -> str | None:
-    """The distribution a requirement names; None for one that only an extra asks for."""
-    if "extra ==" in requirement:
-        return None
-    return re.split(r"[\s;<>=!\[~(]", requirement, maxsplit=1)[0]
+TRAINER = ("torch", "torch._dynamo", "torch.optim")
+FIRST_OF_THE_REST = ("sympy", "numpy")
 
 
-def distributions(roots: tuple[str, ...]) -> set[str]:
-    """The roots and everything they require, without extras, as far as they are installed."""
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        key = name.lower().replace("_", "-")
-        if key in seen:
-            continue
-        try:
-            requires = metadata.requires(name) or []
-        except metadata.PackageNotFoundError:
-            continue
-        seen.add(key)
-        todo.extend(found for found in map(requirement_name, requires) if found)
-    return seen
+def import_quietly(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except Exception:  # another platform's module, a missing optional dependency: compiled later
+        return False
+    return True
 
 
-def top_levels(names: set[str]) -> set[str]:
-    """The top-level modules and packages the distributions' Python files lie in."""
-    tops: set[str] = set()
-    for name in names:
-        for file in metadata.distribution(name).files or []:
-            top = file.parts[0]
-            outside = top.startswith("..") or top.endswith((".dist-info", ".data"))
-            if file.suffix == ".py" and not outside:
-                tops.add(top)
-    return tops
+def arena_ls_modules() -> list[str]:
+    """Every module of arena-ls but its entry points' ``__main__`` (which would run)."""
+    import arena_ls
+
+    return [
+        info.name
+        for info in pkgutil.walk_packages(arena_ls.__path__, "arena_ls.")
+        if not info.name.endswith("__main__")
+    ]
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["trainer"]:
+        names = list(TRAINER)
+    elif argv == ["arena-ls"]:
+        names = [*FIRST_OF_THE_REST, *arena_ls_modules()]
+    else:
+        print("usage: python scripts/bytecode_ahead.py trainer | arena-ls", file=sys.stderr)
+        return 2
+    imported = sum(import_quietly(name) for name in names)
+    print(f"bytecode_ahead {argv[0]}: {imported} of {len(names)} imported, {len(sys.modules)} modules loaded")
+    return 0
 
 
 if __name__ == "__main__":
-    print("\n".join(sorted(top_levels(distributions((*FIRST, "arena-ls"))) - {"arena_ls"})))
+    sys.exit(main(sys.argv[1:]))

@@ -31,8 +31,8 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # Python's default: each module is compiled at its first import and its bytecode kept, by every
 # process CI starts. Where the machine sets PYTHONDONTWRITEBYTECODE (this project's do, as many
 # containers), bootstrap compiled all 16,600 modules of the packages ahead, about 60 s of CPU, for the
-# quarter of them the tests import; now it compiles PyTorch, numpy and arena-ls's dependencies
-# alone (scripts/bootstrap.sh, scripts/bytecode_ahead.py).
+# quarter of them the tests import; now it imports ahead what the first processes import (PyTorch,
+# SymPy, numpy, arena-ls's modules: scripts/bootstrap.sh, scripts/bytecode_ahead.py).
 unset PYTHONDONTWRITEBYTECODE
 WORKERS="${ARENA_TEST_WORKERS:-4}"
 LANE_LOGS="$(mktemp -d "${TMPDIR:-/tmp}/arena-ci.XXXXXX")"
