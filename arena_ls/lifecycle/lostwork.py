@@ -30,8 +30,8 @@ class LostWork:
 def lost_work(state: RunState, resumed_from_step: int | None, step: int | None = None) -> LostWork | None:
     """The work ``state``'s stop or kill lost, or None (not stopped nor killed, or unknowable).
 
-    ``step``: the step reached when the caller knows a later one than the record's (the server
-    reads the trainer's announcements from the log too, and says the same step beside ``lost``)."""
+    ``step``: the step reached as the caller says it beside ``lost`` (``RunInfo.step``: for an
+    ended run, the record's too); the record's step when not given."""
     if not applies(state):
         return None
     checkpoint = state.last_checkpoint
