@@ -21,12 +21,12 @@ done_step() {
 
 # Bytecode. Where Python writes it (PYTHONDONTWRITEBYTECODE unset, Python's default; CI's
 # scripts/test.sh), each module is compiled at its first import and kept: of the packages' 16,600
-# modules the demo and the tests import about a quarter, so pip installs without compiling
+# modules the demo and the tests import about a quarter, so the installer installs without compiling
 # (--no-compile), and step 5 imports what the tests' first processes import, PyTorch with its
 # first optimizer's torch._dynamo, SymPy, numpy and every module of arena-ls (each would compile
 # them for itself: they start together), in two processes at once (scripts/bytecode_ahead.py).
 # Where it does not (the variable set: no process would ever keep what it compiled), until a whole
-# install has been compiled once (the marker below), pip installs without compiling and the
+# install has been compiled once (the marker below), the installer installs without compiling and the
 # packages are compiled afterwards on every core at once: pip compiles one file after another, a
 # minute of one core while the other often waits (docs/performance.md, "Bootstrap's bytecode").
 # The marker is written only after that compile, so an install cut short is compiled by the next
@@ -45,14 +45,45 @@ PIP_COMPILE=()
 if [ -z "${PYTHONDONTWRITEBYTECODE:-}" ] || [ ! -e "$COMPILED_MARKER" ]; then
     PIP_COMPILE=(--no-compile)
 fi
-step "2/5 upgrading pip"
-"$VENV_BIN/python" -m pip install --quiet --upgrade pip
+# The installer: uv (https://github.com/astral-sh/uv) where it installs and can be told pip's
+# configuration (scripts/uv_args.py: the same indexes, wheel folders and constraints), pip
+# otherwise. The same packages either way; uv unpacks them in parallel: 7-10 s for what pip
+# took 55 s (docs/performance.md, "Bootstrap with uv").
+UV_ENV=()
+UV_ARGS=()
+use_uv() {
+    "$VENV_BIN/python" -m pip install --quiet uv >/dev/null 2>&1 || return 1
+    local configured line
+    configured="$("$VENV_BIN/python" scripts/uv_args.py)" || return 1
+    while IFS= read -r line; do
+        if [[ "$line" =~ ^[A-Z_]+= ]]; then UV_ENV+=("$line"); else UV_ARGS+=("$line"); fi
+    done <<<"$configured"
+    "$VENV_BIN/uv" --version >/dev/null 2>&1
+}
+install() { # install PIP_ARGUMENTS...: with uv if chosen, else pip; bytecode as PIP_COMPILE says
+    if [ "$INSTALLER" = uv ]; then
+        local compile=(--compile-bytecode)
+        [ "${#PIP_COMPILE[@]}" = 0 ] || compile=()
+        env "${UV_ENV[@]}" "$VENV_BIN/uv" pip install --quiet --python "$VENV_BIN/python" \
+            "${UV_ARGS[@]}" "${compile[@]}" "$@"
+    else
+        "$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" "$@"
+    fi
+}
+step "2/5 choosing the installer (uv, else pip) and upgrading pip"
+if use_uv; then
+    INSTALLER=uv
+else
+    INSTALLER=pip
+fi
+install --upgrade pip
+echo "[bootstrap]   installing with $INSTALLER"
 done_step
 step "3/5 installing PyTorch (the pinned CPU build) and numpy"
-"$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" "torch==2.13.0" numpy
+install "torch==2.13.0" numpy
 done_step
 step "4/5 installing arena-ls (editable) with its test, plot, bench, ray and frameworks extras (ray: the cluster tests' head; frameworks: the trainer kit's end-to-end tests)"
-"$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" -e ".[test,plot,bench,ray,frameworks]"
+install -e ".[test,plot,bench,ray,frameworks]"
 done_step
 PACKAGES="$("$VENV_BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 if [ -z "${PYTHONDONTWRITEBYTECODE:-}" ]; then
@@ -70,6 +101,6 @@ elif [ "${#PIP_COMPILE[@]}" != 0 ]; then
     : >"$COMPILED_MARKER"
     done_step
 else
-    echo "[bootstrap] 5/5 the packages pip installed were compiled by pip"
+    echo "[bootstrap] 5/5 the packages were compiled as they were installed"
 fi
 echo "[bootstrap] ready: $VENV_BIN/arena and $VENV_BIN/arena-ls"
