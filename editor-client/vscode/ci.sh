@@ -6,9 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --no-audit --no-fund
-npm run typecheck
 npm run lint
-npm test
+npm test # tsc -p ./ type-checks and compiles the sources and tests, then node --test runs them
 npm run package
 # The package must carry the bundle and nothing else that runs.
 scripts=$(npx vsce ls --no-dependencies | grep -c '\.js$' || true)

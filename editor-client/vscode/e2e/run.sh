@@ -18,7 +18,13 @@ setup_done=$(date +%s)
 (
     cd "$extension"
     [ -d node_modules ] || npm ci --no-audit --no-fund
-    npm run --silent package >/dev/null
+    # The .vsix that ci.sh built (CI runs it first) is tested as it is; packaged again when missing
+    # or older than anything it is built from.
+    if [ ! -f arena-ls.vsix ] ||
+        [ -n "$(find src package.json package-lock.json esbuild.mjs tsconfig.json .vscodeignore \
+            -newer arena-ls.vsix -print -quit 2>/dev/null)" ]; then
+        npm run --silent package >/dev/null
+    fi
 )
 
 export ARENA_E2E_CODE_SERVER="$cache/code-server-4.100.3/node_modules/.bin/code-server"
