@@ -60,15 +60,18 @@ use_uv() {
     done <<<"$configured"
     "$VENV_BIN/uv" --version >/dev/null 2>&1
 }
-install() { # install PIP_ARGUMENTS...: with uv if chosen, else pip; bytecode as PIP_COMPILE says
+install() { # install PIP_ARGUMENTS...: with uv if chosen (pip from then on if uv fails), else pip
     if [ "$INSTALLER" = uv ]; then
-        local compile=(--compile-bytecode)
+        local compile=(--compile-bytecode) # bytecode as PIP_COMPILE says
         [ "${#PIP_COMPILE[@]}" = 0 ] || compile=()
-        env "${UV_ENV[@]}" "$VENV_BIN/uv" pip install --quiet --python "$VENV_BIN/python" \
-            "${UV_ARGS[@]}" "${compile[@]}" "$@"
-    else
-        "$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" "$@"
+        if env "${UV_ENV[@]}" "$VENV_BIN/uv" pip install --quiet --python "$VENV_BIN/python" \
+            "${UV_ARGS[@]}" "${compile[@]}" "$@"; then
+            return 0
+        fi
+        echo "[bootstrap]   uv could not install it (above): installing with pip instead"
+        INSTALLER=pip
     fi
+    "$VENV_BIN/python" -m pip install --quiet "${PIP_COMPILE[@]}" "$@"
 }
 step "2/5 choosing the installer (uv, else pip) and upgrading pip"
 if use_uv; then
