@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from arena_ls.gates import lint_trainer
+from tests.helpers.by_path import load_module
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_lint.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_lint", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("bench_lint", BENCH)
 
 
 @pytest.mark.process  # bench_lint.run times the lint in subprocesses (loaded by path: not followed)

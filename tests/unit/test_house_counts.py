@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.helpers.by_path import load_module
 
 pytestmark = pytest.mark.xdist_group("sources")  # the script walks the package through helpers/sources.py
 
@@ -16,12 +16,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "house_counts.py"
 
 @pytest.fixture(scope="module")
 def counts() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("house_counts", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["house_counts"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module("house_counts", SCRIPT)
 
 
 def test_a_cycle_of_packages_is_found_and_a_tree_is_not(counts: ModuleType) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,16 +10,14 @@ from types import ModuleType
 
 import pytest
 
+from tests.helpers.by_path import load_module
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "uv_args.py"
 
 
 @pytest.fixture(scope="module")
 def uv_args() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("uv_args", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("uv_args", SCRIPT)
 
 
 def test_a_variable_wins_over_the_install_section_which_wins_over_global(uv_args: ModuleType) -> None:
