@@ -51,10 +51,10 @@ fi
 # took 55 s (docs/performance.md, "Bootstrap with uv").
 UV_ENV=()
 UV_ARGS=()
-use_uv() {
-    "$VENV_BIN/python" -m pip install --quiet uv >/dev/null 2>&1 || return 1
+use_uv() { # pip's configuration first: where uv cannot be told it, uv is not installed at all
     local configured line
     configured="$("$VENV_BIN/python" scripts/uv_args.py)" || return 1
+    "$VENV_BIN/python" -m pip install --quiet uv >/dev/null 2>&1 || return 1
     while IFS= read -r line; do
         if [[ "$line" =~ ^[A-Z_]+= ]]; then UV_ENV+=("$line"); else UV_ARGS+=("$line"); fi
     done <<<"$configured"

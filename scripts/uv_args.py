@@ -85,8 +85,9 @@ def uv_arguments(options: dict[str, str]) -> list[str]:
         elif option == "constraint":
             for path in words:
                 arguments += ["--constraint", path]
-        elif option == "no-index" and value.lower() in ("1", "true", "yes", "on"):
-            arguments.append("--no-index")
+        elif option == "no-index":
+            if value.lower() in ("1", "true", "yes", "on"):
+                arguments.append("--no-index")
         elif option == "trusted-host":
             for host in words:
                 arguments += ["--allow-insecure-host", host]

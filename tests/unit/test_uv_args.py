@@ -61,6 +61,7 @@ def test_every_index_wheel_folder_and_constraint_is_passed_and_indexes_are_searc
 def test_no_index_and_an_index_of_its_own_are_kept(uv_args: ModuleType) -> None:
     assert "--no-index" in uv_args.uv_arguments({"no-index": "true"})
     assert "https://pypi.org/simple" not in uv_args.uv_arguments({"no-index": "true"})
+    assert "--no-index" not in uv_args.uv_arguments({"no-index": "false"})  # said off: pip's default
     arguments = uv_args.uv_arguments({"index-url": "https://mirror/simple"})
     assert arguments.count("--index-url") == 1 and "https://mirror/simple" in arguments
 
